@@ -1,0 +1,397 @@
+//! Content blocks: the parts of a message.
+
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
+
+/// `cache_control` marker for prompt caching.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheControl {
+    #[serde(rename = "type")]
+    pub kind: String,
+}
+
+impl CacheControl {
+    /// The only kind the API offers today: `{"type":"ephemeral"}`.
+    #[must_use]
+    pub fn ephemeral() -> Self {
+        Self {
+            kind: "ephemeral".to_owned(),
+        }
+    }
+}
+
+/// Where an image's bytes come from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ImageSource {
+    Base64 { media_type: String, data: String },
+    Url { url: String },
+}
+
+/// One part of a `tool_result` whose content is a list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ToolResultPart {
+    Text { text: String },
+    Image { source: ImageSource },
+}
+
+/// The content of a `tool_result`: the API accepts a plain string or a list of parts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum ToolResultContent {
+    Text(String),
+    Parts(Vec<ToolResultPart>),
+}
+
+impl ToolResultContent {
+    /// All text of the result, parts joined by newlines; images are skipped.
+    #[must_use]
+    pub fn text(&self) -> String {
+        match self {
+            Self::Text(t) => t.clone(),
+            Self::Parts(parts) => parts
+                .iter()
+                .filter_map(|p| match p {
+                    ToolResultPart::Text { text } => Some(text.as_str()),
+                    ToolResultPart::Image { .. } => None,
+                })
+                .collect::<Vec<_>>()
+                .join("\n"),
+        }
+    }
+
+    /// Length in bytes of the text parts.
+    #[must_use]
+    pub fn text_len(&self) -> usize {
+        match self {
+            Self::Text(t) => t.len(),
+            Self::Parts(parts) => parts
+                .iter()
+                .map(|p| match p {
+                    ToolResultPart::Text { text } => text.len(),
+                    ToolResultPart::Image { .. } => 0,
+                })
+                .sum(),
+        }
+    }
+}
+
+impl Default for ToolResultContent {
+    fn default() -> Self {
+        Self::Text(String::new())
+    }
+}
+
+impl From<String> for ToolResultContent {
+    fn from(s: String) -> Self {
+        Self::Text(s)
+    }
+}
+
+impl From<&str> for ToolResultContent {
+    fn from(s: &str) -> Self {
+        Self::Text(s.to_owned())
+    }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+/// A content block of a message.
+///
+/// Unknown block types (server tools, documents, whatever the API adds next) are kept
+/// verbatim in [`ContentBlock::Unknown`] so that a history round-trips unchanged.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ContentBlock {
+    Text {
+        text: String,
+        cache_control: Option<CacheControl>,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        input: Value,
+        cache_control: Option<CacheControl>,
+    },
+    ToolResult {
+        tool_use_id: String,
+        content: ToolResultContent,
+        is_error: bool,
+        cache_control: Option<CacheControl>,
+    },
+    Thinking {
+        thinking: String,
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    Image {
+        source: ImageSource,
+        cache_control: Option<CacheControl>,
+    },
+    /// A block type this crate does not know, kept as the JSON it arrived as.
+    Unknown(Value),
+}
+
+impl ContentBlock {
+    #[must_use]
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::Text {
+            text: text.into(),
+            cache_control: None,
+        }
+    }
+
+    #[must_use]
+    pub fn tool_use(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        Self::ToolUse {
+            id: id.into(),
+            name: name.into(),
+            input,
+            cache_control: None,
+        }
+    }
+
+    #[must_use]
+    pub fn tool_result(
+        tool_use_id: impl Into<String>,
+        content: impl Into<ToolResultContent>,
+        is_error: bool,
+    ) -> Self {
+        Self::ToolResult {
+            tool_use_id: tool_use_id.into(),
+            content: content.into(),
+            is_error,
+            cache_control: None,
+        }
+    }
+
+    #[must_use]
+    pub fn thinking(thinking: impl Into<String>, signature: impl Into<String>) -> Self {
+        Self::Thinking {
+            thinking: thinking.into(),
+            signature: signature.into(),
+        }
+    }
+
+    /// The block's `type` as the API names it.
+    #[must_use]
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::Text { .. } => "text",
+            Self::ToolUse { .. } => "tool_use",
+            Self::ToolResult { .. } => "tool_result",
+            Self::Thinking { .. } => "thinking",
+            Self::RedactedThinking { .. } => "redacted_thinking",
+            Self::Image { .. } => "image",
+            Self::Unknown(v) => v.get("type").and_then(Value::as_str).unwrap_or("unknown"),
+        }
+    }
+
+    /// Sets or clears the block's `cache_control`; blocks that cannot carry one
+    /// (thinking, redacted thinking, unknown) are left unchanged and `false` is returned.
+    pub fn set_cache_control(&mut self, value: Option<CacheControl>) -> bool {
+        match self {
+            Self::Text { cache_control, .. }
+            | Self::ToolUse { cache_control, .. }
+            | Self::ToolResult { cache_control, .. }
+            | Self::Image { cache_control, .. } => {
+                *cache_control = value;
+                true
+            }
+            Self::Thinking { .. } | Self::RedactedThinking { .. } | Self::Unknown(_) => false,
+        }
+    }
+
+    /// `(id, name, input)` when this is a `tool_use` block.
+    #[must_use]
+    pub fn as_tool_use(&self) -> Option<(&str, &str, &Value)> {
+        match self {
+            Self::ToolUse {
+                id, name, input, ..
+            } => Some((id, name, input)),
+            _ => None,
+        }
+    }
+
+    /// The id answered when this is a `tool_result` block.
+    #[must_use]
+    pub fn tool_result_id(&self) -> Option<&str> {
+        match self {
+            Self::ToolResult { tool_use_id, .. } => Some(tool_use_id),
+            _ => None,
+        }
+    }
+}
+
+/// The wire shape of the known blocks; `ContentBlock` maps to and from it.
+#[derive(Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Wire {
+    Text {
+        text: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default = "empty_object")]
+        input: Value,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    ToolResult {
+        tool_use_id: String,
+        #[serde(default)]
+        content: ToolResultContent,
+        #[serde(default, skip_serializing_if = "is_false")]
+        is_error: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+    Thinking {
+        #[serde(default)]
+        thinking: String,
+        #[serde(default)]
+        signature: String,
+    },
+    RedactedThinking {
+        data: String,
+    },
+    Image {
+        source: ImageSource,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cache_control: Option<CacheControl>,
+    },
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+const KNOWN_TYPES: [&str; 6] = [
+    "text",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "image",
+];
+
+impl Serialize for ContentBlock {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let wire = match self.clone() {
+            Self::Text {
+                text,
+                cache_control,
+            } => Wire::Text {
+                text,
+                cache_control,
+            },
+            Self::ToolUse {
+                id,
+                name,
+                input,
+                cache_control,
+            } => Wire::ToolUse {
+                id,
+                name,
+                input,
+                cache_control,
+            },
+            Self::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+                cache_control,
+            } => Wire::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+                cache_control,
+            },
+            Self::Thinking {
+                thinking,
+                signature,
+            } => Wire::Thinking {
+                thinking,
+                signature,
+            },
+            Self::RedactedThinking { data } => Wire::RedactedThinking { data },
+            Self::Image {
+                source,
+                cache_control,
+            } => Wire::Image {
+                source,
+                cache_control,
+            },
+            Self::Unknown(v) => return v.serialize(serializer),
+        };
+        wire.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentBlock {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| D::Error::custom("content block without a string `type`"))?;
+        if !KNOWN_TYPES.contains(&kind) {
+            return Ok(Self::Unknown(value));
+        }
+        let wire = Wire::deserialize(value).map_err(D::Error::custom)?;
+        Ok(match wire {
+            Wire::Text {
+                text,
+                cache_control,
+            } => Self::Text {
+                text,
+                cache_control,
+            },
+            Wire::ToolUse {
+                id,
+                name,
+                input,
+                cache_control,
+            } => Self::ToolUse {
+                id,
+                name,
+                input,
+                cache_control,
+            },
+            Wire::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+                cache_control,
+            } => Self::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+                cache_control,
+            },
+            Wire::Thinking {
+                thinking,
+                signature,
+            } => Self::Thinking {
+                thinking,
+                signature,
+            },
+            Wire::RedactedThinking { data } => Self::RedactedThinking { data },
+            Wire::Image {
+                source,
+                cache_control,
+            } => Self::Image {
+                source,
+                cache_control,
+            },
+        })
+    }
+}

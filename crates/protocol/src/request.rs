@@ -1,0 +1,93 @@
+//! The request body of `POST /v1/messages`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::{CacheControl, Message};
+
+/// One block of the system prompt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SystemBlock {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+}
+
+impl SystemBlock {
+    #[must_use]
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            kind: "text".to_owned(),
+            text: text.into(),
+            cache_control: None,
+        }
+    }
+}
+
+/// A tool offered to the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolDefinition {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_control: Option<CacheControl>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Metadata {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
+}
+
+/// Extended thinking: `{"type":"enabled","budget_tokens":N}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThinkingConfig {
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget_tokens: Option<u32>,
+}
+
+/// The body of a Messages API request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MessagesRequest {
+    pub model: String,
+    pub max_tokens: u32,
+    pub messages: Vec<Message>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub system: Vec<SystemBlock>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<ToolDefinition>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Metadata>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thinking: Option<ThinkingConfig>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temperature: Option<f32>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stop_sequences: Vec<String>,
+}
+
+impl MessagesRequest {
+    /// A streaming request with no system prompt and no tools.
+    #[must_use]
+    pub fn new(model: impl Into<String>, max_tokens: u32, messages: Vec<Message>) -> Self {
+        Self {
+            model: model.into(),
+            max_tokens,
+            messages,
+            system: Vec::new(),
+            tools: Vec::new(),
+            stream: true,
+            metadata: None,
+            thinking: None,
+            temperature: None,
+            stop_sequences: Vec::new(),
+        }
+    }
+}
