@@ -1,0 +1,353 @@
+//! Bash: a shell command in its own process group, with a timeout.
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::AsyncReadExt as _;
+use tokio::process::Command;
+
+use crate::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput, ToolProgress,
+};
+
+/// Timeout when none is given.
+pub const DEFAULT_TIMEOUT_MS: u64 = 120_000;
+/// The longest timeout a call may ask for.
+pub const MAX_TIMEOUT_MS: u64 = 600_000;
+/// Longer outputs are cut, head and tail kept, the full text saved to a file.
+pub const MAX_OUTPUT_CHARS: usize = 30_000;
+/// Output kept in memory beyond which the rest is dropped (the saved file says so).
+const MAX_CAPTURE_BYTES: usize = 64 * 1024 * 1024;
+/// After the shell exits, how long to wait for background children to close the pipes.
+const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BashTool;
+
+#[derive(Debug, Deserialize)]
+struct BashInput {
+    command: String,
+    #[serde(default)]
+    timeout: Option<f64>,
+}
+
+impl Tool for BashTool {
+    fn name(&self) -> &'static str {
+        "Bash"
+    }
+
+    fn description(&self) -> &'static str {
+        "Executes a bash command (`bash -c`) in the session's working directory, with an optional timeout.\n\n\
+Usage:\n\
+- The command runs in its own process group with stdin closed; stdout and stderr are captured together.\n\
+- timeout is in milliseconds: default 120000 (2 minutes), at most 600000 (10 minutes). On timeout the whole process group is killed and the partial output returned.\n\
+- A non-zero exit status is reported as an error starting with \"Exit code N\".\n\
+- Output over 30000 characters is cut (beginning and end kept) and the full output saved to a file whose path is given.\n\
+- Prefer Read, Grep, Glob and Edit over cat, grep, find and sed.\n\
+- Write a clear, concise description of what the command does in 5-10 words."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The command to execute"},
+                "timeout": {"type": "number", "description": "Optional timeout in milliseconds (max 600000)"},
+                "description": {"type": "string", "description": "Clear, concise description of what this command does in 5-10 words"}
+            },
+            "required": ["command"],
+            "additionalProperties": false
+        })
+    }
+
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+        if let Some(t) = input.get("timeout").and_then(Value::as_f64) {
+            if t <= 0.0 {
+                return Err("timeout must be a positive number of milliseconds".to_owned());
+            }
+            if t > MAX_TIMEOUT_MS as f64 {
+                return Err(format!(
+                    "timeout must be at most {MAX_TIMEOUT_MS} ms (10 minutes), got {t}"
+                ));
+            }
+        }
+        if input
+            .get("command")
+            .and_then(Value::as_str)
+            .is_some_and(|c| c.trim().is_empty())
+        {
+            return Err("command must not be empty".to_owned());
+        }
+        Ok(())
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        false
+    }
+
+    fn is_read_only(&self, input: &Value) -> bool {
+        input
+            .get("command")
+            .and_then(Value::as_str)
+            .is_some_and(crate::permissions::is_read_only_command)
+    }
+
+    fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {
+        PermissionDecision::Ask {
+            reason: "Bash runs commands".to_owned(),
+        }
+    }
+
+    fn max_result_size_chars(&self) -> usize {
+        MAX_OUTPUT_CHARS
+    }
+
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let input: BashInput = match serde_json::from_value(input) {
+                Ok(i) => i,
+                Err(e) => return ToolOutput::tool_use_error(e),
+            };
+            // Saturating cast: validate_input bounded it.
+            let timeout_ms = input
+                .timeout
+                .map_or(DEFAULT_TIMEOUT_MS, |t| (t as u64).clamp(1, MAX_TIMEOUT_MS));
+            run_command(&input.command, timeout_ms, ctx, progress).await
+        })
+    }
+}
+
+/// Kills the process group when dropped, unless disarmed: a call dropped half-way (an
+/// aborted executor task) leaves no process behind.
+struct GroupGuard {
+    pgid: Option<u32>,
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.pgid {
+            kill_process_group(pgid);
+        }
+    }
+}
+
+/// Sends SIGKILL to every process of group `pgid`.
+#[allow(unsafe_code)]
+fn kill_process_group(pgid: u32) {
+    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
+        return;
+    };
+    if pgid <= 1 {
+        return;
+    }
+    // SAFETY: killpg takes two integers and touches no memory of ours; the group is one
+    // this process created for the child (process_group(0)), never our own group.
+    unsafe {
+        libc::killpg(pgid, libc::SIGKILL);
+    }
+}
+
+enum Ending {
+    Exited(std::process::ExitStatus),
+    TimedOut,
+    Cancelled,
+}
+
+async fn run_command(
+    command: &str,
+    timeout_ms: u64,
+    ctx: &ToolContext,
+    progress: &ProgressFn,
+) -> ToolOutput {
+    let mut child = match Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .current_dir(&ctx.cwd)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+    {
+        Ok(c) => c,
+        Err(e) => return ToolOutput::error(format!("Failed to start bash: {e}")),
+    };
+    let mut guard = GroupGuard { pgid: child.id() };
+    let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
+        return ToolOutput::error("Failed to capture the command's output");
+    };
+
+    let mut captured: Vec<u8> = Vec::new();
+    let mut dropped_bytes = 0usize;
+    let mut out_buf = vec![0u8; 64 * 1024];
+    let mut err_buf = vec![0u8; 64 * 1024];
+    let (mut out_open, mut err_open) = (true, true);
+    let mut status = None;
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
+    let mut drain_deadline = None;
+    let mut last_progress = tokio::time::Instant::now();
+
+    let ending = loop {
+        if !out_open
+            && !err_open
+            && let Some(s) = status
+        {
+            break Ending::Exited(s);
+        }
+        let mut chunk: Option<&[u8]> = None;
+        tokio::select! {
+            n = stdout.read(&mut out_buf), if out_open => match n {
+                Ok(0) | Err(_) => out_open = false,
+                Ok(n) => chunk = Some(&out_buf[..n]),
+            },
+            n = stderr.read(&mut err_buf), if err_open => match n {
+                Ok(0) | Err(_) => err_open = false,
+                Ok(n) => chunk = Some(&err_buf[..n]),
+            },
+            s = child.wait(), if status.is_none() => match s {
+                Ok(s) => {
+                    status = Some(s);
+                    drain_deadline = Some(tokio::time::Instant::now() + DRAIN_AFTER_EXIT);
+                }
+                Err(e) => return ToolOutput::error(format!("Failed to wait for bash: {e}")),
+            },
+            () = tokio::time::sleep_until(deadline), if status.is_none() => break Ending::TimedOut,
+            () = ctx.cancel.cancelled() => break Ending::Cancelled,
+            () = sleep_until_opt(drain_deadline) => {
+                // Background children still hold the pipes: return what the shell wrote.
+                if let Some(s) = status {
+                    break Ending::Exited(s);
+                }
+            }
+        }
+        if let Some(bytes) = chunk {
+            let room = MAX_CAPTURE_BYTES.saturating_sub(captured.len());
+            captured.extend_from_slice(&bytes[..bytes.len().min(room)]);
+            dropped_bytes += bytes.len().saturating_sub(room);
+            if last_progress.elapsed() >= Duration::from_secs(1) {
+                last_progress = tokio::time::Instant::now();
+                progress(ToolProgress::Output {
+                    text: String::from_utf8_lossy(bytes).into_owned(),
+                });
+            }
+        }
+    };
+
+    match ending {
+        Ending::TimedOut | Ending::Cancelled => {
+            if let Some(pgid) = guard.pgid.take() {
+                kill_process_group(pgid);
+            }
+            let _ = child.kill().await;
+        }
+        Ending::Exited(_) => guard.pgid = None,
+    }
+
+    let text = String::from_utf8_lossy(&captured).into_owned();
+    let mut body = shorten_output(&text, dropped_bytes, ctx).await;
+    match ending {
+        Ending::Exited(status) => {
+            let code = exit_code(status);
+            if code == 0 {
+                if body.is_empty() {
+                    body.push_str("(no output)");
+                }
+                ToolOutput::ok(body)
+            } else if body.is_empty() {
+                ToolOutput::error(format!("Exit code {code}"))
+            } else {
+                ToolOutput::error(format!("Exit code {code}\n{body}"))
+            }
+        }
+        Ending::TimedOut => ToolOutput::error(with_note(
+            &body,
+            &format!(
+                "Command timed out after {timeout_ms} ms; its process group was killed. The output above is partial."
+            ),
+        )),
+        Ending::Cancelled => ToolOutput::error(with_note(
+            &body,
+            "Command was interrupted; its process group was killed. The output above is partial.",
+        )),
+    }
+}
+
+async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn with_note(body: &str, note: &str) -> String {
+    if body.is_empty() {
+        note.to_owned()
+    } else {
+        format!("{body}\n\n{note}")
+    }
+}
+
+/// The exit code, or 128 + the signal for a command killed by a signal (as shells say).
+fn exit_code(status: std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// The output, or when over [`MAX_OUTPUT_CHARS`] its head and tail with the full text
+/// saved to a file in `ctx.output_dir`.
+async fn shorten_output(text: &str, dropped_bytes: usize, ctx: &ToolContext) -> String {
+    let text = text.trim_end_matches('\n');
+    let chars = text.chars().count();
+    if chars <= MAX_OUTPUT_CHARS && dropped_bytes == 0 {
+        return text.to_owned();
+    }
+    let saved = save_full_output(text, dropped_bytes, &ctx.output_dir).await;
+    let keep = MAX_OUTPUT_CHARS / 2 - 500;
+    let head_end = text.char_indices().nth(keep).map_or(text.len(), |(i, _)| i);
+    let tail_start = text
+        .char_indices()
+        .nth(chars.saturating_sub(keep))
+        .map_or(text.len(), |(i, _)| i)
+        .max(head_end);
+    let omitted = chars.saturating_sub(2 * keep);
+    let where_saved = match saved {
+        Ok(path) => format!("full output saved to {}", path.display()),
+        Err(e) => format!("the full output could not be saved: {e}"),
+    };
+    format!(
+        "{}\n\n... [{omitted} characters truncated; {where_saved}] ...\n\n{}",
+        &text[..head_end],
+        &text[tail_start..]
+    )
+}
+
+async fn save_full_output(
+    text: &str,
+    dropped_bytes: usize,
+    dir: &std::path::Path,
+) -> std::io::Result<std::path::PathBuf> {
+    tokio::fs::create_dir_all(dir).await?;
+    let file = tempfile::Builder::new()
+        .prefix("bash-output-")
+        .suffix(".txt")
+        .tempfile_in(dir)?;
+    let (_, path) = file.keep().map_err(|e| e.error)?;
+    let mut content = text.to_owned();
+    if dropped_bytes > 0 {
+        content.push_str(&format!(
+            "\n[{dropped_bytes} further bytes of output were dropped: over the {MAX_CAPTURE_BYTES}-byte capture limit]\n"
+        ));
+    }
+    tokio::fs::write(&path, content).await?;
+    Ok(path)
+}

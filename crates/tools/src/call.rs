@@ -1,0 +1,146 @@
+//! One tool call, start to finish.
+
+use gyre_protocol::ContentBlock;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::schema::schema_issues;
+use crate::{
+    CanUseTool, INTERRUPTED_MESSAGE, PermissionDecision, ProgressFn, ToolContext, ToolOutput,
+    ToolRegistry,
+};
+
+/// A `tool_use` the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub input: Value,
+}
+
+impl ToolCall {
+    #[must_use]
+    pub fn new(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            input,
+        }
+    }
+}
+
+/// A call the permission policy refused, as reported in the result's
+/// `permission_denials`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PermissionDenial {
+    pub tool_name: String,
+    pub tool_use_id: String,
+    pub tool_input: Value,
+}
+
+/// The finished call: its result and, when refused, the denial.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCallOutcome {
+    pub tool_use_id: String,
+    pub tool_name: String,
+    /// The input as the model wrote it.
+    pub input: Value,
+    pub output: ToolOutput,
+    pub denial: Option<PermissionDenial>,
+}
+
+impl ToolCallOutcome {
+    /// An outcome for `call` with `output` and no denial.
+    #[must_use]
+    pub fn new(call: &ToolCall, output: ToolOutput) -> Self {
+        Self {
+            tool_use_id: call.id.clone(),
+            tool_name: call.name.clone(),
+            input: call.input.clone(),
+            output,
+            denial: None,
+        }
+    }
+
+    /// The `tool_result` block answering the call.
+    #[must_use]
+    pub fn to_block(&self) -> ContentBlock {
+        ContentBlock::tool_result(
+            self.tool_use_id.clone(),
+            self.output.content.clone(),
+            self.output.is_error,
+        )
+    }
+}
+
+/// Runs one call: unknown tool, schema and input validation, path resolution,
+/// permission, then the tool. Every failure is an `is_error` outcome.
+pub async fn run_tool_call(
+    registry: &ToolRegistry,
+    call: &ToolCall,
+    ctx: &ToolContext,
+    can_use: &dyn CanUseTool,
+    progress: &ProgressFn,
+) -> ToolCallOutcome {
+    let Some(tool) = registry.get(&call.name) else {
+        return ToolCallOutcome::new(
+            call,
+            ToolOutput::tool_use_error(format_args!(
+                "Error: No such tool available: {}",
+                call.name
+            )),
+        );
+    };
+    let issues = schema_issues(&tool.input_schema(), &call.input);
+    if !issues.is_empty() {
+        let plural = if issues.len() == 1 { "issue" } else { "issues" };
+        return ToolCallOutcome::new(
+            call,
+            ToolOutput::tool_use_error(format_args!(
+                "InputValidationError: {} failed due to the following {plural}:\n{}",
+                call.name,
+                issues.join("\n")
+            )),
+        );
+    }
+    if let Err(message) = tool.validate_input(&call.input, ctx) {
+        return ToolCallOutcome::new(call, ToolOutput::tool_use_error(message));
+    }
+
+    let mut input = call.input.clone();
+    if let Some(field) = tool.path_field() {
+        let raw = input.get(field).and_then(Value::as_str).unwrap_or(".");
+        let resolved = ctx.resolve(raw).display().to_string();
+        if let Some(object) = input.as_object_mut() {
+            object.insert(field.to_owned(), Value::String(resolved));
+        }
+    }
+    let resolved_call = ToolCall {
+        id: call.id.clone(),
+        name: call.name.clone(),
+        input,
+    };
+
+    match can_use
+        .can_use_tool(tool.as_ref(), &resolved_call, ctx)
+        .await
+    {
+        PermissionDecision::Allow => {}
+        PermissionDecision::Deny { reason } | PermissionDecision::Ask { reason } => {
+            // Nobody to ask at this point: an unanswered question is a refusal.
+            return ToolCallOutcome {
+                denial: Some(PermissionDenial {
+                    tool_name: call.name.clone(),
+                    tool_use_id: call.id.clone(),
+                    tool_input: call.input.clone(),
+                }),
+                ..ToolCallOutcome::new(call, ToolOutput::error(reason))
+            };
+        }
+    }
+    if ctx.cancel.is_cancelled() {
+        return ToolCallOutcome::new(call, ToolOutput::error(INTERRUPTED_MESSAGE));
+    }
+    let output = tool.call(resolved_call.input, ctx, progress).await;
+    ToolCallOutcome::new(call, output)
+}

@@ -1,0 +1,228 @@
+//! Edit: exact string replacement in a file that was read.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+use similar::TextDiff;
+
+use crate::file_state::Freshness;
+use crate::write::{
+    MODIFIED_MESSAGE, NOT_READ_MESSAGE, record_written, run_blocking, write_atomic,
+};
+use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+
+/// Diff lines shown in the result; the rest is summarised.
+const MAX_DIFF_LINES: usize = 80;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EditTool;
+
+#[derive(Debug, Deserialize)]
+struct EditInput {
+    file_path: String,
+    old_string: String,
+    new_string: String,
+    #[serde(default)]
+    replace_all: Option<bool>,
+}
+
+impl Tool for EditTool {
+    fn name(&self) -> &'static str {
+        "Edit"
+    }
+
+    fn description(&self) -> &'static str {
+        "Performs exact string replacements in files.\n\n\
+Usage:\n\
+- You must use the Read tool at least once in the conversation before editing. This tool will error if you attempt an edit without reading the file.\n\
+- When editing text from Read tool output, preserve the exact indentation (tabs/spaces) as it appears AFTER the line number prefix (`N<TAB>`). Never include any part of the line number prefix in old_string or new_string.\n\
+- The edit will FAIL if old_string is not unique in the file. Either provide a larger string with more surrounding context to make it unique or use replace_all to change every instance of old_string.\n\
+- Use replace_all for replacing and renaming strings across the file.\n\
+- Line endings (LF or CRLF) and file permissions are kept. An empty old_string creates a new file."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "file_path": {"type": "string", "description": "The absolute path to the file to modify"},
+                "old_string": {"type": "string", "description": "The text to replace"},
+                "new_string": {"type": "string", "description": "The text to replace it with (must be different from old_string)"},
+                "replace_all": {"type": "boolean", "default": false, "description": "Replace all occurrences of old_string (default false)"}
+            },
+            "required": ["file_path", "old_string", "new_string"],
+            "additionalProperties": false
+        })
+    }
+
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+        if input.get("old_string") == input.get("new_string") {
+            return Err(
+                "No changes to make: old_string and new_string are exactly the same.".to_owned(),
+            );
+        }
+        Ok(())
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        false
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        false
+    }
+
+    fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {
+        PermissionDecision::Ask {
+            reason: "Edit changes files".to_owned(),
+        }
+    }
+
+    fn max_result_size_chars(&self) -> usize {
+        50_000
+    }
+
+    fn path_field(&self) -> Option<&'static str> {
+        Some("file_path")
+    }
+
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        _progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let input: EditInput = match serde_json::from_value(input) {
+                Ok(i) => i,
+                Err(e) => return ToolOutput::tool_use_error(e),
+            };
+            let path = ctx.resolve(&input.file_path);
+            let ctx = ctx.clone();
+            run_blocking(move || edit_file(&path, &input, &ctx)).await
+        })
+    }
+}
+
+fn edit_file(path: &Path, input: &EditInput, ctx: &ToolContext) -> ToolOutput {
+    let metadata = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if input.old_string.is_empty() {
+                return create_file(path, &input.new_string, ctx);
+            }
+            return ToolOutput::tool_use_error(format_args!(
+                "File does not exist. Current working directory: {}",
+                ctx.cwd.display()
+            ));
+        }
+        Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
+    };
+    if metadata.is_dir() {
+        return ToolOutput::tool_use_error(format_args!(
+            "{} is a directory; Edit needs a file path.",
+            path.display()
+        ));
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
+    };
+    match ctx
+        .file_state
+        .freshness(path, &bytes, metadata.modified().ok())
+    {
+        Freshness::NotRead => return ToolOutput::tool_use_error(NOT_READ_MESSAGE),
+        Freshness::Stale => return ToolOutput::tool_use_error(MODIFIED_MESSAGE),
+        Freshness::Fresh => {}
+    }
+    let Ok(original) = String::from_utf8(bytes) else {
+        return ToolOutput::tool_use_error(
+            "The file is not valid UTF-8 text; Edit cannot change it. Use Write or Bash instead.",
+        );
+    };
+    if input.old_string.is_empty() {
+        if !original.trim().is_empty() {
+            return ToolOutput::tool_use_error("Cannot create new file - file already exists.");
+        }
+        return save(path, &original, &input.new_string, ctx);
+    }
+
+    // Match and replace on LF text; a CRLF file is written back with CRLF.
+    let crlf = original.contains("\r\n");
+    let content = if crlf {
+        original.replace("\r\n", "\n")
+    } else {
+        original.clone()
+    };
+    let old = input.old_string.replace("\r\n", "\n");
+    let new = input.new_string.replace("\r\n", "\n");
+    let matches = content.matches(old.as_str()).count();
+    if matches == 0 {
+        return ToolOutput::tool_use_error(format_args!(
+            "String to replace not found in file.\nString: {}",
+            input.old_string
+        ));
+    }
+    let replace_all = input.replace_all.unwrap_or(false);
+    if matches > 1 && !replace_all {
+        return ToolOutput::tool_use_error(format_args!(
+            "Found {matches} matches of the string to replace, but replace_all is false. To replace all occurrences, set replace_all to true. To replace only one occurrence, please provide more context to uniquely identify the instance.\nString: {}",
+            input.old_string
+        ));
+    }
+    let updated = if replace_all {
+        content.replace(old.as_str(), &new)
+    } else {
+        content.replacen(old.as_str(), &new, 1)
+    };
+    let updated = if crlf {
+        updated.replace('\n', "\r\n")
+    } else {
+        updated
+    };
+    save(path, &original, &updated, ctx)
+}
+
+fn create_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
+    if let Some(parent) = path.parent()
+        && let Err(e) = std::fs::create_dir_all(parent)
+    {
+        return ToolOutput::error(format!("Cannot create {}: {e}", parent.display()));
+    }
+    if let Err(e) = write_atomic(path, content.as_bytes()) {
+        return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
+    }
+    record_written(ctx, path, content.as_bytes());
+    ToolOutput::ok(format!("File created successfully at: {}", path.display()))
+}
+
+fn save(path: &Path, original: &str, updated: &str, ctx: &ToolContext) -> ToolOutput {
+    if let Err(e) = write_atomic(path, updated.as_bytes()) {
+        return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
+    }
+    record_written(ctx, path, updated.as_bytes());
+    ToolOutput::ok(format!(
+        "The file {} has been updated. Here's the diff:\n{}",
+        path.display(),
+        short_diff(original, updated)
+    ))
+}
+
+/// A unified diff with 3 lines of context, at most [`MAX_DIFF_LINES`] lines.
+fn short_diff(old: &str, new: &str) -> String {
+    let old = old.replace("\r\n", "\n");
+    let new = new.replace("\r\n", "\n");
+    let diff = TextDiff::from_lines(&old, &new);
+    let text = diff.unified_diff().context_radius(3).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    if lines.len() <= MAX_DIFF_LINES {
+        return text.trim_end().to_owned();
+    }
+    format!(
+        "{}\n… ({} more diff lines)",
+        lines[..MAX_DIFF_LINES].join("\n"),
+        lines.len() - MAX_DIFF_LINES
+    )
+}

@@ -1,0 +1,208 @@
+//! Glob: files matching a glob pattern, newest first.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use globset::GlobBuilder;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::walk::{collect_files, walk_builder};
+use crate::write::run_blocking;
+use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+
+/// At most this many paths are returned.
+pub const MAX_RESULTS: usize = 100;
+/// The note after a cut list (Claude Code's Glob).
+pub const TRUNCATED_NOTE: &str =
+    "(Results are truncated. Consider using a more specific path or pattern.)";
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GlobTool;
+
+#[derive(Debug, Deserialize)]
+struct GlobInput {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+}
+
+impl Tool for GlobTool {
+    fn name(&self) -> &'static str {
+        "Glob"
+    }
+
+    fn description(&self) -> &'static str {
+        "- Fast file pattern matching tool that works with any codebase size\n\
+- Supports glob patterns like \"**/*.js\" or \"src/**/*.ts\"; a pattern without a slash matches file names at any depth\n\
+- Returns matching file paths sorted by modification time, newest first, at most 100\n\
+- Respects .gitignore; hidden files are included, .git is skipped\n\
+- Use this tool when you need to find files by name patterns"
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "The glob pattern to match files against"},
+                "path": {"type": "string", "description": "The directory to search in. If not specified, the current working directory will be used. Omit this field for the default; do not enter \"undefined\" or \"null\"."}
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        })
+    }
+
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+        let pattern = input.get("pattern").and_then(Value::as_str).unwrap_or("");
+        if pattern.trim().is_empty() {
+            return Err("pattern must not be empty".to_owned());
+        }
+        GlobBuilder::new(pattern)
+            .literal_separator(true)
+            .build()
+            .map(drop)
+            .map_err(|e| format!("pattern is not a valid glob: {e}"))
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {
+        PermissionDecision::Allow
+    }
+
+    fn max_result_size_chars(&self) -> usize {
+        50_000
+    }
+
+    fn path_field(&self) -> Option<&'static str> {
+        Some("path")
+    }
+
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        _progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let input: GlobInput = match serde_json::from_value(input) {
+                Ok(i) => i,
+                Err(e) => return ToolOutput::tool_use_error(e),
+            };
+            let ctx = ctx.clone();
+            run_blocking(move || glob_files(&input, &ctx)).await
+        })
+    }
+}
+
+fn glob_files(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
+    let root = ctx.resolve(input.path.as_deref().unwrap_or("."));
+    match std::fs::metadata(&root) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => {
+            return ToolOutput::error(format!("Path is not a directory: {}", root.display()));
+        }
+        Err(_) => {
+            return ToolOutput::error(format!("Directory does not exist: {}", root.display()));
+        }
+    }
+    let files = match find(&root, &input.pattern, ctx) {
+        Ok(files) => files,
+        Err(message) => return ToolOutput::tool_use_error(message),
+    };
+    if files.is_empty() {
+        return ToolOutput::ok("No files found");
+    }
+    let truncated = files.len() > MAX_RESULTS;
+    let mut out: Vec<String> = files
+        .iter()
+        .take(MAX_RESULTS)
+        .map(|p| p.display().to_string())
+        .collect();
+    if truncated {
+        out.push(TRUNCATED_NOTE.to_owned());
+    }
+    ToolOutput::ok(out.join("\n"))
+}
+
+/// Every file under `root` matching `pattern`, newest first (ties by path).
+pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf>, String> {
+    let (base, rest) = split_literal_prefix(root, pattern);
+    let matcher = GlobBuilder::new(&rest)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| format!("pattern is not a valid glob: {e}"))?
+        .compile_matcher();
+    if !base.is_dir() {
+        return Ok(Vec::new());
+    }
+    // Without a slash a pattern names files at any depth, as `rg --glob` does.
+    let by_name = !pattern.contains('/');
+    let builder = walk_builder(&base);
+    let mut hits: Vec<(PathBuf, Option<SystemTime>)> = collect_files(
+        &builder,
+        &ctx.cancel,
+        || (),
+        |(), entry| {
+            let path = entry.path();
+            let matched = if by_name {
+                matcher.is_match(entry.file_name())
+            } else {
+                path.strip_prefix(&base)
+                    .is_ok_and(|rel| matcher.is_match(rel))
+            };
+            matched.then(|| {
+                let mtime = entry.metadata().ok().and_then(|m| m.modified().ok());
+                (path.to_path_buf(), mtime)
+            })
+        },
+    );
+    hits.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    Ok(hits.into_iter().map(|(p, _)| p).collect())
+}
+
+/// Moves the glob-free leading directories of `pattern` into the walk root:
+/// `src/**/*.rs` under `/p` walks `/p/src` for `**/*.rs`. An absolute pattern replaces
+/// the root.
+fn split_literal_prefix(root: &Path, pattern: &str) -> (PathBuf, String) {
+    let mut base = if pattern.starts_with('/') {
+        PathBuf::from("/")
+    } else {
+        root.to_path_buf()
+    };
+    let parts: Vec<&str> = pattern.split('/').filter(|p| !p.is_empty()).collect();
+    let mut used = 0;
+    for part in &parts[..parts.len().saturating_sub(1)] {
+        if part.contains(['*', '?', '[', '{']) || *part == ".." || *part == "." {
+            break;
+        }
+        base.push(part);
+        used += 1;
+    }
+    let rest = parts[used..].join("/");
+    (base, rest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn literal_leading_dirs_move_into_the_root() {
+        let (base, rest) = split_literal_prefix(Path::new("/p"), "src/**/*.rs");
+        assert_eq!(base, PathBuf::from("/p/src"));
+        assert_eq!(rest, "**/*.rs");
+        let (base, rest) = split_literal_prefix(Path::new("/p"), "/abs/dir/*.txt");
+        assert_eq!(base, PathBuf::from("/abs/dir"));
+        assert_eq!(rest, "*.txt");
+        let (base, rest) = split_literal_prefix(Path::new("/p"), "*.rs");
+        assert_eq!(base, PathBuf::from("/p"));
+        assert_eq!(rest, "*.rs");
+    }
+}

@@ -1,0 +1,455 @@
+//! Grep: ripgrep's search (grep-searcher, grep-regex, ignore) with Claude Code's modes.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use grep_regex::{RegexMatcher, RegexMatcherBuilder};
+use grep_searcher::{
+    BinaryDetection, Searcher, SearcherBuilder, Sink, SinkContext, SinkContextKind, SinkMatch,
+};
+use ignore::overrides::OverrideBuilder;
+use ignore::types::TypesBuilder;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::paths::display_relative;
+use crate::read::push_cut;
+use crate::walk::{collect_files, walk_builder};
+use crate::write::run_blocking;
+use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+
+/// Entries returned when no `head_limit` is given (0 = unlimited).
+pub const DEFAULT_HEAD_LIMIT: usize = 250;
+/// Output lines are cut at this many characters.
+pub const MAX_LINE_CHARS: usize = 500;
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct GrepTool;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum OutputMode {
+    FilesWithMatches,
+    Content,
+    Count,
+}
+
+#[derive(Debug, Deserialize)]
+struct GrepInput {
+    pattern: String,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    glob: Option<String>,
+    #[serde(default, rename = "type")]
+    file_type: Option<String>,
+    #[serde(default)]
+    output_mode: Option<String>,
+    #[serde(default, rename = "-A")]
+    after: Option<f64>,
+    #[serde(default, rename = "-B")]
+    before: Option<f64>,
+    #[serde(default, rename = "-C")]
+    context: Option<f64>,
+    #[serde(default, rename = "-n")]
+    line_numbers: Option<bool>,
+    #[serde(default, rename = "-i")]
+    case_insensitive: Option<bool>,
+    #[serde(default)]
+    multiline: Option<bool>,
+    #[serde(default)]
+    head_limit: Option<f64>,
+    #[serde(default)]
+    offset: Option<f64>,
+}
+
+impl Tool for GrepTool {
+    fn name(&self) -> &'static str {
+        "Grep"
+    }
+
+    fn description(&self) -> &'static str {
+        "A powerful search tool built on ripgrep's libraries\n\n\
+Usage:\n\
+- ALWAYS use Grep for search tasks. NEVER invoke `grep` or `rg` as a Bash command.\n\
+- Supports full regex syntax (e.g., \"log.*Error\", \"function\\\\s+\\\\w+\")\n\
+- Filter files with glob parameter (e.g., \"*.js\", \"**/*.tsx\") or type parameter (e.g., \"js\", \"py\", \"rust\")\n\
+- Output modes: \"content\" shows matching lines (`path:line:text`), \"files_with_matches\" shows only file paths, newest first (default), \"count\" shows match counts\n\
+- Respects .gitignore; hidden files are searched, .git is skipped\n\
+- Pattern syntax: Uses ripgrep (not grep) - literal braces need escaping (use `interface\\\\{\\\\}` to find `interface{}` in Go code)\n\
+- Multiline matching: By default patterns match within single lines only. For cross-line patterns, use `multiline: true`\n\
+- Results are limited to head_limit entries (default 250, 0 for unlimited); use offset to page"
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "pattern": {"type": "string", "description": "The regular expression pattern to search for in file contents"},
+                "path": {"type": "string", "description": "File or directory to search in. Defaults to current working directory."},
+                "glob": {"type": "string", "description": "Glob pattern to filter files (e.g. \"*.js\", \"*.{ts,tsx}\")"},
+                "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"], "description": "Output mode: \"content\" shows matching lines, \"files_with_matches\" shows file paths (default), \"count\" shows match counts"},
+                "-B": {"type": "number", "description": "Number of lines to show before each match. Requires output_mode: \"content\"."},
+                "-A": {"type": "number", "description": "Number of lines to show after each match. Requires output_mode: \"content\"."},
+                "-C": {"type": "number", "description": "Number of lines to show before and after each match. Requires output_mode: \"content\"."},
+                "-n": {"type": "boolean", "description": "Show line numbers in output (default true). Requires output_mode: \"content\"."},
+                "-i": {"type": "boolean", "description": "Case insensitive search"},
+                "type": {"type": "string", "description": "File type to search (rg --type), e.g. js, py, rust, go, java"},
+                "head_limit": {"type": "number", "description": "Limit output to the first N lines/entries (default 250, 0 for unlimited)"},
+                "offset": {"type": "number", "description": "Skip the first N lines/entries before applying head_limit (default 0)"},
+                "multiline": {"type": "boolean", "description": "Enable multiline mode where . matches newlines and patterns can span lines (default false)"}
+            },
+            "required": ["pattern"],
+            "additionalProperties": false
+        })
+    }
+
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+        for field in ["-A", "-B", "-C", "head_limit", "offset"] {
+            if let Some(n) = input.get(field).and_then(Value::as_f64)
+                && (n < 0.0 || n.fract() != 0.0)
+            {
+                return Err(format!("{field} must be a whole number of 0 or more"));
+            }
+        }
+        Ok(())
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {
+        PermissionDecision::Allow
+    }
+
+    fn max_result_size_chars(&self) -> usize {
+        20_000
+    }
+
+    fn path_field(&self) -> Option<&'static str> {
+        Some("path")
+    }
+
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        _progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let input: GrepInput = match serde_json::from_value(input) {
+                Ok(i) => i,
+                Err(e) => return ToolOutput::tool_use_error(e),
+            };
+            let ctx = ctx.clone();
+            run_blocking(move || grep(&input, &ctx)).await
+        })
+    }
+}
+
+/// What one file contributed.
+struct FileHits {
+    path: PathBuf,
+    mtime: Option<SystemTime>,
+    count: u64,
+    lines: Vec<String>,
+}
+
+/// Settings every walker thread shares.
+struct Search<'a> {
+    matcher: RegexMatcher,
+    searcher: SearcherBuilder,
+    mode: OutputMode,
+    line_numbers: bool,
+    display_base: &'a Path,
+}
+
+fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
+    let mode = match input.output_mode.as_deref() {
+        None | Some("files_with_matches") => OutputMode::FilesWithMatches,
+        Some("content") => OutputMode::Content,
+        Some("count") => OutputMode::Count,
+        Some(other) => {
+            return ToolOutput::tool_use_error(format_args!(
+                "output_mode must be content, files_with_matches or count, not {other}"
+            ));
+        }
+    };
+    let root = ctx.resolve(input.path.as_deref().unwrap_or("."));
+    if !root.exists() {
+        return ToolOutput::error(format!("Path does not exist: {}", root.display()));
+    }
+    let multiline = input.multiline.unwrap_or(false);
+    let mut matcher = RegexMatcherBuilder::new();
+    matcher
+        .case_insensitive(input.case_insensitive.unwrap_or(false))
+        .multi_line(true)
+        .dot_matches_new_line(multiline);
+    if !multiline {
+        // Line-oriented search is ripgrep's fast path.
+        matcher.line_terminator(Some(b'\n'));
+    }
+    let matcher = match matcher.build(&input.pattern) {
+        Ok(m) => m,
+        Err(e) => {
+            return ToolOutput::error(format!("Invalid regex pattern `{}`: {e}", input.pattern));
+        }
+    };
+
+    let mut builder = walk_builder(&root);
+    if let Some(glob) = input.glob.as_deref().filter(|g| !g.trim().is_empty()) {
+        let mut overrides = OverrideBuilder::new(&root);
+        for pattern in split_globs(glob) {
+            if let Err(e) = overrides.add(&pattern) {
+                return ToolOutput::tool_use_error(format_args!(
+                    "glob `{pattern}` is invalid: {e}"
+                ));
+            }
+        }
+        match overrides.build() {
+            Ok(o) => {
+                builder.overrides(o);
+            }
+            Err(e) => return ToolOutput::tool_use_error(format_args!("glob is invalid: {e}")),
+        }
+    }
+    if let Some(name) = input.file_type.as_deref().filter(|t| !t.is_empty()) {
+        let mut types = TypesBuilder::new();
+        types.add_defaults().select(name);
+        match types.build() {
+            Ok(t) => {
+                builder.types(t);
+            }
+            Err(e) => {
+                return ToolOutput::tool_use_error(format_args!("type `{name}` is unknown: {e}"));
+            }
+        }
+    }
+
+    let context = to_count(input.context);
+    let mut searcher = SearcherBuilder::new();
+    searcher
+        .line_number(true)
+        .multi_line(multiline)
+        .binary_detection(BinaryDetection::quit(0));
+    if mode == OutputMode::Content {
+        searcher
+            .before_context(to_count(input.before).max(context))
+            .after_context(to_count(input.after).max(context));
+    }
+    let display_base = ctx.resolve(".");
+    let search = Search {
+        matcher,
+        searcher,
+        mode,
+        line_numbers: input.line_numbers.unwrap_or(true),
+        display_base: &display_base,
+    };
+    let mut hits = collect_files(
+        &builder,
+        &ctx.cancel,
+        || search.searcher.build(),
+        |searcher, entry| search_file(&search, searcher, entry.path()),
+    );
+    if ctx.cancel.is_cancelled() {
+        return ToolOutput::error(crate::INTERRUPTED_MESSAGE);
+    }
+    let uses_context = mode == OutputMode::Content
+        && (context > 0 || to_count(input.before) > 0 || to_count(input.after) > 0);
+    let (entries, summary) = match mode {
+        OutputMode::FilesWithMatches => {
+            hits.sort_by(|a, b| b.mtime.cmp(&a.mtime).then_with(|| a.path.cmp(&b.path)));
+            let entries: Vec<String> = hits.iter().map(|h| h.path.display().to_string()).collect();
+            (entries, None)
+        }
+        OutputMode::Content => {
+            hits.sort_by(|a, b| a.path.cmp(&b.path));
+            let mut entries = Vec::new();
+            for (i, hit) in hits.into_iter().enumerate() {
+                if uses_context && i > 0 {
+                    entries.push("--".to_owned());
+                }
+                entries.extend(hit.lines);
+            }
+            (entries, None)
+        }
+        OutputMode::Count => {
+            hits.sort_by(|a, b| a.path.cmp(&b.path));
+            let total: u64 = hits.iter().map(|h| h.count).sum();
+            let files = hits.len();
+            let entries = hits
+                .iter()
+                .map(|h| format!("{}:{}", display_relative(&h.path, &display_base), h.count))
+                .collect();
+            let summary = format!(
+                "Found {total} total {} across {files} {}.",
+                plural(total, "occurrence"),
+                plural(files as u64, "file")
+            );
+            (entries, Some(summary))
+        }
+    };
+    if entries.is_empty() {
+        return ToolOutput::ok(match mode {
+            OutputMode::FilesWithMatches => "No files found",
+            OutputMode::Content | OutputMode::Count => "No matches found",
+        });
+    }
+    let total = entries.len();
+    let offset = to_count(input.offset);
+    let limit = input
+        .head_limit
+        .map_or(DEFAULT_HEAD_LIMIT, |l| to_count(Some(l)));
+    let shown: Vec<String> = entries
+        .into_iter()
+        .skip(offset)
+        .take(if limit == 0 { usize::MAX } else { limit })
+        .collect();
+    let paginated = offset > 0 || (limit > 0 && total > offset + limit);
+    let mut out = String::new();
+    if mode == OutputMode::FilesWithMatches {
+        out.push_str(&format!("Found {total} {}\n", plural(total as u64, "file")));
+    }
+    out.push_str(&shown.join("\n"));
+    if let Some(summary) = summary {
+        out.push_str("\n\n");
+        out.push_str(&summary);
+    }
+    if paginated {
+        out.push_str(&format!(
+            "\n\n[Showing results with pagination = limit: {limit}, offset: {offset}]"
+        ));
+    }
+    ToolOutput::ok(out)
+}
+
+fn search_file(search: &Search<'_>, searcher: &mut Searcher, path: &Path) -> Option<FileHits> {
+    let mut sink = HitSink {
+        mode: search.mode,
+        line_numbers: search.line_numbers,
+        prefix: display_relative(path, search.display_base),
+        count: 0,
+        lines: Vec::new(),
+    };
+    // Unreadable files are skipped, as ripgrep skips them with a warning.
+    searcher
+        .search_path(&search.matcher, path, &mut sink)
+        .ok()?;
+    if sink.count == 0 {
+        return None;
+    }
+    let mtime = match search.mode {
+        OutputMode::FilesWithMatches => std::fs::metadata(path).and_then(|m| m.modified()).ok(),
+        OutputMode::Content | OutputMode::Count => None,
+    };
+    Some(FileHits {
+        path: path.to_path_buf(),
+        mtime,
+        count: sink.count,
+        lines: sink.lines,
+    })
+}
+
+struct HitSink {
+    mode: OutputMode,
+    line_numbers: bool,
+    prefix: String,
+    count: u64,
+    lines: Vec<String>,
+}
+
+impl HitSink {
+    fn push_line(&mut self, number: Option<u64>, separator: char, bytes: &[u8]) {
+        let text = String::from_utf8_lossy(bytes);
+        let text = text.trim_end_matches(['\n', '\r']);
+        let mut line =
+            String::with_capacity(self.prefix.len() + text.len().min(MAX_LINE_CHARS) + 16);
+        line.push_str(&self.prefix);
+        line.push(separator);
+        if self.line_numbers
+            && let Some(n) = number
+        {
+            line.push_str(&n.to_string());
+            line.push(separator);
+        }
+        push_cut(&mut line, text, MAX_LINE_CHARS);
+        self.lines.push(line);
+    }
+}
+
+impl Sink for HitSink {
+    type Error = std::io::Error;
+
+    fn matched(&mut self, _searcher: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {
+        self.count += 1;
+        match self.mode {
+            OutputMode::FilesWithMatches => Ok(false),
+            OutputMode::Count => Ok(true),
+            OutputMode::Content => {
+                let first = mat.line_number();
+                for (i, line) in mat.lines().enumerate() {
+                    self.push_line(first.map(|n| n + i as u64), ':', line);
+                }
+                Ok(true)
+            }
+        }
+    }
+
+    fn context(
+        &mut self,
+        _searcher: &Searcher,
+        ctx: &SinkContext<'_>,
+    ) -> Result<bool, Self::Error> {
+        if matches!(ctx.kind(), SinkContextKind::Before | SinkContextKind::After) {
+            self.push_line(ctx.line_number(), '-', ctx.bytes());
+        }
+        Ok(true)
+    }
+
+    fn context_break(&mut self, _searcher: &Searcher) -> Result<bool, Self::Error> {
+        self.lines.push("--".to_owned());
+        Ok(true)
+    }
+}
+
+/// `"*.{ts,tsx} *.js"` and `"*.ts,*.js"` → separate globs; commas inside braces stay.
+fn split_globs(glob: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for word in glob.split_whitespace() {
+        if word.contains('{') {
+            out.push(word.to_owned());
+        } else {
+            out.extend(word.split(',').filter(|g| !g.is_empty()).map(str::to_owned));
+        }
+    }
+    out
+}
+
+/// A validated non-negative whole number as a count.
+fn to_count(n: Option<f64>) -> usize {
+    // Saturating cast: validate_input refused negatives and fractions.
+    n.map_or(0, |n| n.max(0.0) as usize)
+}
+
+fn plural(n: u64, word: &str) -> String {
+    if n == 1 {
+        word.to_owned()
+    } else {
+        format!("{word}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn globs_split_on_spaces_and_commas_outside_braces() {
+        assert_eq!(split_globs("*.{ts,tsx} *.js"), vec!["*.{ts,tsx}", "*.js"]);
+        assert_eq!(split_globs("*.ts,*.js"), vec!["*.ts", "*.js"]);
+    }
+}

@@ -1,0 +1,69 @@
+//! The tools of the gyre agent and the machinery that runs them.
+//!
+//! - [`Tool`]: one capability offered to the model (name, description, JSON input schema,
+//!   validation, concurrency safety, permissions, async `call`).
+//! - Built-in tools with Claude Code's names, fields and messages: [`read::ReadTool`],
+//!   [`edit::EditTool`], [`write::WriteTool`], [`grep::GrepTool`], [`glob::GlobTool`],
+//!   [`bash::BashTool`].
+//! - [`ToolRegistry`]: the tools on offer, filtered by an allow-list.
+//! - [`run_tool_call`]: one call, start to finish: lookup, schema and input validation,
+//!   path resolution, permission, call. Every failure becomes an `is_error` result.
+//! - [`partition`]: consecutive concurrency-safe calls form one parallel batch.
+//! - [`StreamingToolExecutor`]: starts tools while the model is still streaming, at most
+//!   10 at once, and yields results in call order.
+//! - [`Permissions`]: modes and allow / ask / deny rules, implementing [`CanUseTool`].
+//!
+//! Architecture invariant: this crate depends on no gyre crate but `gyre-protocol`; it
+//! knows nothing of HTTP, the model or the loop.
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use gyre_tools::{Permissions, ToolCall, ToolContext, ToolRegistry, run_tool_call};
+//!
+//! # async fn demo() {
+//! let registry = ToolRegistry::with_default_tools();
+//! let ctx = ToolContext::new("/tmp/project");
+//! let permissions = Permissions::default();
+//! let call = ToolCall::new("toolu_1", "Read", serde_json::json!({"file_path": "/tmp/project/README.md"}));
+//! let outcome = run_tool_call(&registry, &call, &ctx, &permissions, &|_| {}).await;
+//! println!("{}", outcome.output.content);
+//! # }
+//! ```
+
+pub mod bash;
+pub mod bench_support;
+mod call;
+pub mod edit;
+mod executor;
+pub mod file_state;
+pub mod glob;
+pub mod grep;
+mod partition;
+mod paths;
+pub mod permissions;
+pub mod read;
+mod registry;
+mod schema;
+mod tool;
+mod walk;
+pub mod write;
+
+pub use call::{PermissionDenial, ToolCall, ToolCallOutcome, run_tool_call};
+pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus};
+pub use file_state::{FileState, FileStateCache};
+pub use partition::{ToolBatch, partition};
+pub use paths::resolve_path;
+pub use permissions::{
+    AllowAll, PermissionMode, PermissionPrompt, PermissionRule, Permissions, PromptAnswer,
+    RuleError,
+};
+pub use registry::ToolRegistry;
+pub use tool::{
+    BoxFuture, CanUseTool, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput,
+    ToolProgress,
+};
+
+/// The message of every call cut short by an abort (Ctrl+C): seed 004 §18.2.
+pub const INTERRUPTED_MESSAGE: &str = "Interrupted by user";
+/// The result of a call cancelled because a sibling Bash call failed: seed 002 §2.4.1.
+pub const SIBLING_CANCELLED_MESSAGE: &str = "cancelled: a sibling tool call failed";

@@ -1,0 +1,112 @@
+//! Resolving the paths tools are given: against the cwd, `..` folded, symlinks resolved.
+//!
+//! The permission check and the tool both see the resolved path, so a symlink pointing
+//! outside the working directories is judged by where it points.
+
+use std::path::{Component, Path, PathBuf};
+
+/// `raw` made absolute against `cwd` (`~/` is the home directory), `.` and `..` folded,
+/// and every symlink in the longest existing prefix resolved. A path that does not exist
+/// yet (a file Write will create) keeps its missing tail as written.
+#[must_use]
+pub fn resolve_path(cwd: &Path, raw: &str) -> PathBuf {
+    let expanded = match raw.strip_prefix("~/") {
+        Some(rest) => std::env::var_os("HOME")
+            .map_or_else(|| PathBuf::from(raw), |h| PathBuf::from(h).join(rest)),
+        None if raw == "~" => {
+            std::env::var_os("HOME").map_or_else(|| PathBuf::from(raw), PathBuf::from)
+        }
+        None => PathBuf::from(raw),
+    };
+    let absolute = if expanded.is_absolute() {
+        expanded
+    } else {
+        cwd.join(expanded)
+    };
+    canonicalize_existing_prefix(&normalize(&absolute))
+}
+
+/// Folds `.` and `..` without touching the filesystem; `..` at the root stays at the root.
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::Prefix(p) => out.push(p.as_os_str()),
+            Component::RootDir => out.push(Component::RootDir.as_os_str()),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            Component::Normal(name) => out.push(name),
+        }
+    }
+    out
+}
+
+fn canonicalize_existing_prefix(path: &Path) -> PathBuf {
+    if let Ok(canonical) = std::fs::canonicalize(path) {
+        return canonical;
+    }
+    let mut missing = Vec::new();
+    let mut existing = path.to_path_buf();
+    loop {
+        let Some(name) = existing.file_name().map(std::ffi::OsStr::to_os_string) else {
+            return path.to_path_buf();
+        };
+        missing.push(name);
+        if !existing.pop() {
+            return path.to_path_buf();
+        }
+        if let Ok(mut canonical) = std::fs::canonicalize(&existing) {
+            for name in missing.iter().rev() {
+                canonical.push(name);
+            }
+            return canonical;
+        }
+    }
+}
+
+/// Whether `path` (resolved) lies in one of `dirs` (resolved here).
+#[must_use]
+pub fn is_inside_any(path: &Path, dirs: &[PathBuf]) -> bool {
+    dirs.iter().any(|dir| {
+        let dir = canonicalize_existing_prefix(&normalize(dir));
+        path.starts_with(&dir)
+    })
+}
+
+/// `path` shown relative to `base` when inside it, else as is.
+#[must_use]
+pub fn display_relative(path: &Path, base: &Path) -> String {
+    path.strip_prefix(base)
+        .ok()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dot_dot_is_folded() {
+        let cwd = Path::new("/nonexistent-gyre/a/b");
+        assert_eq!(resolve_path(cwd, "../../../etc/x"), PathBuf::from("/etc/x"));
+        assert_eq!(resolve_path(cwd, "/../../x"), PathBuf::from("/x"));
+    }
+
+    #[test]
+    fn symlinks_resolve_to_their_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("link")).unwrap();
+        let resolved = resolve_path(dir.path(), "link/new.txt");
+        assert_eq!(
+            resolved,
+            outside.path().canonicalize().unwrap().join("new.txt")
+        );
+        assert!(!is_inside_any(&resolved, &[dir.path().to_path_buf()]));
+    }
+}

@@ -1,0 +1,140 @@
+//! The tools on offer.
+
+use std::sync::Arc;
+
+use gyre_protocol::ToolDefinition;
+
+use crate::Tool;
+
+/// The tools offered to the model, in a stable order.
+#[derive(Clone, Default)]
+pub struct ToolRegistry {
+    tools: Vec<Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for ToolRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.names()).finish()
+    }
+}
+
+impl ToolRegistry {
+    /// An empty registry.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Read, Edit, Write, Grep, Glob, Bash.
+    #[must_use]
+    pub fn with_default_tools() -> Self {
+        let mut registry = Self::new();
+        registry.register(Arc::new(crate::bash::BashTool));
+        registry.register(Arc::new(crate::glob::GlobTool));
+        registry.register(Arc::new(crate::grep::GrepTool));
+        registry.register(Arc::new(crate::read::ReadTool));
+        registry.register(Arc::new(crate::edit::EditTool));
+        registry.register(Arc::new(crate::write::WriteTool));
+        registry
+    }
+
+    /// Adds a tool, replacing one of the same name.
+    pub fn register(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.retain(|t| t.name() != tool.name());
+        self.tools.push(tool);
+    }
+
+    /// The registry builder-style: `ToolRegistry::new().with(tool)`.
+    #[must_use]
+    pub fn with(mut self, tool: Arc<dyn Tool>) -> Self {
+        self.register(tool);
+        self
+    }
+
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
+        self.tools.iter().find(|t| t.name() == name)
+    }
+
+    #[must_use]
+    pub fn names(&self) -> Vec<&'static str> {
+        self.tools.iter().map(|t| t.name()).collect()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
+        self.tools.iter()
+    }
+
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// Only the named tools (`--tools Read,Grep`); unknown names are ignored. Names may
+    /// carry a specifier (`Bash(git:*)`), which is dropped here.
+    #[must_use]
+    pub fn filtered<S: AsRef<str>>(&self, allow: &[S]) -> Self {
+        let names: Vec<&str> = allow
+            .iter()
+            .map(|s| {
+                let s = s.as_ref().trim();
+                s.split_once('(').map_or(s, |(name, _)| name)
+            })
+            .collect();
+        Self {
+            tools: self
+                .tools
+                .iter()
+                .filter(|t| names.contains(&t.name()))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The definitions sent in the request's `tools`.
+    #[must_use]
+    pub fn definitions(&self) -> Vec<ToolDefinition> {
+        self.tools
+            .iter()
+            .map(|t| ToolDefinition {
+                name: t.name().to_owned(),
+                description: t.description().to_owned(),
+                input_schema: t.input_schema(),
+                cache_control: None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_registry_has_the_six_tools() {
+        let r = ToolRegistry::with_default_tools();
+        let mut names = r.names();
+        names.sort_unstable();
+        assert_eq!(names, vec!["Bash", "Edit", "Glob", "Grep", "Read", "Write"]);
+        assert_eq!(r.definitions().len(), 6);
+        assert!(
+            r.definitions()
+                .iter()
+                .all(|d| d.input_schema["type"] == "object")
+        );
+    }
+
+    #[test]
+    fn filtered_keeps_only_allowed_tools() {
+        let r = ToolRegistry::with_default_tools().filtered(&["Read", "Bash(git:*)", "Nope"]);
+        let mut names = r.names();
+        names.sort_unstable();
+        assert_eq!(names, vec!["Bash", "Read"]);
+        assert!(r.get("Edit").is_none());
+    }
+}

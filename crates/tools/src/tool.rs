@@ -1,0 +1,179 @@
+//! The `Tool` trait and the values that flow through it.
+
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::call::ToolCall;
+use crate::file_state::FileStateCache;
+
+/// A boxed, sendable future: the return type of the async trait methods.
+pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+
+/// What a tool call returns: the text of its `tool_result` and whether it is an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use]
+pub struct ToolOutput {
+    pub content: String,
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    pub fn ok(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: false,
+        }
+    }
+
+    pub fn error(content: impl Into<String>) -> Self {
+        Self {
+            content: content.into(),
+            is_error: true,
+        }
+    }
+
+    /// An input validation error: `<tool_use_error>…</tool_use_error>`.
+    pub fn tool_use_error(message: impl std::fmt::Display) -> Self {
+        Self::error(format!("<tool_use_error>{message}</tool_use_error>"))
+    }
+}
+
+/// Progress reported by a running tool (shown by the UI, never sent to the model).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolProgress {
+    /// New output of a running command (Bash), as text.
+    Output { text: String },
+    /// A short status line ("searching 1200 files").
+    Status { message: String },
+}
+
+/// The progress callback handed to [`Tool::call`].
+pub type ProgressFn = dyn Fn(ToolProgress) + Send + Sync;
+
+/// Everything a tool may use besides its input.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The session's working directory: relative paths and Bash start here.
+    pub cwd: PathBuf,
+    /// Directories the tools may touch without a rule: the cwd plus `--add-dir`.
+    pub working_dirs: Vec<PathBuf>,
+    /// What was read, when: Edit and Write refuse files not read or changed since.
+    pub file_state: Arc<FileStateCache>,
+    /// Abort of the turn (Ctrl+C); tools stop as soon as they can.
+    pub cancel: CancellationToken,
+    /// Where Bash saves the full text of an output too long to return.
+    pub output_dir: PathBuf,
+}
+
+impl ToolContext {
+    /// A context for `cwd`: the cwd is the only working directory, a fresh file-state
+    /// cache, a fresh cancellation token, long outputs saved under the system temp dir.
+    pub fn new(cwd: impl Into<PathBuf>) -> Self {
+        let cwd = cwd.into();
+        Self {
+            working_dirs: vec![cwd.clone()],
+            cwd,
+            file_state: Arc::new(FileStateCache::new()),
+            cancel: CancellationToken::new(),
+            output_dir: std::env::temp_dir().join("gyre-tool-output"),
+        }
+    }
+
+    /// Adds a working directory (`--add-dir`).
+    #[must_use]
+    pub fn with_working_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.working_dirs.push(dir.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_output_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.output_dir = dir.into();
+        self
+    }
+
+    /// The same context with another cancellation token (the executor gives each call
+    /// a child token so one call can be cancelled alone).
+    #[must_use]
+    pub fn with_cancel(&self, cancel: CancellationToken) -> Self {
+        Self {
+            cancel,
+            ..self.clone()
+        }
+    }
+
+    /// `raw` resolved against the cwd, `..` folded and symlinks resolved.
+    #[must_use]
+    pub fn resolve(&self, raw: &str) -> PathBuf {
+        crate::paths::resolve_path(&self.cwd, raw)
+    }
+
+    /// Whether `path` (already resolved) lies inside one of the working directories.
+    #[must_use]
+    pub fn is_inside_working_dirs(&self, path: &Path) -> bool {
+        crate::paths::is_inside_any(path, &self.working_dirs)
+    }
+}
+
+/// A permission decision: for the whole call ([`CanUseTool`]) or the tool's own view
+/// ([`Tool::check_permissions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PermissionDecision {
+    Allow,
+    Deny { reason: String },
+    Ask { reason: String },
+}
+
+/// One capability offered to the model.
+pub trait Tool: Send + Sync {
+    /// The name the model calls it by (`Read`, `Bash`, …).
+    fn name(&self) -> &'static str;
+    /// What the model reads about the tool.
+    fn description(&self) -> &'static str;
+    /// The JSON schema of the input.
+    fn input_schema(&self) -> Value;
+    /// Checks beyond the schema; the message names the field at fault.
+    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), String>;
+    /// Whether this call may run alongside other safe calls.
+    fn is_concurrency_safe(&self, input: &Value) -> bool;
+    /// Whether this call changes nothing (plan mode allows only these).
+    fn is_read_only(&self, input: &Value) -> bool;
+    /// The tool's own part of the permission decision, before modes and rules.
+    fn check_permissions(&self, input: &Value, ctx: &ToolContext) -> PermissionDecision;
+    /// Results longer than this are persisted by the loop's tool result budget.
+    fn max_result_size_chars(&self) -> usize;
+    /// Runs the call. Failures are `is_error` outputs, never panics.
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput>;
+
+    /// The input field holding a filesystem path (`file_path`, `path`), if any. The
+    /// runner resolves it (symlinks included) before the permission check and hands the
+    /// tool the resolved path, so what is checked is what is opened.
+    fn path_field(&self) -> Option<&'static str> {
+        None
+    }
+}
+
+impl std::fmt::Debug for dyn Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("name", &self.name()).finish()
+    }
+}
+
+/// Decides whether a call may run.
+pub trait CanUseTool: Send + Sync {
+    fn can_use_tool<'a>(
+        &'a self,
+        tool: &'a dyn Tool,
+        call: &'a ToolCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, PermissionDecision>;
+}

@@ -1,0 +1,80 @@
+//! Directory walks shared by Grep and Glob: ripgrep's rules (`.gitignore`, `.ignore`,
+//! hidden files searched, `.git` skipped), walked in parallel.
+
+use std::path::Path;
+use std::sync::{Mutex, PoisonError};
+
+use ignore::{DirEntry, WalkBuilder, WalkState};
+use tokio_util::sync::CancellationToken;
+
+/// A walker over `root` with the rules above. `.gitignore` counts outside git
+/// repositories too, as a user of these tools expects.
+pub(crate) fn walk_builder(root: &Path) -> WalkBuilder {
+    let mut builder = WalkBuilder::new(root);
+    builder
+        .hidden(false)
+        .require_git(false)
+        .filter_entry(|entry| entry.file_name() != ".git")
+        .threads(walk_threads());
+    builder
+}
+
+fn walk_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get().min(12))
+}
+
+/// Items produced by one walker thread, handed over when the thread is done.
+struct ThreadItems<'a, T> {
+    items: Vec<T>,
+    sink: &'a Mutex<Vec<T>>,
+}
+
+impl<T> Drop for ThreadItems<'_, T> {
+    fn drop(&mut self) {
+        self.sink
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .append(&mut self.items);
+    }
+}
+
+/// Walks in parallel and collects what `visit` returns for each file. Each walker
+/// thread gets its own state from `make_state` (a searcher, a buffer). Stops early when
+/// `cancel` fires.
+pub(crate) fn collect_files<S, T, M, V>(
+    builder: &WalkBuilder,
+    cancel: &CancellationToken,
+    make_state: M,
+    visit: V,
+) -> Vec<T>
+where
+    S: Send,
+    T: Send,
+    M: Fn() -> S + Sync,
+    V: Fn(&mut S, &DirEntry) -> Option<T> + Sync,
+{
+    let sink = Mutex::new(Vec::new());
+    builder.build_parallel().run(|| {
+        let mut state = make_state();
+        let mut local = ThreadItems {
+            items: Vec::new(),
+            sink: &sink,
+        };
+        let visit = &visit;
+        Box::new(move |entry| {
+            if cancel.is_cancelled() {
+                return WalkState::Quit;
+            }
+            let Ok(entry) = entry else {
+                return WalkState::Continue;
+            };
+            if entry.file_type().is_some_and(|t| t.is_file())
+                && let Some(item) = visit(&mut state, &entry)
+            {
+                local.items.push(item);
+            }
+            WalkState::Continue
+        })
+    });
+    sink.into_inner().unwrap_or_else(PoisonError::into_inner)
+}

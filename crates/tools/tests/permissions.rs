@@ -1,0 +1,472 @@
+#![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use gyre_tools::permissions::parse_rule_list;
+use gyre_tools::{
+    BoxFuture, CanUseTool, PermissionDecision, PermissionMode, PermissionPrompt, PermissionRule,
+    Permissions, PromptAnswer, RuleError, Tool, ToolCall, ToolContext, ToolRegistry, run_tool_call,
+};
+use serde_json::{Value, json};
+
+async fn decide(
+    perms: &Permissions,
+    ctx: &ToolContext,
+    name: &str,
+    input: Value,
+) -> PermissionDecision {
+    let registry = ToolRegistry::with_default_tools();
+    let tool = registry.get(name).unwrap();
+    let call = ToolCall::new("toolu_1", name, input);
+    perms.can_use_tool(tool.as_ref(), &call, ctx).await
+}
+
+fn allowed(d: &PermissionDecision) -> bool {
+    matches!(d, PermissionDecision::Allow)
+}
+
+fn setup() -> (tempfile::TempDir, tempfile::TempDir, ToolContext) {
+    let work = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(work.path().join("in.txt"), "in").unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "secret").unwrap();
+    let ctx = ToolContext::new(work.path().canonicalize().unwrap());
+    (work, outside, ctx)
+}
+
+#[test]
+fn rules_parse_tool_names_and_specifiers() {
+    assert_eq!(
+        "Bash".parse::<PermissionRule>().unwrap(),
+        PermissionRule::tool("Bash")
+    );
+    assert_eq!(
+        "Bash(git diff:*)".parse::<PermissionRule>().unwrap(),
+        PermissionRule::with_specifier("Bash", "git diff:*")
+    );
+    assert_eq!(
+        "Read(src/**)"
+            .parse::<PermissionRule>()
+            .unwrap()
+            .to_string(),
+        "Read(src/**)"
+    );
+    assert_eq!(
+        parse_rule_list("Bash(git diff:*) Read,Edit").unwrap(),
+        vec![
+            PermissionRule::with_specifier("Bash", "git diff:*"),
+            PermissionRule::tool("Read"),
+            PermissionRule::tool("Edit"),
+        ]
+    );
+}
+
+#[test]
+fn malformed_rules_are_clear_errors() {
+    assert_eq!("".parse::<PermissionRule>(), Err(RuleError::Empty));
+    assert!(matches!(
+        "Bash(git".parse::<PermissionRule>(),
+        Err(RuleError::Malformed(_))
+    ));
+    assert!(matches!(
+        "Bash()".parse::<PermissionRule>(),
+        Err(RuleError::EmptySpecifier(..))
+    ));
+    assert!(matches!(
+        "(x)".parse::<PermissionRule>(),
+        Err(RuleError::Malformed(_))
+    ));
+    let err = "Read(src/[)".parse::<PermissionRule>().unwrap_err();
+    assert!(err.to_string().contains("invalid path pattern"), "{err}");
+    let err = "Bash(git"
+        .parse::<PermissionRule>()
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("Bash(git diff:*)"), "{err}");
+}
+
+#[test]
+fn modes_parse_by_their_exact_names() {
+    for (s, m) in [
+        ("default", PermissionMode::Default),
+        ("acceptEdits", PermissionMode::AcceptEdits),
+        ("plan", PermissionMode::Plan),
+        ("bypassPermissions", PermissionMode::BypassPermissions),
+    ] {
+        assert_eq!(s.parse::<PermissionMode>().unwrap(), m);
+        assert_eq!(m.to_string(), s);
+    }
+    assert!("AcceptEdits".parse::<PermissionMode>().is_err());
+}
+
+#[tokio::test]
+async fn default_mode_allows_reads_inside_and_asks_for_writes_and_bash() {
+    let (work, _out, ctx) = setup();
+    let perms = Permissions::default();
+    let inside = work.path().join("in.txt").display().to_string();
+    assert!(allowed(
+        &decide(&perms, &ctx, "Read", json!({"file_path": inside})).await
+    ));
+    assert!(allowed(
+        &decide(&perms, &ctx, "Grep", json!({"pattern": "x"})).await
+    ));
+    assert!(allowed(
+        &decide(&perms, &ctx, "Glob", json!({"pattern": "*"})).await
+    ));
+    let edit = decide(
+        &perms,
+        &ctx,
+        "Edit",
+        json!({"file_path": inside, "old_string": "a", "new_string": "b"}),
+    )
+    .await;
+    let PermissionDecision::Deny { reason } = edit else {
+        panic!("{edit:?}")
+    };
+    assert!(
+        reason.contains("Permission to use Edit was denied"),
+        "{reason}"
+    );
+    assert!(reason.contains("--permission-mode acceptEdits"), "{reason}");
+    assert!(!allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "ls"})).await
+    ));
+}
+
+#[tokio::test]
+async fn path_escapes_are_denied_in_default_mode() {
+    let (work, outside, ctx) = setup();
+    let perms = Permissions::default();
+    let secret = outside.path().join("secret.txt");
+    std::os::unix::fs::symlink(&secret, work.path().join("link.txt")).unwrap();
+    let rel_escape = format!(
+        "../{}/secret.txt",
+        outside.path().file_name().unwrap().to_string_lossy()
+    );
+    for path in [
+        secret.display().to_string(),
+        rel_escape.clone(),
+        work.path().join(&rel_escape).display().to_string(),
+        work.path().join("link.txt").display().to_string(),
+    ] {
+        let d = decide(&perms, &ctx, "Read", json!({"file_path": path})).await;
+        let PermissionDecision::Deny { reason } = d else {
+            panic!("{path} was allowed")
+        };
+        assert!(
+            reason.contains("outside the working directories"),
+            "{reason}"
+        );
+        assert!(reason.contains("--add-dir"), "{reason}");
+    }
+    assert!(!allowed(
+        &decide(
+            &perms,
+            &ctx,
+            "Grep",
+            json!({"pattern": "x", "path": outside.path()})
+        )
+        .await
+    ));
+    // Even acceptEdits does not write outside.
+    let edits = Permissions::new(PermissionMode::AcceptEdits);
+    assert!(!allowed(
+        &decide(
+            &edits,
+            &ctx,
+            "Write",
+            json!({"file_path": work.path().join("link.txt"), "content": ""})
+        )
+        .await
+    ));
+}
+
+#[tokio::test]
+async fn a_symlink_escape_is_denied_end_to_end_and_the_target_is_untouched() {
+    let (work, outside, ctx) = setup();
+    std::os::unix::fs::symlink(outside.path(), work.path().join("dirlink")).unwrap();
+    let registry = ToolRegistry::with_default_tools();
+    let perms = Permissions::new(PermissionMode::AcceptEdits);
+    let call = ToolCall::new(
+        "t",
+        "Write",
+        json!({"file_path": work.path().join("dirlink/new.txt"), "content": "x"}),
+    );
+    let outcome = run_tool_call(&registry, &call, &ctx, &perms, &|_| {}).await;
+    assert!(outcome.output.is_error);
+    assert!(outcome.denial.is_some());
+    assert!(!outside.path().join("new.txt").exists());
+}
+
+#[tokio::test]
+async fn allow_rules_open_paths_outside_and_add_dir_works() {
+    let (_work, outside, ctx) = setup();
+    let secret = outside.path().join("secret.txt").display().to_string();
+    let rule = format!(
+        "Read({}/**)",
+        outside.path().canonicalize().unwrap().display()
+    );
+    let perms =
+        Permissions::from_rules(PermissionMode::Default, &[rule.as_str()], &[], &[]).unwrap();
+    assert!(allowed(
+        &decide(&perms, &ctx, "Read", json!({"file_path": secret})).await
+    ));
+    let added = ctx.clone().with_working_dir(outside.path());
+    assert!(allowed(
+        &decide(
+            &Permissions::default(),
+            &added,
+            "Read",
+            json!({"file_path": secret})
+        )
+        .await
+    ));
+}
+
+#[tokio::test]
+async fn deny_rules_win_over_bypass_permissions_and_allow_rules() {
+    let (work, _out, ctx) = setup();
+    let perms = Permissions::from_rules(
+        PermissionMode::BypassPermissions,
+        &["Bash", "Read"],
+        &[],
+        &["Bash(rm:*)", "Read(*.txt)"],
+    )
+    .unwrap();
+    let d = decide(
+        &perms,
+        &ctx,
+        "Bash",
+        json!({"command": "ls && rm -rf build"}),
+    )
+    .await;
+    let PermissionDecision::Deny { reason } = d else {
+        panic!("{d:?}")
+    };
+    assert!(reason.contains("deny rule `Bash(rm:*)`"), "{reason}");
+    assert!(!allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "FOO=1 rm x"})).await
+    ));
+    assert!(!allowed(
+        &decide(
+            &perms,
+            &ctx,
+            "Read",
+            json!({"file_path": work.path().join("in.txt")})
+        )
+        .await
+    ));
+    assert!(allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "ls"})).await
+    ));
+    assert!(allowed(
+        &decide(
+            &perms,
+            &ctx,
+            "Write",
+            json!({"file_path": "/tmp/anything", "content": ""})
+        )
+        .await
+    ));
+}
+
+#[tokio::test]
+async fn evaluation_order_is_deny_then_ask_then_allow() {
+    let (_work, _out, ctx) = setup();
+    let perms = Permissions::from_rules(
+        PermissionMode::Default,
+        &["Bash"],
+        &["Bash(git push:*)"],
+        &["Bash(git push --force:*)"],
+    )
+    .unwrap();
+    assert!(allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "git status"})).await
+    ));
+    // Ask beats allow; headless, ask means deny.
+    let ask = decide(&perms, &ctx, "Bash", json!({"command": "git push origin"})).await;
+    let PermissionDecision::Deny { reason } = ask else {
+        panic!("{ask:?}")
+    };
+    assert!(reason.contains("ask rule"), "{reason}");
+    let deny = decide(&perms, &ctx, "Bash", json!({"command": "git push --force"})).await;
+    let PermissionDecision::Deny { reason } = deny else {
+        panic!()
+    };
+    assert!(reason.contains("deny rule"), "{reason}");
+}
+
+#[tokio::test]
+async fn bash_prefix_rules_must_match_every_part_of_a_compound_command() {
+    let (_work, _out, ctx) = setup();
+    let perms = Permissions::from_rules(
+        PermissionMode::Default,
+        &["Bash(git diff:*)", "Bash(ls:*)"],
+        &[],
+        &[],
+    )
+    .unwrap();
+    for ok in [
+        "git diff",
+        "git diff HEAD~1 -- src",
+        "git diff && ls -la",
+        "git diff | ls",
+    ] {
+        assert!(
+            allowed(&decide(&perms, &ctx, "Bash", json!({"command": ok})).await),
+            "{ok}"
+        );
+    }
+    for bad in [
+        "git diff; rm -rf /",
+        "git diff && rm -rf /",
+        "git diff | sh",
+        "git difftool",
+        "git diff $(rm -rf /)",
+        "git diff `rm -rf /`",
+        "git diff > /etc/passwd",
+        "rm -rf / ; git diff",
+        "git diff & rm x",
+    ] {
+        assert!(
+            !allowed(&decide(&perms, &ctx, "Bash", json!({"command": bad})).await),
+            "{bad}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn accept_edits_allows_edits_inside_the_working_dirs() {
+    let (work, _out, ctx) = setup();
+    let perms = Permissions::new(PermissionMode::AcceptEdits);
+    assert!(allowed(
+        &decide(
+            &perms,
+            &ctx,
+            "Write",
+            json!({"file_path": work.path().join("new.txt"), "content": ""})
+        )
+        .await
+    ));
+    assert!(!allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "touch x"})).await
+    ));
+}
+
+#[tokio::test]
+async fn plan_mode_allows_only_read_only_tools() {
+    let (work, _out, ctx) = setup();
+    let perms = Permissions::new(PermissionMode::Plan);
+    assert!(allowed(
+        &decide(
+            &perms,
+            &ctx,
+            "Read",
+            json!({"file_path": work.path().join("in.txt")})
+        )
+        .await
+    ));
+    assert!(allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "git status"})).await
+    ));
+    assert!(!allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "rm x"})).await
+    ));
+    let d = decide(
+        &perms,
+        &ctx,
+        "Write",
+        json!({"file_path": work.path().join("x"), "content": ""}),
+    )
+    .await;
+    let PermissionDecision::Deny { reason } = d else {
+        panic!()
+    };
+    assert!(reason.contains("plan mode"), "{reason}");
+}
+
+#[tokio::test]
+async fn path_rules_are_relative_to_the_cwd_and_edit_rules_cover_write() {
+    let (work, _out, ctx) = setup();
+    std::fs::create_dir(work.path().join("src")).unwrap();
+    let perms =
+        Permissions::from_rules(PermissionMode::Default, &["Edit(src/**)"], &[], &[]).unwrap();
+    assert!(allowed(
+        &decide(
+            &perms,
+            &ctx,
+            "Edit",
+            json!({"file_path": work.path().join("src/a.rs"), "old_string": "a", "new_string": "b"})
+        )
+        .await
+    ));
+    assert!(allowed(
+        &decide(
+            &perms,
+            &ctx,
+            "Write",
+            json!({"file_path": work.path().join("src/deep/b.rs"), "content": ""})
+        )
+        .await
+    ));
+    assert!(!allowed(
+        &decide(
+            &perms,
+            &ctx,
+            "Write",
+            json!({"file_path": work.path().join("other.rs"), "content": ""})
+        )
+        .await
+    ));
+}
+
+struct Answer(PromptAnswer, AtomicUsize);
+
+impl PermissionPrompt for Answer {
+    fn ask<'a>(
+        &'a self,
+        _tool: &'a dyn Tool,
+        _call: &'a ToolCall,
+        _reason: &'a str,
+    ) -> BoxFuture<'a, PromptAnswer> {
+        self.1.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move { self.0 })
+    }
+}
+
+#[tokio::test]
+async fn interactive_prompt_answers_and_allow_always_is_remembered() {
+    let (_work, _out, ctx) = setup();
+    let prompt = Arc::new(Answer(PromptAnswer::AllowAlways, AtomicUsize::new(0)));
+    let perms = Permissions::default().with_prompt(prompt.clone());
+    assert!(allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "make test"})).await
+    ));
+    assert!(allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "make test"})).await
+    ));
+    assert_eq!(
+        prompt.1.load(Ordering::SeqCst),
+        1,
+        "allow always should not ask again"
+    );
+    assert_eq!(
+        perms.session_rules(),
+        vec![PermissionRule::with_specifier("Bash", "make test")]
+    );
+
+    let no = Permissions::default()
+        .with_prompt(Arc::new(Answer(PromptAnswer::Deny, AtomicUsize::new(0))));
+    let d = decide(&no, &ctx, "Bash", json!({"command": "make"})).await;
+    assert!(matches!(d, PermissionDecision::Deny { reason } if reason.contains("user denied")));
+    // Deny rules are never put to the user.
+    let prompt = Arc::new(Answer(PromptAnswer::AllowOnce, AtomicUsize::new(0)));
+    let strict = Permissions::default()
+        .with_deny(["Bash".parse().unwrap()])
+        .with_prompt(prompt.clone());
+    assert!(!allowed(
+        &decide(&strict, &ctx, "Bash", json!({"command": "make"})).await
+    ));
+    assert_eq!(prompt.1.load(Ordering::SeqCst), 0);
+}
