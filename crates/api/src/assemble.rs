@@ -1,0 +1,442 @@
+//! `MessageAssembler`: raw stream events in, complete content blocks and the final
+//! assistant message out. Pure: no I/O, no clock.
+
+use gyre_protocol::{
+    AssistantResponse, ContentBlock, ContentDelta, MessageStart, StopReason, StreamEvent, Usage,
+};
+use serde_json::{Map, Value};
+
+use crate::ApiError;
+
+/// Key of the tool input that replaces a `tool_use` input which is not a valid JSON
+/// object. Its value is the raw text the model streamed; [`INVALID_JSON_ERROR_KEY`]
+/// holds the parse error. The block still completes, so the loop can answer that tool
+/// call with an input error instead of crashing: see [`invalid_tool_input`].
+pub const INVALID_JSON_KEY: &str = "__gyre_invalid_json";
+/// Key of the parse error next to [`INVALID_JSON_KEY`].
+pub const INVALID_JSON_ERROR_KEY: &str = "__gyre_parse_error";
+
+/// A tool input the model streamed that did not parse as a JSON object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvalidToolInput<'a> {
+    /// The text the model sent.
+    pub raw: &'a str,
+    /// Why it did not parse.
+    pub error: &'a str,
+}
+
+/// `Some` when a `tool_use` input is the marker the assembler leaves for invalid JSON.
+#[must_use]
+pub fn invalid_tool_input(input: &Value) -> Option<InvalidToolInput<'_>> {
+    let raw = input.get(INVALID_JSON_KEY)?.as_str()?;
+    let error = input
+        .get(INVALID_JSON_ERROR_KEY)
+        .and_then(Value::as_str)
+        .unwrap_or("invalid JSON");
+    Some(InvalidToolInput { raw, error })
+}
+
+/// What one event completed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Assembled {
+    /// A content block, at its `content_block_stop`.
+    Block { index: usize, block: ContentBlock },
+    /// The whole message, at `message_stop`.
+    Message(AssistantResponse),
+}
+
+#[derive(Debug)]
+struct OpenBlock {
+    block: ContentBlock,
+    /// `input_json_delta` text of a tool_use block, parsed at its stop.
+    json: String,
+}
+
+/// Turns a stream's events into completed blocks and the final [`AssistantResponse`].
+///
+/// Text, thinking and signature deltas are appended as they come; a tool_use block's
+/// `input_json_delta`s are only concatenated and parsed once, at `content_block_stop`.
+/// Usage is `message_start`'s merged with `message_delta`'s cumulative totals.
+/// An in-stream `error` event or an out-of-order event is returned as an error.
+#[derive(Debug, Default)]
+pub struct MessageAssembler {
+    start: Option<MessageStart>,
+    open: Vec<Option<OpenBlock>>,
+    done: Vec<Option<ContentBlock>>,
+    usage: Usage,
+    stop_reason: Option<StopReason>,
+    stop_sequence: Option<String>,
+    events: u64,
+    finished: bool,
+}
+
+fn invalid(message: String) -> ApiError {
+    ApiError::InvalidResponse { message }
+}
+
+impl MessageAssembler {
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many events were pushed.
+    #[must_use]
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Whether `message_stop` was seen.
+    #[must_use]
+    pub fn is_finished(&self) -> bool {
+        self.finished
+    }
+
+    /// Feeds one event; returns the block or message it completed, if any.
+    pub fn push(&mut self, event: &StreamEvent) -> Result<Option<Assembled>, ApiError> {
+        self.events += 1;
+        if self.finished {
+            return Ok(None);
+        }
+        match event {
+            StreamEvent::MessageStart { message } => {
+                if self.start.is_some() {
+                    return Err(invalid("a second message_start in one response".into()));
+                }
+                self.usage = message.usage;
+                self.stop_reason.clone_from(&message.stop_reason);
+                self.stop_sequence.clone_from(&message.stop_sequence);
+                let mut start = message.clone();
+                for (index, block) in std::mem::take(&mut start.content).into_iter().enumerate() {
+                    put(&mut self.done, index, block);
+                }
+                self.start = Some(start);
+                Ok(None)
+            }
+            StreamEvent::ContentBlockStart {
+                index,
+                content_block,
+            } => {
+                self.require_started("content_block_start")?;
+                if self.open.get(*index).is_some_and(Option::is_some) {
+                    return Err(invalid(format!("content block {index} started twice")));
+                }
+                put(
+                    &mut self.open,
+                    *index,
+                    OpenBlock {
+                        block: content_block.clone(),
+                        json: String::new(),
+                    },
+                );
+                Ok(None)
+            }
+            StreamEvent::ContentBlockDelta { index, delta } => {
+                let open = self
+                    .open
+                    .get_mut(*index)
+                    .and_then(Option::as_mut)
+                    .ok_or_else(|| {
+                        invalid(format!("content_block_delta for block {index}, which is not open"))
+                    })?;
+                apply_delta(open, delta, *index)?;
+                Ok(None)
+            }
+            StreamEvent::ContentBlockStop { index } => {
+                let open = self
+                    .open
+                    .get_mut(*index)
+                    .and_then(Option::take)
+                    .ok_or_else(|| {
+                        invalid(format!("content_block_stop for block {index}, which is not open"))
+                    })?;
+                let block = finish_block(open);
+                put(&mut self.done, *index, block.clone());
+                Ok(Some(Assembled::Block {
+                    index: *index,
+                    block,
+                }))
+            }
+            StreamEvent::MessageDelta { delta, usage } => {
+                self.require_started("message_delta")?;
+                if delta.stop_reason.is_some() {
+                    self.stop_reason.clone_from(&delta.stop_reason);
+                }
+                if delta.stop_sequence.is_some() {
+                    self.stop_sequence.clone_from(&delta.stop_sequence);
+                }
+                self.usage.merge_delta(usage);
+                Ok(None)
+            }
+            StreamEvent::MessageStop => {
+                let start = self
+                    .start
+                    .take()
+                    .ok_or_else(|| invalid("message_stop before message_start".into()))?;
+                if let Some(index) = self.open.iter().position(Option::is_some) {
+                    return Err(invalid(format!(
+                        "message_stop while content block {index} is still open"
+                    )));
+                }
+                self.finished = true;
+                Ok(Some(Assembled::Message(AssistantResponse {
+                    id: start.id,
+                    model: start.model,
+                    role: start.role,
+                    content: std::mem::take(&mut self.done).into_iter().flatten().collect(),
+                    stop_reason: self.stop_reason.take(),
+                    stop_sequence: self.stop_sequence.take(),
+                    usage: self.usage,
+                })))
+            }
+            StreamEvent::Error { error } => Err(ApiError::from_stream_error(error)),
+            StreamEvent::Ping | StreamEvent::Unknown => Ok(None),
+        }
+    }
+
+    fn require_started(&self, what: &str) -> Result<(), ApiError> {
+        if self.start.is_some() {
+            Ok(())
+        } else {
+            Err(invalid(format!("{what} before message_start")))
+        }
+    }
+}
+
+fn put<T>(slots: &mut Vec<Option<T>>, index: usize, value: T) {
+    if slots.len() <= index {
+        slots.resize_with(index + 1, || None);
+    }
+    slots[index] = Some(value);
+}
+
+fn apply_delta(open: &mut OpenBlock, delta: &ContentDelta, index: usize) -> Result<(), ApiError> {
+    match (&mut open.block, delta) {
+        (ContentBlock::Text { text, .. }, ContentDelta::TextDelta { text: more }) => {
+            text.push_str(more);
+        }
+        (ContentBlock::ToolUse { .. }, ContentDelta::InputJsonDelta { partial_json }) => {
+            open.json.push_str(partial_json);
+        }
+        (ContentBlock::Thinking { thinking, .. }, ContentDelta::ThinkingDelta { thinking: more }) => {
+            thinking.push_str(more);
+        }
+        (ContentBlock::Thinking { signature, .. }, ContentDelta::SignatureDelta { signature: more }) => {
+            signature.push_str(more);
+        }
+        // Deltas this crate does not know (citations…) and deltas for unknown block types
+        // are tolerated, like unknown events.
+        (_, ContentDelta::Unknown) | (ContentBlock::Unknown(_), _) => {}
+        (block, delta) => {
+            return Err(invalid(format!(
+                "{} delta for content block {index}, which is a {} block",
+                delta_name(delta),
+                block.kind()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn delta_name(delta: &ContentDelta) -> &'static str {
+    match delta {
+        ContentDelta::TextDelta { .. } => "text_delta",
+        ContentDelta::InputJsonDelta { .. } => "input_json_delta",
+        ContentDelta::ThinkingDelta { .. } => "thinking_delta",
+        ContentDelta::SignatureDelta { .. } => "signature_delta",
+        ContentDelta::Unknown => "unknown",
+    }
+}
+
+fn finish_block(open: OpenBlock) -> ContentBlock {
+    let OpenBlock { mut block, json } = open;
+    if let ContentBlock::ToolUse { input, .. } = &mut block
+        && !json.trim().is_empty()
+    {
+        *input = parse_tool_input(&json);
+    }
+    block
+}
+
+/// Parses a tool_use input at block stop; anything but a JSON object becomes the
+/// [`INVALID_JSON_KEY`] marker.
+fn parse_tool_input(json: &str) -> Value {
+    let error = match serde_json::from_str::<Value>(json) {
+        Ok(v @ Value::Object(_)) => return v,
+        Ok(other) => format!("tool input must be a JSON object, got {}", json_kind(&other)),
+        Err(e) => e.to_string(),
+    };
+    let mut marker = Map::new();
+    marker.insert(INVALID_JSON_KEY.to_owned(), Value::String(json.to_owned()));
+    marker.insert(INVALID_JSON_ERROR_KEY.to_owned(), Value::String(error));
+    Value::Object(marker)
+}
+
+fn json_kind(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gyre_protocol::MessageDeltaBody;
+    use serde_json::json;
+
+    fn ev(v: Value) -> StreamEvent {
+        serde_json::from_value(v).unwrap()
+    }
+
+    fn start() -> StreamEvent {
+        ev(json!({"type":"message_start","message":{"id":"msg_1","model":"m","role":"assistant",
+            "content":[],"usage":{"input_tokens":10,"cache_read_input_tokens":4,"output_tokens":1}}}))
+    }
+
+    fn run(events: &[StreamEvent]) -> (Vec<Assembled>, Result<(), ApiError>) {
+        let mut a = MessageAssembler::new();
+        let mut out = Vec::new();
+        for e in events {
+            match a.push(e) {
+                Ok(Some(x)) => out.push(x),
+                Ok(None) => {}
+                Err(err) => return (out, Err(err)),
+            }
+        }
+        (out, Ok(()))
+    }
+
+    fn final_message(out: &[Assembled]) -> &AssistantResponse {
+        match out.last() {
+            Some(Assembled::Message(m)) => m,
+            other => panic!("no message: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn text_thinking_and_tool_use_assemble() {
+        let events = vec![
+            start(),
+            ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}})),
+            ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"let me "}})),
+            ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"think"}})),
+            ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}})),
+            ev(json!({"type":"content_block_stop","index":0})),
+            ev(json!({"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}})),
+            StreamEvent::Ping,
+            ev(json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hello"}})),
+            ev(json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":", world"}})),
+            ev(json!({"type":"content_block_stop","index":1})),
+            ev(json!({"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"tu_1","name":"Read","input":{}}})),
+            ev(json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"file_"}})),
+            ev(json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"path\": \"/a\"}"}})),
+            ev(json!({"type":"content_block_stop","index":2})),
+            ev(json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}})),
+            StreamEvent::MessageStop,
+        ];
+        let (out, res) = run(&events);
+        res.unwrap();
+        assert_eq!(out.len(), 4);
+        assert_eq!(
+            out[0],
+            Assembled::Block { index: 0, block: ContentBlock::thinking("let me think", "sig") }
+        );
+        assert_eq!(out[1], Assembled::Block { index: 1, block: ContentBlock::text("Hello, world") });
+        assert_eq!(
+            out[2],
+            Assembled::Block { index: 2, block: ContentBlock::tool_use("tu_1", "Read", json!({"file_path":"/a"})) }
+        );
+        let m = final_message(&out);
+        assert_eq!(m.id, "msg_1");
+        assert_eq!(m.content.len(), 3);
+        assert_eq!(m.stop_reason, Some(StopReason::ToolUse));
+        assert_eq!(
+            m.usage,
+            Usage { input_tokens: 10, output_tokens: 42, cache_creation_input_tokens: 0, cache_read_input_tokens: 4 }
+        );
+    }
+
+    #[test]
+    fn tool_use_without_deltas_keeps_start_input() {
+        let events = vec![
+            start(),
+            ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"Glob","input":{}}})),
+            ev(json!({"type":"content_block_stop","index":0})),
+            StreamEvent::MessageStop,
+        ];
+        let (out, res) = run(&events);
+        res.unwrap();
+        assert_eq!(out[0], Assembled::Block { index: 0, block: ContentBlock::tool_use("t", "Glob", json!({})) });
+    }
+
+    #[test]
+    fn invalid_tool_json_completes_with_an_input_error_marker() {
+        let events = vec![
+            start(),
+            ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"Bash","input":{}}})),
+            ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"ls"}})),
+            ev(json!({"type":"content_block_stop","index":0})),
+            StreamEvent::MessageStop,
+        ];
+        let (out, res) = run(&events);
+        res.unwrap();
+        let Assembled::Block { block, .. } = &out[0] else { panic!() };
+        let (_, _, input) = block.as_tool_use().unwrap();
+        let bad = invalid_tool_input(input).unwrap();
+        assert_eq!(bad.raw, "{\"command\": \"ls");
+        assert!(bad.error.contains("EOF"), "{}", bad.error);
+        assert!(invalid_tool_input(&json!({"command": "ls"})).is_none());
+    }
+
+    #[test]
+    fn non_object_tool_input_is_an_input_error() {
+        assert!(invalid_tool_input(&parse_tool_input("[1,2]")).unwrap().error.contains("array"));
+    }
+
+    #[test]
+    fn in_stream_error_event_is_an_error() {
+        let events = vec![
+            start(),
+            ev(json!({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})),
+        ];
+        let (_, res) = run(&events);
+        assert!(res.unwrap_err().is_overloaded());
+    }
+
+    #[test]
+    fn out_of_order_events_are_errors() {
+        let (_, res) = run(&[ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}))]);
+        assert!(matches!(res, Err(ApiError::InvalidResponse { .. })));
+        let (_, res) = run(&[StreamEvent::MessageStop]);
+        assert!(matches!(res, Err(ApiError::InvalidResponse { .. })));
+        let (_, res) = run(&[
+            start(),
+            ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})),
+            StreamEvent::MessageStop,
+        ]);
+        assert!(matches!(res, Err(ApiError::InvalidResponse { .. })));
+    }
+
+    #[test]
+    fn stop_sequence_and_unknown_events_pass() {
+        let events = vec![
+            start(),
+            StreamEvent::Unknown,
+            StreamEvent::MessageDelta {
+                delta: MessageDeltaBody { stop_reason: Some(StopReason::StopSequence), stop_sequence: Some("END".into()) },
+                usage: Usage::default(),
+            },
+            StreamEvent::MessageStop,
+        ];
+        let (out, res) = run(&events);
+        res.unwrap();
+        let m = final_message(&out);
+        assert_eq!(m.stop_sequence.as_deref(), Some("END"));
+        assert_eq!(m.usage.input_tokens, 10);
+    }
+}

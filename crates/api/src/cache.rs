@@ -1,0 +1,131 @@
+//! Prompt caching: where the `cache_control` breakpoints go (SPEC §5).
+
+use gyre_protocol::{CacheControl, ContentBlock, MessagesRequest};
+
+/// Puts `cache_control: {type: ephemeral}` on the last system block, the last tool
+/// definition and the last content block of the last message, and removes every other
+/// marker so breakpoints from earlier turns do not pile up (the API allows four).
+///
+/// Blocks that cannot carry a marker (thinking, redacted thinking, unknown, empty
+/// text) are skipped: the marker goes on the last block of the last message that can.
+pub fn add_cache_markers(request: &mut MessagesRequest) {
+    for block in &mut request.system {
+        block.cache_control = None;
+    }
+    for tool in &mut request.tools {
+        tool.cache_control = None;
+    }
+    for message in &mut request.messages {
+        for block in &mut message.content {
+            block.set_cache_control(None);
+        }
+    }
+    if let Some(last) = request.system.iter_mut().rev().find(|b| !b.text.is_empty()) {
+        last.cache_control = Some(CacheControl::ephemeral());
+    }
+    if let Some(last) = request.tools.last_mut() {
+        last.cache_control = Some(CacheControl::ephemeral());
+    }
+    if let Some(message) = request.messages.last_mut() {
+        for block in message.content.iter_mut().rev() {
+            if cacheable(block) && block.set_cache_control(Some(CacheControl::ephemeral())) {
+                break;
+            }
+        }
+    }
+}
+
+fn cacheable(block: &ContentBlock) -> bool {
+    !matches!(block, ContentBlock::Text { text, .. } if text.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gyre_protocol::{Message, SystemBlock, ToolDefinition};
+    use serde_json::json;
+
+    fn tool(name: &str) -> ToolDefinition {
+        ToolDefinition {
+            name: name.into(),
+            description: "d".into(),
+            input_schema: json!({"type": "object"}),
+            cache_control: None,
+        }
+    }
+
+    fn markers(r: &MessagesRequest) -> Vec<String> {
+        let v = serde_json::to_value(r).unwrap();
+        let mut out = Vec::new();
+        collect("", &v, &mut out);
+        out
+    }
+
+    fn collect(path: &str, v: &serde_json::Value, out: &mut Vec<String>) {
+        match v {
+            serde_json::Value::Object(m) => {
+                if m.contains_key("cache_control") {
+                    out.push(path.to_owned());
+                }
+                for (k, v) in m {
+                    collect(&format!("{path}/{k}"), v, out);
+                }
+            }
+            serde_json::Value::Array(a) => {
+                for (i, v) in a.iter().enumerate() {
+                    collect(&format!("{path}/{i}"), v, out);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    #[test]
+    fn markers_go_on_last_system_tool_and_message_block() {
+        let mut r = MessagesRequest::new(
+            "m",
+            1000,
+            vec![
+                Message::user_text("first"),
+                Message::assistant(vec![ContentBlock::text("reply")]),
+                Message::user(vec![ContentBlock::text("a"), ContentBlock::text("b")]),
+            ],
+        );
+        r.system = vec![SystemBlock::text("one"), SystemBlock::text("two")];
+        r.tools = vec![tool("Read"), tool("Bash")];
+        add_cache_markers(&mut r);
+        assert_eq!(markers(&r), vec!["/messages/2/content/1", "/system/1", "/tools/1"]);
+    }
+
+    #[test]
+    fn old_markers_are_moved_not_added() {
+        let mut r = MessagesRequest::new("m", 1000, vec![Message::user_text("q1")]);
+        add_cache_markers(&mut r);
+        r.messages.push(Message::assistant(vec![ContentBlock::text("a1")]));
+        r.messages.push(Message::user_text("q2"));
+        add_cache_markers(&mut r);
+        assert_eq!(markers(&r), vec!["/messages/2/content/0"]);
+    }
+
+    #[test]
+    fn blocks_that_cannot_carry_a_marker_are_skipped() {
+        let mut r = MessagesRequest::new(
+            "m",
+            1000,
+            vec![Message::assistant(vec![
+                ContentBlock::text("visible"),
+                ContentBlock::thinking("hmm", "sig"),
+                ContentBlock::text(""),
+            ])],
+        );
+        add_cache_markers(&mut r);
+        assert_eq!(markers(&r), vec!["/messages/0/content/0"]);
+    }
+
+    #[test]
+    fn empty_request_is_left_alone() {
+        let mut r = MessagesRequest::new("m", 1000, vec![]);
+        add_cache_markers(&mut r);
+        assert!(markers(&r).is_empty());
+    }
+}

@@ -1,0 +1,289 @@
+//! The `ModelClient` seam and its HTTP implementation, `AnthropicClient`.
+
+use std::fmt;
+use std::pin::Pin;
+use std::time::{Duration, SystemTime};
+
+use futures::{Stream, StreamExt};
+use gyre_protocol::{MessagesRequest, StreamEvent};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::ServerHints;
+use crate::sse::sse_events;
+use crate::ApiError;
+
+/// The raw events of one attempt, as they arrive.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ApiError>> + Send>>;
+
+/// Something that answers a Messages API request with a stream of events.
+///
+/// One call is one attempt: no retry here (see [`crate::stream_with_retry`]). The stream
+/// ends after `message_stop`, or with the error that ended the attempt; cancelling the
+/// token ends it at once with [`ApiError::Aborted`].
+pub trait ModelClient: Send + Sync {
+    /// One attempt: send the request, yield raw SSE events as they arrive. No retry here.
+    fn stream(&self, request: MessagesRequest, cancel: CancellationToken) -> EventStream;
+}
+
+/// `https://api.anthropic.com`, used when `ANTHROPIC_BASE_URL` is not set.
+pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+/// The `anthropic-version` header gyre speaks.
+pub const ANTHROPIC_VERSION: &str = "2023-06-01";
+
+/// `gyre/<version>`: gyre always names itself.
+#[must_use]
+pub fn default_user_agent() -> String {
+    format!("gyre/{}", env!("CARGO_PKG_VERSION"))
+}
+
+/// Where and how to reach the API. `Debug` never shows the key.
+#[derive(Clone)]
+pub struct ClientConfig {
+    /// Scheme, host and optional path prefix; `/v1/messages` is appended.
+    pub base_url: String,
+    pub api_key: String,
+    pub user_agent: String,
+    /// How long to wait for a TCP/TLS connection.
+    pub connect_timeout: Duration,
+}
+
+impl fmt::Debug for ClientConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ClientConfig")
+            .field("base_url", &self.base_url)
+            .field("api_key", &"[redacted]")
+            .field("user_agent", &self.user_agent)
+            .field("connect_timeout", &self.connect_timeout)
+            .finish()
+    }
+}
+
+impl ClientConfig {
+    /// A configuration for the public API with this key.
+    #[must_use]
+    pub fn new(api_key: impl Into<String>) -> Self {
+        Self {
+            base_url: DEFAULT_BASE_URL.to_owned(),
+            api_key: api_key.into(),
+            user_agent: default_user_agent(),
+            connect_timeout: Duration::from_secs(30),
+        }
+    }
+
+    /// Same, with another base URL (a proxy, gyre-testkit…).
+    #[must_use]
+    pub fn with_base_url(mut self, base_url: impl Into<String>) -> Self {
+        self.base_url = base_url.into();
+        self
+    }
+
+    /// Reads `ANTHROPIC_API_KEY` (required) and `ANTHROPIC_BASE_URL`.
+    pub fn from_env() -> Result<Self, ApiError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// [`ClientConfig::from_env`] over any variable lookup (tests, settings files).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ApiError> {
+        let api_key = lookup("ANTHROPIC_API_KEY")
+            .map(|k| k.trim().to_owned())
+            .filter(|k| !k.is_empty())
+            .ok_or(ApiError::MissingApiKey)?;
+        let mut config = Self::new(api_key);
+        if let Some(base) = lookup("ANTHROPIC_BASE_URL").filter(|b| !b.trim().is_empty()) {
+            config.base_url = base.trim().to_owned();
+        }
+        Ok(config)
+    }
+
+    /// `{base_url}/v1/messages`.
+    #[must_use]
+    pub fn messages_url(&self) -> String {
+        format!("{}/v1/messages", self.base_url.trim_end_matches('/'))
+    }
+}
+
+/// The Messages API over HTTPS (reqwest + SSE).
+#[derive(Clone)]
+pub struct AnthropicClient {
+    http: reqwest::Client,
+    url: String,
+    headers: HeaderMap,
+    base_url: String,
+}
+
+impl fmt::Debug for AnthropicClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AnthropicClient")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl AnthropicClient {
+    /// Builds the HTTP client. Fails on a key or user agent that cannot be a header,
+    /// or a base URL that is not http(s).
+    pub fn new(config: ClientConfig) -> Result<Self, ApiError> {
+        let bad = |what: &str| ApiError::InvalidConfig {
+            message: format!("{what} contains characters not allowed in an HTTP header"),
+        };
+        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
+            return Err(ApiError::InvalidConfig {
+                message: format!(
+                    "ANTHROPIC_BASE_URL must start with http:// or https:// (got `{}`)",
+                    config.base_url
+                ),
+            });
+        }
+        let mut headers = HeaderMap::new();
+        let mut key = HeaderValue::from_str(&config.api_key).map_err(|_| bad("the API key"))?;
+        key.set_sensitive(true);
+        headers.insert("x-api-key", key);
+        headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(
+            USER_AGENT,
+            HeaderValue::from_str(&config.user_agent).map_err(|_| bad("the user agent"))?,
+        );
+        let http = reqwest::Client::builder()
+            .connect_timeout(config.connect_timeout)
+            .build()?;
+        Ok(Self {
+            http,
+            url: config.messages_url(),
+            headers,
+            base_url: config.base_url,
+        })
+    }
+
+    /// The base URL requests go to.
+    #[must_use]
+    pub fn base_url(&self) -> &str {
+        &self.base_url
+    }
+}
+
+impl ModelClient for AnthropicClient {
+    fn stream(&self, mut request: MessagesRequest, cancel: CancellationToken) -> EventStream {
+        request.stream = true;
+        let http = self.http.clone();
+        let url = self.url.clone();
+        let headers = self.headers.clone();
+        Box::pin(async_stream::stream! {
+            let body = match serde_json::to_vec(&request) {
+                Ok(b) => b,
+                Err(e) => {
+                    yield Err(ApiError::InvalidConfig { message: format!("request could not be encoded: {e}") });
+                    return;
+                }
+            };
+            let send = http.post(&url).headers(headers).body(body).send();
+            let response = tokio::select! {
+                biased;
+                () = cancel.cancelled() => Err(ApiError::Aborted),
+                r = send => r.map_err(ApiError::from),
+            };
+            let response = match response {
+                Ok(r) => r,
+                Err(e) => {
+                    yield Err(e);
+                    return;
+                }
+            };
+            let status = response.status();
+            if !status.is_success() {
+                let hints = ServerHints::from_headers(response.headers(), SystemTime::now());
+                let body = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => Err(ApiError::Aborted),
+                    b = response.text() => Ok(b.unwrap_or_default()),
+                };
+                yield Err(match body {
+                    Ok(body) => ApiError::from_response(status.as_u16(), hints, &body, &request.model, &url),
+                    Err(e) => e,
+                });
+                return;
+            }
+            let mut events = std::pin::pin!(sse_events(response.bytes_stream()));
+            let mut received = 0u64;
+            loop {
+                let next = tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => Some(Err(ApiError::Aborted)),
+                    n = events.next() => n,
+                };
+                match next {
+                    None => return,
+                    Some(Ok(event)) => {
+                        received += 1;
+                        let stop = matches!(event, StreamEvent::MessageStop);
+                        yield Ok(event);
+                        if stop {
+                            return;
+                        }
+                    }
+                    // The connection broke mid-body: to the user that is a cut stream.
+                    Some(Err(ApiError::Connection { message })) => {
+                        tracing::debug!("stream broken after {received} events: {message}");
+                        yield Err(ApiError::StreamCut { events: received });
+                        return;
+                    }
+                    Some(Err(e)) => {
+                        yield Err(e);
+                        return;
+                    }
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn from_lookup_requires_a_key() {
+        let env: HashMap<&str, &str> = HashMap::new();
+        let got = ClientConfig::from_lookup(|k| env.get(k).map(|v| (*v).to_owned()));
+        assert_eq!(got.unwrap_err(), ApiError::MissingApiKey);
+        let blank = ClientConfig::from_lookup(|_| Some("  ".to_owned()));
+        assert_eq!(blank.unwrap_err(), ApiError::MissingApiKey);
+    }
+
+    #[test]
+    fn from_lookup_reads_base_url_with_default() {
+        let c = ClientConfig::from_lookup(|k| (k == "ANTHROPIC_API_KEY").then(|| "sk-1".to_owned()))
+            .unwrap();
+        assert_eq!(c.base_url, DEFAULT_BASE_URL);
+        assert_eq!(c.messages_url(), "https://api.anthropic.com/v1/messages");
+        let c = ClientConfig::from_lookup(|k| match k {
+            "ANTHROPIC_API_KEY" => Some("sk-1".to_owned()),
+            "ANTHROPIC_BASE_URL" => Some("http://127.0.0.1:9/".to_owned()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(c.messages_url(), "http://127.0.0.1:9/v1/messages");
+    }
+
+    #[test]
+    fn debug_never_shows_the_key() {
+        let c = ClientConfig::new("sk-ant-secret");
+        assert!(!format!("{c:?}").contains("secret"));
+        let client = AnthropicClient::new(c).unwrap();
+        assert!(!format!("{client:?}").contains("secret"));
+    }
+
+    #[test]
+    fn user_agent_names_gyre() {
+        assert!(default_user_agent().starts_with("gyre/"));
+    }
+
+    #[test]
+    fn bad_base_url_is_a_config_error() {
+        let err = AnthropicClient::new(ClientConfig::new("k").with_base_url("api.anthropic.com"))
+            .unwrap_err();
+        assert_eq!(err.category(), "invalid_config");
+    }
+}

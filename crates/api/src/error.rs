@@ -1,0 +1,771 @@
+//! `ApiError`: everything that can go wrong talking to the Messages API, and how each
+//! failure is classified for retry.
+
+use std::sync::LazyLock;
+use std::time::{Duration, SystemTime};
+
+use gyre_protocol::{ErrorDetail, ErrorResponse};
+use regex::Regex;
+use serde::{Deserialize, Serialize};
+
+/// What the server said about retrying, read from the response headers.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerHints {
+    /// `retry-after-ms`, else `retry-after` (seconds or an HTTP date), in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after_ms: Option<u64>,
+    /// `x-should-retry: true|false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub should_retry: Option<bool>,
+    /// `request-id`, for bug reports.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+impl ServerHints {
+    /// Reads the hints from response headers; `now` resolves an HTTP-date `retry-after`.
+    #[must_use]
+    pub fn from_headers(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Self {
+        let get = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::trim)
+        };
+        let retry_after_ms = get("retry-after-ms")
+            .and_then(parse_retry_after_ms)
+            .or_else(|| get("retry-after").and_then(|v| parse_retry_after(v, now)))
+            .map(duration_ms);
+        let should_retry = match get("x-should-retry") {
+            Some(v) if v.eq_ignore_ascii_case("true") => Some(true),
+            Some(v) if v.eq_ignore_ascii_case("false") => Some(false),
+            Some(_) | None => None,
+        };
+        Self {
+            retry_after_ms,
+            should_retry,
+            request_id: get("request-id").map(str::to_owned),
+        }
+    }
+
+    /// The server's requested delay, if any.
+    #[must_use]
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.retry_after_ms.map(Duration::from_millis)
+    }
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Parses a `retry-after-ms` value (a non-negative number of milliseconds, fractions allowed).
+#[must_use]
+pub fn parse_retry_after_ms(value: &str) -> Option<Duration> {
+    let ms: f64 = value.trim().parse().ok()?;
+    (ms.is_finite() && ms >= 0.0).then(|| Duration::from_secs_f64(ms / 1000.0))
+}
+
+/// Parses a `retry-after` value: delay seconds, or an HTTP date resolved against `now`
+/// (a date in the past means "now").
+#[must_use]
+pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
+    let value = value.trim();
+    if let Ok(secs) = value.parse::<f64>() {
+        return (secs.is_finite() && secs >= 0.0).then(|| Duration::from_secs_f64(secs));
+    }
+    let at = httpdate::parse_http_date(value).ok()?;
+    Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// The numbers of a context-overflow 400:
+/// ``input length and `max_tokens` exceed context limit: X + Y > Z``.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContextOverflow {
+    pub input_tokens: u64,
+    pub max_tokens: u64,
+    pub context_limit: u64,
+}
+
+static OVERFLOW_RE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"input length and `?max_tokens`? exceed context limit: (\d+) \+ (\d+) > (\d+)").ok()
+});
+
+static BILLING_RE: LazyLock<Option<Regex>> = LazyLock::new(|| {
+    Regex::new(r"(?i)(spend(ing)? (limit|cap)|credit balance|billing|usage limit|quota|out of credits)")
+        .ok()
+});
+
+impl ContextOverflow {
+    /// Reads the numbers out of an API error message, if it is a context overflow.
+    #[must_use]
+    pub fn parse(message: &str) -> Option<Self> {
+        let caps = OVERFLOW_RE.as_ref()?.captures(message)?;
+        let num = |i: usize| caps.get(i)?.as_str().parse::<u64>().ok();
+        Some(Self {
+            input_tokens: num(1)?,
+            max_tokens: num(2)?,
+            context_limit: num(3)?,
+        })
+    }
+
+    /// `Z − X − safety_buffer`: the output budget that fits, saturating at zero.
+    #[must_use]
+    pub fn available_output_tokens(&self, safety_buffer: u64) -> u64 {
+        self.context_limit
+            .saturating_sub(self.input_tokens)
+            .saturating_sub(safety_buffer)
+    }
+}
+
+/// Every failure of a Messages API call.
+///
+/// `Display` is the text shown to the user: what happened and what to do about it.
+/// [`ApiError::is_retryable`] says whether another attempt could succeed; the retry
+/// layer adds the budget rules on top (401 only once, background sources never on 529…).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ApiError {
+    #[error(
+        "ANTHROPIC_API_KEY is not set. Export your Anthropic API key \
+         (export ANTHROPIC_API_KEY=...) and run gyre again."
+    )]
+    MissingApiKey,
+
+    #[error("Invalid API client configuration: {message}.")]
+    InvalidConfig { message: String },
+
+    #[error(
+        "Authentication failed (401): {message}. Check that ANTHROPIC_API_KEY holds a valid, \
+         active API key."
+    )]
+    Authentication { message: String, hints: ServerHints },
+
+    #[error(
+        "Permission denied (403) for model `{model}`: {message}. Your API key may not have \
+         access to this model; choose another with --model or check your organization's settings."
+    )]
+    PermissionDenied {
+        model: String,
+        message: String,
+        hints: ServerHints,
+    },
+
+    #[error(
+        "Not found (404) at {url}: {message}. Check the model name `{model}` (--model) and \
+         ANTHROPIC_BASE_URL."
+    )]
+    NotFound {
+        model: String,
+        url: String,
+        message: String,
+        hints: ServerHints,
+    },
+
+    #[error(
+        "Request too large (413): {message}. The conversation or an attachment is too big for \
+         the API; run /compact, or remove large files or images from the conversation."
+    )]
+    RequestTooLarge { message: String, hints: ServerHints },
+
+    #[error("The API rejected the request (400 invalid_request_error): {message}.")]
+    InvalidRequest { message: String, hints: ServerHints },
+
+    #[error("Prompt is too long: {message}. Run /compact, or start a new conversation with /clear.")]
+    PromptTooLong { message: String, hints: ServerHints },
+
+    #[error(
+        "The input ({input_tokens} tokens) leaves too little room for a response in the \
+         model's {context_limit}-token context window ({max_tokens} output tokens were \
+         requested). Run /compact, or start a new conversation with /clear."
+    )]
+    ContextOverflow {
+        input_tokens: u64,
+        max_tokens: u64,
+        context_limit: u64,
+        message: String,
+    },
+
+    #[error(
+        "Rate limited by the API (429): {message}. Wait a moment and try again \
+         (GYRE_UNATTENDED_RETRY=1 retries rate limits without limit)."
+    )]
+    RateLimited { message: String, hints: ServerHints },
+
+    #[error(
+        "Usage limit reached (429): {message}. Not retrying: the server gave no retry-after \
+         time, so this is a spend or billing limit; check your plan and billing settings."
+    )]
+    BillingLimit { message: String, hints: ServerHints },
+
+    #[error(
+        "The API is overloaded{}: {message}. Try again in a few minutes, or pass \
+         --fallback-model to switch models automatically.",
+        status_suffix(*.status)
+    )]
+    Overloaded {
+        status: Option<u16>,
+        message: String,
+        hints: ServerHints,
+    },
+
+    #[error("API server error ({status}): {message}. This is on the API's side; try again shortly.")]
+    Server {
+        status: u16,
+        message: String,
+        hints: ServerHints,
+    },
+
+    #[error("The API returned HTTP {status} ({error_type}): {message}.")]
+    Http {
+        status: u16,
+        error_type: String,
+        message: String,
+        hints: ServerHints,
+    },
+
+    #[error("The API reported an error mid-response ({error_type}): {message}. Try again.")]
+    StreamError { error_type: String, message: String },
+
+    #[error(
+        "Could not reach the API: {message}. Check your network connection and ANTHROPIC_BASE_URL."
+    )]
+    Connection { message: String },
+
+    #[error("The API request timed out: {message}. Check your network connection and try again.")]
+    Timeout { message: String },
+
+    #[error(
+        "The response stream ended early (after {events} events, before message_stop); the \
+         partial response was discarded. Try again."
+    )]
+    StreamCut { events: u64 },
+
+    #[error(
+        "The response stream stalled: no data for {idle_ms} ms (after {events} events); the \
+         partial response was discarded. Raise GYRE_STREAM_IDLE_TIMEOUT_MS if your network is slow."
+    )]
+    StreamIdle { idle_ms: u64, events: u64 },
+
+    #[error(
+        "Malformed response from the API: {message}. Check that ANTHROPIC_BASE_URL points at an \
+         Anthropic-compatible Messages API."
+    )]
+    InvalidResponse { message: String },
+
+    #[error("Request aborted by the user.")]
+    Aborted,
+
+    #[error("Model {original} is overloaded; switching to the fallback model {fallback}.")]
+    FallbackTriggered { original: String, fallback: String },
+
+    #[error("Fixture error: {message}")]
+    Fixture { message: String },
+}
+
+fn status_suffix(status: Option<u16>) -> String {
+    status.map(|s| format!(" ({s})")).unwrap_or_default()
+}
+
+impl ApiError {
+    /// Whether another attempt with the same request could succeed. Budget rules (how
+    /// many times, 401 only once, no 529 retry for background sources) live in the retry
+    /// layer; a context overflow is retried there with a smaller `max_tokens`, so it is
+    /// not retryable as is.
+    #[must_use]
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Self::MissingApiKey
+            | Self::InvalidConfig { .. }
+            | Self::PermissionDenied { .. }
+            | Self::NotFound { .. }
+            | Self::RequestTooLarge { .. }
+            | Self::InvalidRequest { .. }
+            | Self::PromptTooLong { .. }
+            | Self::ContextOverflow { .. }
+            | Self::BillingLimit { .. }
+            | Self::InvalidResponse { .. }
+            | Self::Aborted
+            | Self::FallbackTriggered { .. }
+            | Self::Fixture { .. } => false,
+            Self::Authentication { hints, .. }
+            | Self::RateLimited { hints, .. }
+            | Self::Overloaded { hints, .. }
+            | Self::Server { hints, .. } => hints.should_retry != Some(false),
+            Self::Http { status, hints, .. } => hints
+                .should_retry
+                .unwrap_or(matches!(status, 408 | 409 | 429) || *status >= 500),
+            Self::StreamError { error_type, .. } => error_type == "api_error",
+            Self::Connection { .. }
+            | Self::Timeout { .. }
+            | Self::StreamCut { .. }
+            | Self::StreamIdle { .. } => true,
+        }
+    }
+
+    /// The HTTP status this error came with, if it came from an HTTP response.
+    #[must_use]
+    pub fn status(&self) -> Option<u16> {
+        match self {
+            Self::Authentication { .. } => Some(401),
+            Self::PermissionDenied { .. } => Some(403),
+            Self::NotFound { .. } => Some(404),
+            Self::RequestTooLarge { .. } => Some(413),
+            Self::InvalidRequest { .. }
+            | Self::PromptTooLong { .. }
+            | Self::ContextOverflow { .. } => Some(400),
+            Self::RateLimited { .. } | Self::BillingLimit { .. } => Some(429),
+            Self::Overloaded { status, .. } => *status,
+            Self::Server { status, .. } | Self::Http { status, .. } => Some(*status),
+            Self::MissingApiKey
+            | Self::InvalidConfig { .. }
+            | Self::StreamError { .. }
+            | Self::Connection { .. }
+            | Self::Timeout { .. }
+            | Self::StreamCut { .. }
+            | Self::StreamIdle { .. }
+            | Self::InvalidResponse { .. }
+            | Self::Aborted
+            | Self::FallbackTriggered { .. }
+            | Self::Fixture { .. } => None,
+        }
+    }
+
+    /// Whether the prompt does not fit the model's context window: the loop answers this
+    /// with reactive compaction.
+    #[must_use]
+    pub fn is_prompt_too_long(&self) -> bool {
+        matches!(self, Self::PromptTooLong { .. } | Self::ContextOverflow { .. })
+    }
+
+    /// Whether this is a 529 or an `overloaded_error` (HTTP or in-stream).
+    #[must_use]
+    pub fn is_overloaded(&self) -> bool {
+        matches!(self, Self::Overloaded { .. })
+    }
+
+    /// A short machine-readable name for the kind of failure (`rate_limit`,
+    /// `overloaded`, `server_error`, `connection`, `timeout`, `stream_cut`, …).
+    #[must_use]
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::MissingApiKey => "missing_api_key",
+            Self::InvalidConfig { .. } => "invalid_config",
+            Self::Authentication { .. } => "authentication_failed",
+            Self::PermissionDenied { .. } => "permission_denied",
+            Self::NotFound { .. } => "not_found",
+            Self::RequestTooLarge { .. } => "request_too_large",
+            Self::InvalidRequest { .. } => "invalid_request",
+            Self::PromptTooLong { .. } => "prompt_too_long",
+            Self::ContextOverflow { .. } => "context_overflow",
+            Self::RateLimited { .. } => "rate_limit",
+            Self::BillingLimit { .. } => "billing_limit",
+            Self::Overloaded { .. } => "overloaded",
+            Self::Server { .. } => "server_error",
+            Self::Http { .. } => "http_error",
+            Self::StreamError { .. } => "stream_error",
+            Self::Connection { .. } => "connection",
+            Self::Timeout { .. } => "timeout",
+            Self::StreamCut { .. } => "stream_cut",
+            Self::StreamIdle { .. } => "stream_idle",
+            Self::InvalidResponse { .. } => "invalid_response",
+            Self::Aborted => "aborted",
+            Self::FallbackTriggered { .. } => "fallback_triggered",
+            Self::Fixture { .. } => "fixture",
+        }
+    }
+
+    /// The server's hints, for errors that came from an HTTP response.
+    #[must_use]
+    pub fn hints(&self) -> Option<&ServerHints> {
+        match self {
+            Self::Authentication { hints, .. }
+            | Self::PermissionDenied { hints, .. }
+            | Self::NotFound { hints, .. }
+            | Self::RequestTooLarge { hints, .. }
+            | Self::InvalidRequest { hints, .. }
+            | Self::PromptTooLong { hints, .. }
+            | Self::RateLimited { hints, .. }
+            | Self::BillingLimit { hints, .. }
+            | Self::Overloaded { hints, .. }
+            | Self::Server { hints, .. }
+            | Self::Http { hints, .. } => Some(hints),
+            Self::MissingApiKey
+            | Self::InvalidConfig { .. }
+            | Self::ContextOverflow { .. }
+            | Self::StreamError { .. }
+            | Self::Connection { .. }
+            | Self::Timeout { .. }
+            | Self::StreamCut { .. }
+            | Self::StreamIdle { .. }
+            | Self::InvalidResponse { .. }
+            | Self::Aborted
+            | Self::FallbackTriggered { .. }
+            | Self::Fixture { .. } => None,
+        }
+    }
+
+    /// The numbers of a context-overflow 400.
+    #[must_use]
+    pub fn context_overflow(&self) -> Option<ContextOverflow> {
+        if let Self::ContextOverflow {
+            input_tokens,
+            max_tokens,
+            context_limit,
+            ..
+        } = self
+        {
+            Some(ContextOverflow {
+                input_tokens: *input_tokens,
+                max_tokens: *max_tokens,
+                context_limit: *context_limit,
+            })
+        } else {
+            None
+        }
+    }
+
+    /// Builds the error for a non-2xx HTTP response. `body` is the response body (an
+    /// `ErrorResponse` JSON when the API sent one); `model` and `url` name what was asked for.
+    #[must_use]
+    pub fn from_response(
+        status: u16,
+        hints: ServerHints,
+        body: &str,
+        model: &str,
+        url: &str,
+    ) -> Self {
+        let detail = serde_json::from_str::<ErrorResponse>(body)
+            .map(|r| r.error)
+            .unwrap_or_else(|_| ErrorDetail {
+                kind: String::new(),
+                message: fallback_message(status, body),
+            });
+        let message = if detail.message.is_empty() {
+            fallback_message(status, body)
+        } else {
+            detail.message
+        };
+        if status == 529 || detail.kind == "overloaded_error" {
+            return Self::Overloaded {
+                status: Some(status),
+                message,
+                hints,
+            };
+        }
+        match status {
+            400 => {
+                if let Some(o) = ContextOverflow::parse(&message) {
+                    Self::ContextOverflow {
+                        input_tokens: o.input_tokens,
+                        max_tokens: o.max_tokens,
+                        context_limit: o.context_limit,
+                        message,
+                    }
+                } else if message.to_ascii_lowercase().contains("prompt is too long") {
+                    Self::PromptTooLong { message, hints }
+                } else {
+                    Self::InvalidRequest { message, hints }
+                }
+            }
+            401 => Self::Authentication { message, hints },
+            403 => Self::PermissionDenied {
+                model: model.to_owned(),
+                message,
+                hints,
+            },
+            404 => Self::NotFound {
+                model: model.to_owned(),
+                url: url.to_owned(),
+                message,
+                hints,
+            },
+            413 => Self::RequestTooLarge { message, hints },
+            429 => {
+                let billing = detail.kind == "billing_error"
+                    || BILLING_RE.as_ref().is_some_and(|re| re.is_match(&message));
+                if billing && hints.retry_after_ms.is_none() {
+                    Self::BillingLimit { message, hints }
+                } else {
+                    Self::RateLimited { message, hints }
+                }
+            }
+            500..=599 => Self::Server {
+                status,
+                message,
+                hints,
+            },
+            _ => Self::Http {
+                status,
+                error_type: if detail.kind.is_empty() {
+                    "http_error".to_owned()
+                } else {
+                    detail.kind
+                },
+                message,
+                hints,
+            },
+        }
+    }
+
+    /// Builds the error for an in-stream `error` event.
+    #[must_use]
+    pub fn from_stream_error(detail: &ErrorDetail) -> Self {
+        if detail.kind == "overloaded_error" {
+            Self::Overloaded {
+                status: None,
+                message: detail.message.clone(),
+                hints: ServerHints::default(),
+            }
+        } else {
+            Self::StreamError {
+                error_type: detail.kind.clone(),
+                message: detail.message.clone(),
+            }
+        }
+    }
+}
+
+fn fallback_message(status: u16, body: &str) -> String {
+    let body = body.trim();
+    if body.is_empty() {
+        reqwest::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("no details")
+            .to_owned()
+    } else {
+        body.chars().take(500).collect()
+    }
+}
+
+impl From<reqwest::Error> for ApiError {
+    fn from(e: reqwest::Error) -> Self {
+        let message = error_chain(&e);
+        if e.is_timeout() {
+            Self::Timeout { message }
+        } else if e.is_builder() {
+            Self::InvalidConfig { message }
+        } else {
+            Self::Connection { message }
+        }
+    }
+}
+
+impl From<std::convert::Infallible> for ApiError {
+    fn from(e: std::convert::Infallible) -> Self {
+        match e {}
+    }
+}
+
+impl From<std::io::Error> for ApiError {
+    fn from(e: std::io::Error) -> Self {
+        Self::Connection {
+            message: e.to_string(),
+        }
+    }
+}
+
+/// `error: cause: cause` — reqwest hides the useful part (refused, DNS…) in sources.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn body(kind: &str, message: &str) -> String {
+        serde_json::json!({"type": "error", "error": {"type": kind, "message": message}})
+            .to_string()
+    }
+
+    fn from(status: u16, kind: &str, message: &str) -> ApiError {
+        ApiError::from_response(
+            status,
+            ServerHints::default(),
+            &body(kind, message),
+            "claude-test",
+            "http://x/v1/messages",
+        )
+    }
+
+    #[test]
+    fn statuses_map_to_kinds() {
+        assert_eq!(from(529, "overloaded_error", "Overloaded").category(), "overloaded");
+        assert_eq!(from(401, "authentication_error", "bad").category(), "authentication_failed");
+        assert_eq!(from(403, "permission_error", "no").category(), "permission_denied");
+        assert_eq!(from(404, "not_found_error", "no").category(), "not_found");
+        assert_eq!(from(413, "request_too_large", "big").category(), "request_too_large");
+        assert_eq!(from(429, "rate_limit_error", "slow").category(), "rate_limit");
+        assert_eq!(from(500, "api_error", "boom").category(), "server_error");
+        assert_eq!(from(408, "timeout_error", "t").category(), "http_error");
+        assert_eq!(from(400, "invalid_request_error", "bad").category(), "invalid_request");
+    }
+
+    #[test]
+    fn retryable_kinds_follow_the_policy() {
+        for (status, kind, retry) in [
+            (529, "overloaded_error", true),
+            (429, "rate_limit_error", true),
+            (500, "api_error", true),
+            (503, "api_error", true),
+            (408, "timeout_error", true),
+            (409, "conflict", true),
+            (401, "authentication_error", true),
+            (400, "invalid_request_error", false),
+            (403, "permission_error", false),
+            (404, "not_found_error", false),
+            (413, "request_too_large", false),
+            (418, "teapot", false),
+        ] {
+            assert_eq!(from(status, kind, "m").is_retryable(), retry, "{status}");
+        }
+    }
+
+    #[test]
+    fn x_should_retry_overrides_the_status() {
+        let no = ServerHints {
+            should_retry: Some(false),
+            ..ServerHints::default()
+        };
+        let e = ApiError::from_response(500, no, &body("api_error", "x"), "m", "u");
+        assert!(!e.is_retryable());
+        let yes = ServerHints {
+            should_retry: Some(true),
+            ..ServerHints::default()
+        };
+        let e = ApiError::from_response(418, yes.clone(), &body("x", "x"), "m", "u");
+        assert!(e.is_retryable());
+        // 403 is never retried, whatever the header says.
+        let e = ApiError::from_response(403, yes, &body("permission_error", "x"), "m", "u");
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn context_overflow_message_is_parsed() {
+        let e = from(
+            400,
+            "invalid_request_error",
+            "input length and `max_tokens` exceed context limit: 188059 + 20000 > 200000, \
+             decrease input length or `max_tokens` and try again",
+        );
+        assert_eq!(
+            e.context_overflow(),
+            Some(ContextOverflow {
+                input_tokens: 188_059,
+                max_tokens: 20_000,
+                context_limit: 200_000
+            })
+        );
+        assert!(e.is_prompt_too_long());
+        assert_eq!(e.status(), Some(400));
+    }
+
+    #[test]
+    fn prompt_too_long_is_recognised() {
+        let e = from(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum");
+        assert!(e.is_prompt_too_long());
+        assert!(!e.is_retryable());
+    }
+
+    #[test]
+    fn billing_429_without_retry_after_is_not_retried() {
+        let e = from(429, "rate_limit_error", "You have reached your spend limit");
+        assert_eq!(e.category(), "billing_limit");
+        assert!(!e.is_retryable());
+        assert!(e.to_string().contains("Not retrying"));
+        let hints = ServerHints {
+            retry_after_ms: Some(1000),
+            ..ServerHints::default()
+        };
+        let e = ApiError::from_response(
+            429,
+            hints,
+            &body("rate_limit_error", "You have reached your spend limit"),
+            "m",
+            "u",
+        );
+        assert_eq!(e.category(), "rate_limit");
+    }
+
+    #[test]
+    fn messages_say_what_to_do() {
+        assert!(from(401, "authentication_error", "invalid x-api-key").to_string().contains("ANTHROPIC_API_KEY"));
+        assert!(from(403, "permission_error", "no").to_string().contains("claude-test"));
+        let nf = from(404, "not_found_error", "model: nope").to_string();
+        assert!(nf.contains("claude-test") && nf.contains("http://x/v1/messages"));
+        assert!(from(413, "request_too_large", "big").to_string().contains("too large"));
+        assert!(ApiError::MissingApiKey.to_string().contains("ANTHROPIC_API_KEY"));
+    }
+
+    #[test]
+    fn non_json_body_is_kept_as_message() {
+        let e = ApiError::from_response(502, ServerHints::default(), "<html>bad gateway</html>", "m", "u");
+        assert_eq!(e.status(), Some(502));
+        assert!(e.to_string().contains("bad gateway"));
+        let e = ApiError::from_response(503, ServerHints::default(), "", "m", "u");
+        assert!(e.to_string().contains("Service Unavailable"));
+    }
+
+    #[test]
+    fn in_stream_errors_are_classified() {
+        let over = ApiError::from_stream_error(&ErrorDetail {
+            kind: "overloaded_error".into(),
+            message: "Overloaded".into(),
+        });
+        assert!(over.is_overloaded() && over.is_retryable());
+        assert_eq!(over.status(), None);
+        let api = ApiError::from_stream_error(&ErrorDetail {
+            kind: "api_error".into(),
+            message: "x".into(),
+        });
+        assert!(api.is_retryable());
+        let other = ApiError::from_stream_error(&ErrorDetail {
+            kind: "invalid_request_error".into(),
+            message: "x".into(),
+        });
+        assert!(!other.is_retryable());
+    }
+
+    #[test]
+    fn retry_after_forms() {
+        let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        assert_eq!(parse_retry_after("2", now), Some(Duration::from_secs(2)));
+        assert_eq!(parse_retry_after_ms("1500"), Some(Duration::from_millis(1500)));
+        let date = httpdate::fmt_http_date(now + Duration::from_secs(7));
+        assert_eq!(parse_retry_after(&date, now), Some(Duration::from_secs(7)));
+        let past = httpdate::fmt_http_date(now - Duration::from_secs(7));
+        assert_eq!(parse_retry_after(&past, now), Some(Duration::ZERO));
+        assert_eq!(parse_retry_after("soon", now), None);
+        assert_eq!(parse_retry_after_ms("-1"), None);
+    }
+
+    #[test]
+    fn hints_prefer_retry_after_ms() {
+        let mut h = reqwest::header::HeaderMap::new();
+        h.insert("retry-after", reqwest::header::HeaderValue::from_static("9"));
+        h.insert("retry-after-ms", reqwest::header::HeaderValue::from_static("250"));
+        h.insert("x-should-retry", reqwest::header::HeaderValue::from_static("false"));
+        let hints = ServerHints::from_headers(&h, SystemTime::now());
+        assert_eq!(hints.retry_after_ms, Some(250));
+        assert_eq!(hints.should_retry, Some(false));
+    }
+
+    #[test]
+    fn errors_round_trip_through_serde() {
+        let e = from(529, "overloaded_error", "Overloaded");
+        let json = serde_json::to_string(&e).unwrap();
+        assert_eq!(serde_json::from_str::<ApiError>(&json).unwrap(), e);
+    }
+}
