@@ -1,0 +1,151 @@
+//! Stage 3, microcompact: older results of file and shell tools are cleared.
+
+use std::collections::HashSet;
+
+use gyre_protocol::{ContentBlock, Message, ToolResultContent};
+
+use crate::config::MicrocompactConfig;
+use crate::stage::{Stage, StageReport, StageResult};
+use crate::tokens::{TokenCounter, result_tokens};
+
+/// What a cleared result says instead of its content.
+pub const CLEARED_PLACEHOLDER: &str = "[Old tool result content cleared]";
+
+/// Replaces the content of results of `config.tools` with [`CLEARED_PLACEHOLDER`],
+/// except the `config.keep_recent` most recent ones. `is_error` and the pairing are
+/// kept; results already cleared, or smaller than the placeholder, are left alone.
+/// When to run (above the warning level, or idle) is the caller's decision, see
+/// [`MicrocompactConfig::should_run`].
+pub fn microcompact(
+    mut messages: Vec<Message>,
+    config: &MicrocompactConfig,
+    counter: &dyn TokenCounter,
+) -> StageResult {
+    let compactable: Vec<&str> = messages
+        .iter()
+        .flat_map(Message::tool_uses)
+        .filter(|(_, name, _)| config.tools.iter().any(|t| t == name))
+        .map(|(id, _, _)| id)
+        .collect();
+    if compactable.len() <= config.keep_recent {
+        return StageResult::unchanged(messages, Stage::Microcompact, "few tool results");
+    }
+    let clear: HashSet<String> = compactable[..compactable.len() - config.keep_recent]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+    let placeholder = ToolResultContent::Text(CLEARED_PLACEHOLDER.to_owned());
+    let placeholder_tokens = counter.count_text(CLEARED_PLACEHOLDER);
+    let mut freed = 0u64;
+    let mut cleared = 0usize;
+    for block in messages.iter_mut().flat_map(|m| m.content.iter_mut()) {
+        let ContentBlock::ToolResult {
+            tool_use_id,
+            content,
+            ..
+        } = block
+        else {
+            continue;
+        };
+        if !clear.contains(tool_use_id.as_str()) || *content == placeholder {
+            continue;
+        }
+        let before = result_tokens(content, &|t| counter.count_text(t));
+        if before <= placeholder_tokens {
+            continue;
+        }
+        freed += before - placeholder_tokens;
+        cleared += 1;
+        *content = placeholder.clone();
+    }
+    if cleared == 0 {
+        return StageResult::unchanged(messages, Stage::Microcompact, "nothing left to clear");
+    }
+    StageResult {
+        messages,
+        report: StageReport::changed(
+            Stage::Microcompact,
+            freed,
+            format!("cleared {cleared} old tool result(s)"),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pairing::check_pairing;
+    use crate::tokens::BytesPerTokenCounter;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn history(tools: &[&str]) -> Vec<Message> {
+        let mut h = vec![Message::user_text("go")];
+        for (i, tool) in tools.iter().enumerate() {
+            let id = format!("t{i}");
+            h.push(Message::assistant(vec![ContentBlock::tool_use(
+                &id,
+                *tool,
+                json!({}),
+            )]));
+            h.push(Message::user(vec![ContentBlock::tool_result(
+                &id,
+                format!("result {i} {}", "x".repeat(200)),
+                i == 0,
+            )]));
+        }
+        h
+    }
+
+    fn content(m: &Message) -> (String, bool) {
+        match &m.content[0] {
+            ContentBlock::ToolResult {
+                content, is_error, ..
+            } => (content.text(), *is_error),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn clears_all_but_the_five_most_recent() {
+        let tools = ["Read", "Bash", "Grep", "Glob", "Edit", "Write", "Read", "Bash"];
+        let h = history(&tools);
+        let r = microcompact(h.clone(), &MicrocompactConfig::default(), &BytesPerTokenCounter);
+        assert_eq!(r.report.detail, "cleared 3 old tool result(s)");
+        for i in 0..3 {
+            let (text, _) = content(&r.messages[2 + 2 * i]);
+            assert_eq!(text, "[Old tool result content cleared]");
+        }
+        assert!(content(&r.messages[2]).1, "is_error is kept");
+        for i in 3..8 {
+            assert_eq!(r.messages[2 + 2 * i], h[2 + 2 * i]);
+        }
+        assert!(r.tokens_freed() > 0);
+        check_pairing(&r.messages).unwrap();
+        let again = microcompact(
+            r.messages.clone(),
+            &MicrocompactConfig::default(),
+            &BytesPerTokenCounter,
+        );
+        assert!(!again.report.changed);
+    }
+
+    #[test]
+    fn other_tools_are_never_cleared() {
+        let tools = ["WebFetch", "Read", "Read", "Read", "Read", "Read", "Read"];
+        let h = history(&tools);
+        let r = microcompact(h.clone(), &MicrocompactConfig::default(), &BytesPerTokenCounter);
+        assert_eq!(r.messages[2], h[2], "WebFetch result kept");
+        assert_eq!(content(&r.messages[4]).0, CLEARED_PLACEHOLDER);
+        assert_eq!(r.report.detail, "cleared 1 old tool result(s)");
+    }
+
+    #[test]
+    fn runs_above_warning_or_after_an_hour_idle() {
+        let c = MicrocompactConfig::default();
+        assert!(!c.should_run(10, 100, None));
+        assert!(c.should_run(100, 100, None));
+        assert!(!c.should_run(10, 100, Some(Duration::from_secs(59 * 60))));
+        assert!(c.should_run(10, 100, Some(Duration::from_secs(60 * 60))));
+    }
+}
