@@ -1,0 +1,280 @@
+//! Command-line flags, named as Claude Code names them so scripts and SDKs carry over.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// The final result text only.
+    Text,
+    /// One JSON object: the result.
+    Json,
+    /// One JSON object per line as the session runs (needs --verbose).
+    StreamJson,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum InputFormat {
+    /// The prompt as plain text (argument or stdin).
+    Text,
+    /// User messages as JSON lines on stdin, one turn each, until EOF.
+    StreamJson,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the saved sessions of this directory (id, time, first prompt, turns).
+    Sessions,
+    /// Print a shell completion script.
+    Completions {
+        /// bash, zsh or fish.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// gyre — a coding agent for the terminal.
+///
+/// `gyre` starts an interactive session; `gyre -p "prompt"` (or the prompt on stdin)
+/// runs one task headless and prints the result. Talks to the Anthropic Messages API:
+/// set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint).
+#[derive(Debug, Parser)]
+#[command(name = "gyre", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+
+    /// The prompt. Headless with -p; otherwise the first message of the interactive session.
+    pub prompt: Option<String>,
+
+    /// Print the response and exit (headless mode). The prompt comes from the argument or stdin.
+    #[arg(short = 'p', long = "print")]
+    pub print: bool,
+
+    /// Output format of headless mode.
+    #[arg(long, value_enum, default_value = "text")]
+    pub output_format: OutputFormat,
+
+    /// Input format of headless mode.
+    #[arg(long, value_enum, default_value = "text")]
+    pub input_format: InputFormat,
+
+    /// With stream-json output: also print `stream_event` lines with the raw deltas.
+    #[arg(long)]
+    pub include_partial_messages: bool,
+
+    /// Model to use (e.g. claude-sonnet-4-5). Default: settings, then ANTHROPIC_MODEL.
+    #[arg(long)]
+    pub model: Option<String>,
+
+    /// Model to switch to when the main model is overloaded.
+    #[arg(long)]
+    pub fallback_model: Option<String>,
+
+    /// Stop after this many agentic turns.
+    #[arg(long)]
+    pub max_turns: Option<u32>,
+
+    /// Stop once the session has cost this many US dollars.
+    #[arg(long)]
+    pub max_budget_usd: Option<f64>,
+
+    /// Permission mode: default, acceptEdits, plan or bypassPermissions.
+    #[arg(long)]
+    pub permission_mode: Option<String>,
+
+    /// Allow every tool call without asking (deny rules still apply).
+    #[arg(long)]
+    pub dangerously_skip_permissions: bool,
+
+    /// Tools allowed without asking, comma- or space-separated: `Read`, `Bash(git diff:*)`.
+    #[arg(long = "allowedTools", alias = "allowed-tools", num_args = 1.., value_name = "TOOLS")]
+    pub allowed_tools: Vec<String>,
+
+    /// Tools always denied, comma- or space-separated: `Bash`, `Edit(secrets/**)`.
+    #[arg(long = "disallowedTools", alias = "disallowed-tools", num_args = 1.., value_name = "TOOLS")]
+    pub disallowed_tools: Vec<String>,
+
+    /// More directories the tools may work in, besides the current one.
+    #[arg(long = "add-dir", num_args = 1.., value_name = "DIR")]
+    pub add_dir: Vec<PathBuf>,
+
+    /// Replace the default system prompt.
+    #[arg(long)]
+    pub system_prompt: Option<String>,
+
+    /// Read the system prompt from a file.
+    #[arg(long)]
+    pub system_prompt_file: Option<PathBuf>,
+
+    /// Append to the system prompt.
+    #[arg(long)]
+    pub append_system_prompt: Option<String>,
+
+    /// Continue the most recent session of this directory.
+    #[arg(short = 'c', long = "continue")]
+    pub continue_session: bool,
+
+    /// Resume a session by id.
+    #[arg(short = 'r', long)]
+    pub resume: Option<String>,
+
+    /// Use this session id (a UUID) for a new session.
+    #[arg(long)]
+    pub session_id: Option<String>,
+
+    /// Print every message (required for --output-format stream-json).
+    #[arg(long)]
+    pub verbose: bool,
+
+    /// Write debug logs to this file.
+    #[arg(long)]
+    pub debug_file: Option<PathBuf>,
+
+    /// Only these tools are available, comma- or space-separated ("" for none).
+    #[arg(long, num_args = 1.., value_name = "TOOLS")]
+    pub tools: Vec<String>,
+
+    // Flags that Claude Code's Agent SDKs pass: accepted so drivers keep working.
+    #[arg(long, hide = true)]
+    pub setting_sources: Option<String>,
+    #[arg(long, hide = true)]
+    pub settings: Option<String>,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub mcp_config: Vec<String>,
+    #[arg(long, hide = true)]
+    pub strict_mcp_config: bool,
+    #[arg(long, hide = true)]
+    pub permission_prompt_tool: Option<String>,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub betas: Vec<String>,
+    #[arg(long, hide = true)]
+    pub thinking: Option<String>,
+    #[arg(long, hide = true)]
+    pub max_thinking_tokens: Option<u32>,
+    #[arg(long, hide = true)]
+    pub effort: Option<String>,
+    #[arg(long, hide = true)]
+    pub json_schema: Option<String>,
+    #[arg(long, hide = true)]
+    pub include_hook_events: bool,
+    #[arg(long, hide = true)]
+    pub fork_session: bool,
+}
+
+impl Cli {
+    /// One-line warnings for SDK flags gyre accepts but does not act on yet.
+    #[must_use]
+    pub fn ignored_flag_warnings(&self) -> Vec<&'static str> {
+        let mut out = Vec::new();
+        let mut warn = |on: bool, name: &'static str| {
+            if on {
+                out.push(name);
+            }
+        };
+        warn(self.setting_sources.is_some(), "--setting-sources");
+        warn(self.settings.is_some(), "--settings");
+        warn(!self.mcp_config.is_empty(), "--mcp-config");
+        warn(self.strict_mcp_config, "--strict-mcp-config");
+        warn(
+            self.permission_prompt_tool.is_some(),
+            "--permission-prompt-tool",
+        );
+        warn(!self.betas.is_empty(), "--betas");
+        warn(self.thinking.is_some(), "--thinking");
+        warn(self.max_thinking_tokens.is_some(), "--max-thinking-tokens");
+        warn(self.effort.is_some(), "--effort");
+        warn(self.json_schema.is_some(), "--json-schema");
+        warn(self.include_hook_events, "--include-hook-events");
+        warn(self.fork_session, "--fork-session");
+        out
+    }
+}
+
+/// Splits tool lists given as `"Bash Read" Edit` or `Read,Grep` into single rules,
+/// keeping spaces and commas inside parentheses: `Bash(git diff:*)` stays whole.
+#[must_use]
+pub fn split_tool_list(values: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for value in values {
+        let mut depth = 0usize;
+        let mut current = String::new();
+        for c in value.chars() {
+            match c {
+                '(' => {
+                    depth += 1;
+                    current.push(c);
+                }
+                ')' => {
+                    depth = depth.saturating_sub(1);
+                    current.push(c);
+                }
+                ',' | ' ' | '\t' | '\n' if depth == 0 => {
+                    if !current.is_empty() {
+                        out.push(std::mem::take(&mut current));
+                    }
+                }
+                _ => current.push(c),
+            }
+        }
+        if !current.is_empty() {
+            out.push(current);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_lists_split_on_commas_and_spaces_but_not_inside_parentheses() {
+        let got = split_tool_list(&[
+            "Bash Read".to_owned(),
+            "Edit,Grep".to_owned(),
+            "Bash(git diff:*)".to_owned(),
+            "Read(src/a b.rs), Glob".to_owned(),
+        ]);
+        assert_eq!(
+            got,
+            [
+                "Bash",
+                "Read",
+                "Edit",
+                "Grep",
+                "Bash(git diff:*)",
+                "Read(src/a b.rs)",
+                "Glob"
+            ]
+        );
+    }
+
+    #[test]
+    fn allowed_tools_take_several_values() {
+        let cli = Cli::try_parse_from(["gyre", "-p", "hi", "--allowedTools", "Bash Read", "Edit"])
+            .unwrap();
+        assert_eq!(
+            split_tool_list(&cli.allowed_tools),
+            ["Bash", "Read", "Edit"]
+        );
+    }
+
+    #[test]
+    fn sdk_flags_are_accepted_and_reported() {
+        let cli = Cli::try_parse_from([
+            "gyre",
+            "-p",
+            "x",
+            "--setting-sources",
+            "user",
+            "--betas",
+            "a",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.ignored_flag_warnings(),
+            ["--setting-sources", "--betas"]
+        );
+    }
+}

@@ -1,0 +1,236 @@
+//! Putting a session together from flags, settings and the environment.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use anyhow::{Context, Result, bail};
+use gyre_api::{AnthropicClient, ClientConfig, RetryOptions, RetryPolicy};
+use gyre_loop::{
+    ApiDeps, ContextCompactor, EngineConfig, JsonlTranscript, QueryEngine, load_transcript,
+    project_dir_name,
+};
+use gyre_protocol::{CacheControl, SystemBlock};
+use gyre_tools::{PermissionMode, PermissionPrompt, Permissions, ToolContext, ToolRegistry};
+
+use crate::args::{Cli, split_tool_list};
+use crate::settings::Settings;
+use crate::stream_json::SessionFacts;
+use crate::system_prompt::default_system_prompt;
+
+/// The model used when neither a flag, the settings nor ANTHROPIC_MODEL names one.
+pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
+
+/// `$GYRE_HOME`, default `~/.gyre`.
+#[must_use]
+pub fn gyre_home() -> PathBuf {
+    std::env::var_os("GYRE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".gyre")))
+        .unwrap_or_else(|| PathBuf::from(".gyre"))
+}
+
+/// The directory of this project's transcripts.
+#[must_use]
+pub fn project_dir(cwd: &Path) -> PathBuf {
+    gyre_home().join("projects").join(project_dir_name(cwd))
+}
+
+/// The most recently written session of this directory.
+#[must_use]
+pub fn latest_session(cwd: &Path) -> Option<String> {
+    let dir = project_dir(cwd);
+    let entries = std::fs::read_dir(dir).ok()?;
+    entries
+        .filter_map(Result::ok)
+        .filter(|e| e.path().extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|e| Some((e.metadata().ok()?.modified().ok()?, e.path())))
+        .max_by_key(|(t, _)| *t)
+        .and_then(|(_, p)| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+}
+
+/// A ready session: the engine and what the output lines repeat.
+pub struct Session {
+    pub engine: QueryEngine,
+    pub facts: SessionFacts,
+}
+
+fn parse_session_id(raw: &str) -> Result<String> {
+    uuid::Uuid::parse_str(raw)
+        .map(|u| u.to_string())
+        .with_context(|| {
+            format!(
+                "--session-id {raw:?} is not a UUID (e.g. 123e4567-e89b-12d3-a456-426614174000)"
+            )
+        })
+}
+
+/// Builds the session the flags ask for.
+///
+/// # Errors
+/// Missing API key, unreadable settings, a bad rule or flag value, an unknown session.
+pub fn build(
+    cli: &Cli,
+    cwd: &Path,
+    settings: &Settings,
+    interactive: bool,
+    prompt: Option<Arc<dyn PermissionPrompt>>,
+) -> Result<Session> {
+    let client_config = ClientConfig::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let client = AnthropicClient::new(client_config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let retry = RetryOptions::new(RetryPolicy::from_env());
+
+    let (session_id, resumed) = if let Some(id) = &cli.resume {
+        let id = parse_session_id(id).map_err(|_| {
+            anyhow::anyhow!("--resume {id:?} is not a session id; `gyre sessions` lists them")
+        })?;
+        (id, true)
+    } else if cli.continue_session {
+        let id = latest_session(cwd).with_context(|| {
+            format!(
+                "no session to continue in {}; start one with `gyre -p \"…\"`",
+                cwd.display()
+            )
+        })?;
+        (id, true)
+    } else if let Some(id) = &cli.session_id {
+        (parse_session_id(id)?, false)
+    } else {
+        (uuid::Uuid::new_v4().to_string(), false)
+    };
+    let transcript_path = JsonlTranscript::path_for(&gyre_home(), cwd, &session_id);
+    let loaded = if resumed {
+        if !transcript_path.is_file() {
+            bail!(
+                "no session {session_id} in {}; `gyre sessions` lists this directory's sessions",
+                cwd.display()
+            );
+        }
+        Some(load_transcript(&transcript_path).with_context(|| {
+            format!(
+                "could not read the transcript {}",
+                transcript_path.display()
+            )
+        })?)
+    } else {
+        if cli.session_id.is_some() && transcript_path.exists() {
+            bail!("session {session_id} already exists; resume it with --resume {session_id}");
+        }
+        None
+    };
+
+    let model = cli
+        .model
+        .clone()
+        .or_else(|| loaded.as_ref().and_then(|l| l.model.clone()))
+        .or_else(|| settings.model.clone())
+        .or_else(|| std::env::var("ANTHROPIC_MODEL").ok())
+        .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
+
+    let mut registry = ToolRegistry::with_default_tools();
+    let only = split_tool_list(&cli.tools);
+    if !cli.tools.is_empty() {
+        registry = registry.filtered(&only);
+    }
+    let registry = Arc::new(registry);
+
+    let mode_name = if cli.dangerously_skip_permissions {
+        Some("bypassPermissions".to_owned())
+    } else {
+        cli.permission_mode
+            .clone()
+            .or_else(|| settings.permissions.default_mode.clone())
+    };
+    let mode: PermissionMode = match mode_name.as_deref() {
+        None => PermissionMode::Default,
+        Some(m) => m.parse().map_err(|_| {
+            anyhow::anyhow!(
+                "unknown permission mode {m:?}: use default, acceptEdits, plan or bypassPermissions"
+            )
+        })?,
+    };
+    let mut working_dirs = vec![cwd.to_path_buf()];
+    for dir in &cli.add_dir {
+        let abs = if dir.is_absolute() {
+            dir.clone()
+        } else {
+            cwd.join(dir)
+        };
+        if !abs.is_dir() {
+            bail!("--add-dir {}: not a directory", dir.display());
+        }
+        working_dirs.push(abs);
+    }
+    let mut allow = settings.permissions.allow.clone();
+    allow.extend(split_tool_list(&cli.allowed_tools));
+    let mut deny = settings.permissions.deny.clone();
+    deny.extend(split_tool_list(&cli.disallowed_tools));
+    let ask = settings.permissions.ask.clone();
+    let mut permissions =
+        Permissions::from_rules(mode, &allow, &ask, &deny).map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(prompt) = prompt.filter(|_| interactive) {
+        permissions = permissions.with_prompt(prompt);
+    }
+
+    let session_dir = project_dir(cwd).join(&session_id);
+    let mut tool_context =
+        ToolContext::new(cwd.to_path_buf()).with_output_dir(session_dir.join("tool-outputs"));
+    for dir in working_dirs.iter().skip(1) {
+        tool_context = tool_context.with_working_dir(dir.clone());
+    }
+
+    let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
+        (Some(s), _) => s.clone(),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .with_context(|| format!("could not read --system-prompt-file {}", path.display()))?,
+        (None, None) => default_system_prompt(cwd, &registry.names(), SystemTime::now()),
+    };
+    let mut system_block = SystemBlock::text(match &cli.append_system_prompt {
+        Some(extra) => format!("{system_text}\n\n{extra}"),
+        None => system_text,
+    });
+    system_block.cache_control = Some(CacheControl::ephemeral());
+
+    let deps = Arc::new(ApiDeps::new(Arc::new(client), retry));
+    let compactor: Box<dyn ContextCompactor> = Box::new(gyre_loop::NoCompaction);
+
+    let config = EngineConfig {
+        session_id: session_id.clone(),
+        cwd: cwd.to_path_buf(),
+        model: model.clone(),
+        fallback_model: cli.fallback_model.clone(),
+        system: vec![system_block],
+        max_turns: cli.max_turns,
+        max_budget_usd: cli.max_budget_usd,
+        max_output_tokens: std::env::var("GYRE_MAX_OUTPUT_TOKENS")
+            .ok()
+            .and_then(|v| v.parse().ok()),
+        token_budget: None,
+    };
+    let transcript = JsonlTranscript::open(transcript_path.clone()).with_context(|| {
+        format!(
+            "could not create the transcript {}",
+            transcript_path.display()
+        )
+    })?;
+    let mut engine = QueryEngine::new(
+        config,
+        deps,
+        Arc::clone(&registry),
+        tool_context,
+        Arc::new(permissions),
+        compactor,
+        Box::new(transcript),
+    );
+    if let Some(l) = &loaded {
+        engine = engine.with_history(l.messages.clone(), l.last_uuid.clone());
+    }
+    let facts = SessionFacts {
+        session_id,
+        cwd: cwd.to_string_lossy().into_owned(),
+        model,
+        tools: registry.names().iter().map(|s| (*s).to_owned()).collect(),
+        permission_mode: mode.to_string(),
+    };
+    Ok(Session { engine, facts })
+}

@@ -1,0 +1,91 @@
+//! `gyre sessions`: the saved sessions of this directory.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+
+use anyhow::Result;
+use serde_json::Value;
+
+use crate::session::project_dir;
+
+/// One saved session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    pub id: String,
+    pub timestamp: String,
+    pub first_prompt: String,
+    pub turns: usize,
+}
+
+/// Reads the summary of one transcript file.
+#[must_use]
+pub fn summarize(path: &Path) -> Option<SessionSummary> {
+    let file = std::fs::File::open(path).ok()?;
+    let id = path.file_stem()?.to_string_lossy().into_owned();
+    let mut summary = SessionSummary {
+        id,
+        timestamp: String::new(),
+        first_prompt: String::new(),
+        turns: 0,
+    };
+    for line in BufReader::new(file).lines() {
+        let Ok(line) = line else { break };
+        let Ok(v) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if let Some(ts) = v.get("timestamp").and_then(Value::as_str) {
+            summary.timestamp = ts.to_owned();
+        }
+        if let Some(text) = gyre_loop::summarize_entry_value(&v) {
+            summary.turns += 1;
+            if summary.first_prompt.is_empty() {
+                summary.first_prompt = text;
+            }
+        }
+    }
+    Some(summary)
+}
+
+/// All sessions of `cwd`, newest first.
+#[must_use]
+pub fn list(cwd: &Path) -> Vec<SessionSummary> {
+    let Ok(entries) = std::fs::read_dir(project_dir(cwd)) else {
+        return Vec::new();
+    };
+    let mut out: Vec<SessionSummary> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .filter_map(|p| summarize(&p))
+        .collect();
+    out.sort_by(|a, b| b.timestamp.cmp(&a.timestamp));
+    out
+}
+
+/// Prints the table of `gyre sessions`.
+///
+/// # Errors
+/// When stdout cannot be written.
+pub fn print_sessions(cwd: &Path, out: &mut impl Write) -> Result<()> {
+    let sessions = list(cwd);
+    if sessions.is_empty() {
+        writeln!(out, "No sessions in {} yet.", cwd.display())?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "{:<36}  {:<20}  {:>5}  FIRST PROMPT",
+        "ID", "LAST ACTIVE", "TURNS"
+    )?;
+    for s in sessions {
+        let prompt: String = s.first_prompt.replace('\n', " ").chars().take(60).collect();
+        let ts = s
+            .timestamp
+            .get(..19)
+            .unwrap_or(&s.timestamp)
+            .replace('T', " ");
+        writeln!(out, "{:<36}  {:<20}  {:>5}  {prompt}", s.id, ts, s.turns)?;
+    }
+    writeln!(out, "\nResume one with: gyre --resume <ID>")?;
+    Ok(())
+}

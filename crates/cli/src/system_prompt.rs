@@ -1,0 +1,88 @@
+//! The default system prompt: who gyre is, the environment, and project memory.
+
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+const IDENTITY: &str = "You are gyre, a coding agent running in the user's terminal. You help with software engineering tasks: reading and changing code, running commands, finding and fixing bugs.
+
+Work in small verified steps: read before you edit, prefer Edit over rewriting whole files, run the project's tests or build after changes when you can. Use Grep and Glob to find code instead of guessing paths. Keep answers short and concrete; show the commands and files you touched. Never invent file contents you have not read. If a tool call is denied, do not retry it the same way: explain what you needed and let the user decide.";
+
+/// The memory files read from the cwd and each parent, outermost first.
+pub const MEMORY_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
+
+/// `AGENTS.md` / `CLAUDE.md` files from `cwd` up to the root, outermost first.
+#[must_use]
+pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = cwd
+        .ancestors()
+        .flat_map(|dir| MEMORY_FILES.iter().map(move |name| dir.join(name)))
+        .filter(|p| p.is_file())
+        .collect();
+    found.reverse();
+    found
+}
+
+fn git_state(cwd: &Path) -> String {
+    let is_repo = cwd.ancestors().any(|d| d.join(".git").exists());
+    if !is_repo {
+        return "Is a git repository: no".to_owned();
+    }
+    let branch = cwd
+        .ancestors()
+        .map(|d| d.join(".git").join("HEAD"))
+        .find(|p| p.is_file())
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|head| {
+            head.trim()
+                .strip_prefix("ref: refs/heads/")
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| "(detached)".to_owned());
+    format!("Is a git repository: yes (branch {branch})")
+}
+
+/// The whole default prompt for a session in `cwd` with these tools.
+#[must_use]
+pub fn default_system_prompt(cwd: &Path, tool_names: &[&str], now: SystemTime) -> String {
+    let date = gyre_loop::timestamp(now);
+    let date = date.get(..10).unwrap_or(&date);
+    let mut prompt = format!(
+        "{IDENTITY}\n\n<env>\nWorking directory: {}\n{}\nPlatform: {} ({})\nToday's date: {date}\nTools available: {}\n</env>",
+        cwd.display(),
+        git_state(cwd),
+        std::env::consts::OS,
+        std::env::consts::ARCH,
+        tool_names.join(", ")
+    );
+    for path in memory_files(cwd) {
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            prompt.push_str(&format!(
+                "\n\n<project-memory path=\"{}\">\n{}\n</project-memory>",
+                path.display(),
+                text.trim()
+            ));
+        }
+    }
+    prompt
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prompt_names_cwd_tools_and_includes_memory_from_parents() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("a/b");
+        std::fs::create_dir_all(&sub).unwrap();
+        std::fs::write(dir.path().join("AGENTS.md"), "outer rule").unwrap();
+        std::fs::write(sub.join("CLAUDE.md"), "inner rule").unwrap();
+        let p = default_system_prompt(&sub, &["Read", "Bash"], SystemTime::UNIX_EPOCH);
+        assert!(p.contains(&format!("Working directory: {}", sub.display())));
+        assert!(p.contains("Tools available: Read, Bash"));
+        assert!(p.contains("Today's date: 1970-01-01"));
+        let outer = p.find("outer rule").unwrap();
+        let inner = p.find("inner rule").unwrap();
+        assert!(outer < inner, "outermost memory first");
+    }
+}

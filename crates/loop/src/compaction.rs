@@ -1,0 +1,91 @@
+//! The seam between the loop and context compaction.
+
+use gyre_protocol::{Message, Usage};
+use gyre_tools::BoxFuture;
+use serde::{Deserialize, Serialize};
+
+/// A compaction that replaced the history with a boundary and a summary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompactionOutcome {
+    /// `auto`, `manual` or `reactive`.
+    pub trigger: String,
+    pub pre_tokens: u64,
+    pub post_tokens: u64,
+}
+
+/// The history as it should go to the model this iteration.
+#[derive(Debug, Clone, Default)]
+pub struct PreparedContext {
+    /// What to send.
+    pub messages: Vec<Message>,
+    /// When the stored history itself changed (autocompact, persisted tool results),
+    /// the new history; the loop replaces its messages with it.
+    pub history: Option<Vec<Message>>,
+    pub compacted: Option<CompactionOutcome>,
+    /// Past the blocking limit with autocompact off: the turn must end.
+    pub at_blocking_limit: bool,
+}
+
+/// What [`ContextCompactor::compact_now`] gives: the new history and what happened,
+/// `None` when there was nothing to compact, or the summarizer's error.
+pub type CompactNowResult = Result<Option<(Vec<Message>, CompactionOutcome)>, String>;
+
+/// The usage of the last response and how many messages the history held then.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UsageAnchor {
+    pub usage: Usage,
+    pub message_count: usize,
+}
+
+/// Context management as the loop sees it; `gyre-compact`'s pipeline is one
+/// implementation, [`NoCompaction`] another.
+pub trait ContextCompactor: Send {
+    /// Runs before every model call.
+    fn prepare<'a>(
+        &'a mut self,
+        messages: &'a [Message],
+        anchor: Option<UsageAnchor>,
+    ) -> BoxFuture<'a, Result<PreparedContext, String>>;
+
+    /// Compacts now (`/compact`, or reactively on prompt-too-long). `Ok(None)` when
+    /// there was nothing to compact or compaction is not available.
+    fn compact_now<'a>(
+        &'a mut self,
+        messages: &'a [Message],
+        trigger: &'static str,
+    ) -> BoxFuture<'a, CompactNowResult>;
+
+    /// Commits every staged context collapse; `true` when that freed anything.
+    fn recover_from_overflow(&mut self) -> bool;
+}
+
+/// Sends the history as it is.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoCompaction;
+
+impl ContextCompactor for NoCompaction {
+    fn prepare<'a>(
+        &'a mut self,
+        messages: &'a [Message],
+        _anchor: Option<UsageAnchor>,
+    ) -> BoxFuture<'a, Result<PreparedContext, String>> {
+        Box::pin(async move {
+            Ok(PreparedContext {
+                messages: messages.to_vec(),
+                ..PreparedContext::default()
+            })
+        })
+    }
+
+    fn compact_now<'a>(
+        &'a mut self,
+        _messages: &'a [Message],
+        _trigger: &'static str,
+    ) -> BoxFuture<'a, CompactNowResult> {
+        Box::pin(async { Ok(None) })
+    }
+
+    fn recover_from_overflow(&mut self) -> bool {
+        false
+    }
+}

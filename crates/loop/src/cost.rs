@@ -1,0 +1,96 @@
+//! USD cost of API usage, from a per-model price table.
+
+use gyre_protocol::Usage;
+
+/// Prices in USD per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelPrice {
+    pub input: f64,
+    pub output: f64,
+    pub cache_write: f64,
+    pub cache_read: f64,
+}
+
+const OPUS: ModelPrice = ModelPrice {
+    input: 15.0,
+    output: 75.0,
+    cache_write: 18.75,
+    cache_read: 1.5,
+};
+const OPUS_4_5: ModelPrice = ModelPrice {
+    input: 5.0,
+    output: 25.0,
+    cache_write: 6.25,
+    cache_read: 0.5,
+};
+const SONNET: ModelPrice = ModelPrice {
+    input: 3.0,
+    output: 15.0,
+    cache_write: 3.75,
+    cache_read: 0.3,
+};
+const HAIKU: ModelPrice = ModelPrice {
+    input: 1.0,
+    output: 5.0,
+    cache_write: 1.25,
+    cache_read: 0.1,
+};
+const HAIKU_3: ModelPrice = ModelPrice {
+    input: 0.25,
+    output: 1.25,
+    cache_write: 0.3,
+    cache_read: 0.03,
+};
+
+/// The price of a model by family; unknown models are priced as Sonnet so a budget
+/// still bites.
+#[must_use]
+pub fn price_for_model(model: &str) -> ModelPrice {
+    let m = model.to_ascii_lowercase();
+    if m.contains("opus-4-5") || m.contains("opus-4-6") {
+        OPUS_4_5
+    } else if m.contains("opus") {
+        OPUS
+    } else if m.contains("haiku-3") || m.contains("3-haiku") {
+        HAIKU_3
+    } else if m.contains("haiku") {
+        HAIKU
+    } else {
+        SONNET
+    }
+}
+
+/// Cost in USD of one response's usage.
+#[must_use]
+pub fn usage_cost_usd(model: &str, usage: &Usage) -> f64 {
+    let p = price_for_model(model);
+    #[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
+    let cost = usage.input_tokens as f64 * p.input
+        + usage.output_tokens as f64 * p.output
+        + usage.cache_creation_input_tokens as f64 * p.cache_write
+        + usage.cache_read_input_tokens as f64 * p.cache_read;
+    cost / 1_000_000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sonnet_million_input_tokens_cost_three_dollars() {
+        let usage = Usage {
+            input_tokens: 1_000_000,
+            ..Usage::default()
+        };
+        assert!((usage_cost_usd("claude-sonnet-4-5", &usage) - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn families_are_priced_apart() {
+        assert_eq!(price_for_model("claude-3-haiku-20240307"), HAIKU_3);
+        assert_eq!(price_for_model("claude-haiku-4-5"), HAIKU);
+        assert_eq!(price_for_model("claude-opus-4-1"), OPUS);
+        assert_eq!(price_for_model("claude-opus-4-5"), OPUS_4_5);
+        assert_eq!(price_for_model("something-else"), SONNET);
+    }
+}

@@ -1,0 +1,47 @@
+//! What the loop yields.
+
+use gyre_api::RetryStatus;
+use gyre_protocol::{Message, StreamEvent};
+use gyre_tools::PermissionDenial;
+
+use crate::compaction::CompactionOutcome;
+use crate::state::{Terminal, Transition};
+
+/// One event of a running query, in the order it happened. The last one is always
+/// [`LoopEvent::Terminal`].
+#[derive(Debug, Clone)]
+pub enum LoopEvent {
+    /// A model request is about to be sent (`stream_request_start`).
+    RequestStart { model: String, max_tokens: u32 },
+    /// A raw stream event, for UIs that render partial messages.
+    Stream(StreamEvent),
+    /// A complete message that joins the conversation (assistant response, tool
+    /// results, recovery or interruption messages). `is_meta` marks messages gyre wrote
+    /// to the model on the user's behalf.
+    Message { message: Message, is_meta: bool },
+    /// A request failed and is retried after a wait.
+    Retry(RetryStatus),
+    /// What was streamed since the attempt began is void (retry or fallback).
+    Tombstone,
+    /// The model was switched for the rest of the session.
+    Fallback { original: String, fallback: String },
+    /// The stored history was replaced (compaction, persisted tool results); this is
+    /// the whole new history.
+    HistoryReplaced(Vec<Message>),
+    /// The context was compacted; the history (just replaced) starts at the boundary.
+    Compacted(CompactionOutcome),
+    /// A tool call was denied by the permission policy.
+    PermissionDenied {
+        denial: PermissionDenial,
+        message: String,
+    },
+    /// The loop continues; why.
+    Transition(Transition),
+    /// A model response finished; its usage and model, for accounting.
+    Usage {
+        model: String,
+        usage: gyre_protocol::Usage,
+    },
+    /// The end.
+    Terminal(Terminal),
+}

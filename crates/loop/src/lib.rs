@@ -1,0 +1,44 @@
+//! The gyre query loop and the `QueryEngine` session.
+//!
+//! [`query`] is the agent loop of seed 000 §3.2: a [`futures::Stream`] of [`LoopEvent`]s
+//! that prepares the context, streams a model response while tools start as their blocks
+//! complete, recovers from the errors it can recover from, runs the remaining tools and
+//! goes round again until it reaches a [`Terminal`]. Every continue replaces the whole
+//! [`State`] and records why in its [`Transition`], so tests can assert the path taken.
+//!
+//! [`QueryEngine`] owns one conversation: it keeps the messages, usage, cost and
+//! permission denials across turns and writes the transcript before each API call.
+//!
+//! Everything the loop touches comes through a seam: the model through [`QueryDeps`],
+//! compaction through [`ContextCompactor`], tools through `gyre_tools`' `Tool` and
+//! `CanUseTool`, hooks through [`StopHook`] and [`ToolHook`], the transcript through
+//! [`TranscriptStore`].
+
+mod compaction;
+mod cost;
+mod deps;
+mod engine;
+mod event;
+mod hooks;
+mod query;
+mod state;
+mod transcript;
+
+pub use compaction::{
+    CompactNowResult, CompactionOutcome, ContextCompactor, NoCompaction, PreparedContext,
+    UsageAnchor,
+};
+pub use cost::{ModelPrice, price_for_model, usage_cost_usd};
+pub use deps::{ApiDeps, ModelStream, QueryDeps};
+pub use engine::{EngineConfig, EngineEvent, InterruptHandle, QueryEngine, TurnResult};
+pub use event::LoopEvent;
+pub use hooks::{StopHook, StopHookOutcome, ToolHook};
+pub use query::{
+    INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE, MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE,
+    QueryParams, query,
+};
+pub use state::{State, Terminal, TerminalReason, Transition};
+pub use transcript::{
+    JsonlTranscript, LoadedSession, MemoryTranscript, TranscriptEntry, TranscriptStore,
+    load_transcript, project_dir_name, repair_pairing, summarize_entry_value, timestamp,
+};

@@ -1,0 +1,628 @@
+//! `query()`: the agent loop (seed 000 §3.2.3, seed 001).
+//!
+//! Each iteration runs the phases in order: prepare the context (compaction pipeline),
+//! `stream_request_start`, the streaming model call with tools starting as their blocks
+//! complete, an abort check, termination or recovery, the remaining tools, another abort
+//! check, attachments, the max-turns check, and the next state.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::{Stream, StreamExt};
+use gyre_api::{ApiError, ModelEvent, add_cache_markers};
+use gyre_protocol::{
+    AssistantResponse, ContentBlock, Message, MessagesRequest, StopReason, SystemBlock,
+};
+use gyre_tools::{
+    CanUseTool, StreamingToolExecutor, ToolCall, ToolCallOutcome, ToolContext, ToolRegistry,
+};
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::compaction::{ContextCompactor, UsageAnchor};
+use crate::deps::QueryDeps;
+use crate::event::LoopEvent;
+use crate::hooks::{StopHook, StopHookOutcome, ToolHook};
+use crate::state::{State, Terminal, TerminalReason, Transition};
+
+/// Default `max_tokens` of a request (SPEC §8).
+pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
+/// `max_tokens` after the first max_tokens stop: seed 000, ESCALATED_MAX_TOKENS.
+pub const ESCALATED_MAX_OUTPUT_TOKENS: u32 = 64_000;
+/// Recovery messages after escalation: seed 001, MAX_OUTPUT_TOKENS_RECOVERY_LIMIT.
+pub const MAX_OUTPUT_TOKENS_RECOVERY_LIMIT: u32 = 3;
+/// The meta message that asks the model to resume after a max_tokens stop (SPEC §8).
+pub const MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE: &str = "Output token limit hit. Resume directly — no apology, no recap of what you were doing. Pick up mid-thought if that is where the cut happened. Break remaining work into smaller pieces.";
+/// Appended when the user interrupts while the model streams.
+pub const INTERRUPT_MESSAGE: &str = "[Request interrupted by user]";
+/// Appended when the user interrupts while tools run.
+pub const INTERRUPT_MESSAGE_FOR_TOOL_USE: &str = "[Request interrupted by user for tool use]";
+/// The result of a tool call the user interrupted.
+pub const INTERRUPTED_TOOL_RESULT: &str = "Interrupted by user";
+/// Token-budget nudges stop at this share of the budget (SPEC §8).
+const TOKEN_BUDGET_COMPLETION: f64 = 0.9;
+/// Two continuations under this many output tokens each are diminishing returns.
+const DIMINISHING_RETURNS_TOKENS: u64 = 500;
+/// The same call in this many consecutive turns is a loop worth telling the model about.
+const REPEAT_GUARD_TURNS: usize = 3;
+
+/// Everything one query needs.
+pub struct QueryParams {
+    pub messages: Vec<Message>,
+    pub system: Vec<SystemBlock>,
+    pub model: String,
+    pub fallback_model: Option<String>,
+    pub max_turns: Option<u32>,
+    /// `GYRE_MAX_OUTPUT_TOKENS`: a fixed limit that also disables escalation.
+    pub max_output_tokens: Option<u32>,
+    /// Opt-in output-token budget for continuation nudges.
+    pub token_budget: Option<u64>,
+    pub deps: Arc<dyn QueryDeps>,
+    pub tools: Arc<ToolRegistry>,
+    pub tool_context: ToolContext,
+    pub can_use_tool: Arc<dyn CanUseTool>,
+    pub compactor: Arc<Mutex<Box<dyn ContextCompactor>>>,
+    pub stop_hooks: Vec<Arc<dyn StopHook>>,
+    pub tool_hooks: Vec<Arc<dyn ToolHook>>,
+    /// The usage of the last response before this query, if any.
+    pub anchor: Option<UsageAnchor>,
+    pub cancel: CancellationToken,
+}
+
+impl std::fmt::Debug for QueryParams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryParams")
+            .field("model", &self.model)
+            .field("messages", &self.messages.len())
+            .field("max_turns", &self.max_turns)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs the agent loop. The stream's last item is always [`LoopEvent::Terminal`].
+///
+/// This is the outer layer of seed 000 §3.2.1: it only adds the guarantee that a
+/// terminal is reported exactly once, however the inner loop ends.
+pub fn query(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
+    async_stream::stream! {
+        let mut saw_terminal = false;
+        let inner = query_loop(params);
+        futures::pin_mut!(inner);
+        while let Some(event) = inner.next().await {
+            saw_terminal |= matches!(event, LoopEvent::Terminal(_));
+            yield event;
+            if saw_terminal {
+                break;
+            }
+        }
+        if !saw_terminal {
+            yield LoopEvent::Terminal(Terminal {
+                reason: TerminalReason::ModelError,
+                turn_count: 0,
+                transitions: Vec::new(),
+                error: Some("the query loop ended without a result".to_owned()),
+            });
+        }
+    }
+}
+
+fn terminal(
+    reason: TerminalReason,
+    state: &State,
+    transitions: &[Transition],
+    error: Option<String>,
+) -> LoopEvent {
+    LoopEvent::Terminal(Terminal {
+        reason,
+        turn_count: state.turn_count,
+        transitions: transitions.to_vec(),
+        error,
+    })
+}
+
+/// Removes thinking blocks: their signatures are bound to the model that wrote them
+/// and another model rejects them (seed 001, stripSignatureBlocks).
+fn strip_thinking(messages: &mut [Message]) {
+    for m in messages.iter_mut() {
+        m.content.retain(|b| {
+            !matches!(
+                b,
+                ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. }
+            )
+        });
+        if m.content.is_empty() {
+            m.content.push(ContentBlock::text("(thinking omitted)"));
+        }
+    }
+}
+
+fn tool_calls_of(response: &AssistantResponse) -> Vec<ToolCall> {
+    response
+        .content
+        .iter()
+        .filter_map(ContentBlock::as_tool_use)
+        .map(|(id, name, input)| ToolCall {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            input: input.clone(),
+        })
+        .collect()
+}
+
+/// An image the API could not take (too large, bad format): seed 001, image_error.
+fn is_image_error(error: &ApiError) -> bool {
+    match error {
+        ApiError::InvalidRequest { message, .. } | ApiError::RequestTooLarge { message, .. } => {
+            message.to_ascii_lowercase().contains("image")
+        }
+        _ => false,
+    }
+}
+
+/// What one streaming attempt produced.
+enum Attempt {
+    Response(AssistantResponse),
+    Aborted,
+    Failed(ApiError),
+}
+
+fn repeat_warning(history: &[Vec<String>], call: &ToolCall) -> Option<String> {
+    let key = format!("{}:{}", call.name, call.input);
+    let recent = history.iter().rev().take(REPEAT_GUARD_TURNS);
+    (history.len() >= REPEAT_GUARD_TURNS && recent.clone().all(|turn| turn.contains(&key))).then(
+        || {
+            format!(
+                "\n\n<system-reminder>You have made this exact {} call in {REPEAT_GUARD_TURNS} consecutive turns with the same input. You appear to be looping: use the result above, or try a different approach.</system-reminder>",
+                call.name
+            )
+        },
+    )
+}
+
+#[allow(clippy::too_many_lines)] // the phases read best in one place, as in the seeds
+fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
+    async_stream::stream! {
+        let QueryParams {
+            messages,
+            system,
+            mut model,
+            mut fallback_model,
+            max_turns,
+            max_output_tokens,
+            token_budget,
+            deps,
+            tools,
+            tool_context,
+            can_use_tool,
+            compactor,
+            stop_hooks,
+            tool_hooks,
+            mut anchor,
+            cancel,
+        } = params;
+        // Tools stop when the query is aborted.
+        let tool_context = tool_context.with_cancel(cancel.clone());
+        let tool_definitions = tools.definitions();
+        let mut state = State::initial(messages);
+        let mut transitions: Vec<Transition> = Vec::new();
+        let mut budget_output_tokens: u64 = 0;
+        // Tool-call keys per turn, for the repeat guard.
+        let mut call_history: Vec<Vec<String>> = Vec::new();
+
+        loop {
+            // Phase 1: the compaction pipeline.
+            let prepared = {
+                let mut c = compactor.lock().await;
+                c.prepare(&state.messages, anchor).await
+            };
+            let messages_for_api = match prepared {
+                Ok(p) => {
+                    if let Some(history) = p.history {
+                        state.messages = history;
+                        anchor = None;
+                        yield LoopEvent::HistoryReplaced(state.messages.clone());
+                    }
+                    if let Some(outcome) = p.compacted {
+                        yield LoopEvent::Compacted(outcome);
+                    }
+                    if p.at_blocking_limit {
+                        yield terminal(
+                            TerminalReason::BlockingLimit,
+                            &state,
+                            &transitions,
+                            Some("Context limit reached: the conversation is too long to continue. Run /compact or start a new session.".to_owned()),
+                        );
+                        return;
+                    }
+                    p.messages
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "compaction failed; sending the history as it is");
+                    state.messages.clone()
+                }
+            };
+
+            // Phase 2: stream_request_start.
+            let max_tokens = state
+                .max_output_tokens_override
+                .or(max_output_tokens)
+                .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+            let mut api_messages = messages_for_api;
+
+            // Phase 3: the streaming call; a fallback restarts it on the other model.
+            let (attempt, executor) = loop {
+                let mut request = MessagesRequest::new(model.clone(), max_tokens, api_messages.clone());
+                request.system.clone_from(&system);
+                request.tools.clone_from(&tool_definitions);
+                add_cache_markers(&mut request);
+                yield LoopEvent::RequestStart { model: model.clone(), max_tokens };
+
+                let mut executor = StreamingToolExecutor::new(
+                    Arc::clone(&tools),
+                    tool_context.clone(),
+                    Arc::clone(&can_use_tool),
+                );
+                let mut blocks: BTreeMap<usize, ContentBlock> = BTreeMap::new();
+                let mut outcome: Option<Attempt> = None;
+                let mut stream = deps.call_model(request, fallback_model.clone(), cancel.clone());
+                while let Some(item) = stream.next().await {
+                    match item {
+                        Ok(ModelEvent::Stream(event)) => yield LoopEvent::Stream(event),
+                        Ok(ModelEvent::BlockComplete { index, block }) => {
+                            if let Some((id, name, input)) = block.as_tool_use() {
+                                executor.add_tool(ToolCall {
+                                    id: id.to_owned(),
+                                    name: name.to_owned(),
+                                    input: input.clone(),
+                                });
+                            }
+                            blocks.insert(index, block);
+                        }
+                        Ok(ModelEvent::Retry(status)) => {
+                            // Everything since the attempt began is void.
+                            if !blocks.is_empty() {
+                                executor.discard();
+                                executor = StreamingToolExecutor::new(
+                                    Arc::clone(&tools),
+                                    tool_context.clone(),
+                                    Arc::clone(&can_use_tool),
+                                );
+                                blocks.clear();
+                                yield LoopEvent::Tombstone;
+                            }
+                            yield LoopEvent::Retry(status);
+                        }
+                        Ok(ModelEvent::Message(response)) => {
+                            outcome = Some(Attempt::Response(response));
+                        }
+                        Err(ApiError::Aborted) => {
+                            outcome = Some(Attempt::Aborted);
+                            break;
+                        }
+                        Err(e) => {
+                            outcome = Some(Attempt::Failed(e));
+                            break;
+                        }
+                    }
+                }
+                drop(stream);
+                let attempt = if cancel.is_cancelled() {
+                    Attempt::Aborted
+                } else {
+                    outcome.unwrap_or(Attempt::Failed(ApiError::StreamCut { events: 0 }))
+                };
+                if let Attempt::Failed(ApiError::FallbackTriggered { original, fallback }) = &attempt {
+                    // Abandon the attempt: its tools, its blocks, its signatures.
+                    executor.discard();
+                    if !blocks.is_empty() {
+                        yield LoopEvent::Tombstone;
+                    }
+                    strip_thinking(&mut state.messages);
+                    strip_thinking(&mut api_messages);
+                    yield LoopEvent::Fallback { original: original.clone(), fallback: fallback.clone() };
+                    model.clone_from(fallback);
+                    fallback_model = None;
+                    continue;
+                }
+                if let Attempt::Aborted = attempt {
+                    // Keep what completed before the interruption.
+                    let partial: Vec<ContentBlock> = blocks.into_values().collect();
+                    break (Attempt::Response(AssistantResponse {
+                        id: String::new(),
+                        model: model.clone(),
+                        role: gyre_protocol::Role::Assistant,
+                        content: partial,
+                        stop_reason: None,
+                        stop_sequence: None,
+                        usage: gyre_protocol::Usage::default(),
+                    }), Some(executor));
+                }
+                break (attempt, Some(executor));
+            };
+            let Some(executor) = executor else { return; };
+
+            // Phase 4: abort check after streaming.
+            if cancel.is_cancelled() {
+                let Attempt::Response(partial) = attempt else { return; };
+                let mut results: Vec<ContentBlock> = Vec::new();
+                if !partial.content.is_empty() {
+                    let calls = tool_calls_of(&partial);
+                    state.messages.push(partial.to_message());
+                    yield LoopEvent::Message { message: partial.to_message(), is_meta: false };
+                    let outcomes: Vec<ToolCallOutcome> = executor.get_remaining_results().collect().await;
+                    for call in &calls {
+                        let block = outcomes
+                            .iter()
+                            .find(|o| o.tool_use_id == call.id)
+                            .filter(|o| !o.output.is_error || o.output.content == INTERRUPTED_TOOL_RESULT)
+                            .map_or_else(
+                                || ContentBlock::tool_result(call.id.clone(), INTERRUPTED_TOOL_RESULT, true),
+                                ToolCallOutcome::to_block,
+                            );
+                        results.push(block);
+                    }
+                } else {
+                    executor.discard();
+                }
+                results.push(ContentBlock::text(INTERRUPT_MESSAGE));
+                let message = Message::user(results);
+                state.messages.push(message.clone());
+                yield LoopEvent::Message { message, is_meta: true };
+                yield terminal(TerminalReason::AbortedStreaming, &state, &transitions, Some("Interrupted by user".to_owned()));
+                return;
+            }
+
+            // Phase 5: terminate or recover.
+            let response = match attempt {
+                Attempt::Response(r) => r,
+                Attempt::Aborted => return,
+                Attempt::Failed(error) => {
+                    executor.discard();
+                    if error.is_prompt_too_long() {
+                        // Withheld: try to recover before anyone sees it.
+                        let drained = state.transition != Some(Transition::CollapseDrainRetry)
+                            && compactor.lock().await.recover_from_overflow();
+                        if drained {
+                            transitions.push(Transition::CollapseDrainRetry);
+                            yield LoopEvent::Transition(Transition::CollapseDrainRetry);
+                            state = State { transition: Some(Transition::CollapseDrainRetry), ..state };
+                            continue;
+                        }
+                        if !state.has_attempted_reactive_compact {
+                            let compacted = {
+                                let mut c = compactor.lock().await;
+                                c.compact_now(&state.messages, "reactive").await
+                            };
+                            if let Ok(Some((history, outcome))) = compacted {
+                                anchor = None;
+                                yield LoopEvent::HistoryReplaced(history.clone());
+                                yield LoopEvent::Compacted(outcome);
+                                transitions.push(Transition::ReactiveCompactRetry);
+                                yield LoopEvent::Transition(Transition::ReactiveCompactRetry);
+                                state = State {
+                                    messages: history,
+                                    has_attempted_reactive_compact: true,
+                                    transition: Some(Transition::ReactiveCompactRetry),
+                                    ..state
+                                };
+                                continue;
+                            }
+                        }
+                        yield terminal(
+                            TerminalReason::PromptTooLong,
+                            &state,
+                            &transitions,
+                            Some(format!("{error} The conversation is too long for the model's context window even after compaction; start a new session or run /compact with fewer files in view.")),
+                        );
+                        return;
+                    }
+                    let reason = if is_image_error(&error) { TerminalReason::ImageError } else { TerminalReason::ModelError };
+                    yield terminal(reason, &state, &transitions, Some(error.to_string()));
+                    return;
+                }
+            };
+            yield LoopEvent::Usage { model: model.clone(), usage: response.usage };
+            budget_output_tokens += response.usage.output_tokens;
+
+            if response.stop_reason == Some(StopReason::MaxTokens) {
+                // Tools of a cut response may be incomplete: never run them.
+                executor.discard();
+                if max_output_tokens.is_none() && state.max_output_tokens_override.is_none() {
+                    // Withheld and retried silently at the escalated limit.
+                    transitions.push(Transition::MaxOutputTokensEscalate);
+                    yield LoopEvent::Transition(Transition::MaxOutputTokensEscalate);
+                    state = State {
+                        max_output_tokens_override: Some(ESCALATED_MAX_OUTPUT_TOKENS),
+                        transition: Some(Transition::MaxOutputTokensEscalate),
+                        ..state
+                    };
+                    continue;
+                }
+                let mut cut = response.to_message();
+                cut.content.retain(|b| !matches!(b, ContentBlock::ToolUse { .. }));
+                if cut.content.is_empty() {
+                    cut.content.push(ContentBlock::text("(output cut at the token limit)"));
+                }
+                state.messages.push(cut.clone());
+                yield LoopEvent::Message { message: cut, is_meta: false };
+                anchor = Some(UsageAnchor { usage: response.usage, message_count: state.messages.len() });
+                if state.max_output_tokens_recovery_count < MAX_OUTPUT_TOKENS_RECOVERY_LIMIT {
+                    let attempt = state.max_output_tokens_recovery_count + 1;
+                    let nudge = Message::user_text(MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE);
+                    state.messages.push(nudge.clone());
+                    yield LoopEvent::Message { message: nudge, is_meta: true };
+                    let transition = Transition::MaxOutputTokensRecovery { attempt };
+                    transitions.push(transition);
+                    yield LoopEvent::Transition(transition);
+                    state = State {
+                        max_output_tokens_recovery_count: attempt,
+                        transition: Some(transition),
+                        ..state
+                    };
+                    continue;
+                }
+                let limit = state.max_output_tokens_override.or(max_output_tokens).unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
+                yield terminal(
+                    TerminalReason::ModelError,
+                    &state,
+                    &transitions,
+                    Some(format!("The model's response exceeded the {limit} output token maximum {MAX_OUTPUT_TOKENS_RECOVERY_LIMIT} times in a row. Ask for the work in smaller pieces, or set GYRE_MAX_OUTPUT_TOKENS higher.")),
+                );
+                return;
+            }
+
+            let assistant = response.to_message();
+            state.messages.push(assistant.clone());
+            yield LoopEvent::Message { message: assistant, is_meta: false };
+            anchor = Some(UsageAnchor { usage: response.usage, message_count: state.messages.len() });
+
+            let calls = tool_calls_of(&response);
+            if calls.is_empty() {
+                executor.discard();
+                // No follow-up: stop hooks, then the token budget, then done.
+                let mut blocking: Vec<String> = Vec::new();
+                for hook in &stop_hooks {
+                    match hook.on_stop(&state.messages, state.stop_hook_active).await {
+                        StopHookOutcome::Allow => {}
+                        StopHookOutcome::Block(errors) => blocking.extend(errors),
+                        StopHookOutcome::Prevent(reason) => {
+                            yield terminal(TerminalReason::StopHookPrevented, &state, &transitions, Some(reason));
+                            return;
+                        }
+                    }
+                }
+                if !blocking.is_empty() {
+                    let message = Message::user_text(format!("Stop hook feedback:\n{}", blocking.join("\n")));
+                    state.messages.push(message.clone());
+                    yield LoopEvent::Message { message, is_meta: true };
+                    transitions.push(Transition::StopHookBlocking);
+                    yield LoopEvent::Transition(Transition::StopHookBlocking);
+                    state = State {
+                        stop_hook_active: true,
+                        turn_count: state.turn_count + 1,
+                        transition: Some(Transition::StopHookBlocking),
+                        ..state
+                    };
+                    continue;
+                }
+                if let Some(budget) = token_budget {
+                    let continuations = &state.budget_continuations;
+                    let diminishing = continuations.len() >= 2
+                        && continuations.iter().rev().take(2).all(|t| *t < DIMINISHING_RETURNS_TOKENS);
+                    #[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
+                    let spent = budget_output_tokens as f64 / budget.max(1) as f64;
+                    if !diminishing && spent < TOKEN_BUDGET_COMPLETION {
+                        let pct = (spent * 100.0).round();
+                        let nudge = Message::user_text(format!(
+                            "Token budget: {pct}% of {budget} output tokens used. Keep working on the task; do not stop to summarise until it is done."
+                        ));
+                        state.messages.push(nudge.clone());
+                        yield LoopEvent::Message { message: nudge, is_meta: true };
+                        transitions.push(Transition::TokenBudgetContinuation);
+                        yield LoopEvent::Transition(Transition::TokenBudgetContinuation);
+                        let mut budget_continuations = state.budget_continuations.clone();
+                        budget_continuations.push(response.usage.output_tokens);
+                        state = State {
+                            budget_continuations,
+                            turn_count: state.turn_count + 1,
+                            transition: Some(Transition::TokenBudgetContinuation),
+                            ..state
+                        };
+                        continue;
+                    }
+                }
+                yield terminal(TerminalReason::Completed, &state, &transitions, None);
+                return;
+            }
+
+            // Phase 6: the remaining tools (some may be done already).
+            let mut outcomes: Vec<ToolCallOutcome> = Vec::with_capacity(calls.len());
+            {
+                let remaining = executor.get_remaining_results();
+                futures::pin_mut!(remaining);
+                while let Some(outcome) = remaining.next().await {
+                    if let Some(denial) = &outcome.denial {
+                        yield LoopEvent::PermissionDenied {
+                            denial: denial.clone(),
+                            message: outcome.output.content.clone(),
+                        };
+                    }
+                    outcomes.push(outcome);
+                }
+            }
+            let mut hook_stop: Option<String> = None;
+            for outcome in &outcomes {
+                for hook in &tool_hooks {
+                    if let Some(reason) = hook.after_tool(outcome).await {
+                        hook_stop.get_or_insert(reason);
+                    }
+                }
+            }
+            let keys: Vec<String> = calls.iter().map(|c| format!("{}:{}", c.name, c.input)).collect();
+            call_history.push(keys);
+            let mut results: Vec<ContentBlock> = calls
+                .iter()
+                .map(|call| {
+                    let mut block = outcomes
+                        .iter()
+                        .find(|o| o.tool_use_id == call.id)
+                        .map_or_else(
+                            || ContentBlock::tool_result(call.id.clone(), INTERRUPTED_TOOL_RESULT, true),
+                            ToolCallOutcome::to_block,
+                        );
+                    if let (Some(warning), ContentBlock::ToolResult { content, .. }) = (repeat_warning(&call_history, call), &mut block) {
+                        *content = format!("{}{warning}", content.text()).into();
+                    }
+                    block
+                })
+                .collect();
+
+            // Phase 7: abort check after tools.
+            if cancel.is_cancelled() {
+                results.push(ContentBlock::text(INTERRUPT_MESSAGE_FOR_TOOL_USE));
+                let message = Message::user(results);
+                state.messages.push(message.clone());
+                yield LoopEvent::Message { message, is_meta: false };
+                yield terminal(TerminalReason::AbortedTools, &state, &transitions, Some("Interrupted by user".to_owned()));
+                return;
+            }
+            let message = Message::user(results);
+            state.messages.push(message.clone());
+            yield LoopEvent::Message { message, is_meta: false };
+            if let Some(reason) = hook_stop {
+                yield terminal(TerminalReason::HookStopped, &state, &transitions, Some(reason));
+                return;
+            }
+
+            // Phase 8: attachments — none yet beyond the tool results.
+
+            // Phase 9: max turns.
+            let next_turn = state.turn_count + 1;
+            if let Some(max) = max_turns
+                && next_turn > max
+            {
+                yield terminal(
+                    TerminalReason::MaxTurns,
+                    &state,
+                    &transitions,
+                    Some(format!("Reached maximum number of turns ({max})")),
+                );
+                return;
+            }
+
+            // Phase 10: the next state, replaced whole.
+            transitions.push(Transition::NextTurn);
+            yield LoopEvent::Transition(Transition::NextTurn);
+            state = State {
+                messages: state.messages,
+                turn_count: next_turn,
+                max_output_tokens_recovery_count: 0,
+                has_attempted_reactive_compact: false,
+                max_output_tokens_override: None,
+                stop_hook_active: false,
+                budget_continuations: state.budget_continuations,
+                transition: Some(Transition::NextTurn),
+            };
+        }
+    }
+}

@@ -1,0 +1,421 @@
+//! Every transition and every terminal of the loop, driven through fakes (SPEC §8).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use gyre_api::ApiError;
+use gyre_loop::{
+    LoopEvent, MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, StopHook, StopHookOutcome, TerminalReason,
+    ToolHook, Transition,
+};
+use gyre_protocol::{ContentBlock, Message, StopReason};
+use gyre_tools::{BoxFuture, ToolCallOutcome};
+use serde_json::json;
+use support::*;
+
+#[tokio::test]
+async fn a_tool_call_then_text_goes_next_turn_then_completes() {
+    let model = FakeModel::new([tool("t1", "Echo", json!({"x": 1})), text("done")]);
+    let events = collect(params(Arc::clone(&model))).await;
+    let t = terminal(&events);
+    assert_eq!(t.reason, TerminalReason::Completed);
+    assert_eq!(t.transitions, [Transition::NextTurn]);
+    assert_eq!(t.turn_count, 2);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    assert_paired(&requests);
+    let result = &requests[1].messages[2].content[0];
+    assert!(
+        matches!(result, ContentBlock::ToolResult { content, is_error: false, .. } if content.text().contains("echo:"))
+    );
+}
+
+#[tokio::test]
+async fn max_turns_ends_with_the_documented_message() {
+    let model = FakeModel::new([
+        tool("a", "Echo", json!({})),
+        tool("b", "Echo", json!({})),
+        tool("c", "Echo", json!({})),
+    ]);
+    let mut p = params(Arc::clone(&model));
+    p.max_turns = Some(2);
+    let t = terminal(&collect(p).await);
+    assert_eq!(t.reason, TerminalReason::MaxTurns);
+    assert_eq!(
+        t.error.as_deref(),
+        Some("Reached maximum number of turns (2)")
+    );
+    assert_eq!(model.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn max_tokens_escalates_silently_then_recovers_three_times_then_fails() {
+    let model = FakeModel::new((0..5).map(|i| max_tokens(&format!("part {i}"))));
+    let events = collect(params(Arc::clone(&model))).await;
+    let t = terminal(&events);
+    assert_eq!(t.reason, TerminalReason::ModelError);
+    assert_eq!(
+        t.transitions,
+        [
+            Transition::MaxOutputTokensEscalate,
+            Transition::MaxOutputTokensRecovery { attempt: 1 },
+            Transition::MaxOutputTokensRecovery { attempt: 2 },
+            Transition::MaxOutputTokensRecovery { attempt: 3 },
+        ]
+    );
+    let requests = model.requests();
+    assert_eq!(requests.len(), 5);
+    assert_eq!(requests[0].max_tokens, 8192);
+    assert!(requests[1..].iter().all(|r| r.max_tokens == 64_000));
+    // The escalation retried the same request: nothing was added.
+    assert_eq!(requests[1].messages, requests[0].messages);
+    let last = requests[4].messages.last().unwrap();
+    assert_eq!(last.text(), MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE);
+    // The first cut response was withheld, never yielded.
+    let yielded: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            LoopEvent::Message { message, .. } => Some(message.text()),
+            _ => None,
+        })
+        .collect();
+    assert!(!yielded.contains(&"part 0".to_owned()));
+    assert!(yielded.contains(&"part 1".to_owned()));
+}
+
+#[tokio::test]
+async fn a_fixed_max_output_tokens_skips_escalation() {
+    let model = FakeModel::new([max_tokens("cut"), text("resumed")]);
+    let mut p = params(Arc::clone(&model));
+    p.max_output_tokens = Some(4000);
+    let t = terminal(&collect(p).await);
+    assert_eq!(t.reason, TerminalReason::Completed);
+    assert_eq!(
+        t.transitions,
+        [Transition::MaxOutputTokensRecovery { attempt: 1 }]
+    );
+    assert!(model.requests().iter().all(|r| r.max_tokens == 4000));
+}
+
+#[tokio::test]
+async fn prompt_too_long_drains_collapses_first() {
+    let model = FakeModel::new([prompt_too_long(), text("fits now")]);
+    let compactor = FakeCompactor {
+        drain_available: true,
+        ..FakeCompactor::default()
+    };
+    let t = terminal(&collect(params_with(Arc::clone(&model), Box::new(compactor))).await);
+    assert_eq!(t.reason, TerminalReason::Completed);
+    assert_eq!(t.transitions, [Transition::CollapseDrainRetry]);
+}
+
+#[tokio::test]
+async fn prompt_too_long_then_reactive_compact_once() {
+    let model = FakeModel::new([prompt_too_long(), text("fits now")]);
+    let compactor = FakeCompactor {
+        can_compact: true,
+        ..FakeCompactor::default()
+    };
+    let count = Arc::clone(&compactor.compactions);
+    let events = collect(params_with(Arc::clone(&model), Box::new(compactor))).await;
+    let t = terminal(&events);
+    assert_eq!(t.reason, TerminalReason::Completed);
+    assert_eq!(t.transitions, [Transition::ReactiveCompactRetry]);
+    assert_eq!(*count.lock().unwrap(), 1);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, LoopEvent::Compacted(o) if o.trigger == "reactive"))
+    );
+    let second = &model.requests()[1];
+    assert_eq!(
+        second.messages[0].text(),
+        "Summary of the conversation so far."
+    );
+}
+
+#[tokio::test]
+async fn prompt_too_long_after_every_recovery_ends_the_turn() {
+    let model = FakeModel::new([prompt_too_long(), prompt_too_long(), prompt_too_long()]);
+    let compactor = FakeCompactor {
+        drain_available: true,
+        can_compact: true,
+        ..FakeCompactor::default()
+    };
+    let events = collect(params_with(Arc::clone(&model), Box::new(compactor))).await;
+    let t = terminal(&events);
+    assert_eq!(t.reason, TerminalReason::PromptTooLong);
+    assert_eq!(
+        t.transitions,
+        [
+            Transition::CollapseDrainRetry,
+            Transition::ReactiveCompactRetry
+        ]
+    );
+    assert!(t.error.unwrap().contains("Prompt is too long"));
+    // Withheld: no error text was yielded as a message.
+    assert!(!events.iter().any(
+        |e| matches!(e, LoopEvent::Message { message, .. } if message.text().contains("too long"))
+    ));
+}
+
+#[tokio::test]
+async fn blocking_limit_ends_before_any_request() {
+    let model = FakeModel::new([text("never")]);
+    let compactor = FakeCompactor {
+        blocking: true,
+        ..FakeCompactor::default()
+    };
+    let t = terminal(&collect(params_with(Arc::clone(&model), Box::new(compactor))).await);
+    assert_eq!(t.reason, TerminalReason::BlockingLimit);
+    assert!(model.requests().is_empty());
+}
+
+#[tokio::test]
+async fn an_unrecoverable_api_error_is_model_error() {
+    let model = FakeModel::new([Reply::Error(ApiError::Authentication {
+        message: "invalid x-api-key".into(),
+        hints: Default::default(),
+    })]);
+    let t = terminal(&collect(params(model)).await);
+    assert_eq!(t.reason, TerminalReason::ModelError);
+    assert!(t.error.unwrap().contains("ANTHROPIC_API_KEY"));
+}
+
+#[tokio::test]
+async fn an_image_the_api_rejects_is_image_error() {
+    let model = FakeModel::new([Reply::Error(ApiError::InvalidRequest {
+        message: "messages.0.content.1.image.source.base64: image exceeds 5 MB maximum".into(),
+        hints: Default::default(),
+    })]);
+    let t = terminal(&collect(params(model)).await);
+    assert_eq!(t.reason, TerminalReason::ImageError);
+}
+
+struct BlockOnce(Mutex<bool>);
+
+impl StopHook for BlockOnce {
+    fn on_stop<'a>(&'a self, _m: &'a [Message], active: bool) -> BoxFuture<'a, StopHookOutcome> {
+        Box::pin(async move {
+            let mut blocked = self.0.lock().unwrap();
+            if *blocked || active {
+                StopHookOutcome::Allow
+            } else {
+                *blocked = true;
+                StopHookOutcome::Block(vec!["tests are failing: run cargo test".into()])
+            }
+        })
+    }
+}
+
+struct Prevent;
+
+impl StopHook for Prevent {
+    fn on_stop<'a>(&'a self, _m: &'a [Message], _a: bool) -> BoxFuture<'a, StopHookOutcome> {
+        Box::pin(async { StopHookOutcome::Prevent("policy says stop".into()) })
+    }
+}
+
+#[tokio::test]
+async fn a_blocking_stop_hook_sends_its_errors_and_continues() {
+    let model = FakeModel::new([text("done?"), text("now done")]);
+    let mut p = params(Arc::clone(&model));
+    p.stop_hooks = vec![Arc::new(BlockOnce(Mutex::new(false)))];
+    let t = terminal(&collect(p).await);
+    assert_eq!(t.reason, TerminalReason::Completed);
+    assert_eq!(t.transitions, [Transition::StopHookBlocking]);
+    let last = model.requests()[1].messages.last().unwrap().text();
+    assert!(last.contains("tests are failing"), "{last}");
+}
+
+#[tokio::test]
+async fn a_preventing_stop_hook_ends_the_query() {
+    let model = FakeModel::new([text("done")]);
+    let mut p = params(model);
+    p.stop_hooks = vec![Arc::new(Prevent)];
+    let t = terminal(&collect(p).await);
+    assert_eq!(t.reason, TerminalReason::StopHookPrevented);
+    assert_eq!(t.error.as_deref(), Some("policy says stop"));
+}
+
+struct StopAfterTool;
+
+impl ToolHook for StopAfterTool {
+    fn after_tool<'a>(&'a self, _o: &'a ToolCallOutcome) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async { Some("hook stopped the turn".into()) })
+    }
+}
+
+#[tokio::test]
+async fn a_tool_hook_can_stop_the_turn_after_tools() {
+    let model = FakeModel::new([tool("t", "Echo", json!({})), text("never sent")]);
+    let mut p = params(Arc::clone(&model));
+    p.tool_hooks = vec![Arc::new(StopAfterTool)];
+    let events = collect(p).await;
+    let t = terminal(&events);
+    assert_eq!(t.reason, TerminalReason::HookStopped);
+    assert_eq!(model.requests().len(), 1);
+    // The tool result was still recorded, so the history stays paired.
+    assert!(events.iter().any(
+        |e| matches!(e, LoopEvent::Message { message, .. } if message.is_tool_result_message())
+    ));
+}
+
+#[tokio::test]
+async fn a_token_budget_nudges_until_returns_diminish() {
+    let model = FakeModel::new([text("a"), text("b"), text("c"), text("d")]);
+    let mut p = params(Arc::clone(&model));
+    p.token_budget = Some(100_000);
+    let t = terminal(&collect(p).await);
+    assert_eq!(t.reason, TerminalReason::Completed);
+    assert_eq!(
+        t.transitions,
+        [
+            Transition::TokenBudgetContinuation,
+            Transition::TokenBudgetContinuation
+        ]
+    );
+    assert_eq!(model.requests().len(), 3);
+}
+
+#[tokio::test]
+async fn abort_while_streaming_answers_every_tool_call_and_says_interrupted() {
+    let model = FakeModel::new([Reply::HangAfter(vec![
+        ContentBlock::text("Let me run it"),
+        ContentBlock::tool_use("t1", "Slow", json!({})),
+    ])]);
+    let p = params(Arc::clone(&model));
+    let cancel = p.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        cancel.cancel();
+    });
+    let events = collect(p).await;
+    let t = terminal(&events);
+    assert_eq!(t.reason, TerminalReason::AbortedStreaming);
+    let messages: Vec<&Message> = events
+        .iter()
+        .filter_map(|e| match e {
+            LoopEvent::Message { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    let last = messages.last().unwrap();
+    assert!(
+        matches!(&last.content[0], ContentBlock::ToolResult { tool_use_id, is_error: true, content, .. } if tool_use_id == "t1" && content.text() == "Interrupted by user")
+    );
+    assert_eq!(last.text(), gyre_loop::INTERRUPT_MESSAGE);
+}
+
+#[tokio::test]
+async fn abort_while_tools_run_gives_synthetic_results() {
+    let model = FakeModel::new([tool("t1", "Slow", json!({}))]);
+    let p = params(Arc::clone(&model));
+    let cancel = p.cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        cancel.cancel();
+    });
+    let events = collect(p).await;
+    let t = terminal(&events);
+    assert_eq!(t.reason, TerminalReason::AbortedTools);
+    let last = events
+        .iter()
+        .rev()
+        .find_map(|e| match e {
+            LoopEvent::Message { message, .. } => Some(message.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert!(matches!(
+        &last.content[0],
+        ContentBlock::ToolResult { is_error: true, .. }
+    ));
+    assert_eq!(last.text(), gyre_loop::INTERRUPT_MESSAGE_FOR_TOOL_USE);
+}
+
+#[tokio::test]
+async fn fallback_switches_the_model_strips_thinking_and_retries() {
+    let model = FakeModel::new([
+        Reply::Error(ApiError::FallbackTriggered {
+            original: "fake-model".into(),
+            fallback: "small-model".into(),
+        }),
+        text("from the fallback"),
+    ]);
+    let mut p = params(Arc::clone(&model));
+    p.fallback_model = Some("small-model".into());
+    p.messages = vec![
+        Message::user_text("first"),
+        Message::assistant(vec![
+            ContentBlock::thinking("hmm", "sig"),
+            ContentBlock::text("answer"),
+        ]),
+        Message::user_text("second"),
+    ];
+    let events = collect(p).await;
+    assert_eq!(terminal(&events).reason, TerminalReason::Completed);
+    assert!(
+        events.iter().any(
+            |e| matches!(e, LoopEvent::Fallback { fallback, .. } if fallback == "small-model")
+        )
+    );
+    let requests = model.requests.lock().unwrap().clone();
+    assert_eq!(requests[0].0.model, "fake-model");
+    assert_eq!(requests[0].1.as_deref(), Some("small-model"));
+    assert_eq!(requests[1].0.model, "small-model");
+    assert_eq!(requests[1].1, None);
+    assert!(
+        requests[1].0.messages[1]
+            .content
+            .iter()
+            .all(|b| !matches!(b, ContentBlock::Thinking { .. }))
+    );
+}
+
+#[tokio::test]
+async fn a_retry_mid_stream_voids_the_partial_attempt() {
+    let model = FakeModel::new([Reply::RetryThen(Box::new(text("second try")))]);
+    let events = collect(params(model)).await;
+    assert_eq!(terminal(&events).reason, TerminalReason::Completed);
+    assert!(
+        events
+            .iter()
+            .any(|e| matches!(e, LoopEvent::Retry(s) if s.status == Some(529)))
+    );
+}
+
+#[tokio::test]
+async fn the_same_call_three_turns_running_gets_a_loop_warning() {
+    let model = FakeModel::new([
+        tool("a", "Echo", json!({"q": 1})),
+        tool("b", "Echo", json!({"q": 1})),
+        tool("c", "Echo", json!({"q": 1})),
+        text("ok"),
+    ]);
+    let events = collect(params(Arc::clone(&model))).await;
+    assert_eq!(terminal(&events).reason, TerminalReason::Completed);
+    let requests = model.requests();
+    let second = requests[2].messages.last().unwrap().content[0].clone();
+    let third = requests[3].messages.last().unwrap().content[0].clone();
+    let text_of = |b: &ContentBlock| match b {
+        ContentBlock::ToolResult { content, .. } => content.text(),
+        _ => String::new(),
+    };
+    assert!(!text_of(&second).contains("looping"));
+    assert!(text_of(&third).contains("looping"), "{}", text_of(&third));
+}
+
+#[tokio::test]
+async fn refusal_and_other_stop_reasons_complete_without_tools() {
+    let model = FakeModel::new([response(
+        vec![ContentBlock::text("no")],
+        StopReason::Refusal,
+    )]);
+    assert_eq!(
+        terminal(&collect(params(model)).await).reason,
+        TerminalReason::Completed
+    );
+}
