@@ -170,7 +170,11 @@ impl CircuitBreaker {
 /// Where the tail starts: the longest run of whole units at the end within
 /// `keep_recent_tokens` (at least the last unit), never inside the protected prefix.
 #[must_use]
-pub fn choose_cut(messages: &[Message], keep_recent_tokens: u64, counter: &dyn TokenCounter) -> usize {
+pub fn choose_cut(
+    messages: &[Message],
+    keep_recent_tokens: u64,
+    counter: &dyn TokenCounter,
+) -> usize {
     let prefix = protected_prefix_len(messages);
     let units = units(messages, prefix);
     let Some(last) = units.last() else {
@@ -245,11 +249,14 @@ fn truncate_to_tokens(text: &str, max_tokens: u64, counter: &dyn TokenCounter) -
 
 fn mentions_path(messages: &[Message], path: &Path) -> bool {
     let p = path.to_string_lossy();
-    messages.iter().flat_map(Message::tool_uses).any(|(_, _, input)| {
-        ["file_path", "path"]
-            .iter()
-            .any(|k| input.get(k).and_then(|v| v.as_str()) == Some(p.as_ref()))
-    })
+    messages
+        .iter()
+        .flat_map(Message::tool_uses)
+        .any(|(_, _, input)| {
+            ["file_path", "path"]
+                .iter()
+                .any(|k| input.get(k).and_then(|v| v.as_str()) == Some(p.as_ref()))
+        })
 }
 
 /// Restored file messages: up to `max_files` files not already in the tail, each within
@@ -472,8 +479,15 @@ mod tests {
             out[0].text(),
             "[gyre:compact-boundary] trigger=auto pre_tokens=10500"
         );
-        assert_eq!(out[1].text(), format!("{COMPACT_SUMMARY_PREFIX}the summary"));
-        assert!(out[2].text().starts_with("[gyre:restored-file] /src/lib.rs"));
+        assert_eq!(
+            out[1].text(),
+            format!("{COMPACT_SUMMARY_PREFIX}the summary")
+        );
+        assert!(
+            out[2]
+                .text()
+                .starts_with("[gyre:restored-file] /src/lib.rs")
+        );
         assert!(out[2].text().ends_with("pub mod parser;"));
         // The tail: the last two rounds (about 1000 tokens each), whole.
         assert_eq!(out[3..], h[h.len() - 4..]);

@@ -94,7 +94,7 @@ fn digest(messages: &[Message], start: usize, rounds: usize) -> String {
                         tool_use_id,
                         content,
                         is_error,
-                    ..
+                        ..
                     } if tool_use_id == id => {
                         let text = content.text();
                         let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");

@@ -30,8 +30,8 @@
 //!
 //! # Token accounting
 //!
-//! The count is the usage of the last API response (input + cache read + cache creation
-//! + output, see [`UsageAnchor`]) plus an estimate of the messages after it, counted
+//! The count is the usage of the last API response (input, cache read, cache creation
+//! and output tokens, see [`UsageAnchor`]) plus an estimate of the messages after it, counted
 //! with tiktoken's BPE ([`TiktokenCounter`]) and cached per message, so a turn costs
 //! O(new content). While a bound of one token per byte stays below every threshold
 //! nothing is tokenized at all and the BPE tables are never built. Any [`TokenCounter`]

@@ -108,9 +108,15 @@ mod tests {
 
     #[test]
     fn clears_all_but_the_five_most_recent() {
-        let tools = ["Read", "Bash", "Grep", "Glob", "Edit", "Write", "Read", "Bash"];
+        let tools = [
+            "Read", "Bash", "Grep", "Glob", "Edit", "Write", "Read", "Bash",
+        ];
         let h = history(&tools);
-        let r = microcompact(h.clone(), &MicrocompactConfig::default(), &BytesPerTokenCounter);
+        let r = microcompact(
+            h.clone(),
+            &MicrocompactConfig::default(),
+            &BytesPerTokenCounter,
+        );
         assert_eq!(r.report.detail, "cleared 3 old tool result(s)");
         for i in 0..3 {
             let (text, _) = content(&r.messages[2 + 2 * i]);
@@ -134,7 +140,11 @@ mod tests {
     fn other_tools_are_never_cleared() {
         let tools = ["WebFetch", "Read", "Read", "Read", "Read", "Read", "Read"];
         let h = history(&tools);
-        let r = microcompact(h.clone(), &MicrocompactConfig::default(), &BytesPerTokenCounter);
+        let r = microcompact(
+            h.clone(),
+            &MicrocompactConfig::default(),
+            &BytesPerTokenCounter,
+        );
         assert_eq!(r.messages[2], h[2], "WebFetch result kept");
         assert_eq!(content(&r.messages[4]).0, CLEARED_PLACEHOLDER);
         assert_eq!(r.report.detail, "cleared 1 old tool result(s)");

@@ -67,11 +67,9 @@ impl TokenState {
             thresholds.effective_window
         };
         let left = threshold.saturating_sub(tokens);
-        let percent_left = if threshold == 0 {
-            0
-        } else {
-            u8::try_from((left * 100 + threshold / 2) / threshold).unwrap_or(100)
-        };
+        let percent_left = (left * 100 + threshold / 2)
+            .checked_div(threshold)
+            .map_or(0, |p| u8::try_from(p).unwrap_or(100));
         Self {
             tokens,
             exact,
@@ -233,12 +231,8 @@ impl Pipeline {
             (None, true) => StageReport::unchanged(Stage::ToolResultBudget, "no session directory"),
             (Some(dir), true) => {
                 let store = DirResultStore::new(dir);
-                let r = apply_tool_result_budget(
-                    work,
-                    &cfg.tool_result_budget,
-                    &store,
-                    &self.counter,
-                );
+                let r =
+                    apply_tool_result_budget(work, &cfg.tool_result_budget, &store, &self.counter);
                 work = r.messages;
                 r.report
             }
@@ -296,11 +290,21 @@ impl Pipeline {
                 self.collapse
                     .commit(&work, tokens - limit + 1, &self.counter);
             }
-            let r = self.collapse.project(work.clone(), &self.counter);
-            if r.report.changed {
-                projection = Some(r.messages);
+            if self.collapse.committed() > 0 {
+                let r = self.collapse.project(work.clone(), &self.counter);
+                if r.report.changed {
+                    projection = Some(r.messages);
+                }
+                r.report
+            } else {
+                let staged = self.collapse.staged();
+                let detail = if staged == 0 {
+                    "nothing staged".to_owned()
+                } else {
+                    format!("{staged} span(s) staged")
+                };
+                StageReport::unchanged(Stage::ContextCollapse, detail)
             }
-            r.report
         } else {
             StageReport::unchanged(Stage::ContextCollapse, "disabled")
         };

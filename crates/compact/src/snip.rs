@@ -127,10 +127,18 @@ mod tests {
     #[test]
     fn drops_oldest_rounds_and_leaves_a_marker() {
         let h = history(10);
-        let r = snip(h.clone(), &SnipConfig::default(), 200, &BytesPerTokenCounter);
+        let r = snip(
+            h.clone(),
+            &SnipConfig::default(),
+            200,
+            &BytesPerTokenCounter,
+        );
         // Each round is 127 tokens: two rounds (4 messages) cover 200 and the marker.
         assert_eq!(r.messages[0], h[0]);
-        assert_eq!(r.messages[1], Message::user_text("[4 earlier messages snipped]"));
+        assert_eq!(
+            r.messages[1],
+            Message::user_text("[4 earlier messages snipped]")
+        );
         assert_eq!(r.messages[2..], h[5..]);
         assert!(r.tokens_freed() >= 200);
         check_pairing(&r.messages).unwrap();
@@ -140,8 +148,16 @@ mod tests {
     fn a_second_snip_updates_the_marker() {
         let h = history(10);
         let r = snip(h, &SnipConfig::default(), 200, &BytesPerTokenCounter);
-        let r = snip(r.messages, &SnipConfig::default(), 200, &BytesPerTokenCounter);
-        assert_eq!(r.messages[1], Message::user_text("[8 earlier messages snipped]"));
+        let r = snip(
+            r.messages,
+            &SnipConfig::default(),
+            200,
+            &BytesPerTokenCounter,
+        );
+        assert_eq!(
+            r.messages[1],
+            Message::user_text("[8 earlier messages snipped]")
+        );
         assert_eq!(
             r.messages
                 .iter()
@@ -155,11 +171,24 @@ mod tests {
     #[test]
     fn keeps_the_most_recent_rounds() {
         let h = history(5);
-        let r = snip(h.clone(), &SnipConfig::default(), 1_000_000, &BytesPerTokenCounter);
+        let r = snip(
+            h.clone(),
+            &SnipConfig::default(),
+            1_000_000,
+            &BytesPerTokenCounter,
+        );
         // 5 units, keep 4: one round dropped.
-        assert_eq!(r.messages[1], Message::user_text("[2 earlier messages snipped]"));
+        assert_eq!(
+            r.messages[1],
+            Message::user_text("[2 earlier messages snipped]")
+        );
         assert_eq!(r.messages[2..], h[3..]);
-        let none = snip(history(4), &SnipConfig::default(), 1_000, &BytesPerTokenCounter);
+        let none = snip(
+            history(4),
+            &SnipConfig::default(),
+            1_000,
+            &BytesPerTokenCounter,
+        );
         assert!(!none.report.changed);
     }
 }

@@ -388,7 +388,10 @@ mod tests {
             usage,
         };
         let m = measure(&BytesPerTokenCounter, &h, Some(stale), 0);
-        let all: u64 = h.iter().map(|x| BytesPerTokenCounter.count_message(x)).sum();
+        let all: u64 = h
+            .iter()
+            .map(|x| BytesPerTokenCounter.count_message(x))
+            .sum();
         assert_eq!(m.tokens, all);
     }
 
@@ -425,8 +428,6 @@ mod tests {
             "Read",
             serde_json::json!({"file_path": "/a/b.rs", "limit": 10}),
         )]);
-        assert!(
-            TiktokenCounter.message_upper_bound(&tu) >= TiktokenCounter.count_message(&tu)
-        );
+        assert!(TiktokenCounter.message_upper_bound(&tu) >= TiktokenCounter.count_message(&tu));
     }
 }

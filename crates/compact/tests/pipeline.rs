@@ -8,9 +8,9 @@ use futures::executor::block_on;
 use futures::future::BoxFuture;
 use gyre_compact::{
     BytesPerTokenCounter, CLEARED_PLACEHOLDER, COLLAPSE_PREFIX, COMPACT_SUMMARY_PREFIX,
-    CompactConfig, CompactError, PERSISTED_OUTPUT_TAG, Pipeline, PrepareContext, RecentFile,
-    Stage, SummarizeError, Summarizer, SummaryRequest, TokenCounter, Trigger, UsageAnchor,
-    check_pairing, is_compact_boundary, parse_compact_boundary,
+    CompactConfig, CompactError, PERSISTED_OUTPUT_TAG, Pipeline, PrepareContext, RecentFile, Stage,
+    SummarizeError, Summarizer, SummaryRequest, TokenCounter, Trigger, UsageAnchor, check_pairing,
+    is_compact_boundary, parse_compact_boundary,
 };
 use gyre_protocol::{ContentBlock, Message, Usage};
 use serde_json::json;
@@ -93,7 +93,9 @@ fn tool_rounds(n: usize, result_bytes: usize) -> Vec<Message> {
 }
 
 fn tokens(h: &[Message]) -> u64 {
-    h.iter().map(|m| BytesPerTokenCounter.count_message(m)).sum()
+    h.iter()
+        .map(|m| BytesPerTokenCounter.count_message(m))
+        .sum()
 }
 
 #[test]
