@@ -5,8 +5,10 @@
 //! complete, an abort check, termination or recovery, the remaining tools, another abort
 //! check, attachments, the max-turns check, and the next state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::SystemTime;
 
 use futures::{Stream, StreamExt};
 use gyre_api::{ApiError, ModelEvent, add_cache_markers};
@@ -149,6 +151,34 @@ fn tool_calls_of(response: &AssistantResponse) -> Vec<ToolCall> {
         .collect()
 }
 
+/// Files changed on disk since they were last read: seen files recorded
+/// by Read/Edit/Write in the file-state cache, compared by mtime. Each change is
+/// reported once (seed 000 §3.9, the `edited_text_file` attachment).
+fn changed_files_reminders(
+    ctx: &ToolContext,
+    reminded: &mut HashMap<PathBuf, SystemTime>,
+) -> Vec<String> {
+    const CHECKED_FILES: usize = 20;
+    let mut out = Vec::new();
+    for path in ctx.file_state.recent(CHECKED_FILES) {
+        let Some(seen) = ctx.file_state.get(&path) else {
+            continue;
+        };
+        let Ok(mtime) = std::fs::metadata(&path).and_then(|m| m.modified()) else {
+            continue;
+        };
+        if seen.mtime == Some(mtime) || reminded.get(&path) == Some(&mtime) {
+            continue;
+        }
+        reminded.insert(path.clone(), mtime);
+        out.push(format!(
+            "<system-reminder>{} was modified on disk since you last read it (by the user or another program). Read it again before you edit it.</system-reminder>",
+            path.display()
+        ));
+    }
+    out
+}
+
 /// An image the API could not take (too large, bad format): seed 001, image_error.
 fn is_image_error(error: &ApiError) -> bool {
     match error {
@@ -208,6 +238,8 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
         let mut budget_output_tokens: u64 = 0;
         // Tool-call keys per turn, for the repeat guard.
         let mut call_history: Vec<Vec<String>> = Vec::new();
+        // Files already reported as changed, with the mtime reported.
+        let mut reminded: HashMap<PathBuf, SystemTime> = HashMap::new();
 
         loop {
             // Phase 1: the compaction pipeline.
@@ -586,6 +618,8 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                 yield terminal(TerminalReason::AbortedTools, &state, &transitions, Some("Interrupted by user".to_owned()));
                 return;
             }
+            // Phase 8: attachments — files changed on disk since the model read them.
+            results.extend(changed_files_reminders(&tool_context, &mut reminded).into_iter().map(ContentBlock::text));
             let message = Message::user(results);
             state.messages.push(message.clone());
             yield LoopEvent::Message { message, is_meta: false };
@@ -593,8 +627,6 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                 yield terminal(TerminalReason::HookStopped, &state, &transitions, Some(reason));
                 return;
             }
-
-            // Phase 8: attachments — none yet beyond the tool results.
 
             // Phase 9: max turns.
             let next_turn = state.turn_count + 1;

@@ -419,3 +419,129 @@ async fn refusal_and_other_stop_reasons_complete_without_tools() {
         TerminalReason::Completed
     );
 }
+
+#[tokio::test]
+async fn a_file_changed_on_disk_after_a_read_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.ts");
+    std::fs::write(&file, "port = 80\n").unwrap();
+    let model = FakeModel::new([
+        tool("r", "Read", json!({"file_path": file})),
+        tool("e1", "Echo", json!({})),
+        tool("e2", "Echo", json!({})),
+        text("done"),
+    ]);
+    let mut p = params(Arc::clone(&model));
+    p.tools = Arc::new(
+        gyre_tools::ToolRegistry::with_default_tools().with(Arc::new(EchoTool {
+            name: "Echo",
+            safe: true,
+            delay: std::time::Duration::from_millis(1),
+        })),
+    );
+    p.tool_context = gyre_tools::ToolContext::new(dir.path());
+    let ctx_cache = Arc::clone(&p.tool_context.file_state);
+    let file_for_edit = file.clone();
+    // Change the file (with a later mtime) once the Read has recorded it.
+    tokio::spawn(async move {
+        while ctx_cache.get(&file_for_edit).is_none() {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+        let later = std::time::SystemTime::now() + std::time::Duration::from_secs(5);
+        std::fs::write(&file_for_edit, "port = 8080\n").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&file_for_edit)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+    });
+    let events = collect(p).await;
+    assert_eq!(terminal(&events).reason, TerminalReason::Completed);
+    let reminders: usize = model
+        .requests()
+        .last()
+        .unwrap()
+        .messages
+        .iter()
+        .map(|m| m.text().matches("was modified on disk").count())
+        .sum();
+    assert_eq!(reminders, 1);
+}
+
+/// Seed 000 §3.9: "change the port in config.ts to 8080" — Read, Edit, final text.
+#[tokio::test]
+async fn the_three_iteration_example_of_the_seed_yields_every_event_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("config.ts");
+    std::fs::write(&file, "export const port = 3000;\n").unwrap();
+    let model = FakeModel::new([
+        response(
+            vec![
+                ContentBlock::thinking("I need to read config.ts first", "sig"),
+                ContentBlock::text("Let me look at config.ts"),
+                ContentBlock::tool_use("toolu_read", "Read", json!({"file_path": file})),
+            ],
+            StopReason::ToolUse,
+        ),
+        response(
+            vec![
+                ContentBlock::text("The port is defined on line 1."),
+                ContentBlock::tool_use(
+                    "toolu_edit",
+                    "Edit",
+                    json!({"file_path": file, "old_string": "3000", "new_string": "8080"}),
+                ),
+            ],
+            StopReason::ToolUse,
+        ),
+        text("Changed the port to 8080 on line 1 of config.ts."),
+    ]);
+    let mut p = params(Arc::clone(&model));
+    p.tools = Arc::new(gyre_tools::ToolRegistry::with_default_tools());
+    p.tool_context = gyre_tools::ToolContext::new(dir.path());
+    p.messages = vec![Message::user_text("Change the port in config.ts to 8080")];
+    let events = collect(p).await;
+    let trace: Vec<String> = events
+        .iter()
+        .map(|e| match e {
+            LoopEvent::RequestStart { .. } => "stream_request_start".to_owned(),
+            LoopEvent::Usage { .. } => "usage".to_owned(),
+            LoopEvent::Message { message, .. } => {
+                let kinds: Vec<&str> = message.content.iter().map(ContentBlock::kind).collect();
+                format!("{:?}:{}", message.role, kinds.join("+"))
+            }
+            LoopEvent::Transition(t) => format!("transition:{}", t.name()),
+            LoopEvent::Terminal(t) => format!("terminal:{}", t.reason.name()),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(
+        trace,
+        [
+            "stream_request_start",
+            "usage",
+            "Assistant:thinking+text+tool_use",
+            "User:tool_result",
+            "transition:next_turn",
+            "stream_request_start",
+            "usage",
+            "Assistant:text+tool_use",
+            "User:tool_result",
+            "transition:next_turn",
+            "stream_request_start",
+            "usage",
+            "Assistant:text",
+            "terminal:completed",
+        ]
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "export const port = 8080;\n"
+    );
+    let read_result = &model.requests()[1].messages[2].content[0];
+    assert!(
+        matches!(read_result, ContentBlock::ToolResult { content, is_error: false, .. } if content.text().contains("1\texport const port = 3000;"))
+    );
+    assert_paired(&model.requests());
+}

@@ -1,0 +1,203 @@
+//! Tools and permissions end to end: Read, Edit and Bash through the real binary.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use gyre_e2e::{Sandbox, kinds, run};
+use gyre_testkit::{Script, TestServer, Turn};
+use serde_json::json;
+
+fn read_edit_bash_script(file: &std::path::Path) -> Script {
+    Script::new([
+        Turn::tool_use("Read", json!({"file_path": file})),
+        Turn::tool_use(
+            "Edit",
+            json!({"file_path": file, "old_string": "colour", "new_string": "color"}),
+        ),
+        Turn::tool_use("Bash", json!({"command": "wc -l style.txt"})),
+        Turn::text("Fixed the spelling."),
+    ])
+}
+
+#[test]
+fn allowed_tools_let_a_session_read_edit_and_run_bash() {
+    let sandbox = Sandbox::new().unwrap();
+    let file = sandbox
+        .write("style.txt", "the colour red\nline two\n")
+        .unwrap();
+    let server = TestServer::spawn(read_edit_bash_script(&file)).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "fix the spelling",
+        "--allowedTools",
+        "Edit",
+        "Bash(wc:*)",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "the color red\nline two\n"
+    );
+    let lines = out.lines().unwrap();
+    assert!(!kinds(&lines).contains(&"system/permission_denied".to_owned()));
+    let bash_result = &lines[6]["message"]["content"][0];
+    assert_eq!(bash_result["is_error"], json!(null), "{bash_result}");
+    assert!(bash_result["content"].as_str().unwrap().contains('2'));
+    assert_eq!(out.result().unwrap()["permission_denials"], json!([]));
+}
+
+#[test]
+fn without_a_rule_edit_and_bash_are_denied_and_reported() {
+    let sandbox = Sandbox::new().unwrap();
+    let file = sandbox.write("style.txt", "the colour red\n").unwrap();
+    let server = TestServer::spawn(read_edit_bash_script(&file)).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "fix the spelling",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "the colour red\n");
+    let lines = out.lines().unwrap();
+    let denied: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|v| v["subtype"] == "permission_denied")
+        .collect();
+    assert_eq!(denied.len(), 2, "{lines:#?}");
+    assert_eq!(denied[0]["tool_name"], "Edit");
+    assert_eq!(denied[1]["tool_name"], "Bash");
+    assert!(denied[1]["tool_use_id"].is_string());
+    let result = out.result().unwrap();
+    let denials = result["permission_denials"].as_array().unwrap();
+    assert_eq!(denials.len(), 2);
+    assert_eq!(denials[1]["tool_name"], "Bash");
+    assert_eq!(denials[1]["tool_input"]["command"], "wc -l style.txt");
+    // The model was told, as an error result.
+    let requests = server.requests();
+    let bash_answer = &requests[3].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"][0];
+    assert_eq!(bash_answer["is_error"], true);
+}
+
+#[test]
+fn deny_rules_win_over_bypass_permissions() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": "touch made-it"})),
+        Turn::text("done"),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "touch a file",
+        "--dangerously-skip-permissions",
+        "--disallowedTools",
+        "Bash",
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!sandbox.project().join("made-it").exists());
+    assert_eq!(
+        out.result().unwrap()["permission_denials"][0]["tool_name"],
+        "Bash"
+    );
+}
+
+#[test]
+fn reading_outside_the_working_directory_is_denied_unless_added() {
+    let sandbox = Sandbox::new().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    let secret = outside.path().join("secret.txt");
+    std::fs::write(&secret, "top secret\n").unwrap();
+    let script = || {
+        Script::new([
+            Turn::tool_use("Read", json!({"file_path": secret})),
+            Turn::text("done"),
+        ])
+    };
+    let server = TestServer::spawn(script()).unwrap();
+    let out =
+        run(sandbox
+            .gyre(&server)
+            .unwrap()
+            .args(["-p", "read it", "--output-format", "json"]))
+        .unwrap();
+    assert_eq!(
+        out.result().unwrap()["permission_denials"][0]["tool_name"],
+        "Read"
+    );
+    let sent = server.requests()[1].body.to_string();
+    assert!(!sent.contains("top secret"));
+
+    let server = TestServer::spawn(script()).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "read it",
+        "--add-dir",
+        outside.path().to_str().unwrap(),
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.result().unwrap()["permission_denials"], json!([]));
+    assert!(server.requests()[1].body.to_string().contains("top secret"));
+}
+
+#[test]
+fn a_settings_deny_rule_blocks_a_tool_the_flags_do_not_mention() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox
+        .write(
+            ".gyre/settings.json",
+            r#"{"permissions": {"deny": ["Read(secret/**)"]}}"#,
+        )
+        .unwrap();
+    let secret = sandbox.write("secret/key.txt", "hunter2\n").unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Read", json!({"file_path": secret})),
+        Turn::text("done"),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "read it",
+        "--allowedTools",
+        "Edit",
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.result().unwrap()["permission_denials"][0]["tool_name"],
+        "Read"
+    );
+    assert!(!server.requests()[1].body.to_string().contains("hunter2"));
+}
+
+#[test]
+fn malformed_settings_name_the_file_and_line() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox
+        .write(".gyre/settings.json", "{\n  \"model\": \"x\",\n}\n")
+        .unwrap();
+    let server = TestServer::spawn(Script::new([])).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args(["-p", "hi"])).unwrap();
+    assert_eq!(out.code, Some(1));
+    assert!(
+        out.stderr.contains(".gyre/settings.json:3:"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(server.request_count(), 0);
+}
