@@ -23,40 +23,70 @@ fn ev(v: serde_json::Value) -> StreamEvent {
 
 fn ten_megabytes() -> String {
     let mut out = String::with_capacity(TARGET_BYTES + 4096);
-    let mut push = |e: StreamEvent, out: &mut String| out.push_str(&encode_sse(&e));
+    let push = |e: StreamEvent, out: &mut String| out.push_str(&encode_sse(&e));
     push(
-        ev(json!({"type":"message_start","message":{"id":"msg_bench","model":"claude-bench","usage":{"input_tokens":1000}}})),
+        ev(
+            json!({"type":"message_start","message":{"id":"msg_bench","model":"claude-bench","usage":{"input_tokens":1000}}}),
+        ),
         &mut out,
     );
-    push(ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})), &mut out);
+    push(
+        ev(
+            json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+        ),
+        &mut out,
+    );
     let piece = "The quick brown fox jumps over the lazy dog, \"quoted\" é ";
     while out.len() < TARGET_BYTES * 3 / 4 {
-        push(ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":piece}})), &mut out);
+        push(
+            ev(
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":piece}}),
+            ),
+            &mut out,
+        );
     }
     push(ev(json!({"type":"content_block_stop","index":0})), &mut out);
     push(
-        ev(json!({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"Write","input":{}}})),
+        ev(
+            json!({"type":"content_block_start","index":1,"content_block":{"type":"tool_use","id":"toolu_1","name":"Write","input":{}}}),
+        ),
         &mut out,
     );
     push(
-        ev(json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"file_path\": \"/tmp/x\", \"content\": \""}})),
+        ev(
+            json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"file_path\": \"/tmp/x\", \"content\": \""}}),
+        ),
         &mut out,
     );
     while out.len() < TARGET_BYTES {
         push(
-            ev(json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"line of file content\\n"}})),
+            ev(
+                json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"line of file content\\n"}}),
+            ),
             &mut out,
         );
     }
-    push(ev(json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"\"}"}})), &mut out);
+    push(
+        ev(
+            json!({"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"\"}"}}),
+        ),
+        &mut out,
+    );
     push(ev(json!({"type":"content_block_stop","index":1})), &mut out);
-    push(ev(json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":99999}})), &mut out);
+    push(
+        ev(
+            json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":99999}}),
+        ),
+        &mut out,
+    );
     push(StreamEvent::MessageStop, &mut out);
     out
 }
 
 async fn parse_and_assemble(chunks: Vec<Bytes>) -> usize {
-    let mut events = std::pin::pin!(sse_events(futures::stream::iter(chunks.into_iter().map(Ok::<_, Infallible>))));
+    let mut events = std::pin::pin!(sse_events(futures::stream::iter(
+        chunks.into_iter().map(Ok::<_, Infallible>)
+    )));
     let mut assembler = MessageAssembler::new();
     while let Some(Ok(event)) = events.next().await {
         if let Ok(Some(Assembled::Message(m))) = assembler.push(&event) {
@@ -67,9 +97,11 @@ async fn parse_and_assemble(chunks: Vec<Bytes>) -> usize {
 }
 
 async fn parse_only(chunks: Vec<Bytes>) -> usize {
-    sse_events(futures::stream::iter(chunks.into_iter().map(Ok::<_, Infallible>)))
-        .fold(0usize, |n, _| async move { n + 1 })
-        .await
+    sse_events(futures::stream::iter(
+        chunks.into_iter().map(Ok::<_, Infallible>),
+    ))
+    .fold(0usize, |n, _| async move { n + 1 })
+    .await
 }
 
 fn bench(c: &mut Criterion) {
@@ -78,7 +110,11 @@ fn bench(c: &mut Criterion) {
     let Ok(rt) = tokio::runtime::Builder::new_current_thread().build() else {
         return;
     };
-    assert_eq!(rt.block_on(parse_and_assemble(chunks.clone())), 2, "the bench stream must assemble");
+    assert_eq!(
+        rt.block_on(parse_and_assemble(chunks.clone())),
+        2,
+        "the bench stream must assemble"
+    );
 
     let mut group = c.benchmark_group("sse");
     group.sample_size(10);
@@ -88,6 +124,18 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("parse_only_10MB", |b| {
         b.iter(|| rt.block_on(parse_only(black_box(chunks.clone()))));
+    });
+    // The JSON decoding share of the work: every event's data line, parsed alone.
+    let data: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .collect();
+    group.bench_function("json_only_10MB", |b| {
+        b.iter(|| {
+            data.iter()
+                .filter(|d| serde_json::from_str::<StreamEvent>(black_box(d)).is_ok())
+                .count()
+        });
     });
     group.finish();
 }

@@ -137,7 +137,9 @@ impl MessageAssembler {
                     .get_mut(*index)
                     .and_then(Option::as_mut)
                     .ok_or_else(|| {
-                        invalid(format!("content_block_delta for block {index}, which is not open"))
+                        invalid(format!(
+                            "content_block_delta for block {index}, which is not open"
+                        ))
                     })?;
                 apply_delta(open, delta, *index)?;
                 Ok(None)
@@ -148,7 +150,9 @@ impl MessageAssembler {
                     .get_mut(*index)
                     .and_then(Option::take)
                     .ok_or_else(|| {
-                        invalid(format!("content_block_stop for block {index}, which is not open"))
+                        invalid(format!(
+                            "content_block_stop for block {index}, which is not open"
+                        ))
                     })?;
                 let block = finish_block(open);
                 put(&mut self.done, *index, block.clone());
@@ -183,7 +187,10 @@ impl MessageAssembler {
                     id: start.id,
                     model: start.model,
                     role: start.role,
-                    content: std::mem::take(&mut self.done).into_iter().flatten().collect(),
+                    content: std::mem::take(&mut self.done)
+                        .into_iter()
+                        .flatten()
+                        .collect(),
                     stop_reason: self.stop_reason.take(),
                     stop_sequence: self.stop_sequence.take(),
                     usage: self.usage,
@@ -218,10 +225,16 @@ fn apply_delta(open: &mut OpenBlock, delta: &ContentDelta, index: usize) -> Resu
         (ContentBlock::ToolUse { .. }, ContentDelta::InputJsonDelta { partial_json }) => {
             open.json.push_str(partial_json);
         }
-        (ContentBlock::Thinking { thinking, .. }, ContentDelta::ThinkingDelta { thinking: more }) => {
+        (
+            ContentBlock::Thinking { thinking, .. },
+            ContentDelta::ThinkingDelta { thinking: more },
+        ) => {
             thinking.push_str(more);
         }
-        (ContentBlock::Thinking { signature, .. }, ContentDelta::SignatureDelta { signature: more }) => {
+        (
+            ContentBlock::Thinking { signature, .. },
+            ContentDelta::SignatureDelta { signature: more },
+        ) => {
             signature.push_str(more);
         }
         // Deltas this crate does not know (citations…) and deltas for unknown block types
@@ -263,7 +276,10 @@ fn finish_block(open: OpenBlock) -> ContentBlock {
 fn parse_tool_input(json: &str) -> Value {
     let error = match serde_json::from_str::<Value>(json) {
         Ok(v @ Value::Object(_)) => return v,
-        Ok(other) => format!("tool input must be a JSON object, got {}", json_kind(&other)),
+        Ok(other) => format!(
+            "tool input must be a JSON object, got {}",
+            json_kind(&other)
+        ),
         Err(e) => e.to_string(),
     };
     let mut marker = Map::new();
@@ -294,8 +310,10 @@ mod tests {
     }
 
     fn start() -> StreamEvent {
-        ev(json!({"type":"message_start","message":{"id":"msg_1","model":"m","role":"assistant",
-            "content":[],"usage":{"input_tokens":10,"cache_read_input_tokens":4,"output_tokens":1}}}))
+        ev(
+            json!({"type":"message_start","message":{"id":"msg_1","model":"m","role":"assistant",
+            "content":[],"usage":{"input_tokens":10,"cache_read_input_tokens":4,"output_tokens":1}}}),
+        )
     }
 
     fn run(events: &[StreamEvent]) -> (Vec<Assembled>, Result<(), ApiError>) {
@@ -322,21 +340,43 @@ mod tests {
     fn text_thinking_and_tool_use_assemble() {
         let events = vec![
             start(),
-            ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}})),
-            ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"let me "}})),
-            ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"think"}})),
-            ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}})),
+            ev(
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":""}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"let me "}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"think"}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"sig"}}),
+            ),
             ev(json!({"type":"content_block_stop","index":0})),
-            ev(json!({"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}})),
+            ev(
+                json!({"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}),
+            ),
             StreamEvent::Ping,
-            ev(json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hello"}})),
-            ev(json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":", world"}})),
+            ev(
+                json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":"Hello"}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":1,"delta":{"type":"text_delta","text":", world"}}),
+            ),
             ev(json!({"type":"content_block_stop","index":1})),
-            ev(json!({"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"tu_1","name":"Read","input":{}}})),
-            ev(json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"file_"}})),
-            ev(json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"path\": \"/a\"}"}})),
+            ev(
+                json!({"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"tu_1","name":"Read","input":{}}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"{\"file_"}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":2,"delta":{"type":"input_json_delta","partial_json":"path\": \"/a\"}"}}),
+            ),
             ev(json!({"type":"content_block_stop","index":2})),
-            ev(json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}})),
+            ev(
+                json!({"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":42}}),
+            ),
             StreamEvent::MessageStop,
         ];
         let (out, res) = run(&events);
@@ -344,12 +384,24 @@ mod tests {
         assert_eq!(out.len(), 4);
         assert_eq!(
             out[0],
-            Assembled::Block { index: 0, block: ContentBlock::thinking("let me think", "sig") }
+            Assembled::Block {
+                index: 0,
+                block: ContentBlock::thinking("let me think", "sig")
+            }
         );
-        assert_eq!(out[1], Assembled::Block { index: 1, block: ContentBlock::text("Hello, world") });
+        assert_eq!(
+            out[1],
+            Assembled::Block {
+                index: 1,
+                block: ContentBlock::text("Hello, world")
+            }
+        );
         assert_eq!(
             out[2],
-            Assembled::Block { index: 2, block: ContentBlock::tool_use("tu_1", "Read", json!({"file_path":"/a"})) }
+            Assembled::Block {
+                index: 2,
+                block: ContentBlock::tool_use("tu_1", "Read", json!({"file_path":"/a"}))
+            }
         );
         let m = final_message(&out);
         assert_eq!(m.id, "msg_1");
@@ -357,7 +409,12 @@ mod tests {
         assert_eq!(m.stop_reason, Some(StopReason::ToolUse));
         assert_eq!(
             m.usage,
-            Usage { input_tokens: 10, output_tokens: 42, cache_creation_input_tokens: 0, cache_read_input_tokens: 4 }
+            Usage {
+                input_tokens: 10,
+                output_tokens: 42,
+                cache_creation_input_tokens: 0,
+                cache_read_input_tokens: 4
+            }
         );
     }
 
@@ -365,27 +422,41 @@ mod tests {
     fn tool_use_without_deltas_keeps_start_input() {
         let events = vec![
             start(),
-            ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"Glob","input":{}}})),
+            ev(
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"Glob","input":{}}}),
+            ),
             ev(json!({"type":"content_block_stop","index":0})),
             StreamEvent::MessageStop,
         ];
         let (out, res) = run(&events);
         res.unwrap();
-        assert_eq!(out[0], Assembled::Block { index: 0, block: ContentBlock::tool_use("t", "Glob", json!({})) });
+        assert_eq!(
+            out[0],
+            Assembled::Block {
+                index: 0,
+                block: ContentBlock::tool_use("t", "Glob", json!({}))
+            }
+        );
     }
 
     #[test]
     fn invalid_tool_json_completes_with_an_input_error_marker() {
         let events = vec![
             start(),
-            ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"Bash","input":{}}})),
-            ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"ls"}})),
+            ev(
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"Bash","input":{}}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"ls"}}),
+            ),
             ev(json!({"type":"content_block_stop","index":0})),
             StreamEvent::MessageStop,
         ];
         let (out, res) = run(&events);
         res.unwrap();
-        let Assembled::Block { block, .. } = &out[0] else { panic!() };
+        let Assembled::Block { block, .. } = &out[0] else {
+            panic!()
+        };
         let (_, _, input) = block.as_tool_use().unwrap();
         let bad = invalid_tool_input(input).unwrap();
         assert_eq!(bad.raw, "{\"command\": \"ls");
@@ -395,7 +466,12 @@ mod tests {
 
     #[test]
     fn non_object_tool_input_is_an_input_error() {
-        assert!(invalid_tool_input(&parse_tool_input("[1,2]")).unwrap().error.contains("array"));
+        assert!(
+            invalid_tool_input(&parse_tool_input("[1,2]"))
+                .unwrap()
+                .error
+                .contains("array")
+        );
     }
 
     #[test]
@@ -410,13 +486,17 @@ mod tests {
 
     #[test]
     fn out_of_order_events_are_errors() {
-        let (_, res) = run(&[ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}))]);
+        let (_, res) = run(&[ev(
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"x"}}),
+        )]);
         assert!(matches!(res, Err(ApiError::InvalidResponse { .. })));
         let (_, res) = run(&[StreamEvent::MessageStop]);
         assert!(matches!(res, Err(ApiError::InvalidResponse { .. })));
         let (_, res) = run(&[
             start(),
-            ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})),
+            ev(
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+            ),
             StreamEvent::MessageStop,
         ]);
         assert!(matches!(res, Err(ApiError::InvalidResponse { .. })));
@@ -428,7 +508,10 @@ mod tests {
             start(),
             StreamEvent::Unknown,
             StreamEvent::MessageDelta {
-                delta: MessageDeltaBody { stop_reason: Some(StopReason::StopSequence), stop_sequence: Some("END".into()) },
+                delta: MessageDeltaBody {
+                    stop_reason: Some(StopReason::StopSequence),
+                    stop_sequence: Some("END".into()),
+                },
                 usage: Usage::default(),
             },
             StreamEvent::MessageStop,

@@ -94,14 +94,18 @@ mod tests {
         r.system = vec![SystemBlock::text("one"), SystemBlock::text("two")];
         r.tools = vec![tool("Read"), tool("Bash")];
         add_cache_markers(&mut r);
-        assert_eq!(markers(&r), vec!["/messages/2/content/1", "/system/1", "/tools/1"]);
+        assert_eq!(
+            markers(&r),
+            vec!["/messages/2/content/1", "/system/1", "/tools/1"]
+        );
     }
 
     #[test]
     fn old_markers_are_moved_not_added() {
         let mut r = MessagesRequest::new("m", 1000, vec![Message::user_text("q1")]);
         add_cache_markers(&mut r);
-        r.messages.push(Message::assistant(vec![ContentBlock::text("a1")]));
+        r.messages
+            .push(Message::assistant(vec![ContentBlock::text("a1")]));
         r.messages.push(Message::user_text("q2"));
         add_cache_markers(&mut r);
         assert_eq!(markers(&r), vec!["/messages/2/content/0"]);

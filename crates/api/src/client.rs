@@ -9,9 +9,9 @@ use gyre_protocol::{MessagesRequest, StreamEvent};
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
 use tokio_util::sync::CancellationToken;
 
+use crate::ApiError;
 use crate::error::ServerHints;
 use crate::sse::sse_events;
-use crate::ApiError;
 
 /// The raw events of one attempt, as they arrive.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ApiError>> + Send>>;
@@ -139,7 +139,10 @@ impl AnthropicClient {
         let mut key = HeaderValue::from_str(&config.api_key).map_err(|_| bad("the API key"))?;
         key.set_sensitive(true);
         headers.insert("x-api-key", key);
-        headers.insert("anthropic-version", HeaderValue::from_static(ANTHROPIC_VERSION));
+        headers.insert(
+            "anthropic-version",
+            HeaderValue::from_static(ANTHROPIC_VERSION),
+        );
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(
             USER_AGENT,
@@ -254,8 +257,9 @@ mod tests {
 
     #[test]
     fn from_lookup_reads_base_url_with_default() {
-        let c = ClientConfig::from_lookup(|k| (k == "ANTHROPIC_API_KEY").then(|| "sk-1".to_owned()))
-            .unwrap();
+        let c =
+            ClientConfig::from_lookup(|k| (k == "ANTHROPIC_API_KEY").then(|| "sk-1".to_owned()))
+                .unwrap();
         assert_eq!(c.base_url, DEFAULT_BASE_URL);
         assert_eq!(c.messages_url(), "https://api.anthropic.com/v1/messages");
         let c = ClientConfig::from_lookup(|k| match k {

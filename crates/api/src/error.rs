@@ -92,8 +92,10 @@ static OVERFLOW_RE: LazyLock<Option<Regex>> = LazyLock::new(|| {
 });
 
 static BILLING_RE: LazyLock<Option<Regex>> = LazyLock::new(|| {
-    Regex::new(r"(?i)(spend(ing)? (limit|cap)|credit balance|billing|usage limit|quota|out of credits)")
-        .ok()
+    Regex::new(
+        r"(?i)(spend(ing)? (limit|cap)|credit balance|billing|usage limit|quota|out of credits)",
+    )
+    .ok()
 });
 
 impl ContextOverflow {
@@ -171,7 +173,9 @@ pub enum ApiError {
     #[error("The API rejected the request (400 invalid_request_error): {message}.")]
     InvalidRequest { message: String, hints: ServerHints },
 
-    #[error("Prompt is too long: {message}. Run /compact, or start a new conversation with /clear.")]
+    #[error(
+        "Prompt is too long: {message}. Run /compact, or start a new conversation with /clear."
+    )]
     PromptTooLong { message: String, hints: ServerHints },
 
     #[error(
@@ -209,7 +213,9 @@ pub enum ApiError {
         hints: ServerHints,
     },
 
-    #[error("API server error ({status}): {message}. This is on the API's side; try again shortly.")]
+    #[error(
+        "API server error ({status}): {message}. This is on the API's side; try again shortly."
+    )]
     Server {
         status: u16,
         message: String,
@@ -335,7 +341,10 @@ impl ApiError {
     /// with reactive compaction.
     #[must_use]
     pub fn is_prompt_too_long(&self) -> bool {
-        matches!(self, Self::PromptTooLong { .. } | Self::ContextOverflow { .. })
+        matches!(
+            self,
+            Self::PromptTooLong { .. } | Self::ContextOverflow { .. }
+        )
     }
 
     /// Whether this is a 529 or an `overloaded_error` (HTTP or in-stream).
@@ -602,15 +611,33 @@ mod tests {
 
     #[test]
     fn statuses_map_to_kinds() {
-        assert_eq!(from(529, "overloaded_error", "Overloaded").category(), "overloaded");
-        assert_eq!(from(401, "authentication_error", "bad").category(), "authentication_failed");
-        assert_eq!(from(403, "permission_error", "no").category(), "permission_denied");
+        assert_eq!(
+            from(529, "overloaded_error", "Overloaded").category(),
+            "overloaded"
+        );
+        assert_eq!(
+            from(401, "authentication_error", "bad").category(),
+            "authentication_failed"
+        );
+        assert_eq!(
+            from(403, "permission_error", "no").category(),
+            "permission_denied"
+        );
         assert_eq!(from(404, "not_found_error", "no").category(), "not_found");
-        assert_eq!(from(413, "request_too_large", "big").category(), "request_too_large");
-        assert_eq!(from(429, "rate_limit_error", "slow").category(), "rate_limit");
+        assert_eq!(
+            from(413, "request_too_large", "big").category(),
+            "request_too_large"
+        );
+        assert_eq!(
+            from(429, "rate_limit_error", "slow").category(),
+            "rate_limit"
+        );
         assert_eq!(from(500, "api_error", "boom").category(), "server_error");
         assert_eq!(from(408, "timeout_error", "t").category(), "http_error");
-        assert_eq!(from(400, "invalid_request_error", "bad").category(), "invalid_request");
+        assert_eq!(
+            from(400, "invalid_request_error", "bad").category(),
+            "invalid_request"
+        );
     }
 
     #[test]
@@ -674,7 +701,11 @@ mod tests {
 
     #[test]
     fn prompt_too_long_is_recognised() {
-        let e = from(400, "invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum");
+        let e = from(
+            400,
+            "invalid_request_error",
+            "prompt is too long: 210000 tokens > 200000 maximum",
+        );
         assert!(e.is_prompt_too_long());
         assert!(!e.is_retryable());
     }
@@ -701,17 +732,39 @@ mod tests {
 
     #[test]
     fn messages_say_what_to_do() {
-        assert!(from(401, "authentication_error", "invalid x-api-key").to_string().contains("ANTHROPIC_API_KEY"));
-        assert!(from(403, "permission_error", "no").to_string().contains("claude-test"));
+        assert!(
+            from(401, "authentication_error", "invalid x-api-key")
+                .to_string()
+                .contains("ANTHROPIC_API_KEY")
+        );
+        assert!(
+            from(403, "permission_error", "no")
+                .to_string()
+                .contains("claude-test")
+        );
         let nf = from(404, "not_found_error", "model: nope").to_string();
         assert!(nf.contains("claude-test") && nf.contains("http://x/v1/messages"));
-        assert!(from(413, "request_too_large", "big").to_string().contains("too large"));
-        assert!(ApiError::MissingApiKey.to_string().contains("ANTHROPIC_API_KEY"));
+        assert!(
+            from(413, "request_too_large", "big")
+                .to_string()
+                .contains("too large")
+        );
+        assert!(
+            ApiError::MissingApiKey
+                .to_string()
+                .contains("ANTHROPIC_API_KEY")
+        );
     }
 
     #[test]
     fn non_json_body_is_kept_as_message() {
-        let e = ApiError::from_response(502, ServerHints::default(), "<html>bad gateway</html>", "m", "u");
+        let e = ApiError::from_response(
+            502,
+            ServerHints::default(),
+            "<html>bad gateway</html>",
+            "m",
+            "u",
+        );
         assert_eq!(e.status(), Some(502));
         assert!(e.to_string().contains("bad gateway"));
         let e = ApiError::from_response(503, ServerHints::default(), "", "m", "u");
@@ -742,7 +795,10 @@ mod tests {
     fn retry_after_forms() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         assert_eq!(parse_retry_after("2", now), Some(Duration::from_secs(2)));
-        assert_eq!(parse_retry_after_ms("1500"), Some(Duration::from_millis(1500)));
+        assert_eq!(
+            parse_retry_after_ms("1500"),
+            Some(Duration::from_millis(1500))
+        );
         let date = httpdate::fmt_http_date(now + Duration::from_secs(7));
         assert_eq!(parse_retry_after(&date, now), Some(Duration::from_secs(7)));
         let past = httpdate::fmt_http_date(now - Duration::from_secs(7));
@@ -754,9 +810,18 @@ mod tests {
     #[test]
     fn hints_prefer_retry_after_ms() {
         let mut h = reqwest::header::HeaderMap::new();
-        h.insert("retry-after", reqwest::header::HeaderValue::from_static("9"));
-        h.insert("retry-after-ms", reqwest::header::HeaderValue::from_static("250"));
-        h.insert("x-should-retry", reqwest::header::HeaderValue::from_static("false"));
+        h.insert(
+            "retry-after",
+            reqwest::header::HeaderValue::from_static("9"),
+        );
+        h.insert(
+            "retry-after-ms",
+            reqwest::header::HeaderValue::from_static("250"),
+        );
+        h.insert(
+            "x-should-retry",
+            reqwest::header::HeaderValue::from_static("false"),
+        );
         let hints = ServerHints::from_headers(&h, SystemTime::now());
         assert_eq!(hints.retry_after_ms, Some(250));
         assert_eq!(hints.should_retry, Some(false));

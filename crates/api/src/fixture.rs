@@ -19,9 +19,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::ApiError;
 use crate::client::{EventStream, ModelClient};
 use crate::sse::{chunk_text, encode_sse, sse_events};
-use crate::ApiError;
 
 /// One recorded exchange.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,9 +40,10 @@ static KEY_RE: LazyLock<Option<Regex>> =
     LazyLock::new(|| Regex::new(r"sk-ant-[A-Za-z0-9_\-]{4,}").ok());
 
 fn redact(text: &str, secrets: &[String]) -> String {
-    let mut out = KEY_RE
-        .as_ref()
-        .map_or_else(|| text.to_owned(), |re| re.replace_all(text, REDACTED).into_owned());
+    let mut out = KEY_RE.as_ref().map_or_else(
+        || text.to_owned(),
+        |re| re.replace_all(text, REDACTED).into_owned(),
+    );
     for secret in secrets.iter().filter(|s| s.len() >= 4) {
         out = out.replace(secret.as_str(), REDACTED);
     }

@@ -11,8 +11,8 @@ use futures::Stream;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
-use crate::error::ContextOverflow;
 use crate::ApiError;
+use crate::error::ContextOverflow;
 
 /// Retries after the first attempt, by default: SPEC §5.
 pub const DEFAULT_MAX_RETRIES: u32 = 10;
@@ -81,8 +81,8 @@ impl RetryPolicy {
             }
         };
         if let Some(n) = number("GYRE_MAX_RETRIES") {
-            policy.max_retries = u32::try_from(n.min(u64::from(MAX_RETRIES_LIMIT)))
-                .unwrap_or(MAX_RETRIES_LIMIT);
+            policy.max_retries =
+                u32::try_from(n.min(u64::from(MAX_RETRIES_LIMIT))).unwrap_or(MAX_RETRIES_LIMIT);
         }
         if let Some(ms) = number("GYRE_STREAM_IDLE_TIMEOUT_MS").filter(|ms| *ms > 0) {
             policy.stream_idle_timeout = Duration::from_millis(ms);
@@ -112,13 +112,25 @@ impl RetryPolicy {
     pub fn delay_bounds(&self, retry: u32) -> (Duration, Duration) {
         let base = self.base_delay(retry);
         let max = base + base / 4;
-        (base, if self.unattended { max.min(UNATTENDED_MAX_DELAY) } else { max })
+        (
+            base,
+            if self.unattended {
+                max.min(UNATTENDED_MAX_DELAY)
+            } else {
+                max
+            },
+        )
     }
 
     /// The delay before retry `n`: a server hint wins (capped at 5 minutes in unattended
     /// mode); otherwise the base delay plus uniform jitter of up to 25%.
     #[must_use]
-    pub fn delay(&self, retry: u32, server_hint: Option<Duration>, rng: &mut fastrand::Rng) -> Duration {
+    pub fn delay(
+        &self,
+        retry: u32,
+        server_hint: Option<Duration>,
+        rng: &mut fastrand::Rng,
+    ) -> Duration {
         if let Some(hint) = server_hint {
             return if self.unattended {
                 hint.min(UNATTENDED_MAX_DELAY)
@@ -329,7 +341,9 @@ impl RetryClassify<ApiError> for ApiErrorClassifier {
         error.is_retryable()
     }
     fn retry_after(&self, error: &ApiError) -> Option<Duration> {
-        error.hints().and_then(crate::error::ServerHints::retry_after)
+        error
+            .hints()
+            .and_then(crate::error::ServerHints::retry_after)
     }
     fn is_overloaded(&self, error: &ApiError) -> bool {
         error.is_overloaded()
@@ -493,8 +507,7 @@ impl RetryState {
                 return Decision::GiveUp;
             }
         }
-        let unlimited =
-            policy.unattended && (overloaded || classifier.is_rate_limited(error));
+        let unlimited = policy.unattended && (overloaded || classifier.is_rate_limited(error));
         if !unlimited && self.retries >= policy.max_retries {
             return Decision::GiveUp;
         }
@@ -627,8 +640,10 @@ mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
     fn env(pairs: &[(&str, &str)]) -> RetryPolicy {
-        let map: HashMap<String, String> =
-            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
         RetryPolicy::from_lookup(|k| map.get(k).cloned())
     }
 
@@ -659,7 +674,10 @@ mod tests {
         let p = RetryPolicy::default();
         let secs: Vec<f64> = (1..=9).map(|n| p.base_delay(n).as_secs_f64()).collect();
         assert_eq!(secs, vec![0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 32.0, 32.0]);
-        let u = RetryPolicy { unattended: true, ..p };
+        let u = RetryPolicy {
+            unattended: true,
+            ..p
+        };
         assert_eq!(u.base_delay(12), UNATTENDED_MAX_DELAY);
         assert_eq!(u.base_delay(100), UNATTENDED_MAX_DELAY);
     }
@@ -672,7 +690,10 @@ mod tests {
             for _ in 0..50 {
                 let d = p.delay(n, None, &mut rng);
                 let (lo, hi) = p.delay_bounds(n);
-                assert!(d >= lo && d <= hi, "retry {n}: {d:?} not in {lo:?}..={hi:?}");
+                assert!(
+                    d >= lo && d <= hi,
+                    "retry {n}: {d:?} not in {lo:?}..={hi:?}"
+                );
             }
         }
     }
@@ -683,7 +704,10 @@ mod tests {
         let mut rng = fastrand::Rng::with_seed(1);
         let hint = Some(Duration::from_secs(600));
         assert_eq!(p.delay(1, hint, &mut rng), Duration::from_secs(600));
-        let u = RetryPolicy { unattended: true, ..p };
+        let u = RetryPolicy {
+            unattended: true,
+            ..p
+        };
         assert_eq!(u.delay(1, hint, &mut rng), UNATTENDED_MAX_DELAY);
     }
 
@@ -733,8 +757,14 @@ mod tests {
         );
         let items: Vec<_> = stream.collect().await;
         assert_eq!(items.len(), 3);
-        assert!(matches!(items[0], Ok(RetryEvent::Retrying(RetryStatus { attempt: 1, .. }))));
-        assert!(matches!(items[1], Ok(RetryEvent::Retrying(RetryStatus { attempt: 2, .. }))));
+        assert!(matches!(
+            items[0],
+            Ok(RetryEvent::Retrying(RetryStatus { attempt: 1, .. }))
+        ));
+        assert!(matches!(
+            items[1],
+            Ok(RetryEvent::Retrying(RetryStatus { attempt: 2, .. }))
+        ));
         assert_eq!(items[2], Ok(RetryEvent::Done(2)));
         let sleeps = sleeper.sleeps();
         assert_eq!(sleeps.len(), 2);
@@ -791,7 +821,10 @@ mod tests {
             opts,
             cancel.clone(),
         );
-        assert!(matches!(stream.next().await, Some(Ok(RetryEvent::Retrying(_)))));
+        assert!(matches!(
+            stream.next().await,
+            Some(Ok(RetryEvent::Retrying(_)))
+        ));
         cancel.cancel();
         assert_eq!(stream.next().await, Some(Err(RetryError::Aborted)));
         assert_eq!(stream.next().await, None);
@@ -805,7 +838,11 @@ mod tests {
                 false
             }
             fn context_overflow(&self, _: &Flaky) -> Option<ContextOverflow> {
-                Some(ContextOverflow { input_tokens: 150_000, max_tokens: 64_000, context_limit: 200_000 })
+                Some(ContextOverflow {
+                    input_tokens: 150_000,
+                    max_tokens: 64_000,
+                    context_limit: 200_000,
+                })
             }
         }
         let seen = Arc::new(Mutex::new(Vec::new()));
@@ -815,7 +852,13 @@ mod tests {
             move |ctx: RetryContext| {
                 s.lock().unwrap().push(ctx.max_tokens_override);
                 let first = ctx.attempt == 1;
-                async move { if first { Err(Flaky("overflow")) } else { Ok(()) } }
+                async move {
+                    if first {
+                        Err(Flaky("overflow"))
+                    } else {
+                        Ok(())
+                    }
+                }
             },
             Overflow,
             options(&sleeper),

@@ -16,10 +16,22 @@ use crate::ApiError;
 pub fn sse_events<S, B, E>(bytes: S) -> impl Stream<Item = Result<StreamEvent, ApiError>> + Send
 where
     S: Stream<Item = Result<B, E>> + Send,
-    B: AsRef<[u8]> + Send,
+    B: Into<Bytes> + Send,
     E: Into<ApiError> + Send,
 {
-    bytes.eventsource().filter_map(|item| async move {
+    // eventsource-stream re-copies its whole buffer after every line it consumes, which is
+    // quadratic in the chunk size; handing it one line at a time (zero-copy slices) keeps
+    // parsing linear however large the network's chunks are.
+    let lines = bytes.flat_map(|item| {
+        futures::stream::iter(match item {
+            Ok(chunk) => split_lines(chunk.into())
+                .into_iter()
+                .map(Ok)
+                .collect::<Vec<_>>(),
+            Err(e) => vec![Err(e)],
+        })
+    });
+    lines.eventsource().filter_map(|item| async move {
         match item {
             Ok(event) if event.data.is_empty() => None,
             Ok(event) => Some(
@@ -27,7 +39,11 @@ where
                     ApiError::InvalidResponse {
                         message: format!(
                             "could not parse SSE event `{}`: {e}",
-                            if event.event.is_empty() { "message" } else { &event.event }
+                            if event.event.is_empty() {
+                                "message"
+                            } else {
+                                &event.event
+                            }
                         ),
                     }
                 }),
@@ -41,6 +57,18 @@ where
             })),
         }
     })
+}
+
+/// Splits a chunk after each `\n`, without copying.
+fn split_lines(mut chunk: Bytes) -> Vec<Bytes> {
+    let mut out = Vec::new();
+    while let Some(pos) = chunk.iter().position(|b| *b == b'\n') {
+        out.push(chunk.split_to(pos + 1));
+    }
+    if !chunk.is_empty() {
+        out.push(chunk);
+    }
+    out
 }
 
 /// Writes one event as the API sends it: `event: <type>\ndata: <json>\n\n`.
@@ -127,6 +155,15 @@ mod tests {
             .collect::<Vec<_>>()
             .await;
         assert_eq!(out, vec![Ok(ev)]);
+    }
+
+    #[test]
+    fn lines_split_after_newlines() {
+        let parts = split_lines(Bytes::from_static(b"a\nbc\r\n\nd"));
+        assert_eq!(
+            parts,
+            vec![&b"a\n"[..], &b"bc\r\n"[..], &b"\n"[..], &b"d"[..]]
+        );
     }
 
     #[test]

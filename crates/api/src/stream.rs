@@ -7,10 +7,12 @@ use futures::{Stream, StreamExt};
 use gyre_protocol::{AssistantResponse, ContentBlock, MessagesRequest, StreamEvent};
 use tokio_util::sync::CancellationToken;
 
+use crate::ApiError;
 use crate::assemble::{Assembled, MessageAssembler};
 use crate::client::ModelClient;
-use crate::retry::{ApiErrorClassifier, Decision, RetryOptions, RetryState, RetryStatus, sleep_or_cancel};
-use crate::ApiError;
+use crate::retry::{
+    ApiErrorClassifier, Decision, RetryOptions, RetryState, RetryStatus, sleep_or_cancel,
+};
 
 /// What the loop sees of a model call.
 #[derive(Debug, Clone, PartialEq)]
@@ -159,12 +161,23 @@ mod tests {
     }
 
     impl ModelClient for FakeClient {
-        fn stream(&self, request: MessagesRequest, _cancel: CancellationToken) -> crate::EventStream {
+        fn stream(
+            &self,
+            request: MessagesRequest,
+            _cancel: CancellationToken,
+        ) -> crate::EventStream {
             self.requests.lock().unwrap().push(request);
-            let attempt = self.attempts.lock().unwrap().pop_front().unwrap_or(Attempt {
-                items: vec![Err(ApiError::Fixture { message: "script exhausted".into() })],
-                stall: false,
-            });
+            let attempt = self
+                .attempts
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(Attempt {
+                    items: vec![Err(ApiError::Fixture {
+                        message: "script exhausted".into(),
+                    })],
+                    stall: false,
+                });
             let head = futures::stream::iter(attempt.items);
             if attempt.stall {
                 Box::pin(head.chain(futures::stream::pending()))
@@ -180,25 +193,43 @@ mod tests {
 
     fn text_reply(text: &str) -> Vec<StreamEvent> {
         vec![
-            ev(json!({"type":"message_start","message":{"id":"msg","model":"claude-test","usage":{"input_tokens":5}}})),
-            ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})),
-            ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":text}})),
+            ev(
+                json!({"type":"message_start","message":{"id":"msg","model":"claude-test","usage":{"input_tokens":5}}}),
+            ),
+            ev(
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":text}}),
+            ),
             ev(json!({"type":"content_block_stop","index":0})),
-            ev(json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}})),
+            ev(
+                json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}),
+            ),
             StreamEvent::MessageStop,
         ]
     }
 
     fn ok(text: &str) -> Attempt {
-        Attempt { items: text_reply(text).into_iter().map(Ok).collect(), stall: false }
+        Attempt {
+            items: text_reply(text).into_iter().map(Ok).collect(),
+            stall: false,
+        }
     }
 
     fn fail(e: ApiError) -> Attempt {
-        Attempt { items: vec![Err(e)], stall: false }
+        Attempt {
+            items: vec![Err(e)],
+            stall: false,
+        }
     }
 
     fn overloaded() -> ApiError {
-        ApiError::Overloaded { status: Some(529), message: "Overloaded".into(), hints: ServerHints::default() }
+        ApiError::Overloaded {
+            status: Some(529),
+            message: "Overloaded".into(),
+            hints: ServerHints::default(),
+        }
     }
 
     fn request() -> MessagesRequest {
@@ -206,11 +237,18 @@ mod tests {
     }
 
     fn options(sleeper: &RecordingSleeper) -> RetryOptions {
-        RetryOptions::default().with_sleeper(Arc::new(sleeper.clone())).with_jitter_seed(11)
+        RetryOptions::default()
+            .with_sleeper(Arc::new(sleeper.clone()))
+            .with_jitter_seed(11)
     }
 
-    async fn run(client: Arc<FakeClient>, options: RetryOptions) -> Vec<Result<ModelEvent, ApiError>> {
-        stream_with_retry(client, request(), options, CancellationToken::new()).collect().await
+    async fn run(
+        client: Arc<FakeClient>,
+        options: RetryOptions,
+    ) -> Vec<Result<ModelEvent, ApiError>> {
+        stream_with_retry(client, request(), options, CancellationToken::new())
+            .collect()
+            .await
     }
 
     fn retries(items: &[Result<ModelEvent, ApiError>]) -> Vec<RetryStatus> {
@@ -237,8 +275,15 @@ mod tests {
                 Err(_) => "error",
             })
             .collect();
-        assert_eq!(kinds, ["stream", "stream", "stream", "stream", "block", "stream", "stream", "message"]);
-        let Some(Ok(ModelEvent::Message(m))) = items.last() else { panic!() };
+        assert_eq!(
+            kinds,
+            [
+                "stream", "stream", "stream", "stream", "block", "stream", "stream", "message"
+            ]
+        );
+        let Some(Ok(ModelEvent::Message(m))) = items.last() else {
+            panic!()
+        };
         assert_eq!(m.to_message().text(), "Hello");
         assert_eq!(m.stop_reason, Some(StopReason::EndTurn));
         assert_eq!(client.requests().len(), 1);
@@ -254,7 +299,10 @@ mod tests {
         let sleeper = RecordingSleeper::new();
         let items = run(client.clone(), options(&sleeper)).await;
         let waited = started.elapsed();
-        assert!(waited >= Duration::from_secs(90) && waited < Duration::from_secs(95), "{waited:?}");
+        assert!(
+            waited >= Duration::from_secs(90) && waited < Duration::from_secs(95),
+            "{waited:?}"
+        );
         let r = retries(&items);
         assert_eq!(r.len(), 1);
         assert_eq!(r[0].error, "stream_idle");
@@ -265,12 +313,24 @@ mod tests {
 
     #[tokio::test]
     async fn three_overloads_with_fallback_trigger_it() {
-        let client = FakeClient::new(vec![fail(overloaded()), fail(overloaded()), fail(overloaded()), ok("x")]);
+        let client = FakeClient::new(vec![
+            fail(overloaded()),
+            fail(overloaded()),
+            fail(overloaded()),
+            ok("x"),
+        ]);
         let sleeper = RecordingSleeper::new();
-        let items = run(client.clone(), options(&sleeper).with_fallback_model("claude-small")).await;
+        let items = run(
+            client.clone(),
+            options(&sleeper).with_fallback_model("claude-small"),
+        )
+        .await;
         assert_eq!(
             items.last(),
-            Some(&Err(ApiError::FallbackTriggered { original: "claude-test".into(), fallback: "claude-small".into() }))
+            Some(&Err(ApiError::FallbackTriggered {
+                original: "claude-test".into(),
+                fallback: "claude-small".into()
+            }))
         );
         assert_eq!(client.requests().len(), 3);
         assert_eq!(sleeper.sleeps().len(), 2);
@@ -278,7 +338,11 @@ mod tests {
 
     #[tokio::test]
     async fn overload_streak_is_broken_by_other_errors() {
-        let server = ApiError::Server { status: 500, message: "x".into(), hints: ServerHints::default() };
+        let server = ApiError::Server {
+            status: 500,
+            message: "x".into(),
+            hints: ServerHints::default(),
+        };
         let client = FakeClient::new(vec![
             fail(overloaded()),
             fail(overloaded()),
@@ -287,7 +351,11 @@ mod tests {
             fail(overloaded()),
             ok("made it"),
         ]);
-        let items = run(client.clone(), options(&RecordingSleeper::new()).with_fallback_model("small")).await;
+        let items = run(
+            client.clone(),
+            options(&RecordingSleeper::new()).with_fallback_model("small"),
+        )
+        .await;
         assert!(matches!(items.last(), Some(Ok(ModelEvent::Message(_)))));
         assert_eq!(client.requests().len(), 6);
     }
@@ -295,7 +363,11 @@ mod tests {
     #[tokio::test]
     async fn background_source_never_retries_529() {
         let client = FakeClient::new(vec![fail(overloaded()), ok("x")]);
-        let items = run(client.clone(), options(&RecordingSleeper::new()).with_source(QuerySource::Background)).await;
+        let items = run(
+            client.clone(),
+            options(&RecordingSleeper::new()).with_source(QuerySource::Background),
+        )
+        .await;
         assert_eq!(items, vec![Err(overloaded())]);
         assert_eq!(client.requests().len(), 1);
     }
@@ -304,7 +376,10 @@ mod tests {
     async fn unattended_mode_retries_rate_limits_past_the_budget_with_heartbeats() {
         let limited = |ms: Option<u64>| ApiError::RateLimited {
             message: "slow down".into(),
-            hints: ServerHints { retry_after_ms: ms, ..ServerHints::default() },
+            hints: ServerHints {
+                retry_after_ms: ms,
+                ..ServerHints::default()
+            },
         };
         let mut attempts: Vec<Attempt> = (0..4).map(|_| fail(limited(None))).collect();
         attempts.push(fail(limited(Some(75_000))));
@@ -312,20 +387,36 @@ mod tests {
         let client = FakeClient::new(attempts);
         let sleeper = RecordingSleeper::new();
         let mut opts = options(&sleeper);
-        opts.policy = RetryPolicy { max_retries: 2, unattended: true, ..RetryPolicy::default() };
+        opts.policy = RetryPolicy {
+            max_retries: 2,
+            unattended: true,
+            ..RetryPolicy::default()
+        };
         let items = run(client.clone(), opts).await;
         assert!(matches!(items.last(), Some(Ok(ModelEvent::Message(_)))));
         assert_eq!(client.requests().len(), 6);
         let r = retries(&items);
         // The 75 s wait is announced three times: 75 s, 45 s and 15 s left.
-        let last: Vec<(u32, u64)> = r.iter().filter(|s| s.attempt == 5).map(|s| (s.attempt, s.delay_ms)).collect();
+        let last: Vec<(u32, u64)> = r
+            .iter()
+            .filter(|s| s.attempt == 5)
+            .map(|s| (s.attempt, s.delay_ms))
+            .collect();
         assert_eq!(last, vec![(5, 75_000), (5, 45_000), (5, 15_000)]);
-        assert!(sleeper.sleeps().iter().all(|d| *d <= Duration::from_secs(30)));
+        assert!(
+            sleeper
+                .sleeps()
+                .iter()
+                .all(|d| *d <= Duration::from_secs(30))
+        );
     }
 
     #[tokio::test]
     async fn authentication_failure_is_retried_once() {
-        let auth = ApiError::Authentication { message: "invalid x-api-key".into(), hints: ServerHints::default() };
+        let auth = ApiError::Authentication {
+            message: "invalid x-api-key".into(),
+            hints: ServerHints::default(),
+        };
         let client = FakeClient::new(vec![fail(auth.clone()), fail(auth.clone()), ok("x")]);
         let items = run(client.clone(), options(&RecordingSleeper::new())).await;
         assert_eq!(items.last(), Some(&Err(auth)));
@@ -338,7 +429,8 @@ mod tests {
             input_tokens: 197_500,
             max_tokens: 8192,
             context_limit: 200_000,
-            message: "input length and `max_tokens` exceed context limit: 197500 + 8192 > 200000".into(),
+            message: "input length and `max_tokens` exceed context limit: 197500 + 8192 > 200000"
+                .into(),
         };
         let client = FakeClient::new(vec![fail(overflow.clone()), ok("x")]);
         let items = run(client.clone(), options(&RecordingSleeper::new())).await;
@@ -354,7 +446,12 @@ mod tests {
         stalled.stall = true;
         let client = FakeClient::new(vec![stalled]);
         let cancel = CancellationToken::new();
-        let mut s = stream_with_retry(client, request(), options(&RecordingSleeper::new()), cancel.clone());
+        let mut s = stream_with_retry(
+            client,
+            request(),
+            options(&RecordingSleeper::new()),
+            cancel.clone(),
+        );
         assert!(matches!(s.next().await, Some(Ok(ModelEvent::Stream(_)))));
         assert!(matches!(s.next().await, Some(Ok(ModelEvent::Stream(_)))));
         cancel.cancel();

@@ -1,6 +1,8 @@
 //! Record a session against gyre-testkit, replay it without a server, and check that no
 //! secret reaches the fixture.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use std::sync::Arc;
 
 use futures::StreamExt;
@@ -19,11 +21,16 @@ fn request(text: &str) -> MessagesRequest {
     MessagesRequest::new("claude-test", 1024, vec![Message::user_text(text)])
 }
 
-async fn collect(client: Arc<dyn ModelClient>, req: MessagesRequest) -> Vec<Result<ModelEvent, ApiError>> {
+async fn collect(
+    client: Arc<dyn ModelClient>,
+    req: MessagesRequest,
+) -> Vec<Result<ModelEvent, ApiError>> {
     let options = RetryOptions::default()
         .with_sleeper(Arc::new(RecordingSleeper::new()))
         .with_jitter_seed(5);
-    stream_with_retry(client, req, options, CancellationToken::new()).collect().await
+    stream_with_retry(client, req, options, CancellationToken::new())
+        .collect()
+        .await
 }
 
 #[tokio::test]
@@ -42,7 +49,11 @@ async fn record_then_replay_round_trips_without_secrets() {
     .unwrap();
     let http: Arc<dyn ModelClient> =
         Arc::new(AnthropicClient::new(ClientConfig::new(KEY).with_base_url(server.url())).unwrap());
-    let recorder: Arc<dyn ModelClient> = Arc::new(RecordingClient::create(http, &path).unwrap().with_secret(KEY));
+    let recorder: Arc<dyn ModelClient> = Arc::new(
+        RecordingClient::create(http, &path)
+            .unwrap()
+            .with_secret(KEY),
+    );
 
     // A prompt that itself contains a key-shaped string: redacted in the file, and the
     // replay still matches it.
@@ -50,19 +61,31 @@ async fn record_then_replay_round_trips_without_secrets() {
     let recorded_1 = collect(Arc::clone(&recorder), first.clone()).await;
     let second = request("thanks");
     let recorded_2 = collect(Arc::clone(&recorder), second.clone()).await;
-    assert!(matches!(recorded_1.last(), Some(Ok(ModelEvent::Message(_)))));
-    assert!(matches!(recorded_2.last(), Some(Ok(ModelEvent::Message(_)))));
+    assert!(matches!(
+        recorded_1.last(),
+        Some(Ok(ModelEvent::Message(_)))
+    ));
+    assert!(matches!(
+        recorded_2.last(),
+        Some(Ok(ModelEvent::Message(_)))
+    ));
     assert_eq!(server.request_count(), 3);
     drop(server);
 
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.lines().count(), 3, "{text}");
-    assert!(!text.contains("TOPSECRET") && !text.contains("LEAKED") && !text.contains("sk-ant-"), "{text}");
+    assert!(
+        !text.contains("TOPSECRET") && !text.contains("LEAKED") && !text.contains("sk-ant-"),
+        "{text}"
+    );
     assert!(text.contains("[REDACTED]"));
     assert!(text.contains("event: message_start"));
 
     let replay = Arc::new(ReplayClient::from_file(&path).unwrap());
-    assert_eq!(replay.entries()[0].error.as_ref().map(ApiError::category), Some("overloaded"));
+    assert_eq!(
+        replay.entries()[0].error.as_ref().map(ApiError::category),
+        Some("overloaded")
+    );
     let replayed_1 = collect(replay.clone(), first).await;
     let replayed_2 = collect(replay.clone(), second).await;
     assert_eq!(replayed_1, recorded_1);
@@ -74,7 +97,9 @@ async fn record_then_replay_round_trips_without_secrets() {
 async fn replay_fails_loudly_on_a_request_that_does_not_match() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("one.jsonl");
-    let server = TestServer::start(Script::new([Turn::text("hi")])).await.unwrap();
+    let server = TestServer::start(Script::new([Turn::text("hi")]))
+        .await
+        .unwrap();
     let http: Arc<dyn ModelClient> =
         Arc::new(AnthropicClient::new(ClientConfig::new("k").with_base_url(server.url())).unwrap());
     let recorder: Arc<dyn ModelClient> = Arc::new(RecordingClient::create(http, &path).unwrap());
@@ -82,7 +107,9 @@ async fn replay_fails_loudly_on_a_request_that_does_not_match() {
 
     let replay = Arc::new(ReplayClient::from_file(&path).unwrap());
     let items = collect(replay.clone(), request("goodbye")).await;
-    let Some(Err(e)) = items.last() else { panic!("{items:?}") };
+    let Some(Err(e)) = items.last() else {
+        panic!("{items:?}")
+    };
     assert_eq!(e.category(), "fixture");
     let text = e.to_string();
     assert!(text.contains("request #1 does not match"), "{text}");
@@ -91,8 +118,13 @@ async fn replay_fails_loudly_on_a_request_that_does_not_match() {
     assert_eq!(items.len(), 1, "a fixture error is not retried");
 
     let replay = Arc::new(ReplayClient::from_file(&path).unwrap());
-    assert!(matches!(collect(replay.clone(), request("hello")).await.last(), Some(Ok(ModelEvent::Message(_)))));
+    assert!(matches!(
+        collect(replay.clone(), request("hello")).await.last(),
+        Some(Ok(ModelEvent::Message(_)))
+    ));
     let items = collect(replay, request("hello")).await;
-    let Some(Err(e)) = items.last() else { panic!("{items:?}") };
+    let Some(Err(e)) = items.last() else {
+        panic!("{items:?}")
+    };
     assert!(e.to_string().contains("request #2 has no recording"), "{e}");
 }

@@ -1,6 +1,8 @@
 //! `stream_with_retry` through the real HTTP client against gyre-testkit: one test per
 //! fault, each asserting the requests sent, the delays chosen and the outcome.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -26,7 +28,9 @@ fn request() -> MessagesRequest {
 }
 
 fn client(server: &TestServer) -> Arc<dyn ModelClient> {
-    Arc::new(AnthropicClient::new(ClientConfig::new("sk-test-key").with_base_url(server.url())).unwrap())
+    Arc::new(
+        AnthropicClient::new(ClientConfig::new("sk-test-key").with_base_url(server.url())).unwrap(),
+    )
 }
 
 struct Run {
@@ -69,7 +73,11 @@ impl Run {
         let policy = RetryPolicy::default();
         for (i, d) in self.sleeps.iter().enumerate() {
             let (lo, hi) = policy.delay_bounds(u32::try_from(i + 1).unwrap());
-            assert!(*d >= lo && *d <= hi, "retry {}: {d:?} not in {lo:?}..={hi:?}", i + 1);
+            assert!(
+                *d >= lo && *d <= hi,
+                "retry {}: {d:?} not in {lo:?}..={hi:?}",
+                i + 1
+            );
         }
     }
 }
@@ -78,9 +86,14 @@ async fn run_with(script: Script, mut options: RetryOptions) -> Run {
     let server = TestServer::start(script).await.unwrap();
     let sleeper = RecordingSleeper::new();
     options.sleeper = Arc::new(sleeper.clone());
-    let items = stream_with_retry(client(&server), request(), options, CancellationToken::new())
-        .collect()
-        .await;
+    let items = stream_with_retry(
+        client(&server),
+        request(),
+        options,
+        CancellationToken::new(),
+    )
+    .collect()
+    .await;
     Run {
         server,
         items,
@@ -108,15 +121,26 @@ async fn sends_the_documented_headers_and_body() {
 
 #[tokio::test]
 async fn retries_529_twice_then_succeeds() {
-    let r = run([Turn::http_error(529), Turn::http_error(529), Turn::text("recovered")]).await;
+    let r = run([
+        Turn::http_error(529),
+        Turn::http_error(529),
+        Turn::text("recovered"),
+    ])
+    .await;
     assert_eq!(r.requests(), 3);
     assert_eq!(r.sleeps.len(), 2);
     r.assert_backoff();
-    let statuses: Vec<(u32, Option<u16>, String)> =
-        r.retries().into_iter().map(|s| (s.attempt, s.status, s.error)).collect();
+    let statuses: Vec<(u32, Option<u16>, String)> = r
+        .retries()
+        .into_iter()
+        .map(|s| (s.attempt, s.status, s.error))
+        .collect();
     assert_eq!(
         statuses,
-        vec![(1, Some(529), "overloaded".to_owned()), (2, Some(529), "overloaded".to_owned())]
+        vec![
+            (1, Some(529), "overloaded".to_owned()),
+            (2, Some(529), "overloaded".to_owned())
+        ]
     );
     assert_eq!(r.message().to_message().text(), "recovered");
 }
@@ -124,7 +148,12 @@ async fn retries_529_twice_then_succeeds() {
 #[tokio::test]
 async fn three_529s_with_a_fallback_model_trigger_the_fallback() {
     let r = run_with(
-        Script::new([Turn::http_error(529), Turn::http_error(529), Turn::http_error(529), Turn::text("x")]),
+        Script::new([
+            Turn::http_error(529),
+            Turn::http_error(529),
+            Turn::http_error(529),
+            Turn::text("x"),
+        ]),
         RetryOptions::default().with_fallback_model("claude-fallback"),
     )
     .await;
@@ -133,7 +162,10 @@ async fn three_529s_with_a_fallback_model_trigger_the_fallback() {
     r.assert_backoff();
     assert_eq!(
         r.error(),
-        &ApiError::FallbackTriggered { original: MODEL.into(), fallback: "claude-fallback".into() }
+        &ApiError::FallbackTriggered {
+            original: MODEL.into(),
+            fallback: "claude-fallback".into()
+        }
     );
 }
 
@@ -167,18 +199,27 @@ async fn exhausting_the_budget_returns_the_last_error() {
 
 #[tokio::test]
 async fn retry_after_2_waits_exactly_2_seconds() {
-    let r = run([Turn::http_error(429).with_header("retry-after", "2"), Turn::text("ok")]).await;
+    let r = run([
+        Turn::http_error(429).with_header("retry-after", "2"),
+        Turn::text("ok"),
+    ])
+    .await;
     assert_eq!(r.requests(), 2);
     assert_eq!(r.sleeps, vec![Duration::from_secs(2)]);
     let s = &r.retries()[0];
-    assert_eq!((s.delay_ms, s.status, s.error.as_str()), (2000, Some(429), "rate_limit"));
+    assert_eq!(
+        (s.delay_ms, s.status, s.error.as_str()),
+        (2000, Some(429), "rate_limit")
+    );
     assert_eq!(r.message().to_message().text(), "ok");
 }
 
 #[tokio::test]
 async fn retry_after_ms_wins_over_retry_after() {
     let r = run([
-        Turn::http_error(429).with_header("retry-after-ms", "150").with_header("retry-after", "9"),
+        Turn::http_error(429)
+            .with_header("retry-after-ms", "150")
+            .with_header("retry-after", "9"),
         Turn::text("ok"),
     ])
     .await;
@@ -189,16 +230,27 @@ async fn retry_after_ms_wins_over_retry_after() {
 #[tokio::test]
 async fn retry_after_http_date_is_honoured() {
     let at = std::time::SystemTime::now() + Duration::from_secs(30);
-    let r = run([Turn::http_error(503).with_header("retry-after", httpdate::fmt_http_date(at)), Turn::text("ok")])
-        .await;
+    let r = run([
+        Turn::http_error(503).with_header("retry-after", httpdate::fmt_http_date(at)),
+        Turn::text("ok"),
+    ])
+    .await;
     assert_eq!(r.requests(), 2);
     // Whole seconds on the wire, so 29–30 s remain.
-    assert!(r.sleeps[0] > Duration::from_secs(28) && r.sleeps[0] <= Duration::from_secs(30), "{:?}", r.sleeps);
+    assert!(
+        r.sleeps[0] > Duration::from_secs(28) && r.sleeps[0] <= Duration::from_secs(30),
+        "{:?}",
+        r.sleeps
+    );
 }
 
 #[tokio::test]
 async fn x_should_retry_false_on_a_500_is_not_retried() {
-    let r = run([Turn::http_error(500).with_header("x-should-retry", "false"), Turn::text("never")]).await;
+    let r = run([
+        Turn::http_error(500).with_header("x-should-retry", "false"),
+        Turn::text("never"),
+    ])
+    .await;
     assert_eq!(r.requests(), 1);
     assert!(r.sleeps.is_empty());
     assert_eq!(r.error().status(), Some(500));
@@ -206,14 +258,23 @@ async fn x_should_retry_false_on_a_500_is_not_retried() {
 
 #[tokio::test]
 async fn x_should_retry_true_retries_an_otherwise_final_status() {
-    let r = run([Turn::http_error(418).with_header("x-should-retry", "true"), Turn::text("ok")]).await;
+    let r = run([
+        Turn::http_error(418).with_header("x-should-retry", "true"),
+        Turn::text("ok"),
+    ])
+    .await;
     assert_eq!(r.requests(), 2);
     assert_eq!(r.message().to_message().text(), "ok");
 }
 
 #[tokio::test]
 async fn unauthorized_is_retried_once_then_explains() {
-    let r = run([Turn::http_error(401), Turn::http_error(401), Turn::text("never")]).await;
+    let r = run([
+        Turn::http_error(401),
+        Turn::http_error(401),
+        Turn::text("never"),
+    ])
+    .await;
     assert_eq!(r.requests(), 2);
     assert_eq!(r.sleeps.len(), 1);
     r.assert_backoff();
@@ -237,7 +298,11 @@ async fn forbidden_not_found_and_too_large_are_not_retried_and_say_why() {
         assert_eq!(r.requests(), 1, "{status}");
         assert!(r.sleeps.is_empty());
         assert_eq!(r.error().status(), Some(status));
-        assert!(r.error().to_string().contains(needle), "{status}: {}", r.error());
+        assert!(
+            r.error().to_string().contains(needle),
+            "{status}: {}",
+            r.error()
+        );
     }
 }
 
@@ -258,8 +323,12 @@ async fn context_overflow_retries_with_a_smaller_max_tokens() {
     let r = run([Turn::http_error(400).with_body(body), Turn::text("fits")]).await;
     assert_eq!(r.requests(), 2);
     assert!(r.sleeps.is_empty());
-    let bodies: Vec<u64> =
-        r.server.requests().iter().map(|q| q.body["max_tokens"].as_u64().unwrap()).collect();
+    let bodies: Vec<u64> = r
+        .server
+        .requests()
+        .iter()
+        .map(|q| q.body["max_tokens"].as_u64().unwrap())
+        .collect();
     assert_eq!(bodies, vec![8192, 200_000 - 150_000 - 1000]);
     assert_eq!(r.retries()[0].error, "context_overflow");
     assert_eq!(r.message().to_message().text(), "fits");
@@ -277,13 +346,21 @@ async fn context_overflow_leaving_under_3000_tokens_is_a_clear_error() {
 
 #[tokio::test]
 async fn stream_cut_after_4_events_is_retried_and_the_partial_message_dropped() {
-    let r = run([Turn::text("first try, lost").cut_after(4), Turn::text("second try")]).await;
+    let r = run([
+        Turn::text("first try, lost").cut_after(4),
+        Turn::text("second try"),
+    ])
+    .await;
     assert_eq!(r.requests(), 2);
     assert_eq!(r.sleeps.len(), 1);
     r.assert_backoff();
     let retry = &r.retries()[0];
     assert_eq!(retry.error, "stream_cut");
-    assert!(retry.message.contains("after 4 events"), "{}", retry.message);
+    assert!(
+        retry.message.contains("after 4 events"),
+        "{}",
+        retry.message
+    );
     // Four raw events of the void attempt, then the retry notice.
     let before_retry = r
         .items
@@ -298,7 +375,9 @@ async fn stream_cut_after_4_events_is_retried_and_the_partial_message_dropped() 
 #[tokio::test]
 async fn clean_eof_before_message_stop_is_a_stream_cut() {
     let r = run([
-        Turn::text("lost").cut_after(4).with_cut_mode(gyre_testkit::CutMode::Eof),
+        Turn::text("lost")
+            .cut_after(4)
+            .with_cut_mode(gyre_testkit::CutMode::Eof),
         Turn::text("ok"),
     ])
     .await;
@@ -313,7 +392,10 @@ async fn a_95s_stall_trips_the_idle_timeout_and_is_retried() {
     let mut options = RetryOptions::default();
     options.policy.stream_idle_timeout = Duration::from_millis(300);
     let r = run_with(
-        Script::new([Turn::text("stalls").stall(3, Duration::from_secs(95)), Turn::text("after stall")]),
+        Script::new([
+            Turn::text("stalls").stall(3, Duration::from_secs(95)),
+            Turn::text("after stall"),
+        ]),
         options,
     )
     .await;
@@ -330,7 +412,10 @@ async fn a_95s_stall_trips_the_idle_timeout_and_is_retried() {
 fn default_idle_timeout_is_90000_ms() {
     let policy = RetryPolicy::from_lookup(|_| None);
     assert_eq!(policy.stream_idle_timeout, Duration::from_millis(90_000));
-    assert_eq!(RetryPolicy::default().stream_idle_timeout, Duration::from_millis(90_000));
+    assert_eq!(
+        RetryPolicy::default().stream_idle_timeout,
+        Duration::from_millis(90_000)
+    );
 }
 
 #[tokio::test]
@@ -367,14 +452,21 @@ async fn connection_refused_is_retried_then_reported() {
         l.local_addr().unwrap().port()
     };
     let client: Arc<dyn ModelClient> = Arc::new(
-        AnthropicClient::new(ClientConfig::new("k").with_base_url(format!("http://127.0.0.1:{port}"))).unwrap(),
+        AnthropicClient::new(
+            ClientConfig::new("k").with_base_url(format!("http://127.0.0.1:{port}")),
+        )
+        .unwrap(),
     );
     let sleeper = RecordingSleeper::new();
     let mut options = RetryOptions::default().with_sleeper(Arc::new(sleeper.clone()));
     options.policy.max_retries = 2;
-    let items: Vec<_> = stream_with_retry(client, request(), options, CancellationToken::new()).collect().await;
+    let items: Vec<_> = stream_with_retry(client, request(), options, CancellationToken::new())
+        .collect()
+        .await;
     assert_eq!(sleeper.sleeps().len(), 2);
-    let Some(Err(e)) = items.last() else { panic!("{items:?}") };
+    let Some(Err(e)) = items.last() else {
+        panic!("{items:?}")
+    };
     assert_eq!(e.category(), "connection");
     assert!(e.to_string().contains("ANTHROPIC_BASE_URL"));
 }
@@ -396,7 +488,13 @@ async fn tool_use_blocks_complete_at_their_stop_and_bad_json_is_an_input_error()
         })
         .collect();
     assert_eq!(blocks.len(), 3);
-    assert_eq!(blocks[1], (1, ContentBlock::tool_use("toolu_1", "Read", json!({"file_path": "/etc/hosts"}))));
+    assert_eq!(
+        blocks[1],
+        (
+            1,
+            ContentBlock::tool_use("toolu_1", "Read", json!({"file_path": "/etc/hosts"}))
+        )
+    );
     let (_, name, input) = blocks[2].1.as_tool_use().unwrap();
     assert_eq!(name, "Bash");
     assert_eq!(invalid_tool_input(input).unwrap().raw, "{\"command\": \"ls");
@@ -414,14 +512,20 @@ impl Sleeper for ForeverSleeper {
 
 #[tokio::test]
 async fn abort_during_a_retry_sleep_ends_at_once() {
-    let server = TestServer::start(Script::new([Turn::http_error(529), Turn::text("never")])).await.unwrap();
+    let server = TestServer::start(Script::new([Turn::http_error(529), Turn::text("never")]))
+        .await
+        .unwrap();
     let cancel = CancellationToken::new();
     let options = RetryOptions::default().with_sleeper(Arc::new(ForeverSleeper));
     let mut s = stream_with_retry(client(&server), request(), options, cancel.clone());
-    let Some(Ok(ModelEvent::Retry(status))) = s.next().await else { panic!("expected a retry notice") };
+    let Some(Ok(ModelEvent::Retry(status))) = s.next().await else {
+        panic!("expected a retry notice")
+    };
     assert_eq!(status.status, Some(529));
     cancel.cancel();
-    let next = tokio::time::timeout(Duration::from_secs(5), s.next()).await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), s.next())
+        .await
+        .unwrap();
     assert_eq!(next, Some(Err(ApiError::Aborted)));
     assert_eq!(s.next().await, None);
     assert_eq!(server.request_count(), 1);
@@ -429,21 +533,32 @@ async fn abort_during_a_retry_sleep_ends_at_once() {
 
 #[tokio::test]
 async fn abort_during_a_stream_ends_at_once() {
-    let server = TestServer::start(Script::new([Turn::text("hangs").stall_forever(2)])).await.unwrap();
+    let server = TestServer::start(Script::new([Turn::text("hangs").stall_forever(2)]))
+        .await
+        .unwrap();
     let cancel = CancellationToken::new();
-    let mut s = stream_with_retry(client(&server), request(), RetryOptions::default(), cancel.clone());
+    let mut s = stream_with_retry(
+        client(&server),
+        request(),
+        RetryOptions::default(),
+        cancel.clone(),
+    );
     for _ in 0..2 {
         assert!(matches!(s.next().await, Some(Ok(ModelEvent::Stream(_)))));
     }
     cancel.cancel();
-    let next = tokio::time::timeout(Duration::from_secs(5), s.next()).await.unwrap();
+    let next = tokio::time::timeout(Duration::from_secs(5), s.next())
+        .await
+        .unwrap();
     assert_eq!(next, Some(Err(ApiError::Aborted)));
     assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn cache_markers_reach_the_server() {
-    let server = TestServer::start(Script::new([Turn::text("ok")])).await.unwrap();
+    let server = TestServer::start(Script::new([Turn::text("ok")]))
+        .await
+        .unwrap();
     let mut req = request();
     req.system = vec![SystemBlock::text("You are gyre.")];
     req.tools = vec![ToolDefinition {
@@ -453,12 +568,21 @@ async fn cache_markers_reach_the_server() {
         cache_control: None,
     }];
     add_cache_markers(&mut req);
-    let items: Vec<_> =
-        stream_with_retry(client(&server), req, RetryOptions::default(), CancellationToken::new()).collect().await;
+    let items: Vec<_> = stream_with_retry(
+        client(&server),
+        req,
+        RetryOptions::default(),
+        CancellationToken::new(),
+    )
+    .collect()
+    .await;
     assert!(matches!(items.last(), Some(Ok(ModelEvent::Message(_)))));
     let body = &server.requests()[0].body;
     let ephemeral = json!({"type": "ephemeral"});
     assert_eq!(body["system"][0]["cache_control"], ephemeral);
     assert_eq!(body["tools"][0]["cache_control"], ephemeral);
-    assert_eq!(body["messages"][0]["content"][0]["cache_control"], ephemeral);
+    assert_eq!(
+        body["messages"][0]["content"][0]["cache_control"],
+        ephemeral
+    );
 }

@@ -1,6 +1,8 @@
 //! Property: for any sequence of faults, every delay lies inside the policy and the
 //! outcome is the first success or the error the policy documents.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)] // test helpers outside #[test] fns
+
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -51,16 +53,26 @@ fn ev(v: serde_json::Value) -> StreamEvent {
 fn reply(n: usize) -> Vec<StreamEvent> {
     vec![
         ev(json!({"type":"message_start","message":{"id":format!("msg_{n}"),"model":"m"}})),
-        ev(json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}})),
-        ev(json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":format!("attempt {n}")}})),
+        ev(
+            json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+        ),
+        ev(
+            json!({"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":format!("attempt {n}")}}),
+        ),
         ev(json!({"type":"content_block_stop","index":0})),
-        ev(json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}})),
+        ev(
+            json!({"type":"message_delta","delta":{"stop_reason":"end_turn"},"usage":{"output_tokens":3}}),
+        ),
         StreamEvent::MessageStop,
     ]
 }
 
 fn http(status: u16, should_retry: Option<bool>, retry_after_ms: Option<u64>) -> ApiError {
-    let hints = ServerHints { retry_after_ms, should_retry, request_id: None };
+    let hints = ServerHints {
+        retry_after_ms,
+        should_retry,
+        request_id: None,
+    };
     ApiError::from_response(status, hints, "", "m", "http://fake/v1/messages")
 }
 
@@ -72,14 +84,19 @@ fn attempt(n: usize, fault: Fault) -> Vec<Result<StreamEvent, ApiError>> {
         Fault::InStreamOverloaded => {
             let mut v = partial(3);
             v.push(Ok(StreamEvent::Error {
-                error: ErrorDetail { kind: "overloaded_error".into(), message: "Overloaded".into() },
+                error: ErrorDetail {
+                    kind: "overloaded_error".into(),
+                    message: "Overloaded".into(),
+                },
             }));
             v
         }
         Fault::RateLimited { retry_after_ms } => vec![Err(http(429, None, retry_after_ms))],
         Fault::Server500 => vec![Err(http(500, None, None))],
         Fault::Server500NoRetry => vec![Err(http(500, Some(false), None))],
-        Fault::Connection => vec![Err(ApiError::Connection { message: "refused".into() })],
+        Fault::Connection => vec![Err(ApiError::Connection {
+            message: "refused".into(),
+        })],
         Fault::StreamCut => partial(4),
         Fault::Unauthorized => vec![Err(http(401, None, None))],
         Fault::BadRequest => vec![Err(http(400, None, None))],
@@ -96,7 +113,12 @@ impl ModelClient for FakeClient {
         let mut calls = self.calls.lock().unwrap();
         let n = *calls;
         *calls += 1;
-        let fault = self.faults.lock().unwrap().pop_front().unwrap_or(Fault::Success);
+        let fault = self
+            .faults
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Fault::Success);
         Box::pin(futures::stream::iter(attempt(n, fault)))
     }
 }
@@ -118,10 +140,21 @@ fn oracle(
 ) -> (usize, Vec<Result<Duration, u32>>, Outcome) {
     let (mut retries, mut streak, mut auth) = (0u32, 0u32, 0u32);
     let mut waits = Vec::new();
-    for (i, f) in faults.iter().copied().chain(std::iter::once(Fault::Success)).enumerate() {
+    for (i, f) in faults
+        .iter()
+        .copied()
+        .chain(std::iter::once(Fault::Success))
+        .enumerate()
+    {
         let category = match f {
             Fault::Success => {
-                return (i + 1, waits, Outcome::Success { message_id: format!("msg_{i}") });
+                return (
+                    i + 1,
+                    waits,
+                    Outcome::Success {
+                        message_id: format!("msg_{i}"),
+                    },
+                );
             }
             Fault::Overloaded529 | Fault::InStreamOverloaded => "overloaded",
             Fault::RateLimited { .. } => "rate_limit",
@@ -154,7 +187,9 @@ fn oracle(
         }
         retries += 1;
         waits.push(match f {
-            Fault::RateLimited { retry_after_ms: Some(ms) } => Ok(Duration::from_millis(ms)),
+            Fault::RateLimited {
+                retry_after_ms: Some(ms),
+            } => Ok(Duration::from_millis(ms)),
             _ => Err(retries),
         });
     }
