@@ -121,3 +121,99 @@ fn pgrep(pattern: &str) -> bool {
         .output()
         .is_ok_and(|o| o.status.success())
 }
+
+#[test]
+fn three_overloads_with_a_fallback_model_switch_models_and_succeed() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::http_error(529),
+        Turn::http_error(529),
+        Turn::http_error(529),
+        Turn::text("answered by the fallback"),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "hello",
+        "--model",
+        "big-model",
+        "--fallback-model",
+        "small-model",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines = out.lines().unwrap();
+    assert_eq!(
+        gyre_e2e::kinds(&lines),
+        [
+            "system/init",
+            "system/api_retry",
+            "system/api_retry",
+            "system/model_fallback",
+            "assistant",
+            "result"
+        ]
+    );
+    assert_eq!(lines[1]["attempt"], 1);
+    assert_eq!(lines[1]["error_status"], 529);
+    assert_eq!(lines[1]["max_retries"], 10);
+    let first_delay = lines[1]["retry_delay_ms"].as_u64().unwrap();
+    assert!((500..=625).contains(&first_delay), "{first_delay}");
+    assert_eq!(lines[3]["original_model"], "big-model");
+    assert_eq!(lines[3]["fallback_model"], "small-model");
+    assert_eq!(lines[4]["message"]["model"], "small-model");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(requests[2].body["model"], "big-model");
+    assert_eq!(requests[3].body["model"], "small-model");
+}
+
+#[test]
+fn prompt_too_long_on_a_long_history_compacts_and_succeeds() {
+    let sandbox = Sandbox::new().unwrap();
+    let file = sandbox
+        .write(
+            "log.txt",
+            &"a line of a long log file for the context\n".repeat(800),
+        )
+        .unwrap();
+    let read = || Turn::tool_use("Read", json!({"file_path": file}));
+    let too_long = Turn::http_error(400).with_body(json!({
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}
+    }));
+    let server = TestServer::spawn(Script::new([
+        read(),
+        read(),
+        read(),
+        too_long,
+        Turn::text("<summary>The user asked to read log.txt three times.</summary>"),
+        Turn::text("Done, after compacting."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "read the log",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines = out.lines().unwrap();
+    let boundary = lines
+        .iter()
+        .find(|l| l["subtype"] == "compact_boundary")
+        .unwrap();
+    assert_eq!(boundary["compact_metadata"]["trigger"], "reactive");
+    let result = out.result().unwrap();
+    assert_eq!(result["result"], "Done, after compacting.");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6);
+    let last = requests[5].body.to_string();
+    assert!(last.contains("The user asked to read log.txt three times."));
+    assert!(last.len() < requests[3].body.to_string().len() / 2);
+}

@@ -7,8 +7,8 @@ use std::time::SystemTime;
 use anyhow::{Context, Result, bail};
 use gyre_api::{AnthropicClient, ClientConfig, RetryOptions, RetryPolicy};
 use gyre_loop::{
-    ApiDeps, ContextCompactor, EngineConfig, JsonlTranscript, QueryEngine, load_transcript,
-    project_dir_name,
+    ApiDeps, ContextCompactor, EngineConfig, JsonlTranscript, PipelineCompactor, QueryEngine,
+    load_transcript, project_dir_name,
 };
 use gyre_protocol::{CacheControl, SystemBlock};
 use gyre_tools::{PermissionMode, PermissionPrompt, Permissions, ToolContext, ToolRegistry};
@@ -192,7 +192,19 @@ pub fn build(
     system_block.cache_control = Some(CacheControl::ephemeral());
 
     let deps = Arc::new(ApiDeps::new(Arc::new(client), retry));
-    let compactor: Box<dyn ContextCompactor> = Box::new(gyre_loop::NoCompaction);
+    let max_output_tokens: Option<u32> = std::env::var("GYRE_MAX_OUTPUT_TOKENS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let compact_config = gyre_compact::CompactConfig::from_env(
+        model.clone(),
+        u64::from(max_output_tokens.unwrap_or(gyre_loop::DEFAULT_MAX_OUTPUT_TOKENS)),
+    );
+    let compactor: Box<dyn ContextCompactor> = Box::new(PipelineCompactor::new(
+        compact_config,
+        Arc::clone(&deps) as Arc<dyn gyre_loop::QueryDeps>,
+        Some(session_dir.clone()),
+        Some(Arc::clone(&tool_context.file_state)),
+    ));
 
     let config = EngineConfig {
         session_id: session_id.clone(),
@@ -202,9 +214,7 @@ pub fn build(
         system: vec![system_block],
         max_turns: cli.max_turns,
         max_budget_usd: cli.max_budget_usd,
-        max_output_tokens: std::env::var("GYRE_MAX_OUTPUT_TOKENS")
-            .ok()
-            .and_then(|v| v.parse().ok()),
+        max_output_tokens,
         token_budget: None,
     };
     let transcript = JsonlTranscript::open(transcript_path.clone()).with_context(|| {

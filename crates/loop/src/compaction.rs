@@ -57,6 +57,9 @@ pub trait ContextCompactor: Send {
 
     /// Commits every staged context collapse; `true` when that freed anything.
     fn recover_from_overflow(&mut self) -> bool;
+
+    /// A new user turn begins (reactive compaction may be tried again).
+    fn reset_turn(&mut self) {}
 }
 
 /// Sends the history as it is.

@@ -20,6 +20,7 @@ mod deps;
 mod engine;
 mod event;
 mod hooks;
+mod pipeline_compactor;
 mod query;
 mod state;
 mod transcript;
@@ -33,9 +34,10 @@ pub use deps::{ApiDeps, ModelStream, QueryDeps};
 pub use engine::{EngineConfig, EngineEvent, InterruptHandle, QueryEngine, TurnResult};
 pub use event::LoopEvent;
 pub use hooks::{StopHook, StopHookOutcome, ToolHook};
+pub use pipeline_compactor::PipelineCompactor;
 pub use query::{
-    INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE, MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE,
-    QueryParams, query,
+    DEFAULT_MAX_OUTPUT_TOKENS, INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE,
+    MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, QueryParams, query,
 };
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{

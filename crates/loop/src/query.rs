@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use futures::{Stream, StreamExt};
-use gyre_api::{ApiError, ModelEvent, add_cache_markers};
+use gyre_api::{ApiError, ModelEvent, add_cache_markers, invalid_tool_input};
 use gyre_protocol::{
     AssistantResponse, ContentBlock, Message, MessagesRequest, StopReason, SystemBlock,
 };
@@ -233,6 +233,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
         // Tools stop when the query is aborted.
         let tool_context = tool_context.with_cancel(cancel.clone());
         let tool_definitions = tools.definitions();
+        compactor.lock().await.reset_turn();
         let mut state = State::initial(messages);
         let mut transitions: Vec<Transition> = Vec::new();
         let mut budget_output_tokens: u64 = 0;
@@ -245,7 +246,19 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
             // Phase 1: the compaction pipeline.
             let prepared = {
                 let mut c = compactor.lock().await;
-                c.prepare(&state.messages, anchor).await
+                tokio::select! {
+                    biased;
+                    () = cancel.cancelled() => None,
+                    p = c.prepare(&state.messages, anchor) => Some(p),
+                }
+            };
+            let Some(prepared) = prepared else {
+                // Interrupted while compacting (the summary request is dropped with it).
+                let message = Message::user_text(INTERRUPT_MESSAGE);
+                state.messages.push(message.clone());
+                yield LoopEvent::Message { message, is_meta: true };
+                yield terminal(TerminalReason::AbortedStreaming, &state, &transitions, Some("Interrupted by user".to_owned()));
+                return;
             };
             let messages_for_api = match prepared {
                 Ok(p) => {
@@ -295,13 +308,18 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                     Arc::clone(&can_use_tool),
                 );
                 let mut blocks: BTreeMap<usize, ContentBlock> = BTreeMap::new();
+                // Tool calls handed to the executor during the stream.
+                let mut started: Vec<String> = Vec::new();
                 let mut outcome: Option<Attempt> = None;
                 let mut stream = deps.call_model(request, fallback_model.clone(), cancel.clone());
                 while let Some(item) = stream.next().await {
                     match item {
                         Ok(ModelEvent::Stream(event)) => yield LoopEvent::Stream(event),
                         Ok(ModelEvent::BlockComplete { index, block }) => {
-                            if let Some((id, name, input)) = block.as_tool_use() {
+                            if let Some((id, name, input)) = block.as_tool_use()
+                                && invalid_tool_input(input).is_none()
+                            {
+                                started.push(id.to_owned());
                                 executor.add_tool(ToolCall {
                                     id: id.to_owned(),
                                     name: name.to_owned(),
@@ -320,6 +338,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                                     Arc::clone(&can_use_tool),
                                 );
                                 blocks.clear();
+                                started.clear();
                                 yield LoopEvent::Tombstone;
                             }
                             yield LoopEvent::Retry(status);
@@ -367,11 +386,11 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                         stop_reason: None,
                         stop_sequence: None,
                         usage: gyre_protocol::Usage::default(),
-                    }), Some(executor));
+                    }), Some((executor, started)));
                 }
-                break (attempt, Some(executor));
+                break (attempt, Some((executor, started)));
             };
-            let Some(executor) = executor else { return; };
+            let Some((executor, started)) = executor else { return; };
 
             // Phase 4: abort check after streaming.
             if cancel.is_cancelled() {
@@ -423,7 +442,11 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                         if !state.has_attempted_reactive_compact {
                             let compacted = {
                                 let mut c = compactor.lock().await;
-                                c.compact_now(&state.messages, "reactive").await
+                                tokio::select! {
+                                    biased;
+                                    () = cancel.cancelled() => Ok(None),
+                                    r = c.compact_now(&state.messages, "reactive") => r,
+                                }
                             };
                             if let Ok(Some((history, outcome))) = compacted {
                                 anchor = None;
@@ -509,6 +532,12 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
             anchor = Some(UsageAnchor { usage: response.usage, message_count: state.messages.len() });
 
             let calls = tool_calls_of(&response);
+            // A client that does not stream blocks still gets its tools run.
+            for call in &calls {
+                if !started.contains(&call.id) && invalid_tool_input(&call.input).is_none() {
+                    executor.add_tool(call.clone());
+                }
+            }
             if calls.is_empty() {
                 executor.discard();
                 // No follow-up: stop hooks, then the token budget, then done.
@@ -595,13 +624,21 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
             let mut results: Vec<ContentBlock> = calls
                 .iter()
                 .map(|call| {
-                    let mut block = outcomes
-                        .iter()
-                        .find(|o| o.tool_use_id == call.id)
-                        .map_or_else(
-                            || ContentBlock::tool_result(call.id.clone(), INTERRUPTED_TOOL_RESULT, true),
-                            ToolCallOutcome::to_block,
-                        );
+                    let mut block = if let Some(bad) = invalid_tool_input(&call.input) {
+                        ContentBlock::tool_result(
+                            call.id.clone(),
+                            format!("<tool_use_error>InputValidationError: the input of this {} call is not valid JSON ({}); send the input again as a JSON object</tool_use_error>", call.name, bad.error),
+                            true,
+                        )
+                    } else {
+                        outcomes
+                            .iter()
+                            .find(|o| o.tool_use_id == call.id)
+                            .map_or_else(
+                                || ContentBlock::tool_result(call.id.clone(), INTERRUPTED_TOOL_RESULT, true),
+                                ToolCallOutcome::to_block,
+                            )
+                    };
                     if let (Some(warning), ContentBlock::ToolResult { content, .. }) = (repeat_warning(&call_history, call), &mut block) {
                         *content = format!("{}{warning}", content.text()).into();
                     }

@@ -545,3 +545,33 @@ async fn the_three_iteration_example_of_the_seed_yields_every_event_in_order() {
     );
     assert_paired(&model.requests());
 }
+
+#[tokio::test]
+async fn invalid_tool_json_is_answered_with_an_input_error_and_the_loop_goes_on() {
+    let bad = json!({
+        gyre_api::INVALID_JSON_KEY: "{\"x\": ",
+        gyre_api::INVALID_JSON_ERROR_KEY: "EOF while parsing",
+    });
+    let model = FakeModel::new([tool("bad", "Echo", bad), text("sorry")]);
+    let events = collect(params(Arc::clone(&model))).await;
+    assert_eq!(terminal(&events).reason, TerminalReason::Completed);
+    let answer = &model.requests()[1].messages[2].content[0];
+    assert!(
+        matches!(answer, ContentBlock::ToolResult { is_error: true, content, .. }
+        if content.text().contains("InputValidationError") && content.text().contains("not valid JSON"))
+    );
+}
+
+#[tokio::test]
+async fn tools_run_even_when_the_client_streams_no_block_events() {
+    let Reply::Response(resp) = tool("p1", "Echo", json!({"plain": true})) else {
+        unreachable!()
+    };
+    let model = FakeModel::new([Reply::Plain(resp), text("done")]);
+    let events = collect(params(Arc::clone(&model))).await;
+    assert_eq!(terminal(&events).reason, TerminalReason::Completed);
+    let answer = &model.requests()[1].messages[2].content[0];
+    assert!(
+        matches!(answer, ContentBlock::ToolResult { is_error: false, content, .. } if content.text().contains("plain"))
+    );
+}

@@ -32,6 +32,8 @@ pub enum Reply {
     RetryThen(Box<Reply>),
     /// Streams the blocks, then waits until cancelled (abort while streaming).
     HangAfter(Vec<ContentBlock>),
+    /// Only the final message, no block events (a client that does not stream).
+    Plain(AssistantResponse),
 }
 
 pub fn response(content: Vec<ContentBlock>, stop: StopReason) -> Reply {
@@ -115,6 +117,7 @@ fn events_for(reply: Reply, cancel: CancellationToken) -> ModelStream {
             futures::stream::iter(items).boxed()
         }
         Reply::Error(e) => futures::stream::iter([Err(e)]).boxed(),
+        Reply::Plain(resp) => futures::stream::iter([Ok(ModelEvent::Message(resp))]).boxed(),
         Reply::RetryThen(next) => {
             let status = RetryStatus {
                 attempt: 1,
