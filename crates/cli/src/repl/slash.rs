@@ -1,0 +1,158 @@
+//! Slash commands typed at the prompt: `/compact`, `/clear`, `/cost`, `/model [name]`,
+//! `/help`, `/exit`.
+
+use gyre_protocol::Usage;
+
+/// A parsed slash command.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlashCommand {
+    Compact,
+    Clear,
+    Cost,
+    /// `/model` shows the model, `/model NAME` switches to it.
+    Model(Option<String>),
+    Help,
+    Exit,
+    /// Anything else that starts with `/`: the command name as typed.
+    Unknown(String),
+}
+
+impl SlashCommand {
+    /// `None` when the line is a message for the model, not a command.
+    #[must_use]
+    pub fn parse(line: &str) -> Option<Self> {
+        let rest = line.trim().strip_prefix('/')?;
+        let (name, arg) = rest
+            .split_once(char::is_whitespace)
+            .map_or((rest, ""), |(n, a)| (n, a.trim()));
+        let arg = (!arg.is_empty()).then(|| arg.to_owned());
+        Some(match name {
+            "compact" => Self::Compact,
+            "clear" | "reset" | "new" => Self::Clear,
+            "cost" => Self::Cost,
+            "model" => Self::Model(arg),
+            "help" | "?" => Self::Help,
+            "exit" | "quit" => Self::Exit,
+            other => Self::Unknown(other.to_owned()),
+        })
+    }
+}
+
+/// What `/help` prints.
+pub const HELP: &str = "\
+Commands
+  /compact        summarize the conversation to free context
+  /clear          start a new conversation (the transcript keeps the old one)
+  /cost           cost, tokens and time of this session
+  /model [name]   show the model, or switch to another
+  /help           this list
+  /exit           quit (also Ctrl+D)
+
+Keys
+  Ctrl+C          interrupt the running turn; twice to quit
+  Ctrl+D          quit at an empty prompt
+  Up / Down       history (kept in $GYRE_HOME/history)";
+
+/// What `/cost` prints (the names Claude Code's `/cost` uses).
+#[must_use]
+pub fn cost_report(cost_usd: f64, usage: &Usage, api_ms: u64, wall_ms: u64) -> String {
+    format!(
+        "Total cost:            ${cost_usd:.4}\n\
+         Total duration (API):  {}\n\
+         Total duration (wall): {}\n\
+         Usage:                 {} input, {} output, {} cache read, {} cache write",
+        format_duration(api_ms),
+        format_duration(wall_ms),
+        thousands(usage.input_tokens),
+        thousands(usage.output_tokens),
+        thousands(usage.cache_read_input_tokens),
+        thousands(usage.cache_creation_input_tokens),
+    )
+}
+
+/// `850ms`, `12.3s`, `4m 5s`, `1h 2m`.
+#[must_use]
+pub fn format_duration(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0 => format!("{ms}ms"),
+        1..60 => format!("{}.{}s", secs, (ms % 1000) / 100),
+        60..3600 => format!("{}m {}s", secs / 60, secs % 60),
+        _ => format!("{}h {}m", secs / 3600, (secs % 3600) / 60),
+    }
+}
+
+/// `1234567` → `1,234,567`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_without_a_leading_slash_are_messages() {
+        assert_eq!(SlashCommand::parse("hello /cost"), None);
+        assert_eq!(SlashCommand::parse(""), None);
+    }
+
+    #[test]
+    fn known_commands_parse_with_their_argument() {
+        assert_eq!(SlashCommand::parse("/cost"), Some(SlashCommand::Cost));
+        assert_eq!(SlashCommand::parse("  /clear  "), Some(SlashCommand::Clear));
+        assert_eq!(
+            SlashCommand::parse("/compact keep the plan"),
+            Some(SlashCommand::Compact)
+        );
+        assert_eq!(
+            SlashCommand::parse("/model"),
+            Some(SlashCommand::Model(None))
+        );
+        assert_eq!(
+            SlashCommand::parse("/model   claude-opus-4-1 "),
+            Some(SlashCommand::Model(Some("claude-opus-4-1".to_owned())))
+        );
+        assert_eq!(SlashCommand::parse("/quit"), Some(SlashCommand::Exit));
+        assert_eq!(SlashCommand::parse("/help"), Some(SlashCommand::Help));
+    }
+
+    #[test]
+    fn unknown_commands_keep_their_name() {
+        assert_eq!(
+            SlashCommand::parse("/frobnicate now"),
+            Some(SlashCommand::Unknown("frobnicate".to_owned()))
+        );
+        assert_eq!(
+            SlashCommand::parse("/"),
+            Some(SlashCommand::Unknown(String::new()))
+        );
+    }
+
+    #[test]
+    fn cost_report_names_cost_durations_and_tokens() {
+        let usage = Usage {
+            input_tokens: 1_234_567,
+            output_tokens: 80,
+            cache_creation_input_tokens: 0,
+            cache_read_input_tokens: 1000,
+        };
+        insta::assert_snapshot!(cost_report(0.01234, &usage, 1250, 125_000));
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(format_duration(850), "850ms");
+        assert_eq!(format_duration(12_345), "12.3s");
+        assert_eq!(format_duration(245_000), "4m 5s");
+        assert_eq!(format_duration(3_720_000), "1h 2m");
+    }
+}

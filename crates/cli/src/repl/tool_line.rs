@@ -1,0 +1,295 @@
+//! One line per tool call and one per outcome: `● Read src/main.rs` then `  ⎿ 120 lines`.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::style::Palette;
+
+/// How much of a command or pattern a call line shows.
+const MAX_ARG_CHARS: usize = 80;
+/// How much of an error or output line an outcome line shows.
+const MAX_OUTCOME_CHARS: usize = 100;
+
+/// What a call does, in a few words: `Read src/main.rs`, `Bash cargo test`.
+#[must_use]
+pub fn call_summary(name: &str, input: &Value, cwd: &Path) -> String {
+    let field = |key: &str| input.get(key).and_then(Value::as_str);
+    let path = |key: &str| field(key).map(|p| display_path(p, cwd));
+    let arg = match name {
+        "Read" | "Edit" | "Write" => path("file_path"),
+        "Bash" => field("command").map(|c| shorten(c, MAX_ARG_CHARS)),
+        "Grep" | "Glob" => field("pattern").map(|pattern| {
+            let pattern = shorten(pattern, MAX_ARG_CHARS);
+            match path("path") {
+                Some(dir) => format!("{pattern} in {dir}"),
+                None => pattern,
+            }
+        }),
+        _ => None,
+    };
+    let arg = arg.unwrap_or_else(|| match input {
+        Value::Object(map) if map.is_empty() => String::new(),
+        Value::Null => String::new(),
+        other => shorten(&other.to_string(), MAX_ARG_CHARS),
+    });
+    if arg.is_empty() {
+        name.to_owned()
+    } else {
+        format!("{name} {arg}")
+    }
+}
+
+/// A call's result, in a few words. `ok` is false for errors.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub ok: bool,
+    pub text: String,
+}
+
+/// Summarizes a tool_result for the tool that produced it.
+#[must_use]
+pub fn outcome_summary(name: &str, content: &str, is_error: bool) -> Outcome {
+    let content = content
+        .replace("<tool_use_error>", "")
+        .replace("</tool_use_error>", "");
+    let content = content.trim();
+    if is_error {
+        return Outcome {
+            ok: false,
+            text: error_summary(name, content),
+        };
+    }
+    let lines: Vec<&str> = content.lines().collect();
+    let text = match name {
+        "Bash" => match lines.as_slice() {
+            [] | ["(no output)"] => "exit 0".to_owned(),
+            [one] => format!("exit 0 · {}", shorten(one, MAX_OUTCOME_CHARS)),
+            many => format!("exit 0 · {}", count(many.len(), "line")),
+        },
+        "Read" if content.starts_with("<system-reminder>") => {
+            shorten(&strip_reminder(content), MAX_OUTCOME_CHARS)
+        }
+        "Read" => count(lines.len(), "line"),
+        "Edit" | "Write" if content.starts_with("File created") => "created".to_owned(),
+        "Edit" | "Write" => {
+            let (added, removed) = diff_stats(content);
+            if added + removed == 0 {
+                "updated".to_owned()
+            } else {
+                format!("updated · +{added} −{removed}")
+            }
+        }
+        "Glob" if content == "No files found" => content.to_owned(),
+        "Glob" => count(lines.iter().filter(|l| !l.starts_with('(')).count(), "file"),
+        "Grep" => match lines.first() {
+            Some(first) if first.starts_with("Found ") || first.starts_with("No ") => {
+                (*first).to_owned()
+            }
+            _ => count(lines.len(), "line"),
+        },
+        _ => lines
+            .first()
+            .map_or_else(|| "done".to_owned(), |l| shorten(l, MAX_OUTCOME_CHARS)),
+    };
+    Outcome { ok: true, text }
+}
+
+fn error_summary(name: &str, content: &str) -> String {
+    let mut lines = content.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or("failed");
+    if name == "Bash"
+        && let Some(code) = first.strip_prefix("Exit code ")
+    {
+        return match lines.next() {
+            Some(output) => format!("exit {code} · {}", shorten(output, MAX_OUTCOME_CHARS)),
+            None => format!("exit {code}"),
+        };
+    }
+    if first.starts_with("Command was interrupted") || first == "Interrupted by user" {
+        return "interrupted".to_owned();
+    }
+    if first.starts_with("The user denied permission") {
+        return "denied".to_owned();
+    }
+    shorten(first, MAX_OUTCOME_CHARS)
+}
+
+fn strip_reminder(s: &str) -> String {
+    s.replace("<system-reminder>", "")
+        .replace("</system-reminder>", "")
+        .trim()
+        .to_owned()
+}
+
+/// Added and removed lines of a unified diff.
+fn diff_stats(text: &str) -> (usize, usize) {
+    text.lines().fold((0, 0), |(a, r), l| {
+        if l.starts_with('+') && !l.starts_with("+++") {
+            (a + 1, r)
+        } else if l.starts_with('-') && !l.starts_with("---") {
+            (a, r + 1)
+        } else {
+            (a, r)
+        }
+    })
+}
+
+fn count(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+/// The first line, cut to `max` characters; `…` marks anything left out.
+fn shorten(s: &str, max: usize) -> String {
+    let mut lines = s.trim().lines();
+    let first = lines.next().unwrap_or_default();
+    let more_lines = lines.next().is_some();
+    match first.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &first[..cut]),
+        None if more_lines => format!("{first} …"),
+        None => first.to_owned(),
+    }
+}
+
+/// A path relative to the working directory when it is inside it.
+fn display_path(path: &str, cwd: &Path) -> String {
+    Path::new(path).strip_prefix(cwd).map_or_else(
+        |_| path.to_owned(),
+        |rel| {
+            if rel.as_os_str().is_empty() {
+                ".".to_owned()
+            } else {
+                rel.display().to_string()
+            }
+        },
+    )
+}
+
+/// `● Read src/main.rs`, the tool name in bold.
+#[must_use]
+pub fn render_call(p: Palette, summary: &str) -> String {
+    let (name, rest) = summary.split_once(' ').unwrap_or((summary, ""));
+    let rest = if rest.is_empty() {
+        String::new()
+    } else {
+        format!(" {rest}")
+    };
+    format!("{} {}{rest}", p.green("●"), p.bold(name))
+}
+
+/// `  ⎿ 120 lines` or `  ⎿ ✗ exit 1 · error text`.
+#[must_use]
+pub fn render_outcome(p: Palette, outcome: &Outcome) -> String {
+    if outcome.ok {
+        format!("  {} {}", p.dim("⎿"), p.dim(&outcome.text))
+    } else {
+        format!("  {} {}", p.dim("⎿"), p.red(&format!("✗ {}", outcome.text)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(name: &str, input: &Value) -> String {
+        render_call(
+            Palette::new(false),
+            &call_summary(name, input, Path::new("/work/proj")),
+        )
+    }
+
+    fn outcome(name: &str, content: &str, is_error: bool) -> String {
+        render_outcome(
+            Palette::new(false),
+            &outcome_summary(name, content, is_error),
+        )
+    }
+
+    #[test]
+    fn tool_lines() {
+        let long = "x".repeat(120);
+        let lines = [
+            call("Read", &json!({"file_path": "/work/proj/src/main.rs"})),
+            outcome("Read", "1\tfn main() {\n2\t}\n3\t", false),
+            call("Read", &json!({"file_path": "/etc/hosts"})),
+            outcome(
+                "Read",
+                "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>",
+                false,
+            ),
+            call("Bash", &json!({"command": "cargo test"})),
+            outcome("Bash", "running 3 tests\nok\nok\nok", false),
+            call("Bash", &json!({"command": "echo hi"})),
+            outcome("Bash", "hi", false),
+            call("Bash", &json!({"command": "true"})),
+            outcome("Bash", "(no output)", false),
+            call("Bash", &json!({"command": "cargo build\n&& cargo test"})),
+            outcome(
+                "Bash",
+                "Exit code 101\nerror[E0425]: cannot find value `x`",
+                true,
+            ),
+            call("Bash", &json!({"command": "sleep 30"})),
+            outcome("Bash", "Interrupted by user", true),
+            call("Bash", &json!({ "command": long })),
+            outcome(
+                "Bash",
+                "The user denied permission to use Bash. Do not retry it; ask the user how to proceed.",
+                true,
+            ),
+            call(
+                "Edit",
+                &json!({"file_path": "/work/proj/a.rs", "old_string": "a", "new_string": "b"}),
+            ),
+            outcome(
+                "Edit",
+                "The file /work/proj/a.rs has been updated. Here's the diff:\n--- a\n+++ b\n@@ -1 +1 @@\n-a\n+b\n+c",
+                false,
+            ),
+            call(
+                "Write",
+                &json!({"file_path": "/work/proj/new.txt", "content": "x"}),
+            ),
+            outcome(
+                "Write",
+                "File created successfully at: /work/proj/new.txt",
+                false,
+            ),
+            call(
+                "Grep",
+                &json!({"pattern": "fn main", "path": "/work/proj/src"}),
+            ),
+            outcome("Grep", "Found 2 files\nsrc/main.rs\nsrc/lib.rs", false),
+            call("Glob", &json!({"pattern": "**/*.rs"})),
+            outcome("Glob", "/work/proj/a.rs\n/work/proj/b.rs", false),
+            call("Glob", &json!({"pattern": "*.zig"})),
+            outcome("Glob", "No files found", false),
+            call("Read", &json!({})),
+            outcome(
+                "Read",
+                "<tool_use_error>InputValidationError: file_path is required</tool_use_error>",
+                true,
+            ),
+            call("WebFetch", &json!({"url": "https://example.com"})),
+            outcome("WebFetch", "", false),
+        ];
+        insta::assert_snapshot!(lines.join("\n"));
+    }
+
+    #[test]
+    fn colored_lines_mark_errors_red() {
+        let p = Palette::new(true);
+        let failed = render_outcome(p, &outcome_summary("Bash", "Exit code 1", true));
+        assert_eq!(failed, "  \x1b[2m⎿\x1b[22m \x1b[31m✗ exit 1\x1b[39m");
+        assert_eq!(
+            render_call(p, "Read a.rs"),
+            "\x1b[32m●\x1b[39m \x1b[1mRead\x1b[22m a.rs"
+        );
+    }
+}
