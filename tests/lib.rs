@@ -19,29 +19,40 @@ pub const TEST_API_KEY: &str = "sk-ant-test-e2e-0123456789";
 /// When cargo cannot build it.
 pub fn gyre_binary() -> Result<PathBuf> {
     static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    BIN.get_or_init(|| build().map_err(|e| format!("{e:#}")))
+    BIN.get_or_init(|| build("gyre-cli", "gyre").map_err(|e| format!("{e:#}")))
         .clone()
         .map_err(anyhow::Error::msg)
 }
 
-fn build() -> Result<PathBuf> {
+/// The `gyre-testkit` binary, built on first use.
+///
+/// # Errors
+/// When cargo cannot build it.
+pub fn testkit_binary() -> Result<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| build("gyre-testkit", "gyre-testkit").map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
+fn build(package: &str, bin_name: &str) -> Result<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .context("workspace root")?
         .to_path_buf();
     let status = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "-p", "gyre-cli", "--bin", "gyre"])
+        .args(["build", "--quiet", "-p", package, "--bin", bin_name])
         .current_dir(&root)
         .status()
         .context("running cargo build")?;
     if !status.success() {
-        bail!("cargo build -p gyre-cli failed");
+        bail!("cargo build -p {package} failed");
     }
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let bin = target.join("debug").join("gyre");
+    let bin = target.join("debug").join(bin_name);
     if !bin.is_file() {
-        bail!("gyre not found at {}", bin.display());
+        bail!("{bin_name} not found at {}", bin.display());
     }
     Ok(bin)
 }

@@ -271,3 +271,119 @@ fn an_unreachable_base_url_is_a_clear_error() {
     );
     assert!(out.stderr.contains("ANTHROPIC_BASE_URL"), "{}", out.stderr);
 }
+
+#[test]
+fn include_partial_messages_adds_stream_event_lines_with_raw_deltas() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("streamed in pieces").with_chunk_chars(5)
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "hi",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--include-partial-messages",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines = out.lines().unwrap();
+    let deltas: String = lines
+        .iter()
+        .filter(|l| l["type"] == "stream_event" && l["event"]["type"] == "content_block_delta")
+        .map(|l| l["event"]["delta"]["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(deltas, "streamed in pieces");
+    let first_event = lines
+        .iter()
+        .position(|l| l["type"] == "stream_event")
+        .unwrap();
+    let assistant = lines.iter().position(|l| l["type"] == "assistant").unwrap();
+    assert!(
+        first_event < assistant,
+        "deltas come before the whole message"
+    );
+    assert!(lines.iter().any(|l| l["event"]["type"] == "message_stop"));
+}
+
+#[test]
+fn max_budget_usd_stops_the_session_with_its_own_subtype() {
+    let sandbox = Sandbox::new().unwrap();
+    let file = sandbox.write("a.txt", "x\n").unwrap();
+    let expensive = gyre_testkit::Usage {
+        input_tokens: 1_000_000,
+        output_tokens: 10,
+        ..gyre_testkit::Usage::default()
+    };
+    let server = TestServer::spawn(
+        Script::new([Turn::tool_use("Read", json!({"file_path": file})).with_usage(expensive)])
+            .repeat_last(),
+    )
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "spend",
+        "--max-budget-usd",
+        "0.50",
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    let result = out.result().unwrap();
+    assert_eq!(result["subtype"], "error_max_budget_usd");
+    assert_eq!(result["is_error"], true);
+    assert!(result["total_cost_usd"].as_f64().unwrap() >= 0.5);
+    assert_eq!(server.request_count(), 1);
+}
+
+#[test]
+fn help_version_and_completions_work_without_an_api_key() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([])).unwrap();
+    let help = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .env_remove("ANTHROPIC_API_KEY")
+        .arg("--help"))
+    .unwrap();
+    assert_eq!(help.code, Some(0));
+    for flag in [
+        "--print",
+        "--output-format",
+        "--allowedTools",
+        "--max-turns",
+        "--resume",
+        "--fallback-model",
+    ] {
+        assert!(help.stdout.contains(flag), "--help lacks {flag}");
+    }
+    let version = run(sandbox.gyre(&server).unwrap().arg("--version")).unwrap();
+    assert_eq!(version.code, Some(0));
+    assert!(version.stdout.starts_with("gyre "), "{}", version.stdout);
+    for shell in ["bash", "zsh", "fish"] {
+        let c = run(sandbox.gyre(&server).unwrap().args(["completions", shell])).unwrap();
+        assert_eq!(c.code, Some(0), "{shell}: {}", c.stderr);
+        assert!(c.stdout.contains("allowedTools"), "{shell}");
+    }
+}
+
+#[test]
+fn sdk_flags_are_accepted_with_a_one_line_warning() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")])).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "hi",
+        "--setting-sources",
+        "user,project",
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
+    assert!(out.stderr.contains("--setting-sources"), "{}", out.stderr);
+}

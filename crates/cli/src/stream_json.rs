@@ -152,3 +152,159 @@ pub fn result(result: &TurnResult, session_id: &str, uuid: &str) -> Value {
     }
     v
 }
+
+#[cfg(test)]
+mod tests {
+    use gyre_loop::{Terminal, TerminalReason, Transition};
+    use gyre_protocol::{ContentBlock, ContentDelta, Usage};
+    use serde_json::json;
+
+    use super::*;
+
+    const SESSION: &str = "2b1f6c52-8d3e-4a7b-9f10-5c2e8a4d6b01";
+    const UUID: &str = "00000000-0000-4000-8000-000000000001";
+
+    fn facts() -> SessionFacts {
+        SessionFacts {
+            session_id: SESSION.into(),
+            cwd: "/home/ada/project".into(),
+            model: "claude-sonnet-4-5".into(),
+            tools: vec!["Bash".into(), "Read".into()],
+            permission_mode: "default".into(),
+        }
+    }
+
+    fn turn_result(subtype: &'static str, is_error: bool, reason: TerminalReason) -> TurnResult {
+        TurnResult {
+            subtype,
+            is_error,
+            result: if is_error {
+                String::new()
+            } else {
+                "Done.".into()
+            },
+            num_turns: 2,
+            duration_ms: 1234,
+            duration_api_ms: 1000,
+            total_cost_usd: 0.0123,
+            usage: Usage {
+                input_tokens: 300,
+                output_tokens: 40,
+                cache_creation_input_tokens: 10,
+                cache_read_input_tokens: 200,
+            },
+            permission_denials: vec![PermissionDenial {
+                tool_name: "Bash".into(),
+                tool_use_id: "toolu_1".into(),
+                tool_input: json!({"command": "rm -rf build"}),
+            }],
+            terminal: Terminal {
+                reason,
+                turn_count: 2,
+                transitions: vec![Transition::NextTurn],
+                error: None,
+            },
+            errors: if is_error {
+                vec!["Reached maximum number of turns (2)".into()]
+            } else {
+                Vec::new()
+            },
+        }
+    }
+
+    #[test]
+    fn init_line() {
+        let mut line = init(&facts(), UUID);
+        line["gyre_version"] = json!("[version]");
+        insta::assert_json_snapshot!(line);
+    }
+
+    #[test]
+    fn assistant_line() {
+        let m = Message::assistant(vec![
+            ContentBlock::text("Reading it."),
+            ContentBlock::tool_use("toolu_1", "Read", json!({"file_path": "/a.txt"})),
+        ]);
+        insta::assert_json_snapshot!(message(&m, "claude-sonnet-4-5", SESSION, UUID));
+    }
+
+    #[test]
+    fn user_line() {
+        let m = Message::user(vec![ContentBlock::tool_result(
+            "toolu_1",
+            "1\tfirst line",
+            false,
+        )]);
+        insta::assert_json_snapshot!(message(&m, "claude-sonnet-4-5", SESSION, UUID));
+    }
+
+    #[test]
+    fn api_retry_line() {
+        let status = RetryStatus {
+            attempt: 2,
+            max_retries: 10,
+            delay_ms: 1100,
+            status: Some(529),
+            error: "overloaded".into(),
+            message: "The API is overloaded (529): Overloaded.".into(),
+        };
+        insta::assert_json_snapshot!(api_retry(&status, SESSION, UUID));
+    }
+
+    #[test]
+    fn model_fallback_line() {
+        insta::assert_json_snapshot!(model_fallback("big-model", "small-model", SESSION, UUID));
+    }
+
+    #[test]
+    fn compact_boundary_line() {
+        let outcome = CompactionOutcome {
+            trigger: "auto".into(),
+            pre_tokens: 190_000,
+            post_tokens: 9_000,
+        };
+        insta::assert_json_snapshot!(compact_boundary(&outcome, SESSION, UUID));
+    }
+
+    #[test]
+    fn permission_denied_line() {
+        let denial = PermissionDenial {
+            tool_name: "Bash".into(),
+            tool_use_id: "toolu_1".into(),
+            tool_input: json!({"command": "rm -rf build"}),
+        };
+        insta::assert_json_snapshot!(permission_denied(
+            &denial,
+            "Permission to use Bash was denied.",
+            SESSION,
+            UUID
+        ));
+    }
+
+    #[test]
+    fn stream_event_line() {
+        let event = StreamEvent::ContentBlockDelta {
+            index: 0,
+            delta: ContentDelta::TextDelta { text: "Hel".into() },
+        };
+        insta::assert_json_snapshot!(stream_event(&event, SESSION, UUID));
+    }
+
+    #[test]
+    fn result_line_success() {
+        insta::assert_json_snapshot!(result(
+            &turn_result("success", false, TerminalReason::Completed),
+            SESSION,
+            UUID
+        ));
+    }
+
+    #[test]
+    fn result_line_max_turns() {
+        insta::assert_json_snapshot!(result(
+            &turn_result("error_max_turns", true, TerminalReason::MaxTurns),
+            SESSION,
+            UUID
+        ));
+    }
+}
