@@ -22,6 +22,18 @@ pub enum InputFormat {
     StreamJson,
 }
 
+const AFTER_HELP: &str = "Examples:
+  gyre                                    interactive session in this directory
+  gyre -p \"why does the build fail?\"      headless: print the final answer
+  gyre -p \"fix the lint\" --allowedTools Edit \"Bash(cargo clippy:*)\"
+  gyre -c -p \"and now the tests\"          continue the latest session here
+
+Environment: ANTHROPIC_API_KEY (required), ANTHROPIC_BASE_URL, ANTHROPIC_MODEL,
+GYRE_HOME (default ~/.gyre), GYRE_MAX_RETRIES, GYRE_STREAM_IDLE_TIMEOUT_MS,
+GYRE_UNATTENDED_RETRY, GYRE_MAX_OUTPUT_TOKENS, GYRE_MAX_TOOL_CONCURRENCY,
+GYRE_AUTOCOMPACT_PCT_OVERRIDE, GYRE_DISABLE_AUTOCOMPACT, NO_COLOR, RUST_LOG.
+Settings: ~/.gyre/settings.json < .gyre/settings.json < .gyre/settings.local.json < flags.";
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List the saved sessions of this directory (id, time, first prompt, turns).
@@ -39,7 +51,12 @@ pub enum Command {
 /// runs one task headless and prints the result. Talks to the Anthropic Messages API:
 /// set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL for another endpoint).
 #[derive(Debug, Parser)]
-#[command(name = "gyre", version, about, long_about = None, args_conflicts_with_subcommands = true)]
+#[command(
+    name = "gyre",
+    version,
+    args_conflicts_with_subcommands = true,
+    after_help = AFTER_HELP
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Option<Command>,
