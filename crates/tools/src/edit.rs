@@ -7,9 +7,8 @@ use serde_json::{Value, json};
 use similar::TextDiff;
 
 use crate::file_state::Freshness;
-use crate::write::{
-    MODIFIED_MESSAGE, NOT_READ_MESSAGE, record_written, run_blocking, write_atomic,
-};
+use crate::tool::call_blocking;
+use crate::write::{MODIFIED_MESSAGE, NOT_READ_MESSAGE, record_written, write_atomic};
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// Diff lines shown in the result; the rest is summarised.
@@ -93,14 +92,8 @@ Usage:\n\
         ctx: &'a ToolContext,
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let input: EditInput = match serde_json::from_value(input) {
-                Ok(i) => i,
-                Err(e) => return ToolOutput::tool_use_error(e),
-            };
-            let path = ctx.resolve(&input.file_path);
-            let ctx = ctx.clone();
-            run_blocking(move || edit_file(&path, &input, &ctx)).await
+        call_blocking(input, ctx, |input: EditInput, ctx| {
+            edit_file(&ctx.resolve(&input.file_path), &input, ctx)
         })
     }
 }

@@ -7,8 +7,8 @@ use globset::GlobBuilder;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::tool::call_blocking;
 use crate::walk::{collect_files, walk_builder};
-use crate::write::run_blocking;
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// At most this many paths are returned.
@@ -90,14 +90,7 @@ impl Tool for GlobTool {
         ctx: &'a ToolContext,
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let input: GlobInput = match serde_json::from_value(input) {
-                Ok(i) => i,
-                Err(e) => return ToolOutput::tool_use_error(e),
-            };
-            let ctx = ctx.clone();
-            run_blocking(move || glob_files(&input, &ctx)).await
-        })
+        call_blocking(input, ctx, |input: GlobInput, ctx| glob_files(&input, ctx))
     }
 }
 

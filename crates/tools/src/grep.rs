@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 
 use crate::paths::display_relative;
 use crate::read::push_cut;
+use crate::tool::call_blocking;
 use crate::walk::{collect_files, walk_builder};
-use crate::write::run_blocking;
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// Entries returned when no `head_limit` is given (0 = unlimited).
@@ -140,14 +140,7 @@ Usage:\n\
         ctx: &'a ToolContext,
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let input: GrepInput = match serde_json::from_value(input) {
-                Ok(i) => i,
-                Err(e) => return ToolOutput::tool_use_error(e),
-            };
-            let ctx = ctx.clone();
-            run_blocking(move || grep(&input, &ctx)).await
-        })
+        call_blocking(input, ctx, |input: GrepInput, ctx| grep(&input, ctx))
     }
 }
 

@@ -177,3 +177,26 @@ pub trait CanUseTool: Send + Sync {
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, PermissionDecision>;
 }
+
+/// The shape of the file tools' `call`: parse the input as `I` (a schema mismatch is a
+/// `<tool_use_error>`), then run `work` on a blocking thread, since it does file I/O.
+pub(crate) fn call_blocking<'a, I>(
+    input: Value,
+    ctx: &'a ToolContext,
+    work: fn(I, &ToolContext) -> ToolOutput,
+) -> BoxFuture<'a, ToolOutput>
+where
+    I: serde::de::DeserializeOwned + Send + 'static,
+{
+    Box::pin(async move {
+        let input: I = match serde_json::from_value(input) {
+            Ok(i) => i,
+            Err(e) => return ToolOutput::tool_use_error(e),
+        };
+        let ctx = ctx.clone();
+        match tokio::task::spawn_blocking(move || work(input, &ctx)).await {
+            Ok(output) => output,
+            Err(e) => ToolOutput::error(format!("The tool stopped unexpectedly: {e}")),
+        }
+    })
+}

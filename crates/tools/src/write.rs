@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::file_state::{FileState, Freshness};
+use crate::tool::call_blocking;
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// "File has not been read yet…" (Claude Code's Edit and Write).
@@ -83,26 +84,13 @@ Usage:\n\
         ctx: &'a ToolContext,
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            let input: WriteInput = match serde_json::from_value(input) {
-                Ok(i) => i,
-                Err(e) => return ToolOutput::tool_use_error(e),
-            };
-            let path = ctx.resolve(&input.file_path);
-            let ctx = ctx.clone();
-            run_blocking(move || write_file(&path, &input.content, &ctx)).await
+        call_blocking(input, ctx, |input: WriteInput, ctx| {
+            write_file(&ctx.resolve(&input.file_path), &input.content, ctx)
         })
     }
 }
 
 /// Runs blocking file work off the async threads.
-pub(crate) async fn run_blocking(work: impl FnOnce() -> ToolOutput + Send + 'static) -> ToolOutput {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(output) => output,
-        Err(e) => ToolOutput::error(format!("The tool stopped unexpectedly: {e}")),
-    }
-}
-
 fn write_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
     let existing = match std::fs::metadata(path) {
         Ok(m) if m.is_dir() => {
