@@ -127,6 +127,7 @@ pub async fn run_turn<W: Write>(
                     }
                 }
                 LoopEvent::RequestStart { .. }
+                | LoopEvent::ToolStarted { .. }
                 | LoopEvent::Message { .. }
                 | LoopEvent::Tombstone
                 | LoopEvent::HistoryReplaced(_)

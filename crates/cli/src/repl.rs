@@ -402,6 +402,23 @@ impl TurnView {
                 self.spinner.show(Status::working("Thinking"));
             }
             LoopEvent::Stream(_) => {}
+            LoopEvent::ToolStarted { id, name, input } => {
+                // Shown as it starts, so a permission question comes after its call line.
+                self.flush_text()?;
+                self.spinner.clear();
+                if self.calls.is_empty() {
+                    self.section()?;
+                }
+                let summary = call_summary(&name, &input, &self.cwd);
+                let text = render_call(self.p, &summary);
+                self.line(&text)?;
+                self.calls.push((id, name, summary));
+                self.batch = self.calls.len();
+                self.spinner.show(Status::working(format!(
+                    "Running {}",
+                    self.calls[self.batch - 1].1
+                )));
+            }
             LoopEvent::Retry(status) => {
                 self.flush_text()?;
                 let reason = if status.message.is_empty() {
@@ -426,6 +443,8 @@ impl TurnView {
                 }
             }
             LoopEvent::Tombstone => {
+                // Calls announced by the void attempt will not get results.
+                self.calls.clear();
                 self.text.discard();
                 self.markdown.reset();
                 if std::mem::take(&mut self.streamed) {
@@ -466,8 +485,10 @@ impl TurnView {
             }
         }
         self.streamed = false;
+        // Calls already announced as they started are not shown twice.
         let calls: Vec<(String, String, String)> = message
             .tool_uses()
+            .filter(|(id, _, _)| !self.calls.iter().any(|(known, ..)| known == id))
             .map(|(id, name, input)| {
                 (
                     id.to_owned(),
@@ -476,20 +497,22 @@ impl TurnView {
                 )
             })
             .collect();
-        if calls.is_empty() {
+        if calls.is_empty() && self.calls.is_empty() {
             return Ok(());
         }
-        self.section()?;
+        if self.calls.is_empty() {
+            self.section()?;
+        }
         for (_, _, summary) in &calls {
             let text = render_call(self.p, summary);
             self.line(&text)?;
         }
-        let running = match calls.as_slice() {
+        self.calls.extend(calls);
+        let running = match self.calls.as_slice() {
             [(_, name, _)] => format!("Running {name}"),
             many => format!("Running {} tools", many.len()),
         };
-        self.batch = calls.len();
-        self.calls = calls;
+        self.batch = self.calls.len();
         self.spinner.show(Status::working(running));
         Ok(())
     }

@@ -391,6 +391,7 @@ impl QueryEngine {
                         terminal = Some(t);
                     }
                     LoopEvent::Stream(_)
+                    | LoopEvent::ToolStarted { .. }
                     | LoopEvent::Retry(_)
                     | LoopEvent::Tombstone
                     | LoopEvent::Transition(_) => yield EngineEvent::Loop(event),

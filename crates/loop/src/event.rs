@@ -15,6 +15,9 @@ pub enum LoopEvent {
     RequestStart { model: String, max_tokens: u32 },
     /// A raw stream event, for UIs that render partial messages.
     Stream(StreamEvent),
+    /// A tool call's block completed mid-stream and the call was handed to the
+    /// executor; its assistant message follows when the response ends.
+    ToolStarted { id: String, name: String, input: serde_json::Value },
     /// A complete message that joins the conversation (assistant response, tool
     /// results, recovery or interruption messages). `is_meta` marks messages gyre wrote
     /// to the model on the user's behalf.

@@ -325,6 +325,11 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                                     name: name.to_owned(),
                                     input: input.clone(),
                                 });
+                                yield LoopEvent::ToolStarted {
+                                    id: id.to_owned(),
+                                    name: name.to_owned(),
+                                    input: input.clone(),
+                                };
                             }
                             blocks.insert(index, block);
                         }

@@ -512,6 +512,7 @@ async fn the_three_iteration_example_of_the_seed_yields_every_event_in_order() {
                 format!("{:?}:{}", message.role, kinds.join("+"))
             }
             LoopEvent::Transition(t) => format!("transition:{}", t.name()),
+            LoopEvent::ToolStarted { name, .. } => format!("tool_started:{name}"),
             LoopEvent::Terminal(t) => format!("terminal:{}", t.reason.name()),
             other => format!("{other:?}"),
         })
@@ -520,11 +521,13 @@ async fn the_three_iteration_example_of_the_seed_yields_every_event_in_order() {
         trace,
         [
             "stream_request_start",
+            "tool_started:Read",
             "usage",
             "Assistant:thinking+text+tool_use",
             "User:tool_result",
             "transition:next_turn",
             "stream_request_start",
+            "tool_started:Edit",
             "usage",
             "Assistant:text+tool_use",
             "User:tool_result",
