@@ -5,7 +5,10 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use anyhow::{Context, Result, bail};
-use gyre_api::{AnthropicClient, ClientConfig, RetryOptions, RetryPolicy};
+use gyre_api::{
+    AnthropicClient, ClientConfig, ModelClient, RecordingClient, ReplayClient, RetryOptions,
+    RetryPolicy,
+};
 use gyre_loop::{
     ApiDeps, ContextCompactor, EngineConfig, JsonlTranscript, PipelineCompactor, QueryEngine,
     load_transcript, project_dir_name,
@@ -49,6 +52,29 @@ pub fn latest_session(cwd: &Path) -> Option<String> {
         .and_then(|(_, p)| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
 }
 
+/// The model client: the Anthropic API, or a fixture (`GYRE_REPLAY_FIXTURE=path`
+/// serves a recording back, no key needed; `GYRE_RECORD_FIXTURE=path` records the
+/// session, secrets redacted). Used by `cargo xtask fixture`.
+fn model_client() -> Result<Arc<dyn ModelClient>> {
+    if let Some(path) = std::env::var_os("GYRE_REPLAY_FIXTURE") {
+        let replay = ReplayClient::from_file(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        return Ok(Arc::new(replay));
+    }
+    let config = ClientConfig::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let key = config.api_key.clone();
+    let client: Arc<dyn ModelClient> =
+        Arc::new(AnthropicClient::new(config).map_err(|e| anyhow::anyhow!("{e}"))?);
+    match std::env::var_os("GYRE_RECORD_FIXTURE") {
+        Some(path) => {
+            let recorder = RecordingClient::create(client, &path)
+                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .with_secret(key);
+            Ok(Arc::new(recorder))
+        }
+        None => Ok(client),
+    }
+}
+
 /// A ready session: the engine and what the output lines repeat.
 pub struct Session {
     pub engine: QueryEngine,
@@ -76,8 +102,7 @@ pub fn build(
     interactive: bool,
     prompt: Option<Arc<dyn PermissionPrompt>>,
 ) -> Result<Session> {
-    let client_config = ClientConfig::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
-    let client = AnthropicClient::new(client_config).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let client = model_client()?;
     let retry = RetryOptions::new(RetryPolicy::from_env());
 
     let (session_id, resumed) = if let Some(id) = &cli.resume {
@@ -191,7 +216,7 @@ pub fn build(
     });
     system_block.cache_control = Some(CacheControl::ephemeral());
 
-    let deps = Arc::new(ApiDeps::new(Arc::new(client), retry));
+    let deps = Arc::new(ApiDeps::new(client, retry));
     let max_output_tokens: Option<u32> = std::env::var("GYRE_MAX_OUTPUT_TOKENS")
         .ok()
         .and_then(|v| v.parse().ok());
