@@ -9,7 +9,7 @@ use gyre_protocol::{ContentBlock, Message};
 use serde_json::Value;
 
 use crate::args::OutputFormat;
-use crate::stream_json::{self, SessionFacts};
+use crate::stream_json::{self, ResponseMeta, SessionFacts};
 
 /// Where headless output goes; every line is flushed as it is written, so a driver
 /// reading our stdout sees each event when it happens.
@@ -64,6 +64,10 @@ pub async fn run_turn<W: Write>(
     let events = engine.submit_message(content);
     futures::pin_mut!(events);
     let mut first_user = true;
+    let mut meta = ResponseMeta {
+        model: facts.model.clone(),
+        ..ResponseMeta::default()
+    };
     let mut result: Option<TurnResult> = None;
     while let Some(event) = events.next().await {
         match event {
@@ -77,12 +81,14 @@ pub async fn run_turn<W: Write>(
                     continue;
                 }
                 if output.streaming() {
-                    output.line(&stream_json::message(
-                        &message,
-                        &facts.model,
-                        &session_id,
-                        &uuid,
-                    ))?;
+                    output.line(&stream_json::message(&message, &meta, &session_id, &uuid))?;
+                }
+                if message.role == gyre_protocol::Role::Assistant {
+                    // The next assistant message belongs to another response.
+                    meta = ResponseMeta {
+                        model: std::mem::take(&mut meta.model),
+                        ..ResponseMeta::default()
+                    };
                 }
             }
             EngineEvent::Loop(event) => match event {
@@ -132,8 +138,20 @@ pub async fn run_turn<W: Write>(
                 | LoopEvent::Tombstone
                 | LoopEvent::HistoryReplaced(_)
                 | LoopEvent::Transition(_)
-                | LoopEvent::Usage { .. }
                 | LoopEvent::Terminal(_) => {}
+                LoopEvent::Usage {
+                    id,
+                    model,
+                    stop_reason,
+                    usage,
+                } => {
+                    meta = ResponseMeta {
+                        id,
+                        model,
+                        stop_reason,
+                        usage,
+                    };
+                }
             },
             EngineEvent::Result(r) => result = Some(r),
         }

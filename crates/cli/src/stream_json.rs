@@ -2,7 +2,7 @@
 
 use gyre_api::RetryStatus;
 use gyre_loop::{CompactionOutcome, TurnResult};
-use gyre_protocol::{Message, Role, StreamEvent};
+use gyre_protocol::{Message, Role, StopReason, StreamEvent, Usage};
 use gyre_tools::PermissionDenial;
 use serde_json::{Value, json};
 
@@ -35,15 +35,29 @@ pub fn init(facts: &SessionFacts, uuid: &str) -> Value {
     })
 }
 
-/// An `assistant` or `user` line. Assistant messages carry the model that wrote them.
+/// What the API said about the response an assistant message came from.
+#[derive(Debug, Clone, Default)]
+pub struct ResponseMeta {
+    pub id: String,
+    pub model: String,
+    pub stop_reason: Option<StopReason>,
+    pub usage: Usage,
+}
+
+/// An `assistant` or `user` line. Assistant messages carry the response's id, model,
+/// stop reason and usage, as the API's message object does.
 #[must_use]
-pub fn message(message: &Message, model: &str, session_id: &str, uuid: &str) -> Value {
+pub fn message(message: &Message, meta: &ResponseMeta, session_id: &str, uuid: &str) -> Value {
     let body = match message.role {
         Role::Assistant => json!({
+            "id": meta.id,
             "type": "message",
             "role": "assistant",
-            "model": model,
+            "model": meta.model,
             "content": message.content,
+            "stop_reason": meta.stop_reason,
+            "stop_sequence": null,
+            "usage": meta.usage,
         }),
         Role::User => json!({
             "role": "user",
@@ -156,7 +170,7 @@ pub fn result(result: &TurnResult, session_id: &str, uuid: &str) -> Value {
 #[cfg(test)]
 mod tests {
     use gyre_loop::{Terminal, TerminalReason, Transition};
-    use gyre_protocol::{ContentBlock, ContentDelta, Usage};
+    use gyre_protocol::{ContentBlock, ContentDelta};
     use serde_json::json;
 
     use super::*;
@@ -225,7 +239,17 @@ mod tests {
             ContentBlock::text("Reading it."),
             ContentBlock::tool_use("toolu_1", "Read", json!({"file_path": "/a.txt"})),
         ]);
-        insta::assert_json_snapshot!(message(&m, "claude-sonnet-4-5", SESSION, UUID));
+        let meta = ResponseMeta {
+            id: "msg_01".into(),
+            model: "claude-sonnet-4-5".into(),
+            stop_reason: Some(StopReason::ToolUse),
+            usage: Usage {
+                input_tokens: 120,
+                output_tokens: 30,
+                ..Usage::default()
+            },
+        };
+        insta::assert_json_snapshot!(message(&m, &meta, SESSION, UUID));
     }
 
     #[test]
@@ -235,7 +259,7 @@ mod tests {
             "1\tfirst line",
             false,
         )]);
-        insta::assert_json_snapshot!(message(&m, "claude-sonnet-4-5", SESSION, UUID));
+        insta::assert_json_snapshot!(message(&m, &ResponseMeta::default(), SESSION, UUID));
     }
 
     #[test]

@@ -353,7 +353,7 @@ impl QueryEngine {
                         request_started = Some(Instant::now());
                         yield EngineEvent::Loop(event);
                     }
-                    LoopEvent::Usage { ref model, usage } => {
+                    LoopEvent::Usage { ref model, usage, .. } => {
                         if let Some(t) = request_started.take() {
                             api_ms += u64::try_from(t.elapsed().as_millis()).unwrap_or(u64::MAX);
                         }

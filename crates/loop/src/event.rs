@@ -17,7 +17,11 @@ pub enum LoopEvent {
     Stream(StreamEvent),
     /// A tool call's block completed mid-stream and the call was handed to the
     /// executor; its assistant message follows when the response ends.
-    ToolStarted { id: String, name: String, input: serde_json::Value },
+    ToolStarted {
+        id: String,
+        name: String,
+        input: serde_json::Value,
+    },
     /// A complete message that joins the conversation (assistant response, tool
     /// results, recovery or interruption messages). `is_meta` marks messages gyre wrote
     /// to the model on the user's behalf.
@@ -40,9 +44,12 @@ pub enum LoopEvent {
     },
     /// The loop continues; why.
     Transition(Transition),
-    /// A model response finished; its usage and model, for accounting.
+    /// A model response finished; its id, model, stop reason and usage (accounting,
+    /// and the `message` fields of stream-json assistant lines).
     Usage {
+        id: String,
         model: String,
+        stop_reason: Option<gyre_protocol::StopReason>,
         usage: gyre_protocol::Usage,
     },
     /// The end.

@@ -481,7 +481,12 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                     return;
                 }
             };
-            yield LoopEvent::Usage { model: model.clone(), usage: response.usage };
+            yield LoopEvent::Usage {
+                id: response.id.clone(),
+                model: if response.model.is_empty() { model.clone() } else { response.model.clone() },
+                stop_reason: response.stop_reason.clone(),
+                usage: response.usage,
+            };
             budget_output_tokens += response.usage.output_tokens;
 
             if response.stop_reason == Some(StopReason::MaxTokens) {
