@@ -300,6 +300,13 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                 request.system.clone_from(&system);
                 request.tools.clone_from(&tool_definitions);
                 add_cache_markers(&mut request);
+                tracing::debug!(
+                    model = %model,
+                    max_tokens,
+                    messages = request.messages.len(),
+                    turn = state.turn_count,
+                    "model request"
+                );
                 yield LoopEvent::RequestStart { model: model.clone(), max_tokens };
 
                 let mut executor = StreamingToolExecutor::new(
@@ -334,6 +341,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                             blocks.insert(index, block);
                         }
                         Ok(ModelEvent::Retry(status)) => {
+                            tracing::debug!(attempt = status.attempt, delay_ms = status.delay_ms, error = %status.error, "retrying the model request");
                             // Everything since the attempt began is void.
                             if !blocks.is_empty() {
                                 executor.discard();
@@ -429,6 +437,9 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
             }
 
             // Phase 5: terminate or recover.
+            if let Attempt::Failed(error) = &attempt {
+                tracing::debug!(error = %error, "model request failed");
+            }
             let response = match attempt {
                 Attempt::Response(r) => r,
                 Attempt::Aborted => return,
@@ -618,6 +629,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                             message: outcome.output.content.clone(),
                         };
                     }
+                    tracing::debug!(tool = %outcome.tool_name, id = %outcome.tool_use_id, is_error = outcome.output.is_error, "tool call finished");
                     outcomes.push(outcome);
                 }
             }
