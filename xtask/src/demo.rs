@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use gyre_testkit::{Script, TestServer};
 use serde_json::Value;
 
-use crate::{run_cmd, workspace_root};
+use crate::{run_cmd, target_dir};
 
 const SCRIPT: &str = include_str!("../demo/session.json");
 const PROMPT: &str = "What does this project do? Read what you need and summarise it.";
@@ -120,9 +120,7 @@ fn render(v: &Value) -> Option<String> {
 
 pub fn run(_args: &[String]) -> Result<()> {
     run_cmd("cargo", &["build", "--quiet", "-p", "gyre-cli"])?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root().join("target"), std::path::PathBuf::from);
-    let gyre = target.join("debug").join("gyre");
+    let gyre = target_dir().join("debug").join("gyre");
     if !gyre.is_file() {
         bail!("built gyre not found at {}", gyre.display());
     }
