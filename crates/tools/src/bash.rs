@@ -170,6 +170,10 @@ async fn run_command(
         .arg("-c")
         .arg(command)
         .current_dir(&ctx.cwd)
+        // The session's credentials are not the command's: a model that runs `env` must
+        // not copy the API key into the transcript and the next request.
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_AUTH_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -93,7 +93,10 @@ Usage:\n\
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
         call_blocking(input, ctx, |input: EditInput, ctx| {
-            edit_file(&ctx.resolve(&input.file_path), &input, ctx)
+            match ctx.resolve_as_checked(&input.file_path) {
+                Ok(path) => edit_file(&path, &input, ctx),
+                Err(changed) => ToolOutput::error(changed),
+            }
         })
     }
 }
@@ -118,7 +121,7 @@ fn edit_file(path: &Path, input: &EditInput, ctx: &ToolContext) -> ToolOutput {
             path.display()
         ));
     }
-    let bytes = match std::fs::read(path) {
+    let bytes = match crate::paths::read_as_checked(path) {
         Ok(b) => b,
         Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
     };

@@ -95,7 +95,10 @@ impl Tool for GlobTool {
 }
 
 fn glob_files(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
-    let root = ctx.resolve(input.path.as_deref().unwrap_or("."));
+    let root = match ctx.resolve_as_checked(input.path.as_deref().unwrap_or(".")) {
+        Ok(root) => root,
+        Err(changed) => return ToolOutput::error(changed),
+    };
     match std::fs::metadata(&root) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
@@ -134,6 +137,15 @@ pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf
         .compile_matcher();
     if !base.is_dir() {
         return Ok(Vec::new());
+    }
+    // The permission check judged `root`: a pattern's literal prefix (an absolute path,
+    // a symlinked directory) must not move the walk outside it.
+    let base = base.canonicalize().unwrap_or(base);
+    if !base.starts_with(root.canonicalize().unwrap_or_else(|_| root.to_path_buf())) {
+        return Err(format!(
+            "the pattern reaches outside the search path {}; pass that directory as `path` instead",
+            root.display()
+        ));
     }
     // Without a slash a pattern names files at any depth, as `rg --glob` does.
     let by_name = !pattern.contains('/');

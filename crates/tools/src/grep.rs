@@ -172,7 +172,10 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
             ));
         }
     };
-    let root = ctx.resolve(input.path.as_deref().unwrap_or("."));
+    let root = match ctx.resolve_as_checked(input.path.as_deref().unwrap_or(".")) {
+        Ok(root) => root,
+        Err(changed) => return ToolOutput::error(changed),
+    };
     if !root.exists() {
         return ToolOutput::error(format!("Path does not exist: {}", root.display()));
     }

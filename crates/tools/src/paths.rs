@@ -10,6 +10,11 @@ use std::path::{Component, Path, PathBuf};
 /// yet (a file Write will create) keeps its missing tail as written.
 #[must_use]
 pub fn resolve_path(cwd: &Path, raw: &str) -> PathBuf {
+    canonicalize_existing_prefix(&lexical_path(cwd, raw))
+}
+
+/// `raw` made absolute against `cwd` and `.`/`..` folded, without touching symlinks.
+fn lexical_path(cwd: &Path, raw: &str) -> PathBuf {
     let expanded = match raw.strip_prefix("~/") {
         Some(rest) => std::env::var_os("HOME")
             .map_or_else(|| PathBuf::from(raw), |h| PathBuf::from(h).join(rest)),
@@ -23,7 +28,73 @@ pub fn resolve_path(cwd: &Path, raw: &str) -> PathBuf {
     } else {
         cwd.join(expanded)
     };
-    canonicalize_existing_prefix(&normalize(&absolute))
+    normalize(&absolute)
+}
+
+/// The path a tool may open for `raw`, which the runner already resolved for the
+/// permission check ([`Tool::path_field`](crate::Tool::path_field)): resolving it again
+/// must give the same path. Another one means a symlink was swapped into it after the
+/// check, and the call is refused rather than following it.
+pub(crate) fn resolve_as_checked(cwd: &Path, raw: &str) -> Result<PathBuf, String> {
+    let lexical = lexical_path(cwd, raw);
+    let resolved = canonicalize_existing_prefix(&lexical);
+    if resolved == lexical {
+        Ok(resolved)
+    } else {
+        Err(changed_message(&lexical, &resolved))
+    }
+}
+
+fn changed_message(path: &Path, now: &Path) -> String {
+    format!(
+        "{} changed after the permission check (it now leads to {}); it was not used. Try the call again.",
+        path.display(),
+        now.display()
+    )
+}
+
+/// Opens `path` (resolved, as checked) for reading, and makes sure the file opened is the
+/// one at `path`: a symlink swapped into any component after the check is refused, so
+/// what was judged is what is read.
+pub(crate) fn open_as_checked(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(libc::ELOOP) {
+                std::io::Error::other(changed_message(path, Path::new("a symlink")))
+            } else {
+                e
+            }
+        })?;
+    verify_opened(&file, path)?;
+    Ok(file)
+}
+
+/// The content of `path` (resolved, as checked), read through [`open_as_checked`].
+pub(crate) fn read_as_checked(path: &Path) -> std::io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut open_as_checked(path)?, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// Whether the open `file` really is `path` (Linux: `/proc/self/fd`; elsewhere the
+/// `O_NOFOLLOW` open is the only guard).
+pub(crate) fn verify_opened(file: &std::fs::File, path: &Path) -> std::io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd as _;
+        if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+            && real != path
+        {
+            return Err(std::io::Error::other(changed_message(path, &real)));
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, path);
+    Ok(())
 }
 
 /// Folds `.` and `..` without touching the filesystem; `..` at the root stays at the root.

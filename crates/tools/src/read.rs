@@ -119,8 +119,22 @@ Usage:\n\
 }
 
 async fn read_file(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
-    let path = ctx.resolve(&input.file_path);
-    let metadata = match tokio::fs::metadata(&path).await {
+    let path = match ctx.resolve_as_checked(&input.file_path) {
+        Ok(p) => p,
+        Err(changed) => return ToolOutput::error(changed),
+    };
+    // Opened once, as checked; metadata and content come from that one open file.
+    let opened = {
+        let path = path.clone();
+        tokio::task::spawn_blocking(move || {
+            let file = crate::paths::open_as_checked(&path)?;
+            let metadata = file.metadata()?;
+            Ok::<_, std::io::Error>((file, metadata))
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+    };
+    let (file, metadata) = match opened {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return ToolOutput::error(format!(
@@ -147,7 +161,14 @@ async fn read_file(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
             format_size(MAX_FILE_BYTES)
         ));
     }
-    let bytes = match tokio::fs::read(&path).await {
+    let bytes = tokio::task::spawn_blocking(move || {
+        let mut file = file;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+    })
+    .await
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    let bytes = match bytes {
         Ok(b) => b,
         Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
     };

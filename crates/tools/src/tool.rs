@@ -112,6 +112,15 @@ impl ToolContext {
         crate::paths::resolve_path(&self.cwd, raw)
     }
 
+    /// The path a tool opens for `raw`, which the runner resolved for the permission
+    /// check: the same path, or an error when a symlink was swapped into it since.
+    ///
+    /// # Errors
+    /// The message for the model when resolving again leads somewhere else.
+    pub fn resolve_as_checked(&self, raw: &str) -> Result<PathBuf, String> {
+        crate::paths::resolve_as_checked(&self.cwd, raw)
+    }
+
     /// Whether `path` (already resolved) lies inside one of the working directories.
     #[must_use]
     pub fn is_inside_working_dirs(&self, path: &Path) -> bool {

@@ -85,7 +85,10 @@ Usage:\n\
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
         call_blocking(input, ctx, |input: WriteInput, ctx| {
-            write_file(&ctx.resolve(&input.file_path), &input.content, ctx)
+            match ctx.resolve_as_checked(&input.file_path) {
+                Ok(path) => write_file(&path, &input.content, ctx),
+                Err(changed) => ToolOutput::error(changed),
+            }
         })
     }
 }
@@ -104,7 +107,7 @@ fn write_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
         Err(e) => return ToolOutput::error(format!("Cannot write {}: {e}", path.display())),
     };
     if let Some(metadata) = &existing {
-        let current = match std::fs::read(path) {
+        let current = match crate::paths::read_as_checked(path) {
             Ok(b) => b,
             Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
         };
@@ -150,6 +153,12 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let mut temp = tempfile::Builder::new()
         .prefix(".gyre-write-")
         .tempfile_in(dir)?;
+    // The directory may have been swapped for a symlink since the check: the temp file
+    // must be in the directory that was judged, or the rename would land elsewhere.
+    crate::paths::verify_opened(
+        temp.as_file(),
+        &dir.join(temp.path().file_name().unwrap_or_default()),
+    )?;
     temp.write_all(bytes)?;
     temp.flush()?;
     let permissions = match old_permissions {

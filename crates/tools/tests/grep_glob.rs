@@ -320,3 +320,24 @@ async fn glob_without_matches_says_so() {
     assert_eq!(out.content, "No files found");
     assert!(!out.is_error);
 }
+
+/// Regression (issue #9 containment): the permission check judges `path`; an absolute
+/// pattern or a symlinked directory in the pattern must not walk outside it.
+#[tokio::test]
+async fn glob_patterns_cannot_walk_outside_the_search_path() {
+    let work = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "s").unwrap();
+    std::os::unix::fs::symlink(outside.path(), work.path().join("link")).unwrap();
+    let root = work.path().canonicalize().unwrap();
+    let ctx = gyre_tools::ToolContext::new(root.clone());
+    let absolute = format!("{}/*.txt", outside.path().canonicalize().unwrap().display());
+    for pattern in [absolute.as_str(), "link/*.txt"] {
+        let found = gyre_tools::glob::find(&root, pattern, &ctx);
+        assert!(found.is_err(), "{pattern}: {found:?}");
+    }
+    assert_eq!(
+        gyre_tools::glob::find(&root, "**/*.txt", &ctx),
+        Ok(Vec::new())
+    );
+}
