@@ -40,11 +40,30 @@ fn build(package: &str, bin_name: &str) -> Result<PathBuf> {
         .parent()
         .context("workspace root")?
         .to_path_buf();
-    let status = Command::new(env!("CARGO"))
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
         .args(["build", "--quiet", "-p", package, "--bin", bin_name])
-        .current_dir(&root)
-        .status()
-        .context("running cargo build")?;
+        .current_dir(&root);
+    // `cargo test` gives this process the test crate's CARGO_MANIFEST_DIR, CARGO_PKG_*, …;
+    // a build script that tracks one (ring tracks CARGO_MANIFEST_DIR) would be dirty for
+    // the inner build and again for the next outer one, rebuilding the TLS stack and
+    // gyre on every run.
+    for (key, _) in std::env::vars_os() {
+        let key = key.to_string_lossy();
+        if key.starts_with("CARGO_PKG_")
+            || matches!(
+                key.as_ref(),
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+            )
+        {
+            cargo.env_remove(key.as_ref());
+        }
+    }
+    let status = cargo.status().context("running cargo build")?;
     if !status.success() {
         bail!("cargo build -p {package} failed");
     }
@@ -199,4 +218,59 @@ pub fn kinds(lines: &[Value]) -> Vec<String> {
             _ => v["type"].as_str().unwrap_or("?").to_owned(),
         })
         .collect()
+}
+
+/// What is wrong with the tool_use / tool_result pairing of a request's `messages`: every
+/// tool_use must be answered by exactly one tool_result in the next message (a user
+/// message), and no tool_result may answer anything else. Empty when the pairing holds.
+#[must_use]
+pub fn pairing_problems(messages: &Value) -> Vec<String> {
+    let empty = Vec::new();
+    let messages = messages.as_array().unwrap_or(&empty);
+    let blocks = |m: &Value, kind: &str, key: &str| -> Vec<String> {
+        m["content"]
+            .as_array()
+            .map(|c| {
+                c.iter()
+                    .filter(|b| b["type"] == kind)
+                    .filter_map(|b| b[key].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut problems = Vec::new();
+    for (i, m) in messages.iter().enumerate() {
+        let results = blocks(m, "tool_result", "tool_use_id");
+        let calls_before = if i == 0 {
+            Vec::new()
+        } else {
+            blocks(&messages[i - 1], "tool_use", "id")
+        };
+        for id in &results {
+            if !calls_before.contains(id) {
+                problems.push(format!("messages[{i}]: orphan tool_result {id}"));
+            }
+        }
+        let calls = blocks(m, "tool_use", "id");
+        if calls.is_empty() {
+            continue;
+        }
+        let answers = messages
+            .get(i + 1)
+            .filter(|next| next["role"] == "user")
+            .map(|next| blocks(next, "tool_result", "tool_use_id"));
+        let Some(answers) = answers else {
+            problems.push(format!(
+                "messages[{i}]: tool_use {calls:?} not followed by their results"
+            ));
+            continue;
+        };
+        for id in &calls {
+            let n = answers.iter().filter(|a| *a == id).count();
+            if n != 1 {
+                problems.push(format!("messages[{i}]: tool_use {id} answered {n} times"));
+            }
+        }
+    }
+    problems
 }
