@@ -317,13 +317,25 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                 let mut blocks: BTreeMap<usize, ContentBlock> = BTreeMap::new();
                 // Tool calls handed to the executor during the stream.
                 let mut started: Vec<String> = Vec::new();
+                // Set at the first call that may not start before the message completes.
+                let mut held_back = false;
                 let mut outcome: Option<Attempt> = None;
                 let mut stream = deps.call_model(request, fallback_model.clone(), cancel.clone());
                 while let Some(item) = stream.next().await {
                     match item {
                         Ok(ModelEvent::Stream(event)) => yield LoopEvent::Stream(event),
                         Ok(ModelEvent::BlockComplete { index, block }) => {
+                            // Only concurrency-safe calls start while the response
+                            // streams: a cut stream voids the attempt, and a call that
+                            // changed something must not run for a message the model
+                            // never sees. From the first unsafe call on, the rest wait
+                            // for the whole message, so call order is kept.
+                            let safe = block.as_tool_use().is_some_and(|(_, name, input)| {
+                                tools.get(name).is_some_and(|t| t.is_concurrency_safe(input))
+                            });
+                            held_back |= block.as_tool_use().is_some() && !safe;
                             if let Some((id, name, input)) = block.as_tool_use()
+                                && !held_back
                                 && invalid_tool_input(input).is_none()
                             {
                                 started.push(id.to_owned());
@@ -352,6 +364,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                                 );
                                 blocks.clear();
                                 started.clear();
+                                held_back = false;
                                 yield LoopEvent::Tombstone;
                             }
                             yield LoopEvent::Retry(status);

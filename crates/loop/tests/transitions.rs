@@ -527,7 +527,6 @@ async fn the_three_iteration_example_of_the_seed_yields_every_event_in_order() {
             "User:tool_result",
             "transition:next_turn",
             "stream_request_start",
-            "tool_started:Edit",
             "usage",
             "Assistant:text+tool_use",
             "User:tool_result",
@@ -577,4 +576,118 @@ async fn tools_run_even_when_the_client_streams_no_block_events() {
     assert!(
         matches!(answer, ContentBlock::ToolResult { is_error: false, content, .. } if content.text().contains("plain"))
     );
+}
+
+/// Counts its calls; not concurrency-safe, like Bash or Edit.
+struct Counting(Arc<std::sync::atomic::AtomicUsize>);
+
+impl gyre_tools::Tool for Counting {
+    fn name(&self) -> &'static str {
+        "Counting"
+    }
+    fn description(&self) -> &'static str {
+        "Counts."
+    }
+    fn input_schema(&self) -> serde_json::Value {
+        json!({"type": "object"})
+    }
+    fn validate_input(
+        &self,
+        _i: &serde_json::Value,
+        _c: &gyre_tools::ToolContext,
+    ) -> Result<(), String> {
+        Ok(())
+    }
+    fn is_concurrency_safe(&self, _i: &serde_json::Value) -> bool {
+        false
+    }
+    fn is_read_only(&self, _i: &serde_json::Value) -> bool {
+        false
+    }
+    fn check_permissions(
+        &self,
+        _i: &serde_json::Value,
+        _c: &gyre_tools::ToolContext,
+    ) -> gyre_tools::PermissionDecision {
+        gyre_tools::PermissionDecision::Allow
+    }
+    fn max_result_size_chars(&self) -> usize {
+        1000
+    }
+    fn call<'a>(
+        &'a self,
+        _input: serde_json::Value,
+        _ctx: &'a gyre_tools::ToolContext,
+        _progress: &'a gyre_tools::ProgressFn,
+    ) -> BoxFuture<'a, gyre_tools::ToolOutput> {
+        Box::pin(async move {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            gyre_tools::ToolOutput::ok("counted")
+        })
+    }
+}
+
+#[tokio::test]
+async fn an_unsafe_call_in_a_cut_attempt_never_runs() {
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let model = FakeModel::new([Reply::CutThen(
+        vec![
+            ContentBlock::text("changing things"),
+            ContentBlock::tool_use("c1", "Counting", json!({})),
+        ],
+        Box::new(text("done without tools")),
+    )]);
+    let mut p = params(Arc::clone(&model));
+    p.tools =
+        Arc::new(gyre_tools::ToolRegistry::new().with(Arc::new(Counting(Arc::clone(&count)))));
+    let events = collect(p).await;
+    assert_eq!(terminal(&events).reason, TerminalReason::Completed);
+    assert!(events.iter().any(|e| matches!(e, LoopEvent::Tombstone)));
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn unsafe_calls_run_once_the_message_is_complete_in_call_order() {
+    let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let model = FakeModel::new([
+        response(
+            vec![
+                ContentBlock::tool_use("e1", "Echo", json!({"first": true})),
+                ContentBlock::tool_use("c1", "Counting", json!({})),
+                ContentBlock::tool_use("e2", "Echo", json!({"last": true})),
+            ],
+            StopReason::ToolUse,
+        ),
+        text("done"),
+    ]);
+    let mut p = params(Arc::clone(&model));
+    p.tools = Arc::new(
+        gyre_tools::ToolRegistry::new()
+            .with(Arc::new(Counting(Arc::clone(&count))))
+            .with(Arc::new(EchoTool {
+                name: "Echo",
+                safe: true,
+                delay: std::time::Duration::from_millis(1),
+            })),
+    );
+    let events = collect(p).await;
+    assert_eq!(terminal(&events).reason, TerminalReason::Completed);
+    assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
+    let started: Vec<&str> = events
+        .iter()
+        .filter_map(|e| match e {
+            LoopEvent::ToolStarted { id, .. } => Some(id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        started,
+        ["e1"],
+        "only the safe call before the unsafe one starts early"
+    );
+    let ids: Vec<String> = model.requests()[1].messages[2]
+        .tool_result_ids()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(ids, ["e1", "c1", "e2"]);
 }

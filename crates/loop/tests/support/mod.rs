@@ -34,6 +34,8 @@ pub enum Reply {
     HangAfter(Vec<ContentBlock>),
     /// Only the final message, no block events (a client that does not stream).
     Plain(AssistantResponse),
+    /// Streams these blocks, then the stream is cut and retried with the next reply.
+    CutThen(Vec<ContentBlock>, Box<Reply>),
 }
 
 pub fn response(content: Vec<ContentBlock>, stop: StopReason) -> Reply {
@@ -118,6 +120,24 @@ fn events_for(reply: Reply, cancel: CancellationToken) -> ModelStream {
         }
         Reply::Error(e) => futures::stream::iter([Err(e)]).boxed(),
         Reply::Plain(resp) => futures::stream::iter([Ok(ModelEvent::Message(resp))]).boxed(),
+        Reply::CutThen(blocks, next) => {
+            let mut items: Vec<Result<ModelEvent, ApiError>> = blocks
+                .into_iter()
+                .enumerate()
+                .map(|(index, block)| Ok(ModelEvent::BlockComplete { index, block }))
+                .collect();
+            items.push(Ok(ModelEvent::Retry(RetryStatus {
+                attempt: 1,
+                max_retries: 10,
+                delay_ms: 500,
+                status: None,
+                error: "stream_cut".into(),
+                message: "The response stream ended early".into(),
+            })));
+            futures::stream::iter(items)
+                .chain(events_for(*next, cancel))
+                .boxed()
+        }
         Reply::RetryThen(next) => {
             let status = RetryStatus {
                 attempt: 1,
