@@ -201,3 +201,39 @@ fn malformed_settings_name_the_file_and_line() {
     );
     assert_eq!(server.request_count(), 0);
 }
+
+#[test]
+fn a_read_deny_rule_also_hides_files_from_searches_of_a_parent_directory() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox
+        .write(
+            ".gyre/settings.json",
+            r#"{"permissions": {"deny": ["Read(secret/**)"]}}"#,
+        )
+        .unwrap();
+    sandbox.write("secret/key.txt", "token=hunter2\n").unwrap();
+    sandbox.write("src/main.txt", "token=public\n").unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "Grep",
+            json!({"pattern": "token", "output_mode": "content", "path": sandbox.project()}),
+        ),
+        Turn::tool_use("Glob", json!({"pattern": "**/*.txt"})),
+        Turn::text("done"),
+    ]))
+    .unwrap();
+    let out =
+        run(sandbox
+            .gyre(&server)
+            .unwrap()
+            .args(["-p", "find tokens", "--output-format", "json"]))
+        .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let requests = server.requests();
+    let grep_answer = requests[1].body["messages"][2].to_string();
+    assert!(grep_answer.contains("token=public"), "{grep_answer}");
+    assert!(!grep_answer.contains("hunter2"), "{grep_answer}");
+    let glob_answer = requests[2].body["messages"][4].to_string();
+    assert!(glob_answer.contains("main.txt"), "{glob_answer}");
+    assert!(!glob_answer.contains("key.txt"), "{glob_answer}");
+}

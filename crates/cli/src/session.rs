@@ -203,6 +203,8 @@ pub fn build(
     for dir in working_dirs.iter().skip(1) {
         tool_context = tool_context.with_working_dir(dir.clone());
     }
+    // Searches skip what the read deny rules name.
+    tool_context.hidden = permissions.read_deny_filter(&tool_context);
 
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),

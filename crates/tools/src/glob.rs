@@ -149,7 +149,7 @@ pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf
     }
     // Without a slash a pattern names files at any depth, as `rg --glob` does.
     let by_name = !pattern.contains('/');
-    let builder = walk_builder(&base);
+    let builder = walk_builder(&base, ctx.hidden.as_ref());
     let mut hits: Vec<(PathBuf, Option<SystemTime>)> = collect_files(
         &builder,
         &ctx.cancel,

@@ -196,7 +196,7 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
         }
     };
 
-    let mut builder = walk_builder(&root);
+    let mut builder = walk_builder(&root, ctx.hidden.as_ref());
     if let Some(glob) = input.glob.as_deref().filter(|g| !g.trim().is_empty()) {
         let mut overrides = OverrideBuilder::new(&root);
         for pattern in split_globs(glob) {

@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use globset::GlobBuilder;
 use serde_json::Value;
 
-use crate::{BoxFuture, CanUseTool, PermissionDecision, Tool, ToolCall, ToolContext};
+use crate::{BoxFuture, CanUseTool, PathFilter, PermissionDecision, Tool, ToolCall, ToolContext};
 
 /// How much is allowed without a rule.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
@@ -655,10 +655,42 @@ impl Target<'_> {
     }
 }
 
+impl Permissions {
+    /// The paths the deny rules forbid reading (`Read(…)` rules with a path), as a
+    /// filter for Grep and Glob walks in a session whose cwd is `ctx.cwd`; `None` when
+    /// no such rule exists.
+    #[must_use]
+    pub fn read_deny_filter(&self, ctx: &ToolContext) -> Option<PathFilter> {
+        let matchers: Vec<globset::GlobMatcher> = self
+            .deny
+            .iter()
+            .filter(|r| r.tool == "Read")
+            .filter_map(|r| r.specifier.as_deref())
+            .filter_map(|spec| path_rule_matcher(spec, ctx))
+            .collect();
+        (!matchers.is_empty()).then(|| {
+            PathFilter::new(move |path: &Path| {
+                matchers
+                    .iter()
+                    .any(|m| m.is_match(path) || m.is_match(path.join("x")))
+            })
+        })
+    }
+}
+
 /// Whether a path pattern covers `path` (resolved). `/x` and `//x` are absolute, `~/x`
 /// is in the home directory, anything else is relative to the cwd; a pattern without a
 /// slash (`*.env`) matches file names at any depth.
 fn path_rule_matches(spec: &str, path: &Path, ctx: &ToolContext) -> bool {
+    let Some(matcher) = path_rule_matcher(spec, ctx) else {
+        return false;
+    };
+    // A directory (Grep or Glob over it) matches `dir/**` too.
+    matcher.is_match(path) || matcher.is_match(path.join("x"))
+}
+
+/// The compiled glob of a path pattern, anchored as [`path_rule_matches`] says.
+fn path_rule_matcher(spec: &str, ctx: &ToolContext) -> Option<globset::GlobMatcher> {
     let pattern = if !spec.contains('/') {
         format!("**/{spec}")
     } else {
@@ -678,12 +710,11 @@ fn path_rule_matches(spec: &str, path: &Path, ctx: &ToolContext) -> bool {
             format!("{}/{rest}", base.trim_end_matches('/'))
         }
     };
-    let Ok(glob) = GlobBuilder::new(&pattern).literal_separator(true).build() else {
-        return false;
-    };
-    let matcher = glob.compile_matcher();
-    // A directory (Grep or Glob over it) matches `dir/**` too.
-    matcher.is_match(path) || matcher.is_match(path.join("x"))
+    let glob = GlobBuilder::new(&pattern)
+        .literal_separator(true)
+        .build()
+        .ok()?;
+    Some(glob.compile_matcher())
 }
 
 /// `src/**/*.rs` → (`src`, `**/*.rs`): the leading components free of glob characters.

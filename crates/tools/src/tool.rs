@@ -67,6 +67,30 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// Where Bash saves the full text of an output too long to return.
     pub output_dir: PathBuf,
+    /// Paths that read deny rules name: Grep and Glob skip them while walking, so a
+    /// search of a parent directory cannot read what `Read(secrets/**)` denies.
+    pub hidden: Option<PathFilter>,
+}
+
+/// A predicate over resolved paths, shareable across walker threads.
+#[derive(Clone)]
+pub struct PathFilter(Arc<dyn Fn(&Path) -> bool + Send + Sync>);
+
+impl PathFilter {
+    pub fn new(f: impl Fn(&Path) -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    #[must_use]
+    pub fn matches(&self, path: &Path) -> bool {
+        (self.0)(path)
+    }
+}
+
+impl std::fmt::Debug for PathFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PathFilter")
+    }
 }
 
 impl ToolContext {
@@ -80,6 +104,7 @@ impl ToolContext {
             file_state: Arc::new(FileStateCache::new()),
             cancel: CancellationToken::new(),
             output_dir: std::env::temp_dir().join("gyre-tool-output"),
+            hidden: None,
         }
     }
 

@@ -7,14 +7,21 @@ use std::sync::{Mutex, PoisonError};
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use tokio_util::sync::CancellationToken;
 
+use crate::tool::PathFilter;
+
 /// A walker over `root` with the rules above. `.gitignore` counts outside git
 /// repositories too, as a user of these tools expects.
-pub(crate) fn walk_builder(root: &Path) -> WalkBuilder {
+/// Entries `hidden` matches (paths read deny rules name) are skipped, with their
+/// contents.
+pub(crate) fn walk_builder(root: &Path, hidden: Option<&PathFilter>) -> WalkBuilder {
     let mut builder = WalkBuilder::new(root);
+    let hidden = hidden.cloned();
     builder
         .hidden(false)
         .require_git(false)
-        .filter_entry(|entry| entry.file_name() != ".git")
+        .filter_entry(move |entry| {
+            entry.file_name() != ".git" && !hidden.as_ref().is_some_and(|h| h.matches(entry.path()))
+        })
         .threads(walk_threads());
     builder
 }
