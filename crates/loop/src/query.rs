@@ -40,7 +40,7 @@ pub const INTERRUPT_MESSAGE: &str = "[Request interrupted by user]";
 /// Appended when the user interrupts while tools run.
 pub const INTERRUPT_MESSAGE_FOR_TOOL_USE: &str = "[Request interrupted by user for tool use]";
 /// The result of a tool call the user interrupted.
-pub const INTERRUPTED_TOOL_RESULT: &str = "Interrupted by user";
+pub const INTERRUPTED_TOOL_RESULT: &str = gyre_tools::INTERRUPTED_MESSAGE;
 /// Token-budget nudges stop at this share of the budget (SPEC §8).
 const TOKEN_BUDGET_COMPLETION: f64 = 0.9;
 /// Two continuations under this many output tokens each are diminishing returns.
@@ -189,6 +189,18 @@ fn is_image_error(error: &ApiError) -> bool {
     }
 }
 
+/// The result block answering `call`: its outcome, or "Interrupted by user" when the
+/// call never finished (abort, discard).
+fn result_for(call: &ToolCall, outcomes: &[ToolCallOutcome]) -> ContentBlock {
+    outcomes
+        .iter()
+        .find(|o| o.tool_use_id == call.id)
+        .map_or_else(
+            || ContentBlock::tool_result(call.id.clone(), INTERRUPTED_TOOL_RESULT, true),
+            ToolCallOutcome::to_block,
+        )
+}
+
 /// What one streaming attempt produced.
 enum Attempt {
     Response(AssistantResponse),
@@ -295,7 +307,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
             let mut api_messages = messages_for_api;
 
             // Phase 3: the streaming call; a fallback restarts it on the other model.
-            let (attempt, executor) = loop {
+            let (attempt, executor, started) = loop {
                 let mut request = MessagesRequest::new(model.clone(), max_tokens, api_messages.clone());
                 request.system.clone_from(&system);
                 request.tools.clone_from(&tool_definitions);
@@ -412,11 +424,10 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                         stop_reason: None,
                         stop_sequence: None,
                         usage: gyre_protocol::Usage::default(),
-                    }), Some((executor, started)));
+                    }), executor, started);
                 }
-                break (attempt, Some((executor, started)));
+                break (attempt, executor, started);
             };
-            let Some((executor, started)) = executor else { return; };
 
             // Phase 4: abort check after streaming.
             if cancel.is_cancelled() {
@@ -428,15 +439,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                     yield LoopEvent::Message { message: partial.to_message(), is_meta: false };
                     let outcomes: Vec<ToolCallOutcome> = executor.get_remaining_results().collect().await;
                     for call in &calls {
-                        let block = outcomes
-                            .iter()
-                            .find(|o| o.tool_use_id == call.id)
-                            .filter(|o| !o.output.is_error || o.output.content == INTERRUPTED_TOOL_RESULT)
-                            .map_or_else(
-                                || ContentBlock::tool_result(call.id.clone(), INTERRUPTED_TOOL_RESULT, true),
-                                ToolCallOutcome::to_block,
-                            );
-                        results.push(block);
+                        results.push(result_for(call, &outcomes));
                     }
                 } else {
                     executor.discard();
@@ -666,13 +669,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                             true,
                         )
                     } else {
-                        outcomes
-                            .iter()
-                            .find(|o| o.tool_use_id == call.id)
-                            .map_or_else(
-                                || ContentBlock::tool_result(call.id.clone(), INTERRUPTED_TOOL_RESULT, true),
-                                ToolCallOutcome::to_block,
-                            )
+                        result_for(call, &outcomes)
                     };
                     if let (Some(warning), ContentBlock::ToolResult { content, .. }) = (repeat_warning(&call_history, call), &mut block) {
                         *content = format!("{}{warning}", content.text()).into();

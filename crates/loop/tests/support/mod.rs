@@ -358,32 +358,12 @@ pub fn terminal(events: &[LoopEvent]) -> gyre_loop::Terminal {
     }
 }
 
-/// Every request pairs each tool_use with exactly one tool_result, and has no orphans.
+/// Every request pairs each tool_use with exactly one tool_result, and has no orphans
+/// (gyre-compact's invariant checker, the same one its stages are tested with).
 pub fn assert_paired(requests: &[MessagesRequest]) {
     for (n, request) in requests.iter().enumerate() {
-        let msgs = &request.messages;
-        for (i, m) in msgs.iter().enumerate() {
-            let calls: Vec<&str> = m.tool_uses().map(|(id, _, _)| id).collect();
-            if !calls.is_empty() {
-                let next = msgs
-                    .get(i + 1)
-                    .unwrap_or_else(|| panic!("request {n}: tool_use without a following message"));
-                let mut answered: Vec<&str> = next.tool_result_ids().collect();
-                answered.sort_unstable();
-                let mut expected = calls.clone();
-                expected.sort_unstable();
-                assert_eq!(answered, expected, "request {n}, message {i}");
-            }
-            if m.role == Role::User {
-                let prev: Vec<&str> = if i == 0 {
-                    Vec::new()
-                } else {
-                    msgs[i - 1].tool_uses().map(|(id, _, _)| id).collect()
-                };
-                for id in m.tool_result_ids() {
-                    assert!(prev.contains(&id), "request {n}: orphan tool_result {id}");
-                }
-            }
+        if let Err(e) = gyre_compact::check_pairing(&request.messages) {
+            panic!("request {n}: {e}");
         }
     }
 }
