@@ -270,7 +270,7 @@ pub fn apply_tool_result_budget(
                 ToolResultContent::Text(_) => Vec::new(),
             };
             let new_content = if images.is_empty() {
-                ToolResultContent::Text(block)
+                ToolResultContent::Text(block.into())
             } else {
                 let mut parts = vec![ToolResultPart::Text { text: block }];
                 parts.extend(images);

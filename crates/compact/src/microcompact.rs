@@ -34,7 +34,7 @@ pub fn microcompact(
         .iter()
         .map(|s| (*s).to_owned())
         .collect();
-    let placeholder = ToolResultContent::Text(CLEARED_PLACEHOLDER.to_owned());
+    let placeholder = ToolResultContent::Text(CLEARED_PLACEHOLDER.into());
     let placeholder_tokens = counter.count_text(CLEARED_PLACEHOLDER);
     let mut freed = 0u64;
     let mut cleared = 0usize;

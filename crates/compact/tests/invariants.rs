@@ -117,7 +117,7 @@ fn build(rounds: &[Round]) -> Vec<Message> {
                             ToolResultPart::Image { source: image() },
                         ])
                     } else {
-                        ToolResultContent::Text(body)
+                        ToolResultContent::Text(body.into())
                     };
                     u.push(ContentBlock::ToolResult {
                         tool_use_id: id,

@@ -1,5 +1,7 @@
 //! Content blocks: the parts of a message.
 
+use std::sync::Arc;
+
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
@@ -38,11 +40,26 @@ pub enum ToolResultPart {
 }
 
 /// The content of a `tool_result`: the API accepts a plain string or a list of parts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// The text is shared (`Arc<str>`): tool results are most of a session's history, which
+/// is copied for every request; cloning one is a reference count, and comparing two
+/// clones is a pointer comparison.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ToolResultContent {
-    Text(String),
+    Text(Arc<str>),
     Parts(Vec<ToolResultPart>),
+}
+
+impl PartialEq for ToolResultContent {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            // Clones of one result share their text: equal without reading it.
+            (Self::Text(a), Self::Text(b)) => Arc::ptr_eq(a, b) || a == b,
+            (Self::Parts(a), Self::Parts(b)) => a == b,
+            (Self::Text(_), Self::Parts(_)) | (Self::Parts(_), Self::Text(_)) => false,
+        }
+    }
 }
 
 impl ToolResultContent {
@@ -50,7 +67,7 @@ impl ToolResultContent {
     #[must_use]
     pub fn text(&self) -> String {
         match self {
-            Self::Text(t) => t.clone(),
+            Self::Text(t) => t.to_string(),
             Self::Parts(parts) => parts
                 .iter()
                 .filter_map(|p| match p {
@@ -80,19 +97,19 @@ impl ToolResultContent {
 
 impl Default for ToolResultContent {
     fn default() -> Self {
-        Self::Text(String::new())
+        Self::Text(Arc::from(""))
     }
 }
 
 impl From<String> for ToolResultContent {
     fn from(s: String) -> Self {
-        Self::Text(s)
+        Self::Text(s.into())
     }
 }
 
 impl From<&str> for ToolResultContent {
     fn from(s: &str) -> Self {
-        Self::Text(s.to_owned())
+        Self::Text(s.into())
     }
 }
 
@@ -229,7 +246,7 @@ impl ContentBlock {
 }
 
 /// The wire shape of the known blocks; `ContentBlock` maps to and from it.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Wire {
     Text {
@@ -283,52 +300,91 @@ const KNOWN_TYPES: [&str; 6] = [
     "image",
 ];
 
+/// [`Wire`] borrowed, for serialising without copying the block. The round-trip tests
+/// keep the two in step.
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireRef<'a> {
+    Text {
+        text: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<&'a CacheControl>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: &'a Value,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<&'a CacheControl>,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a ToolResultContent,
+        #[serde(skip_serializing_if = "is_false")]
+        is_error: bool,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<&'a CacheControl>,
+    },
+    Thinking {
+        thinking: &'a str,
+        signature: &'a str,
+    },
+    RedactedThinking {
+        data: &'a str,
+    },
+    Image {
+        source: &'a ImageSource,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        cache_control: Option<&'a CacheControl>,
+    },
+}
+
 impl Serialize for ContentBlock {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let wire = match self.clone() {
+        let wire = match self {
             Self::Text {
                 text,
                 cache_control,
-            } => Wire::Text {
+            } => WireRef::Text {
                 text,
-                cache_control,
+                cache_control: cache_control.as_ref(),
             },
             Self::ToolUse {
                 id,
                 name,
                 input,
                 cache_control,
-            } => Wire::ToolUse {
+            } => WireRef::ToolUse {
                 id,
                 name,
                 input,
-                cache_control,
+                cache_control: cache_control.as_ref(),
             },
             Self::ToolResult {
                 tool_use_id,
                 content,
                 is_error,
                 cache_control,
-            } => Wire::ToolResult {
+            } => WireRef::ToolResult {
                 tool_use_id,
                 content,
-                is_error,
-                cache_control,
+                is_error: *is_error,
+                cache_control: cache_control.as_ref(),
             },
             Self::Thinking {
                 thinking,
                 signature,
-            } => Wire::Thinking {
+            } => WireRef::Thinking {
                 thinking,
                 signature,
             },
-            Self::RedactedThinking { data } => Wire::RedactedThinking { data },
+            Self::RedactedThinking { data } => WireRef::RedactedThinking { data },
             Self::Image {
                 source,
                 cache_control,
-            } => Wire::Image {
+            } => WireRef::Image {
                 source,
-                cache_control,
+                cache_control: cache_control.as_ref(),
             },
             Self::Unknown(v) => return v.serialize(serializer),
         };

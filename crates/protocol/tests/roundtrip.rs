@@ -135,7 +135,12 @@ fn a_conversation_with_every_block_kind_round_trips() {
                 data: "opaque".into(),
             },
             ContentBlock::text("Reading."),
-            ContentBlock::tool_use("toolu_1", "Read", json!({"file_path": "/a.txt"})),
+            ContentBlock::ToolUse {
+                id: "toolu_1".into(),
+                name: "Read".into(),
+                input: json!({"file_path": "/a.txt"}),
+                cache_control: Some(CacheControl::ephemeral()),
+            },
         ]),
         Message::user(vec![
             ContentBlock::tool_result("toolu_1", "1\tfirst line", false),
@@ -147,13 +152,25 @@ fn a_conversation_with_every_block_kind_round_trips() {
                 cache_control: Some(CacheControl::ephemeral()),
             },
         ]),
-        Message::user(vec![ContentBlock::tool_result(
-            "toolu_2",
-            ToolResultContent::Parts(vec![gyre_protocol::ToolResultPart::Text {
-                text: "boom".into(),
-            }]),
-            true,
-        )]),
+        Message::user(vec![
+            ContentBlock::tool_result(
+                "toolu_2",
+                ToolResultContent::Parts(vec![gyre_protocol::ToolResultPart::Text {
+                    text: "boom".into(),
+                }]),
+                true,
+            ),
+            ContentBlock::Text {
+                text: "and then".into(),
+                cache_control: Some(CacheControl::ephemeral()),
+            },
+            ContentBlock::ToolResult {
+                tool_use_id: "toolu_3".into(),
+                content: "marked".into(),
+                is_error: false,
+                cache_control: Some(CacheControl::ephemeral()),
+            },
+        ]),
     ];
     let json = serde_json::to_string(&messages).unwrap();
     let back: Vec<Message> = serde_json::from_str(&json).unwrap();
@@ -162,6 +179,27 @@ fn a_conversation_with_every_block_kind_round_trips() {
     let v: Value = serde_json::from_str(&json).unwrap();
     assert!(v[2]["content"][0].get("is_error").is_none());
     assert_eq!(v[3]["content"][0]["is_error"], true);
+}
+
+#[test]
+fn a_cloned_tool_result_shares_its_text() {
+    // What keeps a long history cheap to copy and to compare for every request.
+    let block = ContentBlock::tool_result("toolu_1", "x".repeat(10_000), false);
+    let copy = block.clone();
+    match (&block, &copy) {
+        (
+            ContentBlock::ToolResult {
+                content: ToolResultContent::Text(a),
+                ..
+            },
+            ContentBlock::ToolResult {
+                content: ToolResultContent::Text(b),
+                ..
+            },
+        ) => assert!(std::sync::Arc::ptr_eq(a, b)),
+        other => panic!("not two text tool results: {other:?}"),
+    }
+    assert_eq!(copy, block);
 }
 
 #[test]
