@@ -150,7 +150,7 @@ async fn handle(
         Ok(r) => r,
         Err(e) => return Ok(error_response(400, "invalid_request_error", &e.to_string())),
     };
-    let mut events = client.stream(request, CancellationToken::new());
+    let mut events = client.stream(Arc::new(request), CancellationToken::new());
     let first = events.next().await;
     let first = match first {
         None => return Ok(sse_response(futures::stream::empty().boxed())),

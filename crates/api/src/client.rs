@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime};
 
 use futures::{Stream, StreamExt};
@@ -10,6 +11,7 @@ use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
 use tokio_util::sync::CancellationToken;
 
 use crate::ApiError;
+use crate::encode::BodyEncoder;
 use crate::error::ServerHints;
 use crate::sse::sse_events;
 
@@ -20,10 +22,11 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ApiError>> 
 ///
 /// One call is one attempt: no retry here (see [`crate::stream_with_retry`]). The stream
 /// ends after `message_stop`, or with the error that ended the attempt; cancelling the
-/// token ends it at once with [`ApiError::Aborted`].
+/// token ends it at once with [`ApiError::Aborted`]. The request is shared, not copied:
+/// a retry sends the same one again.
 pub trait ModelClient: Send + Sync {
     /// One attempt: send the request, yield raw SSE events as they arrive. No retry here.
-    fn stream(&self, request: MessagesRequest, cancel: CancellationToken) -> EventStream;
+    fn stream(&self, request: Arc<MessagesRequest>, cancel: CancellationToken) -> EventStream;
 }
 
 /// `https://api.anthropic.com`, used when `ANTHROPIC_BASE_URL` is not set.
@@ -110,6 +113,8 @@ pub struct AnthropicClient {
     url: String,
     headers: HeaderMap,
     base_url: String,
+    /// Shared by clones: the JSON of the last request's messages.
+    encoder: Arc<Mutex<BodyEncoder>>,
 }
 
 impl fmt::Debug for AnthropicClient {
@@ -156,6 +161,7 @@ impl AnthropicClient {
             url: config.messages_url(),
             headers,
             base_url: config.base_url,
+            encoder: Arc::default(),
         })
     }
 
@@ -167,13 +173,17 @@ impl AnthropicClient {
 }
 
 impl ModelClient for AnthropicClient {
-    fn stream(&self, mut request: MessagesRequest, cancel: CancellationToken) -> EventStream {
-        request.stream = true;
+    fn stream(&self, request: Arc<MessagesRequest>, cancel: CancellationToken) -> EventStream {
         let http = self.http.clone();
         let url = self.url.clone();
         let headers = self.headers.clone();
+        let encoder = Arc::clone(&self.encoder);
         Box::pin(async_stream::stream! {
-            let body = match serde_json::to_vec(&request) {
+            let encoded = encoder
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .encode(&request);
+            let body = match encoded {
                 Ok(b) => b,
                 Err(e) => {
                     yield Err(ApiError::InvalidConfig { message: format!("request could not be encoded: {e}") });

@@ -105,7 +105,7 @@ impl RecordingClient {
 /// Writes its entry once: at `message_stop`, at the stream's end or error, or when the
 /// consumer drops the stream early.
 struct PendingEntry {
-    request: MessagesRequest,
+    request: Arc<MessagesRequest>,
     sse: String,
     error: Option<ApiError>,
     file: Arc<Mutex<File>>,
@@ -120,7 +120,7 @@ impl PendingEntry {
         }
         self.written = true;
         let entry = FixtureEntry {
-            request: self.request.clone(),
+            request: MessagesRequest::clone(&self.request),
             sse: std::mem::take(&mut self.sse),
             error: self.error.take(),
         };
@@ -149,8 +149,8 @@ impl Drop for PendingEntry {
 }
 
 impl ModelClient for RecordingClient {
-    fn stream(&self, request: MessagesRequest, cancel: CancellationToken) -> EventStream {
-        let mut inner = self.inner.stream(request.clone(), cancel);
+    fn stream(&self, request: Arc<MessagesRequest>, cancel: CancellationToken) -> EventStream {
+        let mut inner = self.inner.stream(Arc::clone(&request), cancel);
         let mut pending = PendingEntry {
             request,
             sse: String::new(),
@@ -321,7 +321,7 @@ fn first_difference(recorded: &Value, got: &Value, path: &str) -> Option<String>
 }
 
 impl ModelClient for ReplayClient {
-    fn stream(&self, request: MessagesRequest, cancel: CancellationToken) -> EventStream {
+    fn stream(&self, request: Arc<MessagesRequest>, cancel: CancellationToken) -> EventStream {
         let index = self.next.fetch_add(1, Ordering::SeqCst);
         let entry = match self.check(index, &request) {
             Ok(entry) => entry.clone(),

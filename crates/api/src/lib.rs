@@ -65,6 +65,7 @@
 mod assemble;
 mod cache;
 mod client;
+mod encode;
 mod error;
 mod fixture;
 mod retry;
@@ -80,6 +81,7 @@ pub use client::{
     ANTHROPIC_VERSION, AnthropicClient, ClientConfig, DEFAULT_BASE_URL, EventStream, ModelClient,
     default_user_agent,
 };
+pub use encode::BodyEncoder;
 pub use error::{ApiError, ContextOverflow, ServerHints, parse_retry_after, parse_retry_after_ms};
 pub use fixture::{FixtureEntry, RecordingClient, ReplayClient};
 pub use retry::{

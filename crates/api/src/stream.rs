@@ -40,23 +40,24 @@ pub type ModelEventStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ApiErro
 /// a fallback model is set, or [`ApiError::Aborted`] when `cancel` fires (during a
 /// request, a stream or a wait). A stream that ends before `message_stop` or sends
 /// nothing for `policy.stream_idle_timeout` counts as a failed attempt. After a context
-/// overflow the next attempt is sent with a smaller `max_tokens`.
+/// overflow the next attempt is sent with a smaller `max_tokens`. Every attempt shares
+/// `request`; it is copied only to lower `max_tokens`.
 pub fn stream_with_retry(
     client: Arc<dyn ModelClient>,
-    request: MessagesRequest,
+    request: impl Into<Arc<MessagesRequest>>,
     options: RetryOptions,
     cancel: CancellationToken,
 ) -> ModelEventStream {
+    let mut request = request.into();
     Box::pin(async_stream::stream! {
         let mut state = RetryState::new(&options);
-        let mut request = request;
         let idle = options.policy.stream_idle_timeout;
         loop {
             if cancel.is_cancelled() {
                 yield Err(ApiError::Aborted);
                 return;
             }
-            let mut events = client.stream(request.clone(), cancel.child_token());
+            let mut events = client.stream(Arc::clone(&request), cancel.child_token());
             let mut assembler = MessageAssembler::new();
             let outcome: Result<AssistantResponse, ApiError> = loop {
                 let next = tokio::select! {
@@ -109,7 +110,7 @@ pub fn stream_with_retry(
                 }
                 Decision::Retry { waits, max_tokens_override } => {
                     if let Some(max_tokens) = max_tokens_override {
-                        request.max_tokens = max_tokens;
+                        Arc::make_mut(&mut request).max_tokens = max_tokens;
                     }
                     for (status, wait) in waits {
                         yield Ok(ModelEvent::Retry(status));
@@ -163,10 +164,10 @@ mod tests {
     impl ModelClient for FakeClient {
         fn stream(
             &self,
-            request: MessagesRequest,
+            request: Arc<MessagesRequest>,
             _cancel: CancellationToken,
         ) -> crate::EventStream {
-            self.requests.lock().unwrap().push(request);
+            self.requests.lock().unwrap().push((*request).clone());
             let attempt = self
                 .attempts
                 .lock()

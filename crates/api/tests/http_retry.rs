@@ -120,6 +120,46 @@ async fn sends_the_documented_headers_and_body() {
 }
 
 #[tokio::test]
+async fn each_turn_of_a_growing_conversation_sends_its_whole_history() {
+    // One client across turns: message JSON reused from the previous body must never
+    // leak a stale message into the next one.
+    let server = TestServer::start(Script::new([
+        Turn::text("one"),
+        Turn::text("two"),
+        Turn::text("three"),
+    ]))
+    .await
+    .unwrap();
+    let client = client(&server);
+    let mut messages = vec![Message::user_text("first")];
+    let mut sent = Vec::new();
+    for turn in 0..3 {
+        let mut req = MessagesRequest::new(MODEL, 8192, messages.clone());
+        add_cache_markers(&mut req);
+        let items: Vec<_> = stream_with_retry(
+            Arc::clone(&client),
+            req.clone(),
+            RetryOptions::default(),
+            CancellationToken::new(),
+        )
+        .collect()
+        .await;
+        let Some(Ok(ModelEvent::Message(reply))) = items.last() else {
+            panic!("turn {turn} ended with {:?}", items.last());
+        };
+        messages.push(reply.to_message());
+        messages.push(Message::user_text(format!("next {turn}")));
+        sent.push(req);
+    }
+    let got: Vec<MessagesRequest> = server
+        .requests()
+        .iter()
+        .map(|r| r.body_as().unwrap())
+        .collect();
+    assert_eq!(got, sent);
+}
+
+#[tokio::test]
 async fn retries_529_twice_then_succeeds() {
     let r = run([
         Turn::http_error(529),

@@ -109,7 +109,7 @@ struct FakeClient {
 }
 
 impl ModelClient for FakeClient {
-    fn stream(&self, _request: MessagesRequest, _cancel: CancellationToken) -> EventStream {
+    fn stream(&self, _request: Arc<MessagesRequest>, _cancel: CancellationToken) -> EventStream {
         let mut calls = self.calls.lock().unwrap();
         let n = *calls;
         *calls += 1;

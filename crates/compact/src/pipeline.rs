@@ -110,6 +110,9 @@ pub struct Pipeline {
     collapse: ContextCollapse,
     breaker: CircuitBreaker,
     reactive_attempted: bool,
+    /// The messages of the last request sent ([`Pipeline::recycle`]): the next prepare
+    /// brings them up to date instead of copying the history.
+    recycled: Vec<Message>,
 }
 
 impl std::fmt::Debug for Pipeline {
@@ -138,7 +141,16 @@ impl Pipeline {
             collapse: ContextCollapse::new(),
             breaker: CircuitBreaker::default(),
             reactive_attempted: false,
+            recycled: Vec::new(),
         }
+    }
+
+    /// Gives back the messages of a request once it is sent. The next
+    /// [`Pipeline::prepare`] updates them in place, copying only the messages that
+    /// differ from the history (the new ones, the one that carried the cache marker),
+    /// where it would otherwise copy the whole history every turn.
+    pub fn recycle(&mut self, sent: Vec<Message>) {
+        self.recycled = sent;
     }
 
     #[must_use]
@@ -213,7 +225,8 @@ impl Pipeline {
     ) -> Result<Prepared, CompactError> {
         let th = self.thresholds();
         let start = last_boundary_index(messages).unwrap_or(0);
-        let mut work = messages[start..].to_vec();
+        let mut work = std::mem::take(&mut self.recycled);
+        refresh(&mut work, &messages[start..]);
         let m = measure(
             &self.counter,
             &work,
@@ -480,6 +493,27 @@ fn strip_boundary(mut messages: Vec<Message>) -> Vec<Message> {
         messages.remove(0);
     }
     messages
+}
+
+/// Makes `dst` equal to `src`, copying only the messages that differ. `dst` is
+/// normally the last request's messages: `src` less its leading compact boundary (never
+/// sent, so put back first to line the rest up), with the cache marker on what was then
+/// the last message, and shorter by this turn's messages.
+fn refresh(dst: &mut Vec<Message>, src: &[Message]) {
+    if let Some(first) = src.first()
+        && is_compact_boundary(first)
+        && dst.first() != Some(first)
+    {
+        dst.insert(0, first.clone());
+    }
+    dst.truncate(src.len());
+    for (i, message) in src.iter().enumerate() {
+        match dst.get_mut(i) {
+            Some(old) if old == message => {}
+            Some(old) => old.clone_from(message),
+            None => dst.push(message.clone()),
+        }
+    }
 }
 
 /// The stored history: what came before the working slice, then the new slice.

@@ -12,7 +12,7 @@ use gyre_compact::{
     SummarizeError, Summarizer, SummaryRequest, TokenCounter, Trigger, UsageAnchor, check_pairing,
     is_compact_boundary, parse_compact_boundary,
 };
-use gyre_protocol::{ContentBlock, Message, Usage};
+use gyre_protocol::{CacheControl, ContentBlock, Message, Usage};
 use serde_json::json;
 
 #[derive(Default)]
@@ -121,6 +121,47 @@ fn a_history_in_budget_is_sent_unchanged_and_twice_the_same() {
     assert_eq!(second, first);
     assert!(!first.tokens.above_warning);
     assert!(first.tokens.percent_left > 90);
+}
+
+#[test]
+fn recycled_messages_are_brought_up_to_date_whatever_they_hold() {
+    // The loop hands back each sent request's messages; whatever they hold (a cache
+    // marker, a stripped boundary, another history altogether), the next prepare
+    // sends exactly the history.
+    let mut p = pipeline(200_000, Arc::new(Fake::default()));
+    let mut h = tool_rounds(5, 500);
+    let mut sent = block_on(p.prepare(&h, &PrepareContext::default()))
+        .unwrap()
+        .messages;
+    for turn in 0..4 {
+        // As the API layer marks it for caching.
+        if let Some(block) = sent.last_mut().and_then(|m| m.content.last_mut()) {
+            block.set_cache_control(Some(CacheControl::ephemeral()));
+        }
+        p.recycle(sent);
+        h.extend(tool_rounds(1, 300 + turn).into_iter().skip(1));
+        sent = block_on(p.prepare(&h, &PrepareContext::default()))
+            .unwrap()
+            .messages;
+        assert_eq!(sent, h, "turn {turn}");
+    }
+    // After a compaction the boundary is never sent, so the recycled messages lack it.
+    let mut compacted = vec![
+        gyre_compact::boundary_message(Trigger::Manual, 1_000),
+        Message::user_text("summary"),
+    ];
+    compacted.extend(tool_rounds(2, 100).into_iter().skip(1));
+    p.recycle(h.clone());
+    let first = block_on(p.prepare(&compacted, &PrepareContext::default())).unwrap();
+    assert_eq!(first.messages, compacted[1..]);
+    p.recycle(first.messages);
+    compacted.push(Message::assistant(vec![ContentBlock::text("done")]));
+    let next = block_on(p.prepare(&compacted, &PrepareContext::default())).unwrap();
+    assert_eq!(next.messages, compacted[1..]);
+    // A shorter or unrelated recycled vector is fine too.
+    p.recycle(chat(40, 10));
+    let again = block_on(p.prepare(&h, &PrepareContext::default())).unwrap();
+    assert_eq!(again.messages, h);
 }
 
 #[test]

@@ -60,6 +60,10 @@ pub trait ContextCompactor: Send {
 
     /// A new user turn begins (reactive compaction may be tried again).
     fn reset_turn(&mut self) {}
+
+    /// The messages of a request that has been sent, handed back so that the next
+    /// [`ContextCompactor::prepare`] can reuse them instead of copying the history.
+    fn recycle(&mut self, _sent: Vec<Message>) {}
 }
 
 /// Sends the history as it is.

@@ -18,9 +18,10 @@ pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ApiError>> +
 pub trait QueryDeps: Send + Sync {
     /// Streams one model response, retrying as the policy says. `fallback_model` is the
     /// model to switch to after repeated overloads (`None` once switched).
+    /// The request is shared with the caller, which may send it again after a fallback.
     fn call_model(
         &self,
-        request: MessagesRequest,
+        request: Arc<MessagesRequest>,
         fallback_model: Option<String>,
         cancel: CancellationToken,
     ) -> ModelStream;
@@ -70,7 +71,7 @@ impl ApiDeps {
 impl QueryDeps for ApiDeps {
     fn call_model(
         &self,
-        request: MessagesRequest,
+        request: Arc<MessagesRequest>,
         fallback_model: Option<String>,
         cancel: CancellationToken,
     ) -> ModelStream {

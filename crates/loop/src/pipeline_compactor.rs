@@ -45,7 +45,9 @@ impl Summarizer for ModelSummarizer {
             body.system = vec![SystemBlock::text(
                 "You are summarizing a coding session so that it can continue in a fresh context. Follow the requested format exactly.",
             )];
-            let mut stream = self.deps.call_model(body, None, CancellationToken::new());
+            let mut stream = self
+                .deps
+                .call_model(Arc::new(body), None, CancellationToken::new());
             while let Some(event) = stream.next().await {
                 match event {
                     Ok(ModelEvent::Message(response)) => {
@@ -224,5 +226,9 @@ impl ContextCompactor for PipelineCompactor {
 
     fn reset_turn(&mut self) {
         self.pipeline.reset_turn();
+    }
+
+    fn recycle(&mut self, sent: Vec<Message>) {
+        self.pipeline.recycle(sent);
     }
 }

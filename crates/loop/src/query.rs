@@ -304,14 +304,18 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                 .max_output_tokens_override
                 .or(max_output_tokens)
                 .unwrap_or(DEFAULT_MAX_OUTPUT_TOKENS);
-            let mut api_messages = messages_for_api;
+            // Built once and shared with every attempt (retries and a fallback included):
+            // the history is not copied per attempt.
+            let mut request = {
+                let mut r = MessagesRequest::new(model.clone(), max_tokens, messages_for_api);
+                r.system.clone_from(&system);
+                r.tools.clone_from(&tool_definitions);
+                add_cache_markers(&mut r);
+                Arc::new(r)
+            };
 
             // Phase 3: the streaming call; a fallback restarts it on the other model.
             let (attempt, executor, started) = loop {
-                let mut request = MessagesRequest::new(model.clone(), max_tokens, api_messages.clone());
-                request.system.clone_from(&system);
-                request.tools.clone_from(&tool_definitions);
-                add_cache_markers(&mut request);
                 tracing::debug!(
                     model = %model,
                     max_tokens,
@@ -332,7 +336,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                 // Set at the first call that may not start before the message completes.
                 let mut held_back = false;
                 let mut outcome: Option<Attempt> = None;
-                let mut stream = deps.call_model(request, fallback_model.clone(), cancel.clone());
+                let mut stream = deps.call_model(Arc::clone(&request), fallback_model.clone(), cancel.clone());
                 while let Some(item) = stream.next().await {
                     match item {
                         Ok(ModelEvent::Stream(event)) => yield LoopEvent::Stream(event),
@@ -407,7 +411,10 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                         yield LoopEvent::Tombstone;
                     }
                     strip_thinking(&mut state.messages);
-                    strip_thinking(&mut api_messages);
+                    let retry = Arc::make_mut(&mut request);
+                    strip_thinking(&mut retry.messages);
+                    retry.model.clone_from(fallback);
+                    add_cache_markers(retry);
                     yield LoopEvent::Fallback { original: original.clone(), fallback: fallback.clone() };
                     model.clone_from(fallback);
                     fallback_model = None;
@@ -428,6 +435,11 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                 }
                 break (attempt, executor, started);
             };
+            // The attempt is over and the request ours alone again: its messages seed the
+            // next prepare, which then copies only what changed instead of the history.
+            if let Ok(sent) = Arc::try_unwrap(request) {
+                compactor.lock().await.recycle(sent.messages);
+            }
 
             // Phase 4: abort check after streaming.
             if cancel.is_cancelled() {
