@@ -3,7 +3,8 @@
 //!
 //! - gyre itself: the release binary against gyre-testkit served from this process
 //!   (`--version`, a one-turn `gyre -p hi`, a 100-turn session), wall time and peak RSS
-//!   (from `wait4`), per-turn times from the arrival of stream-json lines;
+//!   (from `wait4`), per-turn times from the arrival of stream-json lines, less the
+//!   testkit's own time to answer each request (it reports it per request);
 //! - Grep / Glob against `rg` on the same generated tree, and a streamed turn with five
 //!   200 ms safe tools: `xtask-bench-probe` (gyre's library code, release build);
 //! - compaction and SSE parsing: the crates' criterion benches, medians read from
@@ -14,7 +15,8 @@
 //! and few runs.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
@@ -27,7 +29,12 @@ use serde_json::{Value, json};
 use crate::rusage::wait_peak_rss;
 use crate::{cargo, no_more_args, run_cmd, take_flag, take_value, target_dir};
 
-const USAGE: &str = "cargo xtask bench [--quick] [--baseline FILE]";
+const USAGE: &str = "cargo xtask bench [--quick] [--only GROUP] [--baseline FILE]
+  GROUP: process (--version, one turn), session (100 turns), search (Grep/Glob vs rg),
+         stream (five tools in a streamed turn), criterion (compaction, SSE)";
+
+/// The groups of rows, in the order they run.
+const GROUPS: [&str; 5] = ["process", "session", "search", "stream", "criterion"];
 
 /// How much work a run does.
 #[derive(Debug, Clone, Copy)]
@@ -168,7 +175,14 @@ pub fn run(args: &[String]) -> Result<()> {
     let mut args = args.to_vec();
     let quick = take_flag(&mut args, "--quick");
     let baseline = take_value(&mut args, &["--baseline"])?;
+    let only = take_value(&mut args, &["--only"])?;
     no_more_args(&args, USAGE)?;
+    if let Some(group) = &only
+        && !GROUPS.contains(&group.as_str())
+    {
+        bail!("unknown bench group `{group}`\n{USAGE}");
+    }
+    let wanted = |group: &str| only.as_deref().is_none_or(|o| o == group);
     let plan = if quick { QUICK } else { FULL };
     let baseline = match &baseline {
         Some(path) => Some(load_baseline(Path::new(path))?),
@@ -212,15 +226,23 @@ pub fn run(args: &[String]) -> Result<()> {
     );
     let mut rows = Vec::new();
 
-    eprintln!("· gyre --version, one-turn run");
-    rows.extend(process_rows(&gyre, &testkit, &work, &plan)?);
-    eprintln!("· 100-turn session");
-    rows.extend(session_rows(&gyre, &testkit, &work, &plan)?);
-    eprintln!("· Grep / Glob vs rg");
-    rows.extend(search_rows(&probe, &work, &plan)?);
-    eprintln!("· streamed turn with five 200 ms tools");
-    rows.push(stream_row(&probe, &plan));
-    if quick {
+    if wanted("process") {
+        eprintln!("· gyre --version, one-turn run");
+        rows.extend(process_rows(&gyre, &testkit, &work, &plan)?);
+    }
+    if wanted("session") {
+        eprintln!("· 100-turn session");
+        rows.extend(session_rows(&gyre, &testkit, &work, &plan)?);
+    }
+    if wanted("search") {
+        eprintln!("· Grep / Glob vs rg");
+        rows.extend(search_rows(&probe, &work, &plan)?);
+    }
+    if wanted("stream") {
+        eprintln!("· streamed turn with five 200 ms tools");
+        rows.push(stream_row(&probe, &plan));
+    }
+    if wanted("criterion") && quick {
         for (id, label, unit) in CRITERION_ROWS {
             rows.push(Row::missing(
                 id,
@@ -229,7 +251,7 @@ pub fn run(args: &[String]) -> Result<()> {
                 "full run only (criterion benches)",
             ));
         }
-    } else {
+    } else if wanted("criterion") {
         eprintln!("· compaction and SSE (criterion)");
         rows.extend(criterion_rows(&cargo, &work));
     }
@@ -241,7 +263,8 @@ pub fn run(args: &[String]) -> Result<()> {
     };
     let table = render_table(&report, baseline.as_ref());
     println!("{table}");
-    if !quick {
+    // A partial run would overwrite the full report with a few rows.
+    if !quick && only.is_none() {
         let md = work.join("report.md");
         let js = work.join("report.json");
         std::fs::write(&md, render_markdown(&report, baseline.as_ref()))?;
@@ -296,6 +319,7 @@ fn gyre_command(gyre: &Path, project: &Path, home: &Path, url: &str) -> Command 
 struct Testkit {
     child: std::process::Child,
     url: String,
+    port: u16,
 }
 
 impl Testkit {
@@ -317,8 +341,35 @@ impl Testkit {
             let _ = child.wait();
             bail!("gyre-testkit printed {first:?} instead of its port");
         };
+        let port: u16 = port
+            .parse()
+            .with_context(|| format!("gyre-testkit printed a bad port {port:?}"))?;
         let url = format!("http://127.0.0.1:{port}");
-        Ok(Self { child, url })
+        Ok(Self { child, url, port })
+    }
+
+    /// How long the testkit took to answer each request so far, in order: the
+    /// server's share of a turn, which the per-turn numbers leave out.
+    fn handled(&self) -> Result<Vec<Duration>> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
+        stream.write_all(
+            b"GET /_testkit/requests?bodies=false HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
+        )?;
+        let mut raw = String::new();
+        stream.read_to_string(&mut raw)?;
+        let (_, body) = raw
+            .split_once("\r\n\r\n")
+            .context("gyre-testkit's request list had no body")?;
+        let requests: Vec<gyre_testkit::CapturedRequest> =
+            serde_json::from_str(body).context("gyre-testkit's request list is not JSON")?;
+        requests
+            .iter()
+            .map(|r| {
+                r.handled_us
+                    .map(Duration::from_micros)
+                    .context("gyre-testkit has a request it did not answer")
+            })
+            .collect()
     }
 }
 
@@ -423,6 +474,8 @@ fn session_rows(gyre: &Path, testkit: &Path, work: &Path, plan: &Plan) -> Result
     let mut late = Vec::new();
     let mut first = Vec::new();
     let mut last = Vec::new();
+    let mut early_raw = Vec::new();
+    let mut late_raw = Vec::new();
     for _ in 0..plan.session_runs {
         let server = Testkit::start(testkit, work, "session", &script)?;
         let mut c = gyre_command(gyre, &project, &home, &server.url);
@@ -450,6 +503,13 @@ fn session_rows(gyre: &Path, testkit: &Path, work: &Path, plan: &Plan) -> Result
         let wall = started.elapsed();
         if code != 0 {
             bail!("the 100-turn session exited {code}");
+        }
+        let handled = server.handled()?;
+        if handled.len() != SESSION_TURNS {
+            bail!(
+                "the 100-turn session sent {} requests instead of {SESSION_TURNS}",
+                handled.len()
+            );
         }
         let init = seen
             .iter()
@@ -479,15 +539,22 @@ fn session_rows(gyre: &Path, testkit: &Path, work: &Path, plan: &Plan) -> Result
             let from = if k == 1 { init } else { user[k - 2] };
             ms(assistant[k - 1].duration_since(from))
         };
+        // gyre's own share: the testkit's time to read, parse and answer the request
+        // (request k is turn k's) is the model's side of the turn, not gyre's.
+        let own = |k: usize| -> f64 { turn(k) - ms(handled[k - 1]) };
         walls.push(ms(wall));
         rss.push(kib as f64 / 1024.0);
-        first.push(turn(1));
-        last.push(turn(SESSION_TURNS));
-        early.extend((2..=6).map(turn));
-        late.extend((SESSION_TURNS - 4..=SESSION_TURNS).map(turn));
+        first.push(own(1));
+        last.push(own(SESSION_TURNS));
+        early.extend((2..=6).map(own));
+        late.extend((SESSION_TURNS - 4..=SESSION_TURNS).map(own));
+        early_raw.extend((2..=6).map(turn));
+        late_raw.extend((SESSION_TURNS - 4..=SESSION_TURNS).map(turn));
     }
     let early = median(early).context("no early turns")?;
     let late = median(late).context("no late turns")?;
+    let early_raw = median(early_raw).context("no early turns")?;
+    let late_raw = median(late_raw).context("no late turns")?;
     let note = format!(
         "turn 1 {:.2} ms (connects), turn 100 {:.2} ms",
         median(first).unwrap_or(f64::NAN),
@@ -504,13 +571,21 @@ fn session_rows(gyre: &Path, testkit: &Path, work: &Path, plan: &Plan) -> Result
             .value(median(rss).context("no session RSS")?),
         Row::new(
             "per_turn_late_vs_early",
-            "per-turn time, turns 96-100 (1 MB history) vs 2-6",
+            "gyre's time per turn, turns 96-100 (1 MB history) vs 2-6",
             "ms",
         )
         .value(late)
         .against(early, "turns 2-6")
         .ratio_at_most(2.0)
         .note(note),
+        Row::new(
+            "per_turn_round_trip",
+            "  same, with the testkit's handling of the request",
+            "ms",
+        )
+        .value(late_raw)
+        .against(early_raw, "turns 2-6")
+        .note("the testkit parses and keeps each 1 MB body"),
     ])
 }
 

@@ -135,7 +135,7 @@
 //! # Other endpoints
 //!
 //! - `GET /_testkit/requests`: the recorded requests as a JSON array of
-//!   [`CapturedRequest`] (for the binary mode).
+//!   [`CapturedRequest`] (for the binary mode); `?bodies=false` leaves the bodies out.
 //! - `GET /_testkit/health`: 200 `ok`.
 //! - Any other path is recorded and answered 404 `not_found_error`. Every response has a
 //!   `request-id: req_testkit_<request number>` header.

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdTcpListener};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use http_body_util::combinators::UnsyncBoxBody;
@@ -44,6 +44,12 @@ pub struct CapturedRequest {
     /// Index into `Script::turns` of the turn that answered this request; `None` when no
     /// turn did (script exhausted, wrong API key, invalid body, unknown path).
     pub turn: Option<usize>,
+    /// Microseconds the server took from the request's head to its answer: reading and
+    /// parsing the body, the turn's `delay_ms`, rendering (not the streaming of an SSE
+    /// body after that). A benchmark subtracts it to time the client alone. `None`
+    /// until the answer is ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handled_us: Option<u64>,
 }
 
 impl CapturedRequest {
@@ -74,11 +80,14 @@ struct Captured {
     headers: BTreeMap<String, String>,
     body: Bytes,
     turn: Option<usize>,
+    handled: Option<Duration>,
 }
 
 impl Captured {
-    fn to_public(&self) -> CapturedRequest {
-        let body = if self.body.is_empty() {
+    /// `with_body: false` leaves the body out (`null`): a timing query on a long
+    /// session need not parse megabytes.
+    fn to_public(&self, with_body: bool) -> CapturedRequest {
+        let body = if self.body.is_empty() || !with_body {
             Value::Null
         } else {
             serde_json::from_slice(&self.body)
@@ -91,6 +100,9 @@ impl Captured {
             headers: self.headers.clone(),
             body,
             turn: self.turn,
+            handled_us: self
+                .handled
+                .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
         }
     }
 }
@@ -115,11 +127,11 @@ impl State {
         self.log.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn requests(&self) -> Vec<CapturedRequest> {
+    fn requests(&self, with_body: bool) -> Vec<CapturedRequest> {
         self.log()
             .requests
             .iter()
-            .map(Captured::to_public)
+            .map(|r| r.to_public(with_body))
             .collect()
     }
 
@@ -300,7 +312,7 @@ impl TestServer {
     /// Every request received so far (except `/_testkit/*`), in arrival order.
     #[must_use]
     pub fn requests(&self) -> Vec<CapturedRequest> {
-        self.state.requests()
+        self.state.requests(true)
     }
 
     /// How many requests were received so far (except `/_testkit/*`).
@@ -425,13 +437,15 @@ async fn handle(
     state: Arc<State>,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
+    let arrived = Instant::now();
     let (parts, body) = request.into_parts();
     let path = parts.uri.path();
     if parts.method == Method::GET && path == "/_testkit/health" {
         return Ok(response(200, "text/plain", full("ok")));
     }
     if parts.method == Method::GET && path == "/_testkit/requests" {
-        let requests = serde_json::to_string(&state.requests()).unwrap_or_default();
+        let with_body = parts.uri.query() != Some("bodies=false");
+        let requests = serde_json::to_string(&state.requests(with_body)).unwrap_or_default();
         return Ok(json_response(200, requests));
     }
     // A body cut short by the client is recorded as far as it got.
@@ -454,6 +468,7 @@ async fn handle(
         headers,
         body: body.clone(),
         turn: None,
+        handled: None,
     };
     let (number, turn) = state.admit(captured, is_messages && key_ok && probe.is_ok());
 
@@ -483,6 +498,9 @@ async fn handle(
     };
     if let Ok(id) = HeaderValue::from_str(&format!("req_testkit_{number}")) {
         response.headers_mut().insert("request-id", id);
+    }
+    if let Some(r) = state.log().requests.get_mut(number) {
+        r.handled = Some(arrived.elapsed());
     }
     Ok(response)
 }

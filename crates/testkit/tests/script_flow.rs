@@ -165,22 +165,28 @@ async fn side_endpoints_answer_and_unknown_paths_are_404() {
         .unwrap();
     assert_eq!(missing.status(), 404);
     post(&server.url(), &body(true)).await.text().await.unwrap();
-    let listed: Vec<CapturedRequest> = serde_json::from_str(
-        &client
-            .get(format!("{}/_testkit/requests", server.url()))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap(),
-    )
-    .unwrap();
+    let list = |path: &'static str| {
+        let request = client.get(format!("{}{path}", server.url()));
+        async move {
+            let text = request.send().await.unwrap().text().await.unwrap();
+            serde_json::from_str::<Vec<CapturedRequest>>(&text).unwrap()
+        }
+    };
+    let listed = list("/_testkit/requests").await;
     assert_eq!(listed, server.requests());
     assert_eq!(listed.len(), 2);
     assert_eq!(listed[0].path, "/v1/models");
     assert_eq!(listed[0].query.as_deref(), Some("limit=1"));
     assert_eq!(listed[1].turn, Some(0));
+    // Every answered request says how long the server took; `?bodies=false` keeps
+    // everything but the bodies.
+    assert!(listed.iter().all(|r| r.handled_us.is_some()));
+    let lean = list("/_testkit/requests?bodies=false").await;
+    assert_eq!(lean.len(), 2);
+    assert_eq!(lean[1].body, serde_json::Value::Null);
+    assert_ne!(listed[1].body, serde_json::Value::Null);
+    assert_eq!(lean[1].handled_us, listed[1].handled_us);
+    assert_eq!(lean[1].turn, Some(0));
 }
 
 #[test]
