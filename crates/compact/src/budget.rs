@@ -172,6 +172,20 @@ struct Candidate {
     over_cap: bool,
 }
 
+/// Total and largest byte length of the tool results in `message`.
+fn result_bytes(message: &Message) -> (usize, usize) {
+    message
+        .content
+        .iter()
+        .filter_map(|block| match block {
+            ContentBlock::ToolResult { content, .. } => Some(content.text_len()),
+            _ => None,
+        })
+        .fold((0, 0), |(total, largest), bytes| {
+            (total + bytes, largest.max(bytes))
+        })
+}
+
 /// Applies the budget: every result over its tool's cap, then the largest results of a
 /// message while its results exceed `per_message_limit` characters, are persisted
 /// through `store` and replaced by a `<persisted-output>` block. The tool of a result
@@ -188,18 +202,33 @@ pub fn apply_tool_result_budget(
     }
     let mut freed = 0u64;
     let mut persisted: Vec<String> = Vec::new();
-    let mut names: HashMap<String, String> = HashMap::new();
-    for message in &mut messages {
-        if message.role == Role::Assistant {
-            names = message
-                .tool_uses()
-                .map(|(id, name, _)| (id.to_owned(), name.to_owned()))
-                .collect();
+    // No result under the smallest cap can be over its own: most messages are settled
+    // on byte lengths alone, without looking up their tools. This runs every turn over
+    // the whole history.
+    let smallest_cap = config
+        .caps
+        .iter()
+        .map(|(_, cap)| *cap)
+        .fold(config.default_cap, usize::min);
+    let mut last_assistant: Option<usize> = None;
+    for i in 0..messages.len() {
+        if messages[i].role == Role::Assistant {
+            last_assistant = Some(i);
             continue;
         }
+        let (total_bytes, largest) = result_bytes(&messages[i]);
+        if largest <= smallest_cap && total_bytes <= config.per_message_limit {
+            continue;
+        }
+        let names: HashMap<String, String> = last_assistant.map_or_else(HashMap::new, |a| {
+            messages[a]
+                .tool_uses()
+                .map(|(id, name, _)| (id.to_owned(), name.to_owned()))
+                .collect()
+        });
+        let message = &mut messages[i];
         // Byte lengths bound char counts from above: most messages are settled here
         // without scanning their text.
-        let mut total_bytes = 0usize;
         let mut any_over = false;
         for block in &message.content {
             if let ContentBlock::ToolResult {
@@ -208,10 +237,8 @@ pub fn apply_tool_result_budget(
                 ..
             } = block
             {
-                let bytes = content.text_len();
-                total_bytes += bytes;
                 let tool = names.get(tool_use_id).map_or("", String::as_str);
-                any_over |= bytes > config.cap_for(tool) && !is_persisted(content);
+                any_over |= content.text_len() > config.cap_for(tool) && !is_persisted(content);
             }
         }
         if !any_over && total_bytes <= config.per_message_limit {
