@@ -93,11 +93,18 @@ impl std::fmt::Debug for PathFilter {
     }
 }
 
+/// `path` made absolute against the current directory (lexically: symlinks are resolved
+/// where paths are checked). Paths compared with a relative root would never match.
+fn absolute(path: PathBuf) -> PathBuf {
+    std::path::absolute(&path).unwrap_or(path)
+}
+
 impl ToolContext {
     /// A context for `cwd`: the cwd is the only working directory, a fresh file-state
     /// cache, a fresh cancellation token, long outputs saved under the system temp dir.
+    /// A relative `cwd` is taken from the process's current directory.
     pub fn new(cwd: impl Into<PathBuf>) -> Self {
-        let cwd = cwd.into();
+        let cwd = absolute(cwd.into());
         Self {
             working_dirs: vec![cwd.clone()],
             cwd,
@@ -111,7 +118,7 @@ impl ToolContext {
     /// Adds a working directory (`--add-dir`).
     #[must_use]
     pub fn with_working_dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.working_dirs.push(dir.into());
+        self.working_dirs.push(absolute(dir.into()));
         self
     }
 

@@ -341,3 +341,22 @@ async fn glob_patterns_cannot_walk_outside_the_search_path() {
         Ok(Vec::new())
     );
 }
+
+/// A library user may give a relative directory; the tools must not then call every
+/// path they check "changed after the permission check".
+#[tokio::test]
+async fn a_context_made_from_a_relative_directory_works() {
+    let here = std::env::current_dir().unwrap();
+    let ctx = gyre_tools::ToolContext::new(".");
+    assert_eq!(ctx.cwd, here);
+    let out = run(&ctx, "Glob", json!({"pattern": "Cargo.toml"})).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(out.content.contains("Cargo.toml"), "{}", out.content);
+    let out = run(
+        &ctx,
+        "Grep",
+        json!({"pattern": "gyre-tools", "glob": "Cargo.toml"}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+}
