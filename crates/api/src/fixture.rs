@@ -6,6 +6,7 @@
 //! anything that looks like an Anthropic API key (`sk-ant-…`) or a secret given to
 //! [`RecordingClient::with_secret`] is replaced by `[REDACTED]` before writing.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};
 
 use futures::StreamExt;
-use gyre_protocol::{MessagesRequest, StreamEvent};
+use gyre_protocol::{ContentDelta, MessagesRequest, StreamEvent};
 use regex::Regex;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -46,6 +47,67 @@ fn redact(text: &str, secrets: &[String]) -> String {
     );
     for secret in secrets.iter().filter(|s| s.len() >= 4) {
         out = out.replace(secret.as_str(), REDACTED);
+    }
+    out
+}
+
+/// The streamed text of a delta, and which kind it is.
+fn delta_text(delta: &ContentDelta) -> Option<(u8, &str)> {
+    match delta {
+        ContentDelta::TextDelta { text } => Some((0, text)),
+        ContentDelta::InputJsonDelta { partial_json } => Some((1, partial_json)),
+        ContentDelta::ThinkingDelta { thinking } => Some((2, thinking)),
+        ContentDelta::SignatureDelta { signature } => Some((3, signature)),
+        ContentDelta::Unknown => None,
+    }
+}
+
+fn with_text(kind: u8, text: String) -> ContentDelta {
+    match kind {
+        0 => ContentDelta::TextDelta { text },
+        1 => ContentDelta::InputJsonDelta { partial_json: text },
+        2 => ContentDelta::ThinkingDelta { thinking: text },
+        _ => ContentDelta::SignatureDelta { signature: text },
+    }
+}
+
+/// Redaction works on the written line, where a key the stream cut into several deltas
+/// is in no single piece. The deltas of each block whose joined text holds a secret
+/// are merged into one (where its first delta was), so the line holds the key whole.
+fn join_split_secrets(events: Vec<StreamEvent>, secrets: &[String]) -> Vec<StreamEvent> {
+    let mut joined: BTreeMap<(usize, u8), String> = BTreeMap::new();
+    for event in &events {
+        if let StreamEvent::ContentBlockDelta { index, delta } = event
+            && let Some((kind, text)) = delta_text(delta)
+        {
+            joined.entry((*index, kind)).or_default().push_str(text);
+        }
+    }
+    joined.retain(|_, text| redact(text, secrets) != *text);
+    if joined.is_empty() {
+        return events;
+    }
+    let mut out = Vec::with_capacity(events.len());
+    let mut merged = BTreeSet::new();
+    for event in events {
+        let key = match &event {
+            StreamEvent::ContentBlockDelta { index, delta } => {
+                delta_text(delta).map(|(kind, _)| (*index, kind))
+            }
+            _ => None,
+        };
+        match key.and_then(|k| joined.get_mut(&k).map(|text| (k, text))) {
+            // The first delta of the block carries all of it; the others go.
+            Some((key, text)) => {
+                if merged.insert(key) {
+                    out.push(StreamEvent::ContentBlockDelta {
+                        index: key.0,
+                        delta: with_text(key.1, std::mem::take(text)),
+                    });
+                }
+            }
+            None => out.push(event),
+        }
     }
     out
 }
@@ -106,7 +168,7 @@ impl RecordingClient {
 /// consumer drops the stream early.
 struct PendingEntry {
     request: Arc<MessagesRequest>,
-    sse: String,
+    events: Vec<StreamEvent>,
     error: Option<ApiError>,
     file: Arc<Mutex<File>>,
     secrets: Arc<Vec<String>>,
@@ -121,7 +183,10 @@ impl PendingEntry {
         self.written = true;
         let entry = FixtureEntry {
             request: MessagesRequest::clone(&self.request),
-            sse: std::mem::take(&mut self.sse),
+            sse: join_split_secrets(std::mem::take(&mut self.events), &self.secrets)
+                .iter()
+                .map(encode_sse)
+                .collect(),
             error: self.error.take(),
         };
         let line = match serde_json::to_string(&entry) {
@@ -153,7 +218,7 @@ impl ModelClient for RecordingClient {
         let mut inner = self.inner.stream(Arc::clone(&request), cancel);
         let mut pending = PendingEntry {
             request,
-            sse: String::new(),
+            events: Vec::new(),
             error: None,
             file: Arc::clone(&self.file),
             secrets: Arc::clone(&self.secrets),
@@ -163,8 +228,8 @@ impl ModelClient for RecordingClient {
             while let Some(item) = inner.next().await {
                 match item {
                     Ok(event) => {
-                        pending.sse.push_str(&encode_sse(&event));
                         let stop = matches!(event, StreamEvent::MessageStop);
+                        pending.events.push(event.clone());
                         if stop {
                             pending.write();
                         }

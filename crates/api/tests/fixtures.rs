@@ -128,3 +128,48 @@ async fn replay_fails_loudly_on_a_request_that_does_not_match() {
     };
     assert!(e.to_string().contains("request #2 has no recording"), "{e}");
 }
+
+#[tokio::test]
+async fn a_key_split_across_streamed_deltas_is_redacted_too() {
+    // The model echoes a key; the stream cuts it into 6-character deltas, so no single
+    // event holds it whole. The recorder must still keep it out of the file.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("split.jsonl");
+    let server = TestServer::start(
+        Script::new([
+            Turn::text("your key is sk-ant-api03-SPLITSPLITSPLIT, keep it safe").and_tool_use(
+                "Bash",
+                json!({"command": "echo sk-ant-api03-INPUTINPUTINPUT"}),
+            ),
+        ])
+        .with_chunk_chars(6),
+    )
+    .await
+    .unwrap();
+    let http: Arc<dyn ModelClient> =
+        Arc::new(AnthropicClient::new(ClientConfig::new("k").with_base_url(server.url())).unwrap());
+    let recorder: Arc<dyn ModelClient> = Arc::new(RecordingClient::create(http, &path).unwrap());
+    let recorded = collect(recorder, request("hi")).await;
+    let Some(Ok(ModelEvent::Message(live))) = recorded.last() else {
+        panic!("{recorded:?}")
+    };
+    assert!(live.to_message().text().contains("SPLITSPLIT"));
+    drop(server);
+
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        !text.contains("SPLIT") && !text.contains("INPUT") && !text.contains("sk-ant-"),
+        "{text}"
+    );
+    // The replay is the same conversation with the keys redacted.
+    let replay = Arc::new(ReplayClient::from_file(&path).unwrap());
+    let replayed = collect(replay, request("hi")).await;
+    let Some(Ok(ModelEvent::Message(back))) = replayed.last() else {
+        panic!("{replayed:?}")
+    };
+    let message = back.to_message();
+    assert_eq!(message.text(), "your key is [REDACTED], keep it safe");
+    let (_, name, input) = message.tool_uses().next().unwrap();
+    assert_eq!(name, "Bash");
+    assert_eq!(input, &json!({"command": "echo [REDACTED]"}));
+}
