@@ -152,9 +152,16 @@ fn edit_file(path: &Path, input: &EditInput, ctx: &ToolContext) -> ToolOutput {
     } else {
         original.clone()
     };
-    let old = input.old_string.replace("\r\n", "\n");
-    let new = input.new_string.replace("\r\n", "\n");
-    let matches = content.matches(old.as_str()).count();
+    let mut old = input.old_string.replace("\r\n", "\n");
+    let mut new = input.new_string.replace("\r\n", "\n");
+    let mut matches = content.matches(old.as_str()).count();
+    if matches == 0
+        && let Some(actual) = match_ignoring_quote_style(&content, &old)
+    {
+        new = with_quote_style_of(&actual, &new);
+        old = actual;
+        matches = content.matches(old.as_str()).count();
+    }
     if matches == 0 {
         return ToolOutput::tool_use_error(format_args!(
             "String to replace not found in file.\nString: {}",
@@ -179,6 +186,68 @@ fn edit_file(path: &Path, input: &EditInput, ctx: &ToolContext) -> ToolOutput {
         updated
     };
     save(path, &original, &updated, ctx)
+}
+
+const CURLY_QUOTES: [char; 4] = ['\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}'];
+
+/// `‘’` → `'`, `“”` → `"`.
+fn straighten(c: char) -> char {
+    match c {
+        '\u{2018}' | '\u{2019}' => '\'',
+        '\u{201C}' | '\u{201D}' => '"',
+        c => c,
+    }
+}
+
+/// The text of `content` that `old` names once typographic quotes count as straight
+/// ones (a model types `"` where the file has `“`), as it is in the file.
+fn match_ignoring_quote_style(content: &str, old: &str) -> Option<String> {
+    if !content.contains(CURLY_QUOTES) && !old.contains(CURLY_QUOTES) {
+        return None;
+    }
+    let straight: String = content.chars().map(straighten).collect();
+    let needle: String = old.chars().map(straighten).collect();
+    let at = straight.find(&needle)?;
+    // Straightening maps one char to one char: char positions agree.
+    let first = straight[..at].chars().count();
+    let len = needle.chars().count();
+    let mut starts = content.char_indices().map(|(i, _)| i).skip(first);
+    let start = starts.next()?;
+    let end = starts.nth(len - 1).unwrap_or(content.len());
+    Some(content[start..end].to_owned())
+}
+
+/// `new` with its straight quotes made typographic where `actual` (the text it
+/// replaces) uses typographic ones: opening after a space or bracket, closing (and
+/// apostrophes) elsewhere.
+fn with_quote_style_of(actual: &str, new: &str) -> String {
+    let double = actual.contains(['\u{201C}', '\u{201D}']);
+    let single = actual.contains(['\u{2018}', '\u{2019}']);
+    let mut out = String::with_capacity(new.len());
+    let mut previous: Option<char> = None;
+    for c in new.chars() {
+        let opens = previous.is_none_or(|p| p.is_whitespace() || "([{".contains(p));
+        let styled = match c {
+            '"' if double => {
+                if opens {
+                    '\u{201C}'
+                } else {
+                    '\u{201D}'
+                }
+            }
+            '\'' if single => {
+                if opens {
+                    '\u{2018}'
+                } else {
+                    '\u{2019}'
+                }
+            }
+            c => c,
+        };
+        out.push(styled);
+        previous = Some(c);
+    }
+    out
 }
 
 fn create_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {

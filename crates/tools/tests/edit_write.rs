@@ -78,6 +78,44 @@ async fn edit_replaces_a_unique_string_and_returns_a_diff() {
 }
 
 #[tokio::test]
+async fn straight_quotes_in_old_string_match_curly_ones_and_keep_their_style() {
+    // Models type straight quotes; prose and docs often hold typographic ones.
+    let dir = tempfile::tempdir().unwrap();
+    let path = p(dir.path(), "notes.md");
+    std::fs::write(
+        &path,
+        "It\u{2019}s the \u{201C}fast\u{201D} path.\nKeep \"this\" as is.\n",
+    )
+    .unwrap();
+    let c = ctx(dir.path());
+    read(&c, &path).await;
+    let out = run(
+        &c,
+        "Edit",
+        json!({"file_path": path, "old_string": "It's the \"fast\" path.", "new_string": "It's the \"slow\" path, isn't it?"}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "It\u{2019}s the \u{201C}slow\u{201D} path, isn\u{2019}t it?\nKeep \"this\" as is.\n"
+    );
+    // Straight quotes in the file are matched as they are, and stay straight.
+    let out = run(
+        &c,
+        "Edit",
+        json!({"file_path": path, "old_string": "Keep \"this\"", "new_string": "Keep \"that\""}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(
+        std::fs::read_to_string(&path)
+            .unwrap()
+            .ends_with("Keep \"that\" as is.\n")
+    );
+}
+
+#[tokio::test]
 async fn edit_reports_a_missing_string() {
     let dir = tempfile::tempdir().unwrap();
     let path = p(dir.path(), "a.txt");
