@@ -1,6 +1,6 @@
 //! One tool call, start to finish.
 
-use gyre_protocol::ContentBlock;
+use gyre_protocol::{ContentBlock, ToolResultContent, ToolResultPart};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -62,14 +62,23 @@ impl ToolCallOutcome {
         }
     }
 
-    /// The `tool_result` block answering the call.
+    /// The `tool_result` block answering the call: its text, or its text and images
+    /// as parts.
     #[must_use]
     pub fn to_block(&self) -> ContentBlock {
-        ContentBlock::tool_result(
-            self.tool_use_id.clone(),
-            self.output.content.clone(),
-            self.output.is_error,
-        )
+        let output = &self.output;
+        let content = if output.images.is_empty() {
+            ToolResultContent::from(output.content.as_str())
+        } else {
+            let text = (!output.content.is_empty()).then(|| ToolResultPart::Text {
+                text: output.content.clone(),
+            });
+            let images = output.images.iter().map(|source| ToolResultPart::Image {
+                source: source.clone(),
+            });
+            ToolResultContent::Parts(text.into_iter().chain(images).collect())
+        };
+        ContentBlock::tool_result(self.tool_use_id.clone(), content, output.is_error)
     }
 }
 

@@ -2,6 +2,8 @@
 
 use std::path::Path;
 
+use base64::Engine as _;
+use gyre_protocol::ImageSource;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -25,6 +27,11 @@ const BINARY_EXTENSIONS: &[&str] = &[
     "flac", "avi", "mov", "mkv", "webm", "ttf", "otf", "woff", "woff2", "eot", "sqlite", "db",
     "doc", "docx", "xls", "xlsx", "ppt", "pptx", "iso", "dmg",
 ];
+
+/// Extensions of the images Read shows to the model (the formats the API accepts).
+const IMAGE_EXTENSIONS: &[&str] = &["png", "jpg", "jpeg", "gif", "webp"];
+/// The largest image sent: 3.75 MiB, 5 MiB once base64-encoded (the API's limit).
+pub const MAX_IMAGE_BYTES: u64 = 3 * 1024 * 1024 + 768 * 1024;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadTool;
@@ -51,7 +58,8 @@ Usage:\n\
 - You can optionally specify a line offset and limit (especially handy for long files); files over 256 KB must be read with offset and limit\n\
 - Any lines longer than 2000 characters will be truncated\n\
 - Results are returned with line numbers starting at 1, as `N<TAB>line`\n\
-- This tool cannot read directories or binary files; use Glob or Bash `ls` for directories\n\
+- Images (PNG, JPEG, GIF, WebP, up to 3.75 MB) are shown to you as images\n\
+- This tool cannot read directories or other binary files; use Glob or Bash `ls` for directories\n\
 - Read a file before editing it with Edit or overwriting it with Write"
     }
 
@@ -151,6 +159,9 @@ async fn read_file(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
         ));
     }
     if let Some(ext) = binary_extension(&path) {
+        if IMAGE_EXTENSIONS.contains(&&ext[1..]) {
+            return read_image(file, metadata.len(), &ext).await;
+        }
         return binary_error(&ext);
     }
     let paged = input.offset.is_some() || input.limit.is_some();
@@ -161,13 +172,7 @@ async fn read_file(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
             format_size(MAX_FILE_BYTES)
         ));
     }
-    let bytes = tokio::task::spawn_blocking(move || {
-        let mut file = file;
-        let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
-    })
-    .await
-    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    let bytes = read_all(file).await;
     let bytes = match bytes {
         Ok(b) => b,
         Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
@@ -242,6 +247,56 @@ fn binary_extension(path: &Path) -> Option<String> {
     BINARY_EXTENSIONS
         .contains(&ext.as_str())
         .then(|| format!(".{ext}"))
+}
+
+/// The rest of `file`, read off the async threads.
+async fn read_all(file: std::fs::File) -> std::io::Result<Vec<u8>> {
+    tokio::task::spawn_blocking(move || {
+        let mut file = file;
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+    })
+    .await
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+}
+
+/// An image file as a base64 image part. The media type comes from the bytes; a file
+/// named like an image that is not one is an ordinary binary file.
+async fn read_image(file: std::fs::File, len: u64, ext: &str) -> ToolOutput {
+    if len > MAX_IMAGE_BYTES {
+        return ToolOutput::error(format!(
+            "Image is {} but at most {:.2}MB can be sent to the model. Make a smaller copy (e.g. `convert in{ext} -resize 50% small{ext}`) and read that.",
+            format_size(len),
+            MAX_IMAGE_BYTES as f64 / (1024.0 * 1024.0)
+        ));
+    }
+    let bytes = read_all(file).await;
+    let bytes = match bytes {
+        Ok(b) => b,
+        Err(e) => return ToolOutput::error(format!("Cannot read the image: {e}")),
+    };
+    let Some(media_type) = image_media_type(&bytes) else {
+        return binary_error(ext);
+    };
+    ToolOutput::image(ImageSource::Base64 {
+        media_type: media_type.to_owned(),
+        data: base64::engine::general_purpose::STANDARD.encode(&bytes),
+    })
+}
+
+/// The media type of a PNG, JPEG, GIF or WebP image, from its first bytes.
+fn image_media_type(bytes: &[u8]) -> Option<&'static str> {
+    if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
+        Some("image/png")
+    } else if bytes.starts_with(&[0xFF, 0xD8, 0xFF]) {
+        Some("image/jpeg")
+    } else if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
+        Some("image/gif")
+    } else if bytes.len() >= 12 && bytes.starts_with(b"RIFF") && &bytes[8..12] == b"WEBP" {
+        Some("image/webp")
+    } else {
+        None
+    }
 }
 
 fn binary_error(ext: &str) -> ToolOutput {

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 
+use gyre_protocol::ImageSource;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -13,12 +14,15 @@ use crate::file_state::FileStateCache;
 /// A boxed, sendable future: the return type of the async trait methods.
 pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-/// What a tool call returns: the text of its `tool_result` and whether it is an error.
+/// What a tool call returns: the text of its `tool_result`, any images (Read of a
+/// picture), and whether it is an error.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct ToolOutput {
     pub content: String,
     pub is_error: bool,
+    /// Sent after the text, as image parts of the `tool_result`.
+    pub images: Vec<ImageSource>,
 }
 
 impl ToolOutput {
@@ -26,6 +30,7 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: false,
+            images: Vec::new(),
         }
     }
 
@@ -33,6 +38,16 @@ impl ToolOutput {
         Self {
             content: content.into(),
             is_error: true,
+            images: Vec::new(),
+        }
+    }
+
+    /// A successful result that is one image.
+    pub fn image(source: ImageSource) -> Self {
+        Self {
+            content: String::new(),
+            is_error: false,
+            images: vec![source],
         }
     }
 

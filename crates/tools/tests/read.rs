@@ -69,6 +69,69 @@ async fn read_of_binary_file_is_refused() {
     }
 }
 
+/// A 1×1 PNG.
+const PNG: &[u8] = &[
+    0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x48, 0x44, 0x52,
+    0x00, 0x00, 0x00, 0x01, 0x00, 0x00, 0x00, 0x01, 0x08, 0x06, 0x00, 0x00, 0x00, 0x1F, 0x15, 0xC4,
+    0x89, 0x00, 0x00, 0x00, 0x0D, 0x49, 0x44, 0x41, 0x54, 0x78, 0x9C, 0x63, 0x00, 0x01, 0x00, 0x00,
+    0x05, 0x00, 0x01, 0x0D, 0x0A, 0x2D, 0xB4, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4E, 0x44, 0xAE,
+    0x42, 0x60, 0x82,
+];
+
+#[tokio::test]
+async fn read_of_an_image_sends_it_as_an_image_part() {
+    let dir = tempfile::tempdir().unwrap();
+    // The media type comes from the bytes, not the name.
+    std::fs::write(dir.path().join("shot.jpg"), PNG).unwrap();
+    let c = ctx(dir.path());
+    let call = gyre_tools::ToolCall::new(
+        "toolu_img",
+        "Read",
+        json!({"file_path": p(dir.path(), "shot.jpg")}),
+    );
+    let outcome = gyre_tools::run_tool_call(
+        &gyre_tools::ToolRegistry::with_default_tools(),
+        &call,
+        &c,
+        &gyre_tools::AllowAll,
+        &|_| {},
+    )
+    .await;
+    assert!(!outcome.output.is_error, "{}", outcome.output.content);
+    let gyre_protocol::ContentBlock::ToolResult { content, .. } = outcome.to_block() else {
+        panic!("not a tool result");
+    };
+    let gyre_protocol::ToolResultContent::Parts(parts) = content else {
+        panic!("not parts: {content:?}");
+    };
+    let [gyre_protocol::ToolResultPart::Image { source }] = parts.as_slice() else {
+        panic!("not one image: {parts:?}");
+    };
+    assert_eq!(
+        serde_json::to_value(source).unwrap(),
+        json!({"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR4nGMAAQAABQABDQottAAAAABJRU5ErkJggg=="})
+    );
+}
+
+#[tokio::test]
+async fn an_image_too_large_for_the_api_is_refused_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut big = PNG.to_vec();
+    big.resize(4 * 1024 * 1024, 0);
+    std::fs::write(dir.path().join("big.png"), big).unwrap();
+    let out = run(
+        &ctx(dir.path()),
+        "Read",
+        json!({"file_path": p(dir.path(), "big.png")}),
+    )
+    .await;
+    assert!(out.is_error);
+    assert_eq!(
+        out.content,
+        "Image is 4.0MB but at most 3.75MB can be sent to the model. Make a smaller copy (e.g. `convert in.png -resize 50% small.png`) and read that."
+    );
+}
+
 #[tokio::test]
 async fn read_of_300kb_file_without_offset_asks_for_offset_and_limit() {
     let dir = tempfile::tempdir().unwrap();
