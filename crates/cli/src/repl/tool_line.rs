@@ -70,6 +70,8 @@ pub fn outcome_summary(name: &str, content: &str, is_error: bool) -> Outcome {
         "Read" if content.starts_with("<system-reminder>") => {
             shorten(&strip_reminder(content), MAX_OUTCOME_CHARS)
         }
+        // An image has no text (an empty file gets a reminder).
+        "Read" if content.is_empty() => "image".to_owned(),
         "Read" => count(lines.len(), "line"),
         "Edit" | "Write" if content.starts_with("File created") => "created".to_owned(),
         "Edit" | "Write" => {
@@ -280,6 +282,12 @@ mod tests {
             outcome("WebFetch", "", false),
         ];
         insta::assert_snapshot!(lines.join("\n"));
+    }
+
+    #[test]
+    fn a_read_image_is_shown_as_an_image() {
+        assert_eq!(outcome_summary("Read", "", false).text, "image");
+        assert_eq!(outcome_summary("Read", "1\tx", false).text, "1 line");
     }
 
     #[test]
