@@ -201,10 +201,19 @@ fn repl_streams_asks_interrupts_reports_cost_and_exits() {
         "hello\n"
     );
 
-    tmux.type_line("now wait for a while");
-    tmux.wait_until("the second permission question", |p| {
+    // A line ending in `\` goes on at the next one.
+    tmux.type_line("now wait \\");
+    tmux.type_line("for a while");
+    let pane = tmux.wait_until("the second permission question", |p| {
         p.matches("Allow?").count() == 2
     });
+    assert!(pane.contains("> now wait \\\n… for a while"), "{pane}");
+    let asked = &server.requests()[2].body["messages"];
+    let prompt = asked.as_array().and_then(|m| m.last()).unwrap();
+    assert_eq!(
+        prompt["content"][0]["text"], "now wait \nfor a while",
+        "{prompt}"
+    );
     tmux.type_line("a");
     tmux.wait_for("Running Bash");
     let interrupted_at = Instant::now();

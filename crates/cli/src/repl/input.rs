@@ -124,7 +124,13 @@ fn serve(
                 history,
                 reply,
             } => {
-                let result = match editor.readline(&prompt) {
+                // Only the main prompt takes several lines; answers are one line.
+                let read = if history {
+                    read_entry(editor, &prompt)
+                } else {
+                    editor.readline(&prompt)
+                };
+                let result = match read {
                     Ok(line) => {
                         if history {
                             remember(editor, &line);
@@ -138,5 +144,51 @@ fn serve(
                 let _ = reply.send(result);
             }
         }
+    }
+}
+
+/// The prompt of a continued line.
+const CONTINUATION_PROMPT: &str = "… ";
+
+/// One entry at the main prompt: a line ending in `\` goes on at the next one, the
+/// backslash becoming a newline (as in a shell, and in Claude Code).
+fn read_entry(editor: &mut DefaultEditor, prompt: &str) -> Result<String, ReadlineError> {
+    let mut entry = String::new();
+    let mut line = editor.readline(prompt)?;
+    while continue_entry(&mut entry, &line) {
+        line = editor.readline(CONTINUATION_PROMPT)?;
+    }
+    Ok(entry)
+}
+
+/// Adds `line` to `entry`; `true` when the entry goes on at the next line.
+fn continue_entry(entry: &mut String, line: &str) -> bool {
+    match line.strip_suffix('\\') {
+        Some(head) => {
+            entry.push_str(head);
+            entry.push('\n');
+            true
+        }
+        None => {
+            entry.push_str(line);
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trailing_backslash_continues_the_entry_on_the_next_line() {
+        let mut entry = String::new();
+        assert!(continue_entry(&mut entry, "fix the parser \\"));
+        assert!(continue_entry(&mut entry, "and its tests\\"));
+        assert!(!continue_entry(&mut entry, "then run them"));
+        assert_eq!(entry, "fix the parser \nand its tests\nthen run them");
+        let mut single = String::new();
+        assert!(!continue_entry(&mut single, "a \\ in the middle stays"));
+        assert_eq!(single, "a \\ in the middle stays");
     }
 }

@@ -51,6 +51,7 @@ Commands
 Keys
   Ctrl+C          interrupt the running turn; twice to quit
   Ctrl+D          quit at an empty prompt
+  \\ then Enter    go on at the next line (a multi-line request)
   Up / Down       history (kept in $GYRE_HOME/history)";
 
 /// What `/cost` prints (the names Claude Code's `/cost` uses).
