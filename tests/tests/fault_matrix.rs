@@ -474,13 +474,7 @@ fn rows() -> Vec<Row> {
                     files: NO_FILES,
                     delays: NO_DELAYS,
                 },
-                check: Some(|requests| {
-                    let answer = last_message(&requests[1]).to_string();
-                    answer
-                        .contains("is not valid JSON")
-                        .then_some(())
-                        .ok_or(format!("answer: {answer}"))
-                }),
+                check: Some(|requests| second_answer_has(requests, "is not valid JSON")),
                 ..stream_fault(ok(), "", NO_DELAYS)
             },
             "tool_use with invalid JSON input",
@@ -497,13 +491,7 @@ fn rows() -> Vec<Row> {
                     files: NO_FILES,
                     delays: NO_DELAYS,
                 },
-                check: Some(|requests| {
-                    let answer = last_message(&requests[1]).to_string();
-                    answer
-                        .contains("No such tool available: Teleport")
-                        .then_some(())
-                        .ok_or(format!("answer: {answer}"))
-                }),
+                check: Some(|requests| second_answer_has(requests, "No such tool available: Teleport")),
                 ..stream_fault(ok(), "", NO_DELAYS)
             },
             "unknown tool name",
@@ -569,6 +557,19 @@ fn rows() -> Vec<Row> {
 }
 
 const HUGE: usize = 2_000_000;
+
+/// The message the second request ends with (the answer to the first reply's tool
+/// call) mentions `needle`.
+fn second_answer_has(
+    requests: &[gyre_testkit::CapturedRequest],
+    needle: &str,
+) -> Result<(), String> {
+    let answer = last_message(&requests[1]).to_string();
+    answer
+        .contains(needle)
+        .then_some(())
+        .ok_or(format!("answer: {answer}"))
+}
 
 fn last_message(request: &gyre_testkit::CapturedRequest) -> Value {
     request.body["messages"]

@@ -14,9 +14,9 @@ use gyre_loop::{
 use gyre_protocol::{
     AssistantResponse, ContentBlock, Message, MessagesRequest, Role, StopReason, Usage,
 };
+pub use gyre_tools::AllowAll;
 use gyre_tools::{
-    BoxFuture, CanUseTool, PermissionDecision, ProgressFn, Tool, ToolCall, ToolContext, ToolOutput,
-    ToolRegistry,
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput, ToolRegistry,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -236,19 +236,6 @@ impl Tool for EchoTool {
                 ToolOutput::ok(format!("echo: {input}"))
             }
         })
-    }
-}
-
-pub struct AllowAll;
-
-impl CanUseTool for AllowAll {
-    fn can_use_tool<'a>(
-        &'a self,
-        _tool: &'a dyn Tool,
-        _call: &'a ToolCall,
-        _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, PermissionDecision> {
-        Box::pin(async { PermissionDecision::Allow })
     }
 }
 
