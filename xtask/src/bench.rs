@@ -27,14 +27,36 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::rusage::wait_peak_rss;
-use crate::{cargo, no_more_args, run_cmd, take_flag, take_value, target_dir};
-
-const USAGE: &str = "cargo xtask bench [--quick] [--only GROUP] [--baseline FILE]
-  GROUP: process (--version, one turn), session (100 turns), search (Grep/Glob vs rg),
-         stream (five tools in a streamed turn), criterion (compaction, SSE)";
+use crate::{cargo, run_cmd, target_dir};
 
 /// The groups of rows, in the order they run.
 const GROUPS: [&str; 5] = ["process", "session", "search", "stream", "criterion"];
+
+/// `cargo xtask bench`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Fewer runs per row (what `cargo xtask ci` uses).
+    #[arg(long)]
+    quick: bool,
+    /// Compare with an earlier `target/bench/report.json`.
+    #[arg(long, value_name = "FILE")]
+    baseline: Option<String>,
+    /// Run one group: process (--version, one turn), session (100 turns), search
+    /// (Grep/Glob vs rg), stream (five tools in a streamed turn), criterion (compaction, SSE).
+    #[arg(long, value_name = "GROUP", value_parser = GROUPS)]
+    only: Option<String>,
+}
+
+impl Args {
+    /// The quick run of every group.
+    pub fn quick() -> Self {
+        Self {
+            quick: true,
+            baseline: None,
+            only: None,
+        }
+    }
+}
 
 /// How much work a run does.
 #[derive(Debug, Clone, Copy)]
@@ -171,17 +193,13 @@ struct Report {
     rows: Vec<Row>,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let mut args = args.to_vec();
-    let quick = take_flag(&mut args, "--quick");
-    let baseline = take_value(&mut args, &["--baseline"])?;
-    let only = take_value(&mut args, &["--only"])?;
-    no_more_args(&args, USAGE)?;
-    if let Some(group) = &only
-        && !GROUPS.contains(&group.as_str())
-    {
-        bail!("unknown bench group `{group}`\n{USAGE}");
-    }
+pub fn run(args: &Args) -> Result<()> {
+    let Args {
+        quick,
+        baseline,
+        only,
+    } = args;
+    let quick = *quick;
     let wanted = |group: &str| only.as_deref().is_none_or(|o| o == group);
     let plan = if quick { QUICK } else { FULL };
     let baseline = match &baseline {

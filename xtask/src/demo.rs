@@ -10,7 +10,7 @@ use anyhow::{Context, Result, bail};
 use gyre_testkit::{Script, TestServer};
 use serde_json::Value;
 
-use crate::{run_cmd, target_dir};
+use crate::{cargo, run_cmd, target_dir};
 
 const SCRIPT: &str = include_str!("../demo/session.json");
 const PROMPT: &str = "What does this project do? Read what you need and summarise it.";
@@ -118,8 +118,12 @@ fn render(v: &Value) -> Option<String> {
     }
 }
 
-pub fn run(_args: &[String]) -> Result<()> {
-    run_cmd("cargo", &["build", "--quiet", "-p", "gyre-cli"])?;
+/// `cargo xtask demo`: takes no options.
+#[derive(Debug, clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: &Args) -> Result<()> {
+    run_cmd(&cargo(), &["build", "-p", "gyre-cli"])?;
     let gyre = target_dir().join("debug").join("gyre");
     if !gyre.is_file() {
         bail!("built gyre not found at {}", gyre.display());

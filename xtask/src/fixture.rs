@@ -32,13 +32,48 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::proxy::Proxy;
-use crate::{
-    cargo, no_more_args, run_cmd, secrets, take_flag, take_value, target_dir, workspace_root,
-};
+use crate::{cargo, run_cmd, secrets, target_dir, workspace_root};
 
-const USAGE: &str = "cargo xtask fixture record (--script S | --live) -o F [--prompt P] [--project DIR] [-- GYRE_ARGS…]
-       cargo xtask fixture replay F
-       cargo xtask fixture check [DIR]";
+/// `cargo xtask fixture …`.
+#[derive(Debug, clap::Subcommand)]
+pub enum FixtureCommand {
+    /// Record a gyre session (testkit script or the live API) to a fixture, secrets redacted.
+    Record(RecordArgs),
+    /// Replay a fixture through gyre and diff the stream-json against the recording.
+    Replay {
+        /// The fixture's `.jsonl` file.
+        fixture: PathBuf,
+    },
+    /// Parse every fixture under DIR (default tests/fixtures/) and scan them for secrets.
+    Check {
+        /// The directory to check.
+        dir: Option<PathBuf>,
+    },
+}
+
+/// `cargo xtask fixture record`.
+#[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["script", "live"]))]
+pub struct RecordArgs {
+    /// A gyre-testkit script to record against.
+    #[arg(long, value_name = "S")]
+    script: Option<String>,
+    /// Record against the live API (needs ANTHROPIC_API_KEY).
+    #[arg(long)]
+    live: bool,
+    /// The fixture file to write.
+    #[arg(short = 'o', long = "output", value_name = "F")]
+    output: String,
+    /// The prompt of the recorded session.
+    #[arg(long, value_name = "P", default_value = DEFAULT_PROMPT)]
+    prompt: String,
+    /// A project directory copied into the session (at most 1 MiB).
+    #[arg(long, value_name = "DIR")]
+    project: Option<String>,
+    /// More arguments for gyre, after `--`.
+    #[arg(last = true, value_name = "GYRE_ARGS")]
+    extra: Vec<String>,
+}
 
 /// The system prompt of recorded sessions: gyre's default one holds today's date and the
 /// working directory, which would make every replay differ from its recording.
@@ -69,16 +104,11 @@ struct Session {
     stream_json: Vec<Value>,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
-    let Some(sub) = args.first() else {
-        bail!("usage: {USAGE}");
-    };
-    let rest = args[1..].to_vec();
-    match sub.as_str() {
-        "record" => record(rest),
-        "replay" => replay(&rest),
-        "check" => check(&rest),
-        other => bail!("unknown fixture command {other:?}\n\nusage: {USAGE}"),
+pub fn run(command: FixtureCommand) -> Result<()> {
+    match command {
+        FixtureCommand::Record(args) => record(args),
+        FixtureCommand::Replay { fixture } => replay(&fixture),
+        FixtureCommand::Check { dir } => check(dir),
     }
 }
 
@@ -304,25 +334,15 @@ fn read_project(dir: &Path) -> Result<BTreeMap<String, String>> {
     Ok(out)
 }
 
-fn record(mut args: Vec<String>) -> Result<()> {
-    let extra = match args.iter().position(|a| a == "--") {
-        Some(i) => {
-            let extra = args.split_off(i + 1);
-            args.pop();
-            extra
-        }
-        None => Vec::new(),
-    };
-    let script = take_value(&mut args, &["--script"])?;
-    let live = take_flag(&mut args, "--live");
-    let out =
-        take_value(&mut args, &["-o", "--output"])?.context("fixture record needs -o FILE")?;
-    let prompt = take_value(&mut args, &["--prompt"])?.unwrap_or_else(|| DEFAULT_PROMPT.to_owned());
-    let project = take_value(&mut args, &["--project"])?;
-    no_more_args(&args, USAGE)?;
-    if script.is_some() == live {
-        bail!("give exactly one of --script S and --live\n\nusage: {USAGE}");
-    }
+fn record(args: RecordArgs) -> Result<()> {
+    let RecordArgs {
+        script,
+        live: _,
+        output: out,
+        prompt,
+        project,
+        extra,
+    } = args;
     let out = PathBuf::from(out);
     if !out.to_string_lossy().ends_with(".jsonl") {
         bail!("the fixture file must end in .jsonl (the session goes next to it)");
@@ -572,18 +592,14 @@ fn substitute_pieces(pieces: &[String], needle: &str, placeholder: &str) -> Vec<
     out
 }
 
-fn replay(args: &[String]) -> Result<()> {
-    let [fixture] = args else {
-        bail!("usage: {USAGE}");
-    };
-    let fixture = PathBuf::from(fixture);
-    let session_file = session_path(&fixture);
+fn replay(fixture: &Path) -> Result<()> {
+    let session_file = session_path(fixture);
     let session: Session = serde_json::from_str(
         &std::fs::read_to_string(&session_file)
             .with_context(|| format!("could not read {}", session_file.display()))?,
     )
     .with_context(|| format!("{} is not a fixture session", session_file.display()))?;
-    let text = std::fs::read_to_string(&fixture)
+    let text = std::fs::read_to_string(fixture)
         .with_context(|| format!("could not read {}", fixture.display()))?;
 
     let gyre = build_gyre()?;
@@ -653,12 +669,8 @@ fn first_line_difference(recorded: &[String], got: &[String]) -> Option<String> 
     })
 }
 
-fn check(args: &[String]) -> Result<()> {
-    let dir = match args {
-        [] => workspace_root().join("tests").join("fixtures"),
-        [dir] => PathBuf::from(dir),
-        _ => bail!("usage: {USAGE}"),
-    };
+fn check(dir: Option<PathBuf>) -> Result<()> {
+    let dir = dir.unwrap_or_else(|| workspace_root().join("tests").join("fixtures"));
     if !dir.is_dir() {
         println!(
             "fixture check: no {} directory, nothing to check",

@@ -13,39 +13,43 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
 
-const USAGE: &str = "usage: cargo xtask <command>
+/// The maintainers' commands. Each has its own `--help`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "cargo xtask",
+    bin_name = "cargo xtask",
+    about = "gyre's maintainer commands: demo, ci, release, fixture, bench"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
 
-commands:
-  demo                        run gyre end to end against the bundled testkit session (no API key)
-  release [--target T] [--allow-dirty]
-                              optimised build, tarball gyre-<version>-<target>.tar.gz and its .sha256
-  fixture record (--script S | --live) -o F [--prompt P] [--project DIR] [-- GYRE_ARGS…]
-                              record a gyre session to a fixture (secrets redacted)
-  fixture replay F            replay it through gyre and diff the stream-json against the recording
-  fixture check [DIR]         parse every fixture under tests/fixtures/ and scan them for secrets
-  bench [--quick] [--baseline FILE]
-                              the benchmark suite: one table, goals and ratios (SPEC §11)
-  ci                          what CI runs: fmt check, clippy, tests, bench --quick, fixture check, demo";
+#[derive(Debug, Subcommand)]
+enum Task {
+    /// Run gyre end to end against the bundled testkit session (no API key needed).
+    Demo(demo::Args),
+    /// What CI runs, in this order: fmt check, clippy, install tmux if missing, tests
+    /// (ignored ones included), doc tests, fixture check, demo, bench --quick.
+    Ci(ci::Args),
+    /// Optimised build, tarball gyre-<version>-<target>.tar.gz and its .sha256.
+    Release(release::Args),
+    /// Record, replay or check fixtures (secrets redacted).
+    #[command(subcommand)]
+    Fixture(fixture::FixtureCommand),
+    /// The benchmark suite: one table, goals and ratios (SPEC §11).
+    Bench(bench::Args),
+}
 
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let Some(command) = args.first() else {
-        println!("{USAGE}");
-        return Ok(());
-    };
-    let rest = &args[1..];
-    match command.as_str() {
-        "demo" => demo::run(rest),
-        "ci" => ci::run(rest),
-        "release" => release::run(rest),
-        "fixture" => fixture::run(rest),
-        "bench" => bench::run(rest),
-        "-h" | "--help" | "help" => {
-            println!("{USAGE}");
-            Ok(())
-        }
-        other => bail!("unknown xtask command {other:?}\n\n{USAGE}"),
+    match Cli::parse().command {
+        Task::Demo(args) => demo::run(&args),
+        Task::Ci(args) => ci::run(&args),
+        Task::Release(args) => release::run(&args),
+        Task::Fixture(command) => fixture::run(command),
+        Task::Bench(args) => bench::run(&args),
     }
 }
 
@@ -96,34 +100,6 @@ fn output_of(program: &str, args: &[&str]) -> Result<String> {
         );
     }
     String::from_utf8(out.stdout).with_context(|| format!("{program} printed non-UTF-8"))
-}
-
-/// Takes `--name VALUE` out of `args`.
-fn take_value(args: &mut Vec<String>, names: &[&str]) -> Result<Option<String>> {
-    let Some(i) = args.iter().position(|a| names.contains(&a.as_str())) else {
-        return Ok(None);
-    };
-    if i + 1 >= args.len() {
-        bail!("{} needs a value", args[i]);
-    }
-    let value = args.remove(i + 1);
-    args.remove(i);
-    Ok(Some(value))
-}
-
-/// Takes the flag `--name` out of `args`.
-fn take_flag(args: &mut Vec<String>, name: &str) -> bool {
-    let before = args.len();
-    args.retain(|a| a != name);
-    args.len() != before
-}
-
-/// Fails on anything left over after the known options were taken.
-fn no_more_args(args: &[String], usage: &str) -> Result<()> {
-    if let Some(extra) = args.first() {
-        bail!("unexpected argument {extra:?}\n\nusage: {usage}");
-    }
-    Ok(())
 }
 
 /// A size for people: `12.3 MiB`.

@@ -13,18 +13,22 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::{
-    cargo, human_bytes, no_more_args, output_of, run_cmd, take_flag, take_value, target_dir,
-    workspace_root,
-};
+use crate::{cargo, human_bytes, output_of, run_cmd, target_dir, workspace_root};
 
-const USAGE: &str = "cargo xtask release [--target T] [--allow-dirty]";
+/// `cargo xtask release`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Build for this target triple (default: the host).
+    #[arg(long)]
+    target: Option<String>,
+    /// Package even when the work tree has uncommitted changes.
+    #[arg(long)]
+    allow_dirty: bool,
+}
 
-pub fn run(args: &[String]) -> Result<()> {
-    let mut args = args.to_vec();
-    let target = take_value(&mut args, &["--target"])?;
-    let allow_dirty = take_flag(&mut args, "--allow-dirty");
-    no_more_args(&args, USAGE)?;
+pub fn run(args: &Args) -> Result<()> {
+    let target = args.target.clone();
+    let allow_dirty = args.allow_dirty;
 
     let dirty = output_of("git", &["status", "--porcelain"])?;
     if !dirty.trim().is_empty() {
