@@ -11,7 +11,9 @@ use serde::Serialize;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::{CompactionOutcome, ContextCompactor, UsageAnchor};
+use gyre_compact::{Trigger, UsageAnchor};
+
+use crate::compaction::{CompactionOutcome, ContextCompactor};
 use crate::cost::usage_cost_usd;
 use crate::deps::QueryDeps;
 use crate::event::LoopEvent;
@@ -284,7 +286,7 @@ impl QueryEngine {
     pub async fn compact(&mut self) -> Result<Option<CompactionOutcome>, String> {
         let result = {
             let mut c = self.compactor.lock().await;
-            c.compact_now(&self.messages, "manual").await?
+            c.compact_now(&self.messages, Trigger::Manual).await?
         };
         Ok(result.map(|(history, outcome)| {
             self.messages = history;
@@ -359,7 +361,8 @@ impl QueryEngine {
                         }
                         self.total_usage.add(&usage);
                         self.total_cost_usd += usage_cost_usd(model, &usage);
-                        self.anchor = Some(UsageAnchor { usage, message_count: self.messages.len() + 1 });
+                        // The response's message is the next one in the history.
+                        self.anchor = Some(UsageAnchor { usage, message_index: self.messages.len() });
                         if let Some(max) = self.config.max_budget_usd
                             && self.total_cost_usd >= max
                             && !budget_exceeded

@@ -27,12 +27,13 @@ mod transcript;
 
 pub use compaction::{
     CompactNowResult, CompactionOutcome, ContextCompactor, NoCompaction, PreparedContext,
-    UsageAnchor,
 };
 pub use cost::{ModelPrice, price_for_model, usage_cost_usd};
 pub use deps::{ApiDeps, ModelStream, QueryDeps};
 pub use engine::{EngineConfig, EngineEvent, InterruptHandle, QueryEngine, TurnResult};
 pub use event::LoopEvent;
+/// The compaction types that cross the seam, owned by `gyre-compact`.
+pub use gyre_compact::{Trigger, UsageAnchor};
 pub use hooks::{StopHook, StopHookOutcome, ToolHook};
 pub use pipeline_compactor::PipelineCompactor;
 pub use query::{

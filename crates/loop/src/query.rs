@@ -21,7 +21,9 @@ use gyre_tools::{
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::{ContextCompactor, UsageAnchor};
+use gyre_compact::{Trigger, UsageAnchor};
+
+use crate::compaction::ContextCompactor;
 use crate::deps::QueryDeps;
 use crate::event::LoopEvent;
 use crate::hooks::{StopHook, StopHookOutcome, ToolHook};
@@ -489,7 +491,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                                 tokio::select! {
                                     biased;
                                     () = cancel.cancelled() => Ok(None),
-                                    r = c.compact_now(&state.messages, "reactive") => r,
+                                    r = c.compact_now(&state.messages, Trigger::Reactive) => r,
                                 }
                             };
                             if let Ok(Some((history, outcome))) = compacted {
@@ -549,7 +551,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
                 }
                 state.messages.push(cut.clone());
                 yield LoopEvent::Message { message: cut, is_meta: false };
-                anchor = Some(UsageAnchor { usage: response.usage, message_count: state.messages.len() });
+                anchor = Some(UsageAnchor { usage: response.usage, message_index: state.messages.len() - 1 });
                 if state.max_output_tokens_recovery_count < MAX_OUTPUT_TOKENS_RECOVERY_LIMIT {
                     let attempt = state.max_output_tokens_recovery_count + 1;
                     let nudge = Message::user_text(MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE);
@@ -578,7 +580,7 @@ fn query_loop(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
             let assistant = response.to_message();
             state.messages.push(assistant.clone());
             yield LoopEvent::Message { message: assistant, is_meta: false };
-            anchor = Some(UsageAnchor { usage: response.usage, message_count: state.messages.len() });
+            anchor = Some(UsageAnchor { usage: response.usage, message_index: state.messages.len() - 1 });
 
             let calls = tool_calls_of(&response);
             // A client that does not stream blocks still gets its tools run.

@@ -124,11 +124,9 @@ async fn prompt_too_long_then_reactive_compact_once() {
     assert_eq!(t.reason, TerminalReason::Completed);
     assert_eq!(t.transitions, [Transition::ReactiveCompactRetry]);
     assert_eq!(*count.lock().unwrap(), 1);
-    assert!(
-        events
-            .iter()
-            .any(|e| matches!(e, LoopEvent::Compacted(o) if o.trigger == "reactive"))
-    );
+    assert!(events.iter().any(
+        |e| matches!(e, LoopEvent::Compacted(o) if o.trigger == gyre_loop::Trigger::Reactive)
+    ));
     let second = &model.requests()[1];
     assert_eq!(
         second.messages[0].text(),

@@ -282,7 +282,7 @@ impl ContextCompactor for FakeCompactor {
     fn compact_now<'a>(
         &'a mut self,
         messages: &'a [Message],
-        trigger: &'static str,
+        trigger: gyre_loop::Trigger,
     ) -> BoxFuture<'a, gyre_loop::CompactNowResult> {
         Box::pin(async move {
             if !self.can_compact {
@@ -294,7 +294,7 @@ impl ContextCompactor for FakeCompactor {
             Ok(Some((
                 std::iter::once(summary).chain(last).collect(),
                 CompactionOutcome {
-                    trigger: trigger.to_owned(),
+                    trigger,
                     pre_tokens: 190_000,
                     post_tokens: 2_000,
                 },
