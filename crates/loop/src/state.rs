@@ -99,7 +99,7 @@ pub struct Terminal {
 }
 
 /// Everything one iteration of the loop needs; replaced whole at every continue.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct State {
     pub messages: Vec<Message>,
     pub turn_count: u32,
