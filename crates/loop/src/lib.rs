@@ -42,7 +42,7 @@ pub use hooks::{StopHook, StopHookOutcome, ToolHook};
 pub use pipeline_compactor::PipelineCompactor;
 pub use query::{
     DEFAULT_MAX_OUTPUT_TOKENS, INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE,
-    MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, QueryParams, query,
+    MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, QueryParams, REFUSAL_MESSAGE, query,
 };
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{

@@ -10,8 +10,8 @@
 //! | 2. `stream_request_start`: build the request | `prepare` | the request |
 //! | 3. the streaming call, tools starting as blocks complete; fallback | `stream` | [`stream::Streamed`] |
 //! | 4. abort check after streaming | `stream` | the attempt, or a terminal |
-//! | 5. withheld errors (prompt-too-long, max_output_tokens) | `recover` | a [`Step`] |
-//! | 5. no tool calls: stop hooks, token budget | `stop` | a [`Step`] |
+//! | 5. withheld errors (prompt-too-long, max_output_tokens, context window exceeded) | `recover` | a [`Step`] |
+//! | 5. refusal; no tool calls: pause_turn, stop hooks, token budget | `stop` | a [`Step`] |
 //! | 6. the remaining tools; 7. abort check; 8. attachments | `tools` | tool results, or a terminal |
 //! | 9. max turns; 10. the next state | `next` | a [`Step`] |
 //!
@@ -66,6 +66,7 @@ pub const INTERRUPT_MESSAGE: &str = "[Request interrupted by user]";
 pub const INTERRUPT_MESSAGE_FOR_TOOL_USE: &str = "[Request interrupted by user for tool use]";
 /// The result of a tool call the user interrupted.
 pub const INTERRUPTED_TOOL_RESULT: &str = gyre_tools::INTERRUPTED_MESSAGE;
+pub use stop::REFUSAL_MESSAGE;
 /// The terminal error of an interrupted query.
 const INTERRUPTED_BY_USER: &str = "Interrupted by user";
 
@@ -278,6 +279,9 @@ impl QueryRun {
         let response = self.recover_from_failure(attempt, &executor).await?;
         self.account(&response).await;
         self.recover_from_max_tokens(&response, &executor).await?;
+        self.recover_from_context_window_exceeded(&response, &executor)
+            .await?;
+        self.end_if_refused(&response, &executor).await?;
         let calls = self.accept_response(&response, &executor, &started).await;
         if calls.is_empty() {
             executor.discard();

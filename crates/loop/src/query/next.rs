@@ -7,6 +7,16 @@ impl QueryRun {
     /// After a round of tools: the query ends past `max_turns`, else the next turn
     /// starts with the per-turn recovery state reset.
     pub(super) fn next_state(&mut self) -> Step {
+        self.advance(Transition::NextTurn)
+    }
+
+    /// After a `pause_turn` stop: the history, ending with the paused response, goes
+    /// back as it is so that the server carries on. A turn like any other.
+    pub(super) fn continue_paused_turn(&mut self) -> Step {
+        self.advance(Transition::PauseTurnContinue)
+    }
+
+    fn advance(&mut self, transition: Transition) -> Step {
         let next_turn = self.state.turn_count + 1;
         if let Some(max) = self.max_turns
             && next_turn > max
@@ -32,7 +42,7 @@ impl QueryRun {
                 budget_continuations,
                 transition: None,
             },
-            transition: Transition::NextTurn,
+            transition,
         }
     }
 }
@@ -70,6 +80,26 @@ mod tests {
             "kept for the whole query"
         );
         assert_eq!(state.messages.len(), 1);
+    }
+
+    #[test]
+    fn a_paused_turn_goes_on_as_a_new_turn_and_respects_max_turns() {
+        let mut p = params(FakeModel::new([]));
+        p.max_turns = Some(2);
+        let mut run = QueryRun::new(p);
+        let Step::Continue { state, transition } = run.continue_paused_turn() else {
+            panic!("no continue")
+        };
+        assert_eq!(transition, Transition::PauseTurnContinue);
+        assert_eq!(state.turn_count, 2);
+        run.state = state;
+        assert!(matches!(
+            run.continue_paused_turn(),
+            Step::Terminal {
+                reason: TerminalReason::MaxTurns,
+                ..
+            }
+        ));
     }
 
     #[test]

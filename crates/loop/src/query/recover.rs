@@ -36,7 +36,7 @@ impl QueryRun {
 
     async fn recover_from_error(&mut self, error: ApiError) -> Step {
         if error.is_prompt_too_long() {
-            return self.recover_from_prompt_too_long(&error).await;
+            return self.recover_from_prompt_too_long(&error.to_string()).await;
         }
         let reason = if is_image_error(&error) {
             TerminalReason::ImageError
@@ -47,8 +47,8 @@ impl QueryRun {
     }
 
     /// Prompt too long, withheld: commit the staged collapses (once in a row), else
-    /// compact reactively (once per turn), else end.
-    async fn recover_from_prompt_too_long(&mut self, error: &ApiError) -> Step {
+    /// compact reactively (once per turn), else end. `cause` opens the terminal error.
+    async fn recover_from_prompt_too_long(&mut self, cause: &str) -> Step {
         let drained = self.state.transition != Some(Transition::CollapseDrainRetry)
             && self.compactor.lock().await.recover_from_overflow();
         if drained {
@@ -83,8 +83,28 @@ impl QueryRun {
         Step::terminal(
             TerminalReason::PromptTooLong,
             format!(
-                "{error} The conversation is too long for the model's context window even after compaction; start a new session or run /compact with fewer files in view."
+                "{cause} The conversation is too long for the model's context window even after compaction; start a new session or run /compact with fewer files in view."
             ),
+        )
+    }
+
+    /// A `model_context_window_exceeded` stop: the response filled what was left of the
+    /// window. Withheld and recovered from like prompt-too-long: its tools never run and
+    /// the same request goes again once the context is smaller.
+    pub(super) async fn recover_from_context_window_exceeded(
+        &mut self,
+        response: &AssistantResponse,
+        executor: &StreamingToolExecutor,
+    ) -> Phase<()> {
+        if response.stop_reason != Some(StopReason::ModelContextWindowExceeded) {
+            return ControlFlow::Continue(());
+        }
+        executor.discard();
+        ControlFlow::Break(
+            self.recover_from_prompt_too_long(
+                "The response stopped at the end of the model's context window (model_context_window_exceeded).",
+            )
+            .await,
         )
     }
 
@@ -331,6 +351,34 @@ mod tests {
                 .unwrap()
                 .contains("64000 output token maximum 3 times")
         );
+    }
+
+    #[tokio::test]
+    async fn a_context_window_exceeded_stop_is_withheld_and_recovered_like_prompt_too_long() {
+        let compactor = FakeCompactor {
+            drain_available: true,
+            ..FakeCompactor::default()
+        };
+        let p = params_with(FakeModel::new([]), Box::new(compactor));
+        let mut run = QueryRun::new(p);
+        let executor = run.executor();
+        let Reply::Response(full) = response(
+            vec![ContentBlock::text("half")],
+            StopReason::ModelContextWindowExceeded,
+        ) else {
+            unreachable!()
+        };
+        let emitter = run.events.clone();
+        let (events, flow) = run_phase(
+            &emitter,
+            run.recover_from_context_window_exceeded(&full, &executor),
+        )
+        .await;
+        assert!(events.is_empty(), "withheld");
+        let ControlFlow::Break(Step::Continue { transition, .. }) = flow else {
+            panic!("{flow:?}")
+        };
+        assert_eq!(transition, Transition::CollapseDrainRetry);
     }
 
     #[tokio::test]

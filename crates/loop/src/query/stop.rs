@@ -1,9 +1,12 @@
-//! Phase 5, no tool calls: the model is done unless a stop hook or the token budget
-//! sends it on.
+//! Phase 5, no tool calls: the model is done unless the server paused the turn, or a
+//! stop hook or the token budget sends it on. A refusal ends the query at once.
 
-use gyre_protocol::{AssistantResponse, Message};
+use std::ops::ControlFlow;
 
-use super::{QueryRun, Step};
+use gyre_protocol::{AssistantResponse, ContentBlock, Message, StopReason};
+use gyre_tools::StreamingToolExecutor;
+
+use super::{Phase, QueryRun, Step};
 use crate::hooks::StopHookOutcome;
 use crate::state::{State, TerminalReason, Transition};
 
@@ -11,10 +14,39 @@ use crate::state::{State, TerminalReason, Transition};
 const TOKEN_BUDGET_COMPLETION: f64 = 0.9;
 /// Two continuations under this many output tokens each are diminishing returns.
 const DIMINISHING_RETURNS_TOKENS: u64 = 500;
+/// What a refused response says when the model wrote nothing.
+pub const REFUSAL_MESSAGE: &str = "The model declined to respond to this request (stop reason: refusal). Rephrase the request or start a new session.";
 
 impl QueryRun {
-    /// Stop hooks, then the token budget, then done.
+    /// A `refusal` stop ends the query cleanly (`completed`): what the model wrote joins
+    /// the history and is the turn's result, with [`REFUSAL_MESSAGE`] when it wrote
+    /// nothing. Its tool calls never run and are dropped, so the history stays paired.
+    /// Stop hooks and the token budget do not run: nudging a refusal on goes nowhere
+    /// (Claude Code likewise ends the turn on the refusal's error message without them).
+    pub(super) async fn end_if_refused(
+        &mut self,
+        response: &AssistantResponse,
+        executor: &StreamingToolExecutor,
+    ) -> Phase<()> {
+        if response.stop_reason != Some(StopReason::Refusal) {
+            return ControlFlow::Continue(());
+        }
+        executor.discard();
+        let mut refused = response.to_message();
+        refused.content.retain(|b| b.as_tool_use().is_none());
+        if refused.text().trim().is_empty() {
+            refused.content.push(ContentBlock::text(REFUSAL_MESSAGE));
+        }
+        self.push_message(refused, false).await;
+        self.anchor_on_last(response);
+        ControlFlow::Break(Step::terminal(TerminalReason::Completed, None))
+    }
+
+    /// A paused turn goes on; else stop hooks, then the token budget, then done.
     pub(super) async fn end_without_tools(&mut self, response: &AssistantResponse) -> Step {
+        if response.stop_reason == Some(StopReason::PauseTurn) {
+            return self.continue_paused_turn();
+        }
         if let Some(step) = self.run_stop_hooks().await {
             return step;
         }
@@ -129,6 +161,63 @@ mod tests {
         run_phase(&emitter, run.end_without_tools(&done(output_tokens)))
             .await
             .1
+    }
+
+    #[tokio::test]
+    async fn a_refusal_completes_with_its_text_and_without_its_tool_calls() {
+        let p = params(FakeModel::new([]));
+        let mut run = QueryRun::new(p);
+        let executor = run.executor();
+        let Reply::Response(refused) = response(
+            vec![
+                ContentBlock::text("No."),
+                ContentBlock::tool_use("t1", "Echo", serde_json::json!({})),
+            ],
+            StopReason::Refusal,
+        ) else {
+            unreachable!()
+        };
+        let emitter = run.events.clone();
+        let (events, flow) = run_phase(&emitter, run.end_if_refused(&refused, &executor)).await;
+        assert!(matches!(
+            flow,
+            ControlFlow::Break(Step::Terminal {
+                reason: TerminalReason::Completed,
+                error: None
+            })
+        ));
+        assert_eq!(events.len(), 1);
+        let kept = run.state.messages.last().unwrap();
+        assert_eq!(kept.content, [ContentBlock::text("No.")]);
+    }
+
+    #[tokio::test]
+    async fn other_stop_reasons_are_not_refusals() {
+        let p = params(FakeModel::new([]));
+        let mut run = QueryRun::new(p);
+        let executor = run.executor();
+        let emitter = run.events.clone();
+        let (events, flow) = run_phase(&emitter, run.end_if_refused(&done(5), &executor)).await;
+        assert_eq!(flow, ControlFlow::Continue(()));
+        assert!(events.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_paused_turn_continues_without_asking_the_stop_hooks() {
+        let mut p = params(FakeModel::new([]));
+        p.stop_hooks = vec![Arc::new(Hook(StopHookOutcome::Prevent("no".into())))];
+        let mut run = QueryRun::new(p);
+        let mut paused = done(5);
+        paused.stop_reason = Some(StopReason::PauseTurn);
+        let emitter = run.events.clone();
+        let (_, step) = run_phase(&emitter, run.end_without_tools(&paused)).await;
+        assert!(matches!(
+            step,
+            Step::Continue {
+                transition: Transition::PauseTurnContinue,
+                ..
+            }
+        ));
     }
 
     #[tokio::test]
