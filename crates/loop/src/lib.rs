@@ -23,6 +23,9 @@ mod cost;
 mod deps;
 mod engine;
 mod event;
+#[cfg(test)]
+#[path = "../tests/support/mod.rs"]
+mod fakes;
 mod hooks;
 mod pipeline_compactor;
 mod query;

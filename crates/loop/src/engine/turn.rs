@@ -250,7 +250,77 @@ fn classify(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
+    use futures::StreamExt;
+    use serde_json::json;
+
     use super::*;
+    use crate::compaction::NoCompaction;
+    use crate::engine::EngineConfig;
+    use crate::fakes::{AllowAll, FakeModel, Reply, registry, text, tool};
+    use crate::transcript::MemoryTranscript;
+
+    fn engine(
+        replies: impl IntoIterator<Item = Reply>,
+        max_budget_usd: Option<f64>,
+    ) -> QueryEngine {
+        let config = EngineConfig {
+            session_id: "s1".into(),
+            cwd: std::env::temp_dir(),
+            model: "fake-model".into(),
+            fallback_model: None,
+            system: Vec::new(),
+            max_turns: None,
+            max_budget_usd,
+            max_output_tokens: None,
+            token_budget: None,
+        };
+        QueryEngine::new(
+            config,
+            FakeModel::new(replies),
+            registry(),
+            gyre_tools::ToolContext::new(std::env::temp_dir()),
+            Arc::new(AllowAll),
+            Box::new(NoCompaction),
+            Box::new(MemoryTranscript::default()),
+        )
+    }
+
+    async fn submit(engine: &mut QueryEngine) -> Vec<EngineEvent> {
+        engine
+            .submit_message(vec![ContentBlock::text("go")])
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_turn_keeps_every_message_and_ends_with_the_last_text() {
+        let mut engine = engine([tool("t1", "Echo", json!({})), text("done")], None);
+        let events = submit(&mut engine).await;
+        let Some(EngineEvent::Result(result)) = events.last() else {
+            panic!("no result: {events:?}")
+        };
+        assert_eq!((result.subtype, result.is_error), ("success", false));
+        assert_eq!(result.result, "done");
+        assert_eq!(result.num_turns, 2);
+        // prompt, tool call, tool result, answer
+        assert_eq!(engine.messages().len(), 4);
+        assert_eq!(engine.total_usage().output_tokens, 100);
+        assert_eq!(engine.anchor.map(|a| a.message_index), Some(3));
+    }
+
+    #[tokio::test]
+    async fn crossing_the_budget_cancels_the_turn_and_says_so() {
+        let mut engine = engine([tool("t1", "Slow", json!({})), text("never")], Some(0.0));
+        let events = submit(&mut engine).await;
+        let Some(EngineEvent::Result(result)) = events.last() else {
+            panic!("no result: {events:?}")
+        };
+        assert_eq!(result.subtype, "error_max_budget_usd");
+        assert_eq!(result.errors, ["Reached maximum budget ($0.00)"]);
+        assert_eq!(result.terminal.reason, TerminalReason::AbortedTools);
+    }
 
     fn ended(reason: TerminalReason, error: Option<&str>) -> Terminal {
         Terminal {

@@ -21,9 +21,6 @@
 //! as it is emitted.
 
 mod emit;
-#[cfg(test)]
-#[path = "../../tests/support/mod.rs"]
-mod fakes;
 mod next;
 mod prepare;
 mod recover;
@@ -329,8 +326,8 @@ impl QueryRun {
 mod tests {
     use futures::StreamExt;
 
-    use super::fakes::{FakeModel, params, text, tool};
     use super::*;
+    use crate::fakes::{FakeModel, params, text, tool};
 
     #[tokio::test]
     async fn the_driver_yields_each_iteration_s_events_then_one_terminal() {

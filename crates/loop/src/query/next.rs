@@ -49,8 +49,8 @@ impl QueryRun {
 
 #[cfg(test)]
 mod tests {
-    use super::super::fakes::{FakeModel, params};
     use super::*;
+    use crate::fakes::{FakeModel, params};
 
     #[test]
     fn the_next_turn_resets_what_recovers_within_a_turn() {

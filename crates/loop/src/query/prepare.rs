@@ -75,10 +75,10 @@ mod tests {
     use gyre_protocol::Message;
 
     use super::super::emit::run_phase;
-    use super::super::fakes::{FakeCompactor, FakeModel, params, params_with};
     use super::super::{QueryRun, Step};
     use super::*;
     use crate::compaction::{CompactionOutcome, PreparedContext};
+    use crate::fakes::{FakeCompactor, FakeModel, params, params_with};
     use gyre_compact::UsageAnchor;
 
     fn prepared(prepared: Result<PreparedContext, String>) -> FakeCompactor {

@@ -174,10 +174,10 @@ fn is_image_error(error: &ApiError) -> bool {
 mod tests {
 
     use super::super::emit::run_phase;
-    use super::super::fakes::{
+    use super::*;
+    use crate::fakes::{
         FakeCompactor, FakeModel, Reply, params, params_with, prompt_too_long_error, response,
     };
-    use super::*;
 
     fn cut_response(text: &str) -> AssistantResponse {
         match response(vec![ContentBlock::text(text)], StopReason::MaxTokens) {

@@ -130,8 +130,8 @@ mod tests {
     use gyre_tools::BoxFuture;
 
     use super::super::emit::run_phase;
-    use super::super::fakes::{FakeModel, Reply, params, response};
     use super::*;
+    use crate::fakes::{FakeModel, Reply, params, response};
     use crate::hooks::StopHook;
 
     struct Hook(StopHookOutcome);

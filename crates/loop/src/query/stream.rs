@@ -341,8 +341,8 @@ mod tests {
     use serde_json::json;
 
     use super::super::emit::run_phase;
-    use super::super::fakes::{FakeModel, Reply, params, response, text, tool};
     use super::*;
+    use crate::fakes::{FakeModel, Reply, params, response, text, tool};
 
     fn progress() -> (AttemptProgress, Arc<ToolRegistry>) {
         let p = params(FakeModel::new([]));

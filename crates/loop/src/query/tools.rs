@@ -188,8 +188,8 @@ mod tests {
     use serde_json::json;
 
     use super::super::emit::run_phase;
-    use super::super::fakes::{FakeModel, Reply, params, response};
     use super::*;
+    use crate::fakes::{FakeModel, Reply, params, response};
 
     fn calls_response(calls: &[(&str, &str)]) -> AssistantResponse {
         let blocks = calls
