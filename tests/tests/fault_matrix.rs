@@ -150,9 +150,21 @@ fn stream_fault(turn: Turn, retry: &'static str, delays: &'static [(u64, u64)]) 
 /// First retry without a server hint: 500 ms plus up to 25% jitter (SPEC §5).
 const BACKOFF_1: &[(u64, u64)] = &[(500, 625)];
 
-#[allow(clippy::too_many_lines)] // the table reads best in one place
+/// The table, in the order its rows are reported: HTTP errors, stream faults, bad tool calls.
 fn rows() -> Vec<Row> {
-    let mut rows = vec![
+    let rows: Vec<Row> = [http_rows(), stream_rows(), tool_rows()]
+        .into_iter()
+        .flatten()
+        .collect();
+    for row in &rows {
+        assert!(!row.fault.is_empty(), "a row without a name");
+    }
+    rows
+}
+
+/// HTTP errors: retried or not, with and without hints, fallback.
+fn http_rows() -> Vec<Row> {
+    vec![
         named(
             non_retryable(400, "(400 invalid_request_error)"),
             "HTTP 400 invalid_request_error",
@@ -352,19 +364,36 @@ fn rows() -> Vec<Row> {
             "HTTP 503 with x-should-retry: false",
             "`http_error 503` (x-should-retry: false), then text",
         ),
+    ]
+}
+
+/// Faults inside the response stream: error events, cuts, stalls, malformed SSE.
+fn stream_rows() -> Vec<Row> {
+    vec![
         named(
-            stream_fault(void().error_event(4, "overloaded_error", "Overloaded"), "overloaded", BACKOFF_1),
+            stream_fault(
+                void().error_event(4, "overloaded_error", "Overloaded"),
+                "overloaded",
+                BACKOFF_1,
+            ),
             "in-stream error event overloaded_error",
             "text, `error_event` after 4 events, then text",
         ),
         named(
-            stream_fault(void().error_event(4, "api_error", "Internal server error"), "stream_error", BACKOFF_1),
+            stream_fault(
+                void().error_event(4, "api_error", "Internal server error"),
+                "stream_error",
+                BACKOFF_1,
+            ),
             "in-stream error event api_error",
             "text, `error_event` api_error after 4 events, then text",
         ),
         named(
             Row {
-                turns: vec![void().error_event(4, "invalid_request_error", "bad thing"), ok()],
+                turns: vec![
+                    void().error_event(4, "invalid_request_error", "bad thing"),
+                    ok(),
+                ],
                 expect: Expect {
                     lines: &["result(error_during_execution)"],
                     exit: 1,
@@ -395,7 +424,9 @@ fn rows() -> Vec<Row> {
         ),
         named(
             stream_fault(
-                void().cut_after(5).with_cut_mode(gyre_testkit::CutMode::Eof),
+                void()
+                    .cut_after(5)
+                    .with_cut_mode(gyre_testkit::CutMode::Eof),
                 "stream_cut",
                 BACKOFF_1,
             ),
@@ -404,7 +435,9 @@ fn rows() -> Vec<Row> {
         ),
         named(
             stream_fault(
-                void().cut_after(6).with_cut_mode(gyre_testkit::CutMode::Eof),
+                void()
+                    .cut_after(6)
+                    .with_cut_mode(gyre_testkit::CutMode::Eof),
                 "stream_cut",
                 BACKOFF_1,
             ),
@@ -460,6 +493,12 @@ fn rows() -> Vec<Row> {
             "malformed SSE: unknown event type",
             "`unknown_event_after: 3`",
         ),
+    ]
+}
+
+/// Tool calls the model got wrong, huge inputs, a cut after a tool block.
+fn tool_rows() -> Vec<Row> {
+    vec![
         named(
             Row {
                 turns: vec![
@@ -467,7 +506,12 @@ fn rows() -> Vec<Row> {
                     ok(),
                 ],
                 expect: Expect {
-                    lines: &["assistant(tool_use:Read)", "user(error)", "assistant(text)", "result(success)"],
+                    lines: &[
+                        "assistant(tool_use:Read)",
+                        "user(error)",
+                        "assistant(text)",
+                        "result(success)",
+                    ],
                     exit: 0,
                     requests: 2,
                     result_has: "All done.",
@@ -484,14 +528,21 @@ fn rows() -> Vec<Row> {
             Row {
                 turns: vec![Turn::tool_use("Teleport", json!({"to": "mars"})), ok()],
                 expect: Expect {
-                    lines: &["assistant(tool_use:Teleport)", "user(error)", "assistant(text)", "result(success)"],
+                    lines: &[
+                        "assistant(tool_use:Teleport)",
+                        "user(error)",
+                        "assistant(text)",
+                        "result(success)",
+                    ],
                     exit: 0,
                     requests: 2,
                     result_has: "All done.",
                     files: NO_FILES,
                     delays: NO_DELAYS,
                 },
-                check: Some(|requests| second_answer_has(requests, "No such tool available: Teleport")),
+                check: Some(|requests| {
+                    second_answer_has(requests, "No such tool available: Teleport")
+                }),
                 ..stream_fault(ok(), "", NO_DELAYS)
             },
             "unknown tool name",
@@ -509,7 +560,12 @@ fn rows() -> Vec<Row> {
                 ],
                 args: &["--allowedTools", "Write"],
                 expect: Expect {
-                    lines: &["assistant(tool_use:Write)", "user(ok)", "assistant(text)", "result(success)"],
+                    lines: &[
+                        "assistant(tool_use:Write)",
+                        "user(ok)",
+                        "assistant(text)",
+                        "result(success)",
+                    ],
                     exit: 0,
                     requests: 2,
                     result_has: "All done.",
@@ -549,11 +605,7 @@ fn rows() -> Vec<Row> {
             "cut after a complete tool_use block",
             "text + tool_use Read + text, `cut_after_events: 12` (after the tool block), then text",
         ),
-    ];
-    for row in &mut rows {
-        assert!(!row.fault.is_empty(), "a row without a name");
-    }
-    rows
+    ]
 }
 
 const HUGE: usize = 2_000_000;

@@ -283,7 +283,7 @@ mod tests {
     #[test]
     fn compact_boundary_line() {
         let outcome = CompactionOutcome {
-            trigger: "auto".into(),
+            trigger: gyre_loop::Trigger::Auto,
             pre_tokens: 190_000,
             post_tokens: 9_000,
         };

@@ -14,8 +14,10 @@ pub const AUTOCOMPACT_BUFFER_TOKENS: u64 = 13_000;
 pub const WARNING_BUFFER_TOKENS: u64 = 20_000;
 /// Past `effective − 3000` a turn cannot go on without compacting (SPEC §7).
 pub const BLOCKING_BUFFER_TOKENS: u64 = 3_000;
-/// Default `max_tokens` assumed when a caller gives none.
-pub const DEFAULT_MAX_OUTPUT_TOKENS: u64 = 32_000;
+/// The `max_tokens` that [`CompactConfig::default`] assumes requests are sent with. Only
+/// `min(this, MAX_OUTPUT_RESERVE)` is reserved for output in the effective window. Not
+/// gyre-loop's `DEFAULT_MAX_OUTPUT_TOKENS`, the `max_tokens` the loop actually sends.
+pub const ASSUMED_MAX_OUTPUT_TOKENS: u64 = 32_000;
 
 /// Environment variable: autocompact threshold as a percentage of the effective window.
 pub const ENV_AUTOCOMPACT_PCT_OVERRIDE: &str = "GYRE_AUTOCOMPACT_PCT_OVERRIDE";
@@ -213,7 +215,7 @@ pub struct CompactConfig {
 
 impl Default for CompactConfig {
     fn default() -> Self {
-        Self::new("", DEFAULT_MAX_OUTPUT_TOKENS)
+        Self::new("", ASSUMED_MAX_OUTPUT_TOKENS)
     }
 }
 

@@ -140,11 +140,11 @@ pub use budget::{
 };
 pub use collapse::{COLLAPSE_PREFIX, ContextCollapse};
 pub use config::{
-    AUTOCOMPACT_BUFFER_TOKENS, AutocompactConfig, BLOCKING_BUFFER_TOKENS, CollapseConfig,
-    CompactConfig, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_OUTPUT_TOKENS, ENV_AUTOCOMPACT_PCT_OVERRIDE,
-    ENV_CONTEXT_WINDOW, ENV_DISABLE_AUTOCOMPACT, LARGE_CONTEXT_WINDOW, MAX_OUTPUT_RESERVE,
-    MicrocompactConfig, SnipConfig, Thresholds, ToolResultBudgetConfig, WARNING_BUFFER_TOKENS,
-    context_window_for_model,
+    ASSUMED_MAX_OUTPUT_TOKENS, AUTOCOMPACT_BUFFER_TOKENS, AutocompactConfig,
+    BLOCKING_BUFFER_TOKENS, CollapseConfig, CompactConfig, DEFAULT_CONTEXT_WINDOW,
+    ENV_AUTOCOMPACT_PCT_OVERRIDE, ENV_CONTEXT_WINDOW, ENV_DISABLE_AUTOCOMPACT,
+    LARGE_CONTEXT_WINDOW, MAX_OUTPUT_RESERVE, MicrocompactConfig, SnipConfig, Thresholds,
+    ToolResultBudgetConfig, WARNING_BUFFER_TOKENS, context_window_for_model,
 };
 pub use microcompact::{CLEARED_PLACEHOLDER, microcompact};
 pub use pairing::{PairingError, check_pairing};

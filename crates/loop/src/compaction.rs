@@ -1,14 +1,15 @@
 //! The seam between the loop and context compaction.
 
-use gyre_protocol::{Message, Usage};
+use gyre_compact::{Trigger, UsageAnchor};
+use gyre_protocol::Message;
 use gyre_tools::BoxFuture;
 use serde::{Deserialize, Serialize};
 
 /// A compaction that replaced the history with a boundary and a summary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompactionOutcome {
-    /// `auto`, `manual` or `reactive`.
-    pub trigger: String,
+    /// What caused it; `auto`, `manual` or `reactive` in transcripts and stream-json.
+    pub trigger: Trigger,
     pub pre_tokens: u64,
     pub post_tokens: u64,
 }
@@ -30,17 +31,11 @@ pub struct PreparedContext {
 /// `None` when there was nothing to compact, or the summarizer's error.
 pub type CompactNowResult = Result<Option<(Vec<Message>, CompactionOutcome)>, String>;
 
-/// The usage of the last response and how many messages the history held then.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct UsageAnchor {
-    pub usage: Usage,
-    pub message_count: usize,
-}
-
 /// Context management as the loop sees it; `gyre-compact`'s pipeline is one
 /// implementation, [`NoCompaction`] another.
 pub trait ContextCompactor: Send {
-    /// Runs before every model call.
+    /// Runs before every model call. `anchor` is the usage of the last response and the
+    /// index of its assistant message in `messages`.
     fn prepare<'a>(
         &'a mut self,
         messages: &'a [Message],
@@ -52,7 +47,7 @@ pub trait ContextCompactor: Send {
     fn compact_now<'a>(
         &'a mut self,
         messages: &'a [Message],
-        trigger: &'static str,
+        trigger: Trigger,
     ) -> BoxFuture<'a, CompactNowResult>;
 
     /// Commits every staged context collapse; `true` when that freed anything.
@@ -87,7 +82,7 @@ impl ContextCompactor for NoCompaction {
     fn compact_now<'a>(
         &'a mut self,
         _messages: &'a [Message],
-        _trigger: &'static str,
+        _trigger: Trigger,
     ) -> BoxFuture<'a, CompactNowResult> {
         Box::pin(async { Ok(None) })
     }

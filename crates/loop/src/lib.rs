@@ -14,11 +14,18 @@
 //! `CanUseTool`, hooks through [`StopHook`] and [`ToolHook`], the transcript through
 //! [`TranscriptStore`].
 
+// The phase tests share the fakes of crates/loop/tests/support, which name this crate.
+#[cfg(test)]
+extern crate self as gyre_loop;
+
 mod compaction;
 mod cost;
 mod deps;
 mod engine;
 mod event;
+#[cfg(test)]
+#[path = "../tests/support/mod.rs"]
+mod fakes;
 mod hooks;
 mod pipeline_compactor;
 mod query;
@@ -27,17 +34,18 @@ mod transcript;
 
 pub use compaction::{
     CompactNowResult, CompactionOutcome, ContextCompactor, NoCompaction, PreparedContext,
-    UsageAnchor,
 };
 pub use cost::{ModelPrice, price_for_model, usage_cost_usd};
 pub use deps::{ApiDeps, ModelStream, QueryDeps};
 pub use engine::{EngineConfig, EngineEvent, InterruptHandle, QueryEngine, TurnResult};
 pub use event::LoopEvent;
+/// The compaction types that cross the seam, owned by `gyre-compact`.
+pub use gyre_compact::{Trigger, UsageAnchor};
 pub use hooks::{StopHook, StopHookOutcome, ToolHook};
 pub use pipeline_compactor::PipelineCompactor;
 pub use query::{
     DEFAULT_MAX_OUTPUT_TOKENS, INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE,
-    MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, QueryParams, query,
+    MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, QueryParams, REFUSAL_MESSAGE, query,
 };
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{

@@ -9,15 +9,13 @@ use futures::StreamExt;
 use gyre_api::ModelEvent;
 use gyre_compact::{
     CompactConfig, CompactError, Pipeline, PrepareContext, Prepared, RecentFile, SummarizeError,
-    Summarizer, SummaryRequest, TiktokenCounter, Trigger,
+    Summarizer, SummaryRequest, TiktokenCounter, Trigger, UsageAnchor,
 };
 use gyre_protocol::{Message, MessagesRequest, SystemBlock};
 use gyre_tools::{BoxFuture, FileStateCache};
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::{
-    CompactNowResult, CompactionOutcome, ContextCompactor, PreparedContext, UsageAnchor,
-};
+use crate::compaction::{CompactNowResult, CompactionOutcome, ContextCompactor, PreparedContext};
 use crate::deps::QueryDeps;
 
 /// `max_tokens` of a summary request.
@@ -126,12 +124,7 @@ impl PipelineCompactor {
 
     fn context(&self, anchor: Option<UsageAnchor>, with_files: bool) -> PrepareContext {
         PrepareContext {
-            usage_anchor: anchor.filter(|a| a.message_count > 0).map(|a| {
-                gyre_compact::UsageAnchor {
-                    message_index: a.message_count - 1,
-                    usage: a.usage,
-                }
-            }),
+            usage_anchor: anchor,
             idle: self.last_prepare.map(|t| t.elapsed()),
             session_dir: self.session_dir.clone(),
             recent_files: if with_files {
@@ -146,12 +139,7 @@ impl PipelineCompactor {
 
 fn outcome(prepared: &Prepared) -> Option<CompactionOutcome> {
     prepared.boundary.as_ref().map(|b| CompactionOutcome {
-        trigger: match b.trigger {
-            Trigger::Auto => "auto",
-            Trigger::Manual => "manual",
-            Trigger::Reactive => "reactive",
-        }
-        .to_owned(),
+        trigger: b.trigger,
         pre_tokens: b.pre_tokens,
         post_tokens: b.post_tokens,
     })
@@ -195,15 +183,10 @@ impl ContextCompactor for PipelineCompactor {
     fn compact_now<'a>(
         &'a mut self,
         messages: &'a [Message],
-        trigger: &'static str,
+        trigger: Trigger,
     ) -> BoxFuture<'a, CompactNowResult> {
         Box::pin(async move {
             let ctx = self.context(None, true);
-            let trigger = if trigger == "reactive" {
-                Trigger::Reactive
-            } else {
-                Trigger::Manual
-            };
             match self.pipeline.compact_now(messages, &ctx, trigger).await {
                 Ok(prepared) => {
                     let Some(done) = outcome(&prepared) else {

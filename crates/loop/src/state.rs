@@ -21,6 +21,9 @@ pub enum Transition {
     StopHookBlocking,
     /// The token budget is not spent yet: a nudge asks the model to go on.
     TokenBudgetContinuation,
+    /// The server paused a long turn (`pause_turn`): the history goes back as it is so
+    /// that the server carries on; counted as a turn.
+    PauseTurnContinue,
 }
 
 impl Transition {
@@ -35,6 +38,7 @@ impl Transition {
             Self::CollapseDrainRetry => "collapse_drain_retry",
             Self::StopHookBlocking => "stop_hook_blocking",
             Self::TokenBudgetContinuation => "token_budget_continuation",
+            Self::PauseTurnContinue => "pause_turn_continue",
         }
     }
 }
@@ -99,7 +103,7 @@ pub struct Terminal {
 }
 
 /// Everything one iteration of the loop needs; replaced whole at every continue.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct State {
     pub messages: Vec<Message>,
     pub turn_count: u32,

@@ -124,11 +124,9 @@ async fn prompt_too_long_then_reactive_compact_once() {
     assert_eq!(t.reason, TerminalReason::Completed);
     assert_eq!(t.transitions, [Transition::ReactiveCompactRetry]);
     assert_eq!(*count.lock().unwrap(), 1);
-    assert!(
-        events
-            .iter()
-            .any(|e| matches!(e, LoopEvent::Compacted(o) if o.trigger == "reactive"))
-    );
+    assert!(events.iter().any(
+        |e| matches!(e, LoopEvent::Compacted(o) if o.trigger == gyre_loop::Trigger::Reactive)
+    ));
     let second = &model.requests()[1];
     assert_eq!(
         second.messages[0].text(),
@@ -690,4 +688,149 @@ async fn unsafe_calls_run_once_the_message_is_complete_in_call_order() {
         .map(str::to_owned)
         .collect();
     assert_eq!(ids, ["e1", "c1", "e2"]);
+}
+
+#[tokio::test]
+async fn pause_turn_sends_the_history_back_as_it_is_and_counts_a_turn() {
+    let search = json!({"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "rust async"}});
+    let model = FakeModel::new([
+        response(
+            vec![
+                ContentBlock::text("Searching."),
+                ContentBlock::Unknown(search.clone()),
+            ],
+            StopReason::PauseTurn,
+        ),
+        text("Found it."),
+    ]);
+    let events = collect(params(Arc::clone(&model))).await;
+    let t = terminal(&events);
+    assert_eq!(t.reason, TerminalReason::Completed);
+    assert_eq!(t.transitions, [Transition::PauseTurnContinue]);
+    assert_eq!(t.turn_count, 2);
+    let requests = model.requests();
+    assert_eq!(requests.len(), 2);
+    // The second request is the first plus the paused response, untouched (cache
+    // markers aside, which move to the end of each request).
+    assert_eq!(requests[1].messages.len(), 2);
+    assert_eq!(
+        requests[1].messages[0].text(),
+        requests[0].messages[0].text()
+    );
+    let paused = &requests[1].messages[1];
+    assert_eq!(paused.role, gyre_protocol::Role::Assistant);
+    assert_eq!(paused.text(), "Searching.");
+    let ContentBlock::Unknown(sent) = &paused.content[1] else {
+        panic!(
+            "the server tool block was reshaped: {:?}",
+            paused.content[1]
+        );
+    };
+    for key in ["type", "id", "name", "input"] {
+        assert_eq!(sent[key], search[key], "{key}");
+    }
+}
+
+#[tokio::test]
+async fn pause_turn_counts_against_max_turns() {
+    let paused = || {
+        response(
+            vec![ContentBlock::text("Still searching.")],
+            StopReason::PauseTurn,
+        )
+    };
+    let model = FakeModel::new([paused(), paused(), text("done")]);
+    let mut p = params(Arc::clone(&model));
+    p.max_turns = Some(2);
+    let t = terminal(&collect(p).await);
+    assert_eq!(t.reason, TerminalReason::MaxTurns);
+    assert_eq!(t.transitions, [Transition::PauseTurnContinue]);
+    assert_eq!(model.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn a_refusal_ends_the_turn_cleanly_with_its_text_and_runs_no_tools() {
+    let model = FakeModel::new([
+        response(
+            vec![
+                ContentBlock::text("I can't help with that."),
+                ContentBlock::tool_use("t1", "Slow", json!({})),
+            ],
+            StopReason::Refusal,
+        ),
+        text("never asked"),
+    ]);
+    let events = collect(params(Arc::clone(&model))).await;
+    let t = terminal(&events);
+    assert_eq!(t.reason, TerminalReason::Completed);
+    assert!(t.transitions.is_empty());
+    assert_eq!(model.requests().len(), 1);
+    let messages: Vec<&Message> = events
+        .iter()
+        .filter_map(|e| match e {
+            LoopEvent::Message { message, .. } => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(messages.len(), 1, "no tool results: {messages:?}");
+    assert_eq!(messages[0].text(), "I can't help with that.");
+    assert!(
+        messages[0]
+            .content
+            .iter()
+            .all(|b| b.as_tool_use().is_none())
+    );
+}
+
+#[tokio::test]
+async fn an_empty_refusal_says_the_model_declined() {
+    let model = FakeModel::new([response(Vec::new(), StopReason::Refusal)]);
+    let events = collect(params(model)).await;
+    assert_eq!(terminal(&events).reason, TerminalReason::Completed);
+    assert!(events.iter().any(
+        |e| matches!(e, LoopEvent::Message { message, .. } if message.text() == gyre_loop::REFUSAL_MESSAGE)
+    ));
+}
+
+#[tokio::test]
+async fn a_context_window_exceeded_stop_is_withheld_and_compacted_like_prompt_too_long() {
+    let model = FakeModel::new([
+        response(
+            vec![ContentBlock::text("half an ans")],
+            StopReason::ModelContextWindowExceeded,
+        ),
+        text("fits now"),
+    ]);
+    let compactor = FakeCompactor {
+        can_compact: true,
+        ..FakeCompactor::default()
+    };
+    let events = collect(params_with(Arc::clone(&model), Box::new(compactor))).await;
+    let t = terminal(&events);
+    assert_eq!(t.reason, TerminalReason::Completed);
+    assert_eq!(t.transitions, [Transition::ReactiveCompactRetry]);
+    assert!(!events.iter().any(
+        |e| matches!(e, LoopEvent::Message { message, .. } if message.text() == "half an ans")
+    ));
+    assert_eq!(
+        model.requests()[1].messages[0].text(),
+        "Summary of the conversation so far."
+    );
+}
+
+#[tokio::test]
+async fn a_context_window_exceeded_stop_without_recovery_ends_as_prompt_too_long() {
+    let model = FakeModel::new([response(
+        vec![ContentBlock::text("half")],
+        StopReason::ModelContextWindowExceeded,
+    )]);
+    let t = terminal(&collect(params(Arc::clone(&model))).await);
+    assert_eq!(t.reason, TerminalReason::PromptTooLong);
+    assert!(
+        t.error
+            .as_deref()
+            .unwrap()
+            .contains("model_context_window_exceeded")
+    );
+    assert_eq!(model.requests().len(), 1);
 }

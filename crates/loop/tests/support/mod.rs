@@ -36,6 +36,8 @@ pub enum Reply {
     Plain(AssistantResponse),
     /// Streams these blocks, then the stream is cut and retried with the next reply.
     CutThen(Vec<ContentBlock>, Box<Reply>),
+    /// Exactly these events (none: a stream that ends without a message).
+    Events(Vec<Result<ModelEvent, ApiError>>),
 }
 
 pub fn response(content: Vec<ContentBlock>, stop: StopReason) -> Reply {
@@ -70,10 +72,14 @@ pub fn max_tokens(t: &str) -> Reply {
 }
 
 pub fn prompt_too_long() -> Reply {
-    Reply::Error(ApiError::PromptTooLong {
+    Reply::Error(prompt_too_long_error())
+}
+
+pub fn prompt_too_long_error() -> ApiError {
+    ApiError::PromptTooLong {
         message: "prompt is too long: 210000 tokens > 200000 maximum".into(),
         hints: Default::default(),
-    })
+    }
 }
 
 /// A model that replays replies in order and records every request.
@@ -119,6 +125,7 @@ fn events_for(reply: Reply, cancel: CancellationToken) -> ModelStream {
             futures::stream::iter(items).boxed()
         }
         Reply::Error(e) => futures::stream::iter([Err(e)]).boxed(),
+        Reply::Events(events) => futures::stream::iter(events).boxed(),
         Reply::Plain(resp) => futures::stream::iter([Ok(ModelEvent::Message(resp))]).boxed(),
         Reply::CutThen(blocks, next) => {
             let mut items: Vec<Result<ModelEvent, ApiError>> = blocks
@@ -262,6 +269,8 @@ pub struct FakeCompactor {
     pub can_compact: bool,
     pub blocking: bool,
     pub compactions: Arc<Mutex<u32>>,
+    /// When set, what `prepare` answers instead of the history as it is.
+    pub prepared: Option<Result<PreparedContext, String>>,
 }
 
 impl ContextCompactor for FakeCompactor {
@@ -271,6 +280,9 @@ impl ContextCompactor for FakeCompactor {
         _anchor: Option<UsageAnchor>,
     ) -> BoxFuture<'a, Result<PreparedContext, String>> {
         Box::pin(async move {
+            if let Some(prepared) = &self.prepared {
+                return prepared.clone();
+            }
             Ok(PreparedContext {
                 messages: messages.to_vec(),
                 at_blocking_limit: self.blocking,
@@ -282,7 +294,7 @@ impl ContextCompactor for FakeCompactor {
     fn compact_now<'a>(
         &'a mut self,
         messages: &'a [Message],
-        trigger: &'static str,
+        trigger: gyre_loop::Trigger,
     ) -> BoxFuture<'a, gyre_loop::CompactNowResult> {
         Box::pin(async move {
             if !self.can_compact {
@@ -294,7 +306,7 @@ impl ContextCompactor for FakeCompactor {
             Ok(Some((
                 std::iter::once(summary).chain(last).collect(),
                 CompactionOutcome {
-                    trigger: trigger.to_owned(),
+                    trigger,
                     pre_tokens: 190_000,
                     post_tokens: 2_000,
                 },

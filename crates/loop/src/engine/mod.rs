@@ -1,0 +1,223 @@
+//! `QueryEngine`: one conversation (seed 002 §2.3).
+//!
+//! The engine is split by concern, so that what plugs in next (the SDK control protocol,
+//! hooks, sub-agents) finds one place to go:
+//!
+//! - `turn`: driving one user turn (`submit_message`): the query, what each loop event
+//!   does to the conversation, and the turn's result;
+//! - `record`: the transcript, written before each API call, with parent links;
+//! - `usage`: usage and cost totals, and the `--max-budget-usd` check;
+//! - `denials`: the permission denials of the session.
+
+mod denials;
+mod record;
+mod turn;
+mod usage;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex as StdMutex};
+
+use gyre_compact::{Trigger, UsageAnchor};
+use gyre_protocol::{Message, SystemBlock, Usage};
+use gyre_tools::{CanUseTool, PermissionDenial, ToolContext, ToolRegistry};
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::compaction::{CompactionOutcome, ContextCompactor};
+use crate::deps::QueryDeps;
+use crate::hooks::{StopHook, ToolHook};
+use crate::transcript::TranscriptStore;
+use denials::Denials;
+use record::Recorder;
+pub use turn::{EngineEvent, TurnResult};
+use usage::UsageTotals;
+
+/// What a conversation is configured with.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    pub session_id: String,
+    pub cwd: PathBuf,
+    pub model: String,
+    pub fallback_model: Option<String>,
+    pub system: Vec<SystemBlock>,
+    pub max_turns: Option<u32>,
+    pub max_budget_usd: Option<f64>,
+    pub max_output_tokens: Option<u32>,
+    pub token_budget: Option<u64>,
+}
+
+/// Interrupts the turn in flight; cheap to clone, usable from a signal handler task.
+#[derive(Debug, Clone, Default)]
+pub struct InterruptHandle {
+    current: Arc<StdMutex<CancellationToken>>,
+}
+
+impl InterruptHandle {
+    /// Cancels the running turn (a no-op between turns).
+    pub fn interrupt(&self) {
+        if let Ok(token) = self.current.lock() {
+            token.cancel();
+        }
+    }
+
+    fn fresh(&self) -> CancellationToken {
+        let token = CancellationToken::new();
+        if let Ok(mut current) = self.current.lock() {
+            *current = token.clone();
+        }
+        token
+    }
+}
+
+/// One conversation: messages, usage, cost and denials persist across turns.
+pub struct QueryEngine {
+    config: EngineConfig,
+    deps: Arc<dyn QueryDeps>,
+    tools: Arc<ToolRegistry>,
+    tool_context: ToolContext,
+    can_use_tool: Arc<dyn CanUseTool>,
+    compactor: Arc<Mutex<Box<dyn ContextCompactor>>>,
+    recorder: Recorder,
+    stop_hooks: Vec<Arc<dyn StopHook>>,
+    tool_hooks: Vec<Arc<dyn ToolHook>>,
+    messages: Vec<Message>,
+    anchor: Option<UsageAnchor>,
+    usage: UsageTotals,
+    denials: Denials,
+    interrupt: InterruptHandle,
+}
+
+impl std::fmt::Debug for QueryEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryEngine")
+            .field("session_id", &self.config.session_id)
+            .field("model", &self.config.model)
+            .field("messages", &self.messages.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl QueryEngine {
+    #[must_use]
+    pub fn new(
+        config: EngineConfig,
+        deps: Arc<dyn QueryDeps>,
+        tools: Arc<ToolRegistry>,
+        tool_context: ToolContext,
+        can_use_tool: Arc<dyn CanUseTool>,
+        compactor: Box<dyn ContextCompactor>,
+        transcript: Box<dyn TranscriptStore>,
+    ) -> Self {
+        Self {
+            recorder: Recorder::new(transcript, &config.session_id, &config.cwd),
+            config,
+            deps,
+            tools,
+            tool_context,
+            can_use_tool,
+            compactor: Arc::new(Mutex::new(compactor)),
+            stop_hooks: Vec::new(),
+            tool_hooks: Vec::new(),
+            messages: Vec::new(),
+            anchor: None,
+            usage: UsageTotals::default(),
+            denials: Denials::default(),
+            interrupt: InterruptHandle::default(),
+        }
+    }
+
+    /// Starts from an earlier history (`--resume`), chaining new lines onto `last_uuid`.
+    #[must_use]
+    pub fn with_history(mut self, messages: Vec<Message>, last_uuid: Option<String>) -> Self {
+        self.messages = messages;
+        self.recorder.resume(last_uuid);
+        self
+    }
+
+    #[must_use]
+    pub fn with_stop_hook(mut self, hook: Arc<dyn StopHook>) -> Self {
+        self.stop_hooks.push(hook);
+        self
+    }
+
+    #[must_use]
+    pub fn with_tool_hook(mut self, hook: Arc<dyn ToolHook>) -> Self {
+        self.tool_hooks.push(hook);
+        self
+    }
+
+    #[must_use]
+    pub fn messages(&self) -> &[Message] {
+        &self.messages
+    }
+
+    #[must_use]
+    pub fn session_id(&self) -> &str {
+        &self.config.session_id
+    }
+
+    #[must_use]
+    pub fn model(&self) -> &str {
+        &self.config.model
+    }
+
+    /// Switches the model for the following turns (`/model`).
+    pub fn set_model(&mut self, model: String) {
+        self.config.model = model;
+    }
+
+    #[must_use]
+    pub fn total_usage(&self) -> Usage {
+        self.usage.usage()
+    }
+
+    #[must_use]
+    pub fn total_cost_usd(&self) -> f64 {
+        self.usage.cost_usd()
+    }
+
+    #[must_use]
+    pub fn permission_denials(&self) -> &[PermissionDenial] {
+        self.denials.all()
+    }
+
+    #[must_use]
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// A handle that interrupts the turn in flight.
+    #[must_use]
+    pub fn interrupt_handle(&self) -> InterruptHandle {
+        self.interrupt.clone()
+    }
+
+    /// Interrupts the turn in flight.
+    pub fn interrupt(&self) {
+        self.interrupt.interrupt();
+    }
+
+    /// Forgets the conversation (`/clear`); the transcript keeps what was written.
+    pub fn clear(&mut self) {
+        self.messages.clear();
+        self.anchor = None;
+    }
+
+    /// Compacts the conversation now (`/compact`).
+    ///
+    /// # Errors
+    /// The summarizer's error text.
+    pub async fn compact(&mut self) -> Result<Option<CompactionOutcome>, String> {
+        let result = {
+            let mut c = self.compactor.lock().await;
+            c.compact_now(&self.messages, Trigger::Manual).await?
+        };
+        Ok(result.map(|(history, outcome)| {
+            self.messages = history;
+            self.anchor = None;
+            self.recorder
+                .boundary(self.deps.as_ref(), &outcome, &self.messages);
+            outcome
+        }))
+    }
+}

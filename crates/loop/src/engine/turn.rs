@@ -1,0 +1,377 @@
+//! Driving one user turn: the prompt joins the conversation, the query runs, each loop
+//! event updates the conversation (messages, usage, model, history, denials), and the
+//! turn ends with its result.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use futures::{Stream, StreamExt};
+use gyre_compact::UsageAnchor;
+use gyre_protocol::{ContentBlock, Message, Role, Usage};
+use gyre_tools::PermissionDenial;
+use serde::Serialize;
+use tokio_util::sync::CancellationToken;
+
+use super::QueryEngine;
+use crate::event::LoopEvent;
+use crate::query::{QueryParams, query};
+use crate::state::{Terminal, TerminalReason};
+
+/// What a turn yields: loop events, with each message given its uuid.
+#[derive(Debug, Clone)]
+pub enum EngineEvent {
+    /// A message joined the conversation (and the transcript).
+    Message {
+        uuid: String,
+        message: Message,
+        is_meta: bool,
+    },
+    /// Any other loop event (retries, fallback, compaction, denials, raw stream events…).
+    Loop(LoopEvent),
+    /// The end of the turn.
+    Result(TurnResult),
+}
+
+/// The outcome of one `submit_message`, with the session's running totals.
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnResult {
+    /// `success`, `error_max_turns`, `error_during_execution` or `error_max_budget_usd`.
+    pub subtype: &'static str,
+    pub is_error: bool,
+    /// The final assistant text (or the error text).
+    pub result: String,
+    pub num_turns: u32,
+    pub duration_ms: u64,
+    pub duration_api_ms: u64,
+    pub total_cost_usd: f64,
+    pub usage: Usage,
+    pub permission_denials: Vec<PermissionDenial>,
+    pub terminal: Terminal,
+    pub errors: Vec<String>,
+}
+
+/// What one turn has seen so far.
+#[derive(Debug)]
+struct TurnTally {
+    started: Instant,
+    cancel: CancellationToken,
+    api_ms: u64,
+    request_started: Option<Instant>,
+    /// The last non-empty assistant text: the turn's result on success.
+    last_text: String,
+    budget_exceeded: bool,
+    terminal: Option<Terminal>,
+}
+
+fn millis(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
+}
+
+impl QueryEngine {
+    /// Runs one user turn. The user message is on disk before the first API call; the
+    /// stream ends with [`EngineEvent::Result`].
+    pub fn submit_message(
+        &mut self,
+        content: Vec<ContentBlock>,
+    ) -> impl Stream<Item = EngineEvent> + '_ {
+        async_stream::stream! {
+            let mut tally = TurnTally {
+                started: Instant::now(),
+                cancel: self.interrupt.fresh(),
+                api_ms: 0,
+                request_started: None,
+                last_text: String::new(),
+                budget_exceeded: false,
+                terminal: None,
+            };
+            let prompt = Message::user(content);
+            yield self.join(prompt, false);
+            let events = query(self.query_params(&tally.cancel));
+            futures::pin_mut!(events);
+            while let Some(event) = events.next().await {
+                if let Some(out) = self.on_loop_event(event, &mut tally) {
+                    yield out;
+                }
+            }
+            yield EngineEvent::Result(self.turn_result(tally));
+        }
+    }
+
+    fn query_params(&self, cancel: &CancellationToken) -> QueryParams {
+        let mut tool_context = self.tool_context.clone();
+        tool_context.cancel = cancel.clone();
+        QueryParams {
+            messages: self.messages.clone(),
+            system: self.config.system.clone(),
+            model: self.config.model.clone(),
+            fallback_model: self.config.fallback_model.clone(),
+            max_turns: self.config.max_turns,
+            max_output_tokens: self.config.max_output_tokens,
+            token_budget: self.config.token_budget,
+            deps: Arc::clone(&self.deps),
+            tools: Arc::clone(&self.tools),
+            tool_context,
+            can_use_tool: Arc::clone(&self.can_use_tool),
+            compactor: Arc::clone(&self.compactor),
+            stop_hooks: self.stop_hooks.clone(),
+            tool_hooks: self.tool_hooks.clone(),
+            anchor: self.anchor,
+            cancel: cancel.clone(),
+        }
+    }
+
+    /// A message joins the transcript, then the conversation.
+    fn join(&mut self, message: Message, is_meta: bool) -> EngineEvent {
+        let uuid = self
+            .recorder
+            .message(self.deps.as_ref(), &message, is_meta, &self.config.model);
+        self.messages.push(message.clone());
+        EngineEvent::Message {
+            uuid,
+            message,
+            is_meta,
+        }
+    }
+
+    /// What a loop event does to the conversation, and what the turn yields for it.
+    fn on_loop_event(&mut self, event: LoopEvent, tally: &mut TurnTally) -> Option<EngineEvent> {
+        match event {
+            LoopEvent::Message { message, is_meta } => {
+                if message.role == Role::Assistant {
+                    let text = message.text();
+                    if !text.is_empty() {
+                        tally.last_text = text;
+                    }
+                }
+                return Some(self.join(message, is_meta));
+            }
+            LoopEvent::RequestStart { .. } => tally.request_started = Some(Instant::now()),
+            LoopEvent::Usage {
+                ref model, usage, ..
+            } => {
+                if let Some(t) = tally.request_started.take() {
+                    tally.api_ms += millis(t);
+                }
+                self.usage.add(model, &usage);
+                // The response's message is the next one in the history.
+                self.anchor = Some(UsageAnchor {
+                    usage,
+                    message_index: self.messages.len(),
+                });
+                if self.usage.over_budget(self.config.max_budget_usd) && !tally.budget_exceeded {
+                    tally.budget_exceeded = true;
+                    tally.cancel.cancel();
+                }
+            }
+            LoopEvent::Fallback { ref fallback, .. } => {
+                self.config.model.clone_from(fallback);
+                self.config.fallback_model = None;
+            }
+            LoopEvent::HistoryReplaced(history) => {
+                // Everything before the boundary is released here.
+                self.messages = history;
+                self.anchor = None;
+                return None;
+            }
+            LoopEvent::Compacted(ref outcome) => {
+                self.recorder
+                    .boundary(self.deps.as_ref(), outcome, &self.messages);
+            }
+            LoopEvent::PermissionDenied { ref denial, .. } => {
+                self.denials.record(denial.clone());
+            }
+            LoopEvent::Terminal(t) => {
+                tally.terminal = Some(t);
+                return None;
+            }
+            LoopEvent::Stream(_)
+            | LoopEvent::ToolStarted { .. }
+            | LoopEvent::Retry(_)
+            | LoopEvent::Tombstone
+            | LoopEvent::Transition(_) => {}
+        }
+        Some(EngineEvent::Loop(event))
+    }
+
+    fn turn_result(&self, tally: TurnTally) -> TurnResult {
+        let terminal = tally.terminal.unwrap_or(Terminal {
+            reason: TerminalReason::ModelError,
+            turn_count: 0,
+            transitions: Vec::new(),
+            error: Some("the query ended without a result".to_owned()),
+        });
+        let budget = tally
+            .budget_exceeded
+            .then(|| self.config.max_budget_usd.unwrap_or_default());
+        let (subtype, is_error, errors) = classify(&terminal, budget);
+        let result = if is_error && subtype != "error_max_turns" {
+            errors.first().cloned().unwrap_or_default()
+        } else {
+            tally.last_text
+        };
+        TurnResult {
+            subtype,
+            is_error,
+            result,
+            num_turns: terminal.turn_count,
+            duration_ms: millis(tally.started),
+            duration_api_ms: tally.api_ms,
+            total_cost_usd: self.usage.cost_usd(),
+            usage: self.usage.usage(),
+            permission_denials: self.denials.all().to_vec(),
+            terminal,
+            errors,
+        }
+    }
+}
+
+/// The result's subtype, whether it is an error, and its errors. `budget_exceeded` is
+/// the budget the turn went over, if it did: that wins over how the loop ended.
+fn classify(
+    terminal: &Terminal,
+    budget_exceeded: Option<f64>,
+) -> (&'static str, bool, Vec<String>) {
+    if let Some(max) = budget_exceeded {
+        return (
+            "error_max_budget_usd",
+            true,
+            vec![format!("Reached maximum budget (${max:.2})")],
+        );
+    }
+    let errors = || terminal.error.clone().into_iter().collect();
+    if terminal.reason == TerminalReason::MaxTurns {
+        ("error_max_turns", true, errors())
+    } else if terminal.reason.is_error() {
+        ("error_during_execution", true, errors())
+    } else {
+        ("success", false, Vec::new())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use futures::StreamExt;
+    use serde_json::json;
+
+    use super::*;
+    use crate::compaction::NoCompaction;
+    use crate::engine::EngineConfig;
+    use crate::fakes::{AllowAll, FakeModel, Reply, registry, text, tool};
+    use crate::transcript::MemoryTranscript;
+
+    fn engine(
+        replies: impl IntoIterator<Item = Reply>,
+        max_budget_usd: Option<f64>,
+    ) -> QueryEngine {
+        let config = EngineConfig {
+            session_id: "s1".into(),
+            cwd: std::env::temp_dir(),
+            model: "fake-model".into(),
+            fallback_model: None,
+            system: Vec::new(),
+            max_turns: None,
+            max_budget_usd,
+            max_output_tokens: None,
+            token_budget: None,
+        };
+        QueryEngine::new(
+            config,
+            FakeModel::new(replies),
+            registry(),
+            gyre_tools::ToolContext::new(std::env::temp_dir()),
+            Arc::new(AllowAll),
+            Box::new(NoCompaction),
+            Box::new(MemoryTranscript::default()),
+        )
+    }
+
+    async fn submit(engine: &mut QueryEngine) -> Vec<EngineEvent> {
+        engine
+            .submit_message(vec![ContentBlock::text("go")])
+            .collect()
+            .await
+    }
+
+    #[tokio::test]
+    async fn a_turn_keeps_every_message_and_ends_with_the_last_text() {
+        let mut engine = engine([tool("t1", "Echo", json!({})), text("done")], None);
+        let events = submit(&mut engine).await;
+        let Some(EngineEvent::Result(result)) = events.last() else {
+            panic!("no result: {events:?}")
+        };
+        assert_eq!((result.subtype, result.is_error), ("success", false));
+        assert_eq!(result.result, "done");
+        assert_eq!(result.num_turns, 2);
+        // prompt, tool call, tool result, answer
+        assert_eq!(engine.messages().len(), 4);
+        assert_eq!(engine.total_usage().output_tokens, 100);
+        assert_eq!(engine.anchor.map(|a| a.message_index), Some(3));
+    }
+
+    #[tokio::test]
+    async fn crossing_the_budget_cancels_the_turn_and_says_so() {
+        let mut engine = engine([tool("t1", "Slow", json!({})), text("never")], Some(0.0));
+        let events = submit(&mut engine).await;
+        let Some(EngineEvent::Result(result)) = events.last() else {
+            panic!("no result: {events:?}")
+        };
+        assert_eq!(result.subtype, "error_max_budget_usd");
+        assert_eq!(result.errors, ["Reached maximum budget ($0.00)"]);
+        assert_eq!(result.terminal.reason, TerminalReason::AbortedTools);
+    }
+
+    fn ended(reason: TerminalReason, error: Option<&str>) -> Terminal {
+        Terminal {
+            reason,
+            turn_count: 1,
+            transitions: Vec::new(),
+            error: error.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn a_completed_loop_is_a_success_without_errors() {
+        let (subtype, is_error, errors) = classify(&ended(TerminalReason::Completed, None), None);
+        assert_eq!((subtype, is_error), ("success", false));
+        assert!(errors.is_empty());
+    }
+
+    #[test]
+    fn max_turns_and_failures_carry_the_loop_s_error() {
+        let max = classify(
+            &ended(
+                TerminalReason::MaxTurns,
+                Some("Reached maximum number of turns (2)"),
+            ),
+            None,
+        );
+        assert_eq!(
+            max,
+            (
+                "error_max_turns",
+                true,
+                vec!["Reached maximum number of turns (2)".to_owned()]
+            )
+        );
+        let failed = classify(
+            &ended(TerminalReason::PromptTooLong, Some("too long")),
+            None,
+        );
+        assert_eq!(
+            failed,
+            ("error_during_execution", true, vec!["too long".to_owned()])
+        );
+    }
+
+    #[test]
+    fn an_exceeded_budget_wins_over_how_the_loop_ended() {
+        let (subtype, is_error, errors) = classify(
+            &ended(TerminalReason::AbortedTools, Some("Interrupted by user")),
+            Some(0.5),
+        );
+        assert_eq!((subtype, is_error), ("error_max_budget_usd", true));
+        assert_eq!(errors, ["Reached maximum budget ($0.50)"]);
+    }
+}
