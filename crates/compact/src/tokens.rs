@@ -53,7 +53,7 @@ pub(crate) fn message_tokens(message: &Message, text: &dyn Fn(&str) -> u64) -> u
                 ContentBlock::ToolResult { content, .. } => result_tokens(content, text),
                 ContentBlock::Thinking { thinking, .. } => text(thinking),
                 // Opaque encrypted payload: charged by size in both count and bound.
-                ContentBlock::RedactedThinking { data } => (data.len() as u64).div_ceil(4),
+                ContentBlock::RedactedThinking { data, .. } => (data.len() as u64).div_ceil(4),
                 ContentBlock::Image { .. } => IMAGE_TOKENS,
                 ContentBlock::Unknown(value) => json_tokens(value, text),
             };
@@ -271,7 +271,7 @@ fn fingerprint(message: &Message) -> u64 {
                 }
             }
             ContentBlock::Thinking { thinking, .. } => sample(&mut h, thinking),
-            ContentBlock::RedactedThinking { data } => data.len().hash(&mut h),
+            ContentBlock::RedactedThinking { data, .. } => data.len().hash(&mut h),
             ContentBlock::Image { .. } => {}
             ContentBlock::Unknown(v) => sample_json(&mut h, v),
         }
@@ -374,6 +374,7 @@ mod tests {
             output_tokens: 10,
             cache_creation_input_tokens: 1_000,
             cache_read_input_tokens: 50_000,
+            ..Usage::default()
         };
         let h = history();
         let anchor = UsageAnchor {

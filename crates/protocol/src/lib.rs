@@ -20,10 +20,12 @@ mod message;
 mod request;
 mod usage;
 
-pub use content::{CacheControl, ContentBlock, ImageSource, ToolResultContent, ToolResultPart};
+pub use content::{
+    CacheControl, ContentBlock, ExtraFields, ImageSource, ToolResultContent, ToolResultPart,
+};
 pub use event::{
     ContentDelta, ErrorDetail, ErrorResponse, MessageDeltaBody, MessageStart, StreamEvent,
 };
 pub use message::{AssistantResponse, Message, Role, StopReason};
 pub use request::{MessagesRequest, Metadata, SystemBlock, ThinkingConfig, ToolDefinition};
-pub use usage::Usage;
+pub use usage::{ServerToolUsage, Usage, UsageDelta};

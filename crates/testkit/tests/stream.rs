@@ -25,6 +25,7 @@ fn full_turn() -> Turn {
         output_tokens: 90,
         cache_read_input_tokens: 1000,
         cache_creation_input_tokens: 20,
+        ..Usage::default()
     })
 }
 
@@ -85,8 +86,8 @@ async fn thinking_text_and_two_tools_stream_in_api_order() {
         Some(StopReason::ToolUse),
         "tool_use is the default with tools"
     );
-    assert_eq!(usage.output_tokens, 90);
-    assert_eq!(usage.cache_creation_input_tokens, 20);
+    assert_eq!(usage.output_tokens, Some(90));
+    assert_eq!(usage.cache_creation_input_tokens, Some(20));
 
     // Reassemble the blocks from the deltas the way a client would.
     let mut blocks: Vec<(ContentBlock, String)> = Vec::new();
@@ -212,9 +213,7 @@ async fn stop_reason_and_redacted_thinking_are_sent_as_scripted() {
     let parsed = stream_events(&events);
     assert!(parsed.contains(&StreamEvent::ContentBlockStart {
         index: 0,
-        content_block: ContentBlock::RedactedThinking {
-            data: "opaque".into()
-        },
+        content_block: ContentBlock::redacted_thinking("opaque"),
     }));
     let StreamEvent::MessageDelta { delta, .. } = &parsed[parsed.len() - 2] else {
         panic!()
