@@ -293,6 +293,16 @@ impl Turn {
         })
     }
 
+    /// A response whose SSE events are exactly `events` (each a JSON object with a string
+    /// `type`), e.g. a stream file read with [`corpus::read_events`](crate::corpus::read_events).
+    #[must_use]
+    pub fn raw_events(events: impl IntoIterator<Item = Value>) -> Self {
+        Self::Response(ResponseTurn {
+            raw_events: Some(events.into_iter().collect()),
+            ..ResponseTurn::default()
+        })
+    }
+
     /// An HTTP error with the API's error body for that status (529 → `overloaded_error`, …).
     #[must_use]
     pub fn http_error(status: u16) -> Self {
@@ -529,6 +539,12 @@ pub struct ResponseTurn {
     /// Send exactly this text as the body instead of rendering `content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_sse: Option<String>,
+    /// Send these events, in order, instead of rendering `content`: each a JSON object
+    /// with a string `type`, framed `event: <type>\ndata: <json>\n\n` as it is (always
+    /// as SSE). Faults still apply; see [`corpus`](crate::corpus) for recorded-style
+    /// stream files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_events: Option<Vec<Value>>,
 }
 
 impl ResponseTurn {
@@ -551,6 +567,18 @@ impl ResponseTurn {
     fn check(&self) -> Result<(), String> {
         if self.chunk_chars == Some(0) {
             return Err("chunk_chars must be at least 1".to_owned());
+        }
+        if let Some(events) = &self.raw_events {
+            if !self.content.is_empty() || self.raw_sse.is_some() {
+                return Err("`raw_events` replaces `content` and `raw_sse`: give only one".into());
+            }
+            for (i, event) in events.iter().enumerate() {
+                if event.get("type").and_then(Value::as_str).is_none() {
+                    return Err(format!(
+                        "raw_events[{i}]: an event must be a JSON object with a string `type`"
+                    ));
+                }
+            }
         }
         for (i, block) in self.content.iter().enumerate() {
             if let Block::ToolUse {
