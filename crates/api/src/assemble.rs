@@ -120,10 +120,12 @@ impl MessageAssembler {
                     if start.id == message.id {
                         return Ok(None);
                     }
-                    return Err(invalid(format!(
-                        "a message_start for message {} in the middle of message {}",
-                        message.id, start.id
-                    )));
+                    // A broken stream: retried like a cut one.
+                    return Err(ApiError::StreamRestarted {
+                        first: start.id.clone(),
+                        second: message.id.clone(),
+                        events: self.events,
+                    });
                 }
                 self.usage = message.usage;
                 self.stop_reason.clone_from(&message.stop_reason);
@@ -551,6 +553,54 @@ mod tests {
                 cache_read_input_tokens: 4,
                 ..Usage::default()
             }
+        );
+    }
+
+    #[test]
+    fn streamed_input_of_a_server_tool_is_parsed_and_bad_json_is_an_error() {
+        let block = |partial: &str| {
+            vec![
+                start(),
+                ev(
+                    json!({"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}),
+                ),
+                ev(
+                    json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":partial}}),
+                ),
+                ev(json!({"type":"content_block_stop","index":0})),
+            ]
+        };
+        let (out, res) = run(&block("{\"query\": \"rust\"}"));
+        res.unwrap();
+        let Assembled::Block { block: b, .. } = &out[0] else {
+            panic!()
+        };
+        assert_eq!(
+            serde_json::to_value(b).unwrap(),
+            json!({"type":"server_tool_use","id":"s","name":"web_search","input":{"query":"rust"}})
+        );
+        let (_, res) = run(&block("{\"query\": "));
+        let err = res.unwrap_err();
+        assert!(matches!(err, ApiError::InvalidResponse { .. }), "{err:?}");
+        assert!(err.to_string().contains("not JSON"), "{err}");
+    }
+
+    #[test]
+    fn a_known_delta_on_the_wrong_typed_block_is_still_an_error() {
+        let events = vec![
+            start(),
+            ev(
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}),
+            ),
+        ];
+        let (_, res) = run(&events);
+        let err = res.unwrap_err().to_string();
+        assert!(
+            err.contains("thinking_delta") && err.contains("text block"),
+            "{err}"
         );
     }
 
