@@ -166,3 +166,32 @@ corpus_tests! {
     web_fetch_round_trips => "web_fetch.jsonl",
     web_search_with_chunked_input_round_trips => "web_search.jsonl",
 }
+
+#[test]
+fn usage_is_message_delta_s_where_it_carries_a_field() {
+    let events = corpus::read_events(corpus::dir().join("web_search.jsonl")).unwrap();
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::raw_events(events)])).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "search",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines = out.lines().unwrap();
+    let assistant = lines.iter().find(|l| l["type"] == "assistant").unwrap();
+    // message_start said 1200 input tokens; message_delta's 2400 is the later value.
+    let expected = json!({
+        "input_tokens": 2400,
+        "output_tokens": 120,
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": 800,
+        "server_tool_use": {"web_search_requests": 1, "web_fetch_requests": 0},
+    });
+    assert_eq!(assistant["message"]["usage"], expected);
+    let result = out.result().unwrap();
+    assert_eq!(result["usage"], expected, "{result:#}");
+}
