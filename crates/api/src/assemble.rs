@@ -58,13 +58,15 @@ struct OpenBlock {
 ///
 /// | delta | block | merge |
 /// |---|---|---|
-/// | `text_delta` | `text` (or any block with a `text` field) | `text` appended |
-/// | `thinking_delta`, `signature_delta` | `thinking` (or any) | `thinking` / `signature` appended |
+/// | `text_delta` | `text`, or a block gyre does not model | `text` appended |
+/// | `thinking_delta`, `signature_delta` | `thinking`, or a block gyre does not model | `thinking` / `signature` appended |
 /// | `input_json_delta` | `tool_use`, `server_tool_use`, `mcp_tool_use`, any block | concatenated, parsed into `input` once, at `content_block_stop` |
-/// | `citations_delta` | `text` (or any) | `citation` pushed onto `citations` |
+/// | `citations_delta` | `text`, or a block gyre does not model | `citation` pushed onto `citations` |
 /// | `compaction_delta` | `compaction` | `content` appended, `encrypted_content` replaced |
 /// | any other delta | any block | per field but `type`: a string is appended to a string (or absent / `null`) field, any other value replaces the field, `null` is ignored |
 ///
+/// A typed delta on a modelled block of another type (`thinking_delta` on a text block)
+/// is an error.
 /// Blocks this crate does not model (`web_search_tool_result`, `compaction`, …) are kept
 /// as the JSON of their `content_block_start` with their deltas merged in. A tool_use
 /// input that is not a JSON object becomes the [`INVALID_JSON_KEY`] marker; streamed
