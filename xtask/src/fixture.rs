@@ -493,7 +493,9 @@ fn abstract_fixture(text: &str, scratch: &Scratch) -> Result<String> {
                     ContentDelta::TextDelta { .. } => 0,
                     ContentDelta::InputJsonDelta { .. } => 1,
                     ContentDelta::ThinkingDelta { .. } => 2,
-                    ContentDelta::SignatureDelta { .. } | ContentDelta::Unknown => continue,
+                    ContentDelta::SignatureDelta { .. }
+                    | ContentDelta::CitationsDelta { .. }
+                    | ContentDelta::Other(_) => continue,
                 };
                 blocks.entry((*index, kind)).or_default().push(at);
             }
@@ -535,7 +537,9 @@ fn delta_text(event: &StreamEvent) -> Option<&str> {
             ContentDelta::TextDelta { text } => Some(text),
             ContentDelta::InputJsonDelta { partial_json } => Some(partial_json),
             ContentDelta::ThinkingDelta { thinking } => Some(thinking),
-            ContentDelta::SignatureDelta { .. } | ContentDelta::Unknown => None,
+            ContentDelta::SignatureDelta { .. }
+            | ContentDelta::CitationsDelta { .. }
+            | ContentDelta::Other(_) => None,
         },
         _ => None,
     }
@@ -547,7 +551,9 @@ fn set_delta_text(event: &mut StreamEvent, piece: String) {
             ContentDelta::TextDelta { text } => *text = piece,
             ContentDelta::InputJsonDelta { partial_json } => *partial_json = piece,
             ContentDelta::ThinkingDelta { thinking } => *thinking = piece,
-            ContentDelta::SignatureDelta { .. } | ContentDelta::Unknown => {}
+            ContentDelta::SignatureDelta { .. }
+            | ContentDelta::CitationsDelta { .. }
+            | ContentDelta::Other(_) => {}
         }
     }
 }

@@ -48,16 +48,32 @@ pub enum Assembled {
 #[derive(Debug)]
 struct OpenBlock {
     block: ContentBlock,
-    /// `input_json_delta` text of a tool_use block, parsed at its stop.
+    /// `input_json_delta` text, parsed into the block's `input` at its stop.
     json: String,
 }
 
 /// Turns a stream's events into completed blocks and the final [`AssistantResponse`].
 ///
-/// Text, thinking and signature deltas are appended as they come; a tool_use block's
-/// `input_json_delta`s are only concatenated and parsed once, at `content_block_stop`.
-/// Usage is `message_start`'s merged with `message_delta`'s cumulative totals.
-/// An in-stream `error` event or an out-of-order event is returned as an error.
+/// Nothing the API sends is dropped. How each delta is merged into its block:
+///
+/// | delta | block | merge |
+/// |---|---|---|
+/// | `text_delta` | `text`, or a block gyre does not model | `text` appended |
+/// | `thinking_delta`, `signature_delta` | `thinking`, or a block gyre does not model | `thinking` / `signature` appended |
+/// | `input_json_delta` | `tool_use`, `server_tool_use`, `mcp_tool_use`, any block | concatenated, parsed into `input` once, at `content_block_stop` |
+/// | `citations_delta` | `text`, or a block gyre does not model | `citation` pushed onto `citations` |
+/// | `compaction_delta` | `compaction` | `content` appended, `encrypted_content` replaced |
+/// | any other delta | any block | per field but `type`: a string is appended to a string (or absent / `null`) field, any other value replaces the field, `null` is ignored |
+///
+/// A typed delta on a modelled block of another type (`thinking_delta` on a text block)
+/// is an error.
+/// Blocks this crate does not model (`web_search_tool_result`, `compaction`, …) are kept
+/// as the JSON of their `content_block_start` with their deltas merged in. A tool_use
+/// input that is not a JSON object becomes the [`INVALID_JSON_KEY`] marker; streamed
+/// input of any other block that is not JSON is an error. Usage is `message_start`'s
+/// merged field by field with `message_delta`'s cumulative totals (the later value wins).
+/// A repeated `message_start` for the same message is ignored; an in-stream `error`
+/// event, a `message_start` for another message or an out-of-order event is an error.
 #[derive(Debug, Default)]
 pub struct MessageAssembler {
     start: Option<MessageStart>,
@@ -100,8 +116,18 @@ impl MessageAssembler {
         }
         match event {
             StreamEvent::MessageStart { message } => {
-                if self.start.is_some() {
-                    return Err(invalid("a second message_start in one response".into()));
+                if let Some(start) = &self.start {
+                    // Streams (and proxies) sometimes repeat it; only another id is a
+                    // broken stream.
+                    if start.id == message.id {
+                        return Ok(None);
+                    }
+                    // A broken stream: retried like a cut one.
+                    return Err(ApiError::StreamRestarted {
+                        first: start.id.clone(),
+                        second: message.id.clone(),
+                        events: self.events,
+                    });
                 }
                 self.usage = message.usage;
                 self.stop_reason.clone_from(&message.stop_reason);
@@ -154,7 +180,7 @@ impl MessageAssembler {
                             "content_block_stop for block {index}, which is not open"
                         ))
                     })?;
-                let block = finish_block(open);
+                let block = finish_block(open, *index)?;
                 put(&mut self.done, *index, block.clone());
                 Ok(Some(Assembled::Block {
                     index: *index,
@@ -222,8 +248,8 @@ fn apply_delta(open: &mut OpenBlock, delta: &ContentDelta, index: usize) -> Resu
         (ContentBlock::Text { text, .. }, ContentDelta::TextDelta { text: more }) => {
             text.push_str(more);
         }
-        (ContentBlock::ToolUse { .. }, ContentDelta::InputJsonDelta { partial_json }) => {
-            open.json.push_str(partial_json);
+        (ContentBlock::Text { extra, .. }, ContentDelta::CitationsDelta { citation }) => {
+            push_citation(extra, citation, index)?;
         }
         (
             ContentBlock::Thinking { thinking, .. },
@@ -237,13 +263,46 @@ fn apply_delta(open: &mut OpenBlock, delta: &ContentDelta, index: usize) -> Resu
         ) => {
             signature.push_str(more);
         }
-        // Deltas this crate does not know (citations…) and deltas for unknown block types
-        // are tolerated, like unknown events.
-        (_, ContentDelta::Unknown) | (ContentBlock::Unknown(_), _) => {}
-        (block, delta) => {
+        // Any block may stream its `input`; it is parsed at the block's stop.
+        (
+            ContentBlock::ToolUse { .. } | ContentBlock::Unknown(_),
+            ContentDelta::InputJsonDelta { partial_json },
+        ) => {
+            open.json.push_str(partial_json);
+        }
+        (ContentBlock::Unknown(value), delta) => {
+            let Value::Object(fields) = value else {
+                return Err(invalid(format!(
+                    "content block {index} is not a JSON object"
+                )));
+            };
+            merge_into(fields, delta, index)?;
+        }
+        // A delta a typed block has no field for (a future one): merged into its JSON form.
+        (block, ContentDelta::Other(_)) => {
+            let mut json = serde_json::to_value(&*block).map_err(|e| invalid(e.to_string()))?;
+            if let Value::Object(fields) = &mut json {
+                merge_into(fields, delta, index)?;
+            }
+            *block = serde_json::from_value(json).map_err(|e| {
+                invalid(format!(
+                    "{} delta for content block {index} left it unreadable: {e}",
+                    delta.kind()
+                ))
+            })?;
+        }
+        (
+            block @ (ContentBlock::Text { .. }
+            | ContentBlock::ToolUse { .. }
+            | ContentBlock::ToolResult { .. }
+            | ContentBlock::Thinking { .. }
+            | ContentBlock::RedactedThinking { .. }
+            | ContentBlock::Image { .. }),
+            delta,
+        ) => {
             return Err(invalid(format!(
                 "{} delta for content block {index}, which is a {} block",
-                delta_name(delta),
+                delta.kind(),
                 block.kind()
             )));
         }
@@ -251,24 +310,104 @@ fn apply_delta(open: &mut OpenBlock, delta: &ContentDelta, index: usize) -> Resu
     Ok(())
 }
 
-fn delta_name(delta: &ContentDelta) -> &'static str {
+/// Fields a delta replaces instead of extending: opaque values that are not text.
+const REPLACED_FIELDS: [(&str, &str); 1] = [("compaction_delta", "encrypted_content")];
+
+/// Merges a delta into the JSON fields of a block, by the rules of [`MessageAssembler`].
+fn merge_into(
+    fields: &mut Map<String, Value>,
+    delta: &ContentDelta,
+    index: usize,
+) -> Result<(), ApiError> {
     match delta {
-        ContentDelta::TextDelta { .. } => "text_delta",
-        ContentDelta::InputJsonDelta { .. } => "input_json_delta",
-        ContentDelta::ThinkingDelta { .. } => "thinking_delta",
-        ContentDelta::SignatureDelta { .. } => "signature_delta",
-        ContentDelta::Unknown => "unknown",
+        ContentDelta::TextDelta { text } => append(fields, "text", text),
+        ContentDelta::ThinkingDelta { thinking } => append(fields, "thinking", thinking),
+        ContentDelta::SignatureDelta { signature } => append(fields, "signature", signature),
+        ContentDelta::CitationsDelta { citation } => return push_citation(fields, citation, index),
+        // Buffered by the caller and parsed at the block's stop.
+        ContentDelta::InputJsonDelta { .. } => {}
+        ContentDelta::Other(Value::Object(delta_fields)) => {
+            let kind = delta.kind();
+            for (key, value) in delta_fields.iter().filter(|(k, _)| *k != "type") {
+                match value {
+                    Value::Null => {}
+                    Value::String(more) if !REPLACED_FIELDS.contains(&(kind, key.as_str())) => {
+                        append(fields, key, more);
+                    }
+                    other => {
+                        fields.insert(key.clone(), other.clone());
+                    }
+                }
+            }
+        }
+        ContentDelta::Other(other) => {
+            return Err(invalid(format!(
+                "delta for content block {index} is not a JSON object: {other}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Appends to a string field; an absent or `null` field starts empty, a field of another
+/// kind is replaced.
+fn append(fields: &mut Map<String, Value>, key: &str, more: &str) {
+    match fields.get_mut(key) {
+        Some(Value::String(s)) => s.push_str(more),
+        _ => {
+            fields.insert(key.to_owned(), Value::String(more.to_owned()));
+        }
     }
 }
 
-fn finish_block(open: OpenBlock) -> ContentBlock {
-    let OpenBlock { mut block, json } = open;
-    if let ContentBlock::ToolUse { input, .. } = &mut block
-        && !json.trim().is_empty()
-    {
-        *input = parse_tool_input(&json);
+fn push_citation(
+    fields: &mut Map<String, Value>,
+    citation: &Value,
+    index: usize,
+) -> Result<(), ApiError> {
+    let citations = fields
+        .entry("citations")
+        .or_insert_with(|| Value::Array(Vec::new()));
+    if citations.is_null() {
+        *citations = Value::Array(Vec::new());
     }
-    block
+    match citations {
+        Value::Array(list) => {
+            list.push(citation.clone());
+            Ok(())
+        }
+        other => Err(invalid(format!(
+            "citations_delta for content block {index}, whose citations are {}",
+            json_kind(other)
+        ))),
+    }
+}
+
+fn finish_block(open: OpenBlock, index: usize) -> Result<ContentBlock, ApiError> {
+    let OpenBlock { mut block, json } = open;
+    if json.trim().is_empty() {
+        // No input streamed (or only `""`): the start's input stands.
+        return Ok(block);
+    }
+    match &mut block {
+        ContentBlock::ToolUse { input, .. } => *input = parse_tool_input(&json),
+        ContentBlock::Unknown(Value::Object(fields)) => {
+            let input = serde_json::from_str::<Value>(&json).map_err(|e| {
+                invalid(format!(
+                    "the input streamed for content block {index} is not JSON ({e}): {json}"
+                ))
+            })?;
+            fields.insert("input".to_owned(), input);
+        }
+        // Only the two arms above accept input_json_delta.
+        ContentBlock::Unknown(_)
+        | ContentBlock::Text { .. }
+        | ContentBlock::ToolResult { .. }
+        | ContentBlock::Thinking { .. }
+        | ContentBlock::RedactedThinking { .. }
+        | ContentBlock::Image { .. } => {}
+    }
+    Ok(block)
 }
 
 /// Parses a tool_use input at block stop; anything but a JSON object becomes the
@@ -302,7 +441,7 @@ fn json_kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gyre_protocol::MessageDeltaBody;
+    use gyre_protocol::{MessageDeltaBody, UsageDelta};
     use serde_json::json;
 
     fn ev(v: Value) -> StreamEvent {
@@ -413,8 +552,57 @@ mod tests {
                 input_tokens: 10,
                 output_tokens: 42,
                 cache_creation_input_tokens: 0,
-                cache_read_input_tokens: 4
+                cache_read_input_tokens: 4,
+                ..Usage::default()
             }
+        );
+    }
+
+    #[test]
+    fn streamed_input_of_a_server_tool_is_parsed_and_bad_json_is_an_error() {
+        let block = |partial: &str| {
+            vec![
+                start(),
+                ev(
+                    json!({"type":"content_block_start","index":0,"content_block":{"type":"server_tool_use","id":"s","name":"web_search","input":{}}}),
+                ),
+                ev(
+                    json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":partial}}),
+                ),
+                ev(json!({"type":"content_block_stop","index":0})),
+            ]
+        };
+        let (out, res) = run(&block("{\"query\": \"rust\"}"));
+        res.unwrap();
+        let Assembled::Block { block: b, .. } = &out[0] else {
+            panic!()
+        };
+        assert_eq!(
+            serde_json::to_value(b).unwrap(),
+            json!({"type":"server_tool_use","id":"s","name":"web_search","input":{"query":"rust"}})
+        );
+        let (_, res) = run(&block("{\"query\": "));
+        let err = res.unwrap_err();
+        assert!(matches!(err, ApiError::InvalidResponse { .. }), "{err:?}");
+        assert!(err.to_string().contains("not JSON"), "{err}");
+    }
+
+    #[test]
+    fn a_known_delta_on_the_wrong_typed_block_is_still_an_error() {
+        let events = vec![
+            start(),
+            ev(
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x"}}),
+            ),
+        ];
+        let (_, res) = run(&events);
+        let err = res.unwrap_err().to_string();
+        assert!(
+            err.contains("thinking_delta") && err.contains("text block"),
+            "{err}"
         );
     }
 
@@ -512,7 +700,7 @@ mod tests {
                     stop_reason: Some(StopReason::StopSequence),
                     stop_sequence: Some("END".into()),
                 },
-                usage: Usage::default(),
+                usage: UsageDelta::default(),
             },
             StreamEvent::MessageStop,
         ];

@@ -254,6 +254,16 @@ pub enum ApiError {
     StreamIdle { idle_ms: u64, events: u64 },
 
     #[error(
+        "The response stream started message {second} in the middle of message {first} (after \
+         {events} events); the partial response was discarded. Try again."
+    )]
+    StreamRestarted {
+        first: String,
+        second: String,
+        events: u64,
+    },
+
+    #[error(
         "Malformed response from the API: {message}. Check that ANTHROPIC_BASE_URL points at an \
          Anthropic-compatible Messages API."
     )]
@@ -305,7 +315,8 @@ impl ApiError {
             Self::Connection { .. }
             | Self::Timeout { .. }
             | Self::StreamCut { .. }
-            | Self::StreamIdle { .. } => true,
+            | Self::StreamIdle { .. }
+            | Self::StreamRestarted { .. } => true,
         }
     }
 
@@ -330,6 +341,7 @@ impl ApiError {
             | Self::Timeout { .. }
             | Self::StreamCut { .. }
             | Self::StreamIdle { .. }
+            | Self::StreamRestarted { .. }
             | Self::InvalidResponse { .. }
             | Self::Aborted
             | Self::FallbackTriggered { .. }
@@ -377,6 +389,7 @@ impl ApiError {
             Self::Timeout { .. } => "timeout",
             Self::StreamCut { .. } => "stream_cut",
             Self::StreamIdle { .. } => "stream_idle",
+            Self::StreamRestarted { .. } => "stream_restarted",
             Self::InvalidResponse { .. } => "invalid_response",
             Self::Aborted => "aborted",
             Self::FallbackTriggered { .. } => "fallback_triggered",
@@ -407,6 +420,7 @@ impl ApiError {
             | Self::Timeout { .. }
             | Self::StreamCut { .. }
             | Self::StreamIdle { .. }
+            | Self::StreamRestarted { .. }
             | Self::InvalidResponse { .. }
             | Self::Aborted
             | Self::FallbackTriggered { .. }

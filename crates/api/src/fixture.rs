@@ -58,7 +58,7 @@ fn delta_text(delta: &ContentDelta) -> Option<(u8, &str)> {
         ContentDelta::InputJsonDelta { partial_json } => Some((1, partial_json)),
         ContentDelta::ThinkingDelta { thinking } => Some((2, thinking)),
         ContentDelta::SignatureDelta { signature } => Some((3, signature)),
-        ContentDelta::Unknown => None,
+        ContentDelta::CitationsDelta { .. } | ContentDelta::Other(_) => None,
     }
 }
 

@@ -290,6 +290,36 @@ mod tests {
         assert_eq!(client.requests().len(), 1);
     }
 
+    #[tokio::test]
+    async fn a_repeated_message_start_is_ignored_and_another_message_is_retried() {
+        let mut repeated = ok("once");
+        repeated.items.insert(1, repeated.items[0].clone());
+        let mut restarted = ok("lost");
+        let mut other = text_reply("x").remove(0);
+        if let StreamEvent::MessageStart { message } = &mut other {
+            message.id = "msg_other".into();
+        }
+        restarted.items.insert(3, Ok(other));
+        let client = FakeClient::new(vec![repeated, restarted, ok("again")]);
+        let first = run(client.clone(), options(&RecordingSleeper::new())).await;
+        let Some(Ok(ModelEvent::Message(m))) = first.last() else {
+            panic!("{first:?}")
+        };
+        assert_eq!(m.to_message().text(), "once");
+        assert!(retries(&first).is_empty());
+
+        let second = run(client.clone(), options(&RecordingSleeper::new())).await;
+        let r = retries(&second);
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].error, "stream_restarted");
+        assert!(r[0].message.contains("msg_other"), "{}", r[0].message);
+        let Some(Ok(ModelEvent::Message(m))) = second.last() else {
+            panic!("{second:?}")
+        };
+        assert_eq!(m.to_message().text(), "again");
+        assert_eq!(client.requests().len(), 3);
+    }
+
     #[tokio::test(start_paused = true)]
     async fn stall_of_95s_trips_the_default_90s_idle_timeout() {
         let mut stalled = ok("never");

@@ -206,6 +206,7 @@ mod tests {
                 output_tokens: 40,
                 cache_creation_input_tokens: 10,
                 cache_read_input_tokens: 200,
+                ..Usage::default()
             },
             permission_denials: vec![PermissionDenial {
                 tool_name: "Bash".into(),

@@ -48,12 +48,16 @@ pub(crate) fn message_tokens(message: &Message, text: &dyn Fn(&str) -> u64) -> u
     for block in &message.content {
         total += BLOCK_OVERHEAD_TOKENS
             + match block {
-                ContentBlock::Text { text: t, .. } => text(t),
-                ContentBlock::ToolUse { name, input, .. } => text(name) + json_tokens(input, text),
+                ContentBlock::Text { text: t, extra, .. } => text(t) + fields_tokens(extra, text),
+                ContentBlock::ToolUse {
+                    name, input, extra, ..
+                } => text(name) + json_tokens(input, text) + fields_tokens(extra, text),
                 ContentBlock::ToolResult { content, .. } => result_tokens(content, text),
-                ContentBlock::Thinking { thinking, .. } => text(thinking),
+                ContentBlock::Thinking {
+                    thinking, extra, ..
+                } => text(thinking) + fields_tokens(extra, text),
                 // Opaque encrypted payload: charged by size in both count and bound.
-                ContentBlock::RedactedThinking { data } => (data.len() as u64).div_ceil(4),
+                ContentBlock::RedactedThinking { data, .. } => (data.len() as u64).div_ceil(4),
                 ContentBlock::Image { .. } => IMAGE_TOKENS,
                 ContentBlock::Unknown(value) => json_tokens(value, text),
             };
@@ -74,18 +78,21 @@ pub(crate) fn result_tokens(content: &ToolResultContent, text: &dyn Fn(&str) -> 
     }
 }
 
+/// The fields of a block gyre does not model (a text block's citations, …), sent with it.
+fn fields_tokens(fields: &serde_json::Map<String, Value>, text: &dyn Fn(&str) -> u64) -> u64 {
+    fields
+        .iter()
+        .map(|(k, v)| 1 + text(k) + json_tokens(v, text))
+        .sum()
+}
+
 fn json_tokens(value: &Value, text: &dyn Fn(&str) -> u64) -> u64 {
     match value {
         Value::Null | Value::Bool(_) => 1,
         Value::Number(n) => text(&n.to_string()),
         Value::String(s) => 1 + text(s),
         Value::Array(items) => 1 + items.iter().map(|v| json_tokens(v, text)).sum::<u64>(),
-        Value::Object(map) => {
-            1 + map
-                .iter()
-                .map(|(k, v)| 1 + text(k) + json_tokens(v, text))
-                .sum::<u64>()
-        }
+        Value::Object(map) => 1 + fields_tokens(map, text),
     }
 }
 
@@ -271,7 +278,7 @@ fn fingerprint(message: &Message) -> u64 {
                 }
             }
             ContentBlock::Thinking { thinking, .. } => sample(&mut h, thinking),
-            ContentBlock::RedactedThinking { data } => data.len().hash(&mut h),
+            ContentBlock::RedactedThinking { data, .. } => data.len().hash(&mut h),
             ContentBlock::Image { .. } => {}
             ContentBlock::Unknown(v) => sample_json(&mut h, v),
         }
@@ -347,6 +354,19 @@ mod tests {
     }
 
     #[test]
+    fn citations_of_a_text_block_are_counted() {
+        let plain = Message::assistant(vec![ContentBlock::text("Rust is fast.")]);
+        let cited: Message = serde_json::from_value(serde_json::json!({
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Rust is fast.", "citations": [
+                {"type": "char_location", "cited_text": "Rust is a fast language for systems."}]}]
+        }))
+        .unwrap();
+        let c = BytesPerTokenCounter;
+        assert!(c.count_message(&cited) > c.count_message(&plain) + 8);
+    }
+
+    #[test]
     fn tiktoken_counts_plain_text() {
         let c = TiktokenCounter;
         assert_eq!(c.count_text(""), 0);
@@ -374,6 +394,7 @@ mod tests {
             output_tokens: 10,
             cache_creation_input_tokens: 1_000,
             cache_read_input_tokens: 50_000,
+            ..Usage::default()
         };
         let h = history();
         let anchor = UsageAnchor {

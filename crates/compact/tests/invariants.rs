@@ -136,9 +136,7 @@ fn build(rounds: &[Round]) -> Vec<Message> {
             } => {
                 let mut a = Vec::new();
                 if *thinking {
-                    a.push(ContentBlock::RedactedThinking {
-                        data: "enc".repeat(10),
-                    });
+                    a.push(ContentBlock::redacted_thinking("enc".repeat(10)));
                 }
                 a.push(ContentBlock::text("t".repeat(*len + 1)));
                 h.push(Message::assistant(a));

@@ -188,6 +188,7 @@ fn the_count_is_anchored_on_the_last_usage() {
         output_tokens: 20,
         cache_read_input_tokens: 150_000,
         cache_creation_input_tokens: 30,
+        ..Usage::default()
     };
     let ctx = PrepareContext {
         usage_anchor: Some(UsageAnchor {

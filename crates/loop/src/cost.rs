@@ -60,7 +60,11 @@ pub fn price_for_model(model: &str) -> ModelPrice {
     }
 }
 
-/// Cost in USD of one response's usage.
+/// USD per web search a server tool made, on top of tokens ($10 per 1,000 searches on
+/// Anthropic's pricing page; web fetches cost only their tokens).
+pub const WEB_SEARCH_USD: f64 = 0.01;
+
+/// Cost in USD of one response's usage, server-tool requests included.
 #[must_use]
 pub fn usage_cost_usd(model: &str, usage: &Usage) -> f64 {
     let p = price_for_model(model);
@@ -69,12 +73,26 @@ pub fn usage_cost_usd(model: &str, usage: &Usage) -> f64 {
         + usage.output_tokens as f64 * p.output
         + usage.cache_creation_input_tokens as f64 * p.cache_write
         + usage.cache_read_input_tokens as f64 * p.cache_read;
-    cost / 1_000_000.0
+    #[allow(clippy::cast_precision_loss)]
+    let searches = usage.server_tool_use.web_search_requests as f64 * WEB_SEARCH_USD;
+    cost / 1_000_000.0 + searches
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn web_searches_cost_a_cent_each_on_top_of_tokens() {
+        let mut usage = Usage {
+            input_tokens: 1_000_000,
+            ..Usage::default()
+        };
+        usage.server_tool_use.web_search_requests = 3;
+        usage.server_tool_use.web_fetch_requests = 5;
+        let cost = usage_cost_usd("claude-sonnet-4-5", &usage);
+        assert!((cost - 3.03).abs() < 1e-9, "{cost}");
+    }
 
     #[test]
     fn sonnet_million_input_tokens_cost_three_dollars() {

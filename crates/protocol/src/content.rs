@@ -4,7 +4,11 @@ use std::sync::Arc;
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::Value;
+use serde_json::{Map, Value};
+
+/// Fields of a known block that this crate does not model (a text block's `citations`,
+/// whatever the API adds next), kept as they arrived so that the block round-trips.
+pub type ExtraFields = Map<String, Value>;
 
 /// `cache_control` marker for prompt caching.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -119,19 +123,23 @@ fn is_false(b: &bool) -> bool {
 
 /// A content block of a message.
 ///
-/// Unknown block types (server tools, documents, whatever the API adds next) are kept
-/// verbatim in [`ContentBlock::Unknown`] so that a history round-trips unchanged.
+/// Unknown block types (server tools and their results, documents, compaction, whatever
+/// the API adds next) are kept verbatim in [`ContentBlock::Unknown`], and fields of the
+/// modelled assistant blocks this crate does not read (`citations`, …) in their `extra`,
+/// so that a history round-trips unchanged.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContentBlock {
     Text {
         text: String,
         cache_control: Option<CacheControl>,
+        extra: ExtraFields,
     },
     ToolUse {
         id: String,
         name: String,
         input: Value,
         cache_control: Option<CacheControl>,
+        extra: ExtraFields,
     },
     ToolResult {
         tool_use_id: String,
@@ -142,9 +150,11 @@ pub enum ContentBlock {
     Thinking {
         thinking: String,
         signature: String,
+        extra: ExtraFields,
     },
     RedactedThinking {
         data: String,
+        extra: ExtraFields,
     },
     Image {
         source: ImageSource,
@@ -160,6 +170,7 @@ impl ContentBlock {
         Self::Text {
             text: text.into(),
             cache_control: None,
+            extra: ExtraFields::new(),
         }
     }
 
@@ -170,6 +181,7 @@ impl ContentBlock {
             name: name.into(),
             input,
             cache_control: None,
+            extra: ExtraFields::new(),
         }
     }
 
@@ -192,6 +204,16 @@ impl ContentBlock {
         Self::Thinking {
             thinking: thinking.into(),
             signature: signature.into(),
+            extra: ExtraFields::new(),
+        }
+    }
+
+    /// A `redacted_thinking` block.
+    #[must_use]
+    pub fn redacted_thinking(data: impl Into<String>) -> Self {
+        Self::RedactedThinking {
+            data: data.into(),
+            extra: ExtraFields::new(),
         }
     }
 
@@ -251,16 +273,20 @@ impl ContentBlock {
 enum Wire {
     Text {
         text: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         cache_control: Option<CacheControl>,
+        #[serde(flatten)]
+        extra: ExtraFields,
     },
     ToolUse {
         id: String,
         name: String,
         #[serde(default = "empty_object")]
         input: Value,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(default)]
         cache_control: Option<CacheControl>,
+        #[serde(flatten)]
+        extra: ExtraFields,
     },
     ToolResult {
         tool_use_id: String,
@@ -276,9 +302,13 @@ enum Wire {
         thinking: String,
         #[serde(default)]
         signature: String,
+        #[serde(flatten)]
+        extra: ExtraFields,
     },
     RedactedThinking {
         data: String,
+        #[serde(flatten)]
+        extra: ExtraFields,
     },
     Image {
         source: ImageSource,
@@ -309,6 +339,8 @@ enum WireRef<'a> {
         text: &'a str,
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<&'a CacheControl>,
+        #[serde(flatten)]
+        extra: &'a ExtraFields,
     },
     ToolUse {
         id: &'a str,
@@ -316,6 +348,8 @@ enum WireRef<'a> {
         input: &'a Value,
         #[serde(skip_serializing_if = "Option::is_none")]
         cache_control: Option<&'a CacheControl>,
+        #[serde(flatten)]
+        extra: &'a ExtraFields,
     },
     ToolResult {
         tool_use_id: &'a str,
@@ -328,9 +362,13 @@ enum WireRef<'a> {
     Thinking {
         thinking: &'a str,
         signature: &'a str,
+        #[serde(flatten)]
+        extra: &'a ExtraFields,
     },
     RedactedThinking {
         data: &'a str,
+        #[serde(flatten)]
+        extra: &'a ExtraFields,
     },
     Image {
         source: &'a ImageSource,
@@ -345,20 +383,24 @@ impl Serialize for ContentBlock {
             Self::Text {
                 text,
                 cache_control,
+                extra,
             } => WireRef::Text {
                 text,
                 cache_control: cache_control.as_ref(),
+                extra,
             },
             Self::ToolUse {
                 id,
                 name,
                 input,
                 cache_control,
+                extra,
             } => WireRef::ToolUse {
                 id,
                 name,
                 input,
                 cache_control: cache_control.as_ref(),
+                extra,
             },
             Self::ToolResult {
                 tool_use_id,
@@ -374,11 +416,13 @@ impl Serialize for ContentBlock {
             Self::Thinking {
                 thinking,
                 signature,
+                extra,
             } => WireRef::Thinking {
                 thinking,
                 signature,
+                extra,
             },
-            Self::RedactedThinking { data } => WireRef::RedactedThinking { data },
+            Self::RedactedThinking { data, extra } => WireRef::RedactedThinking { data, extra },
             Self::Image {
                 source,
                 cache_control,
@@ -407,20 +451,24 @@ impl<'de> Deserialize<'de> for ContentBlock {
             Wire::Text {
                 text,
                 cache_control,
+                extra,
             } => Self::Text {
                 text,
                 cache_control,
+                extra,
             },
             Wire::ToolUse {
                 id,
                 name,
                 input,
                 cache_control,
+                extra,
             } => Self::ToolUse {
                 id,
                 name,
                 input,
                 cache_control,
+                extra,
             },
             Wire::ToolResult {
                 tool_use_id,
@@ -436,11 +484,13 @@ impl<'de> Deserialize<'de> for ContentBlock {
             Wire::Thinking {
                 thinking,
                 signature,
+                extra,
             } => Self::Thinking {
                 thinking,
                 signature,
+                extra,
             },
-            Wire::RedactedThinking { data } => Self::RedactedThinking { data },
+            Wire::RedactedThinking { data, extra } => Self::RedactedThinking { data, extra },
             Wire::Image {
                 source,
                 cache_control,

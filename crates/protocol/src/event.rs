@@ -1,8 +1,10 @@
 //! Server-sent events of a streaming Messages API response, and error bodies.
 
-use serde::{Deserialize, Serialize};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::Value;
 
-use crate::{ContentBlock, Role, StopReason, Usage};
+use crate::{ContentBlock, Role, StopReason, Usage, UsageDelta};
 
 /// The `message` of a `message_start` event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -27,8 +29,12 @@ fn assistant() -> Role {
 }
 
 /// The `delta` of a `content_block_delta` event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+///
+/// The four deltas of the blocks gyre reads are typed, and `citations_delta`; every other
+/// delta (`compaction_delta`, whatever the API adds next) is kept whole as
+/// [`ContentDelta::Other`], so that an assembler can merge it into its block instead of
+/// dropping it.
+#[derive(Debug, Clone, PartialEq)]
 pub enum ContentDelta {
     TextDelta {
         text: String,
@@ -42,9 +48,110 @@ pub enum ContentDelta {
     SignatureDelta {
         signature: String,
     },
-    /// A delta type this crate does not know (e.g. `citations_delta`); ignored.
-    #[serde(other)]
-    Unknown,
+    /// One citation to append to a text block's `citations`.
+    CitationsDelta {
+        citation: Value,
+    },
+    /// A delta of another type, kept as the JSON object it arrived as (`type` included).
+    Other(Value),
+}
+
+/// The wire shape of the typed deltas; [`ContentDelta`] maps to and from it.
+// The variants are named as the API names the types.
+#[allow(clippy::enum_variant_names)]
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireDelta {
+    TextDelta {
+        #[serde(default)]
+        text: String,
+    },
+    InputJsonDelta {
+        #[serde(default)]
+        partial_json: String,
+    },
+    ThinkingDelta {
+        #[serde(default)]
+        thinking: String,
+    },
+    SignatureDelta {
+        #[serde(default)]
+        signature: String,
+    },
+    CitationsDelta {
+        citation: Value,
+    },
+}
+
+/// [`WireDelta`] borrowed, for serialising without copying.
+#[allow(clippy::enum_variant_names)]
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireDeltaRef<'a> {
+    TextDelta { text: &'a str },
+    InputJsonDelta { partial_json: &'a str },
+    ThinkingDelta { thinking: &'a str },
+    SignatureDelta { signature: &'a str },
+    CitationsDelta { citation: &'a Value },
+}
+
+const TYPED_DELTAS: [&str; 5] = [
+    "text_delta",
+    "input_json_delta",
+    "thinking_delta",
+    "signature_delta",
+    "citations_delta",
+];
+
+impl ContentDelta {
+    /// The delta's `type` as the API names it.
+    #[must_use]
+    pub fn kind(&self) -> &str {
+        match self {
+            Self::TextDelta { .. } => "text_delta",
+            Self::InputJsonDelta { .. } => "input_json_delta",
+            Self::ThinkingDelta { .. } => "thinking_delta",
+            Self::SignatureDelta { .. } => "signature_delta",
+            Self::CitationsDelta { .. } => "citations_delta",
+            Self::Other(v) => v.get("type").and_then(Value::as_str).unwrap_or("unknown"),
+        }
+    }
+}
+
+impl Serialize for ContentDelta {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let wire = match self {
+            Self::TextDelta { text } => WireDeltaRef::TextDelta { text },
+            Self::InputJsonDelta { partial_json } => WireDeltaRef::InputJsonDelta { partial_json },
+            Self::ThinkingDelta { thinking } => WireDeltaRef::ThinkingDelta { thinking },
+            Self::SignatureDelta { signature } => WireDeltaRef::SignatureDelta { signature },
+            Self::CitationsDelta { citation } => WireDeltaRef::CitationsDelta { citation },
+            Self::Other(v) => return v.serialize(serializer),
+        };
+        wire.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for ContentDelta {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        let kind = value
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| D::Error::custom("content block delta without a string `type`"))?;
+        if !TYPED_DELTAS.contains(&kind) {
+            return Ok(Self::Other(value));
+        }
+        Ok(
+            match WireDelta::deserialize(value).map_err(D::Error::custom)? {
+                WireDelta::TextDelta { text } => Self::TextDelta { text },
+                WireDelta::InputJsonDelta { partial_json } => Self::InputJsonDelta { partial_json },
+                WireDelta::ThinkingDelta { thinking } => Self::ThinkingDelta { thinking },
+                WireDelta::SignatureDelta { signature } => Self::SignatureDelta { signature },
+                WireDelta::CitationsDelta { citation } => Self::CitationsDelta { citation },
+            },
+        )
+    }
 }
 
 /// The `delta` of a `message_delta` event.
@@ -96,7 +203,7 @@ pub enum StreamEvent {
         #[serde(default)]
         delta: MessageDeltaBody,
         #[serde(default)]
-        usage: Usage,
+        usage: UsageDelta,
     },
     MessageStop,
     Ping,

@@ -1,10 +1,13 @@
 //! Anthropic Messages API data types, shared by every gyre crate.
 //!
 //! This crate is serde only: it does no I/O and knows nothing of HTTP, tools or the
-//! loop. Every type round-trips through `serde_json` without losing what gyre reads,
-//! and tolerates what it does not know: unknown fields are ignored, unknown content
-//! block types are kept verbatim as [`ContentBlock::Unknown`], unknown stream events
-//! become [`StreamEvent::Unknown`], and unknown stop reasons are kept as strings.
+//! loop. Content round-trips through `serde_json` without losing anything the API sent:
+//! unknown content block types are kept verbatim as [`ContentBlock::Unknown`], fields of
+//! the modelled blocks that gyre does not read (a text block's `citations`, …) in the
+//! block's `extra`, and content deltas other than the typed ones whole as
+//! [`ContentDelta::Other`]. Elsewhere what gyre does not know is tolerated: unknown
+//! fields of messages and events are ignored, unknown stream events become
+//! [`StreamEvent::Unknown`], and unknown stop reasons are kept as strings.
 //!
 //! ```
 //! use gyre_protocol::{ContentBlock, Message, Role};
@@ -20,10 +23,12 @@ mod message;
 mod request;
 mod usage;
 
-pub use content::{CacheControl, ContentBlock, ImageSource, ToolResultContent, ToolResultPart};
+pub use content::{
+    CacheControl, ContentBlock, ExtraFields, ImageSource, ToolResultContent, ToolResultPart,
+};
 pub use event::{
     ContentDelta, ErrorDetail, ErrorResponse, MessageDeltaBody, MessageStart, StreamEvent,
 };
 pub use message::{AssistantResponse, Message, Role, StopReason};
 pub use request::{MessagesRequest, Metadata, SystemBlock, ThinkingConfig, ToolDefinition};
-pub use usage::Usage;
+pub use usage::{ServerToolUsage, Usage, UsageDelta};

@@ -14,6 +14,58 @@ pub struct Usage {
     pub cache_creation_input_tokens: u64,
     #[serde(default, deserialize_with = "zero_if_null")]
     pub cache_read_input_tokens: u64,
+    /// Requests made by server tools (web search, web fetch); left out when none were.
+    #[serde(
+        default,
+        deserialize_with = "default_if_null",
+        skip_serializing_if = "ServerToolUsage::is_zero"
+    )]
+    pub server_tool_use: ServerToolUsage,
+}
+
+/// The `server_tool_use` counters of a usage.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ServerToolUsage {
+    #[serde(default, deserialize_with = "zero_if_null")]
+    pub web_search_requests: u64,
+    #[serde(default, deserialize_with = "zero_if_null")]
+    pub web_fetch_requests: u64,
+}
+
+impl ServerToolUsage {
+    /// Whether no server tool was used.
+    #[must_use]
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+
+    fn add(&mut self, other: &Self) {
+        self.web_search_requests += other.web_search_requests;
+        self.web_fetch_requests += other.web_fetch_requests;
+    }
+}
+
+/// The `usage` of a `message_delta` event: cumulative totals of the fields it carries.
+/// `output_tokens` is always there; the API may add the input side and the server-tool
+/// counters. A field that is absent (or `null`) leaves the running value alone.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageDelta {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_creation_input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read_input_tokens: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_tool_use: Option<ServerToolUsage>,
+}
+
+fn default_if_null<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(
+    d: D,
+) -> Result<T, D::Error> {
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 fn zero_if_null<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
@@ -30,19 +82,31 @@ impl Usage {
             + self.output_tokens
     }
 
-    /// Applies a `message_delta` usage: its non-zero fields are cumulative and replace ours.
-    pub fn merge_delta(&mut self, delta: &Usage) {
-        if delta.input_tokens > 0 {
-            self.input_tokens = delta.input_tokens;
+    /// Applies a `message_delta` usage, field by field: each field the delta carries is a
+    /// cumulative total and replaces ours (the later value wins, zero included); the
+    /// fields it leaves out keep their value.
+    pub fn merge_delta(&mut self, delta: &UsageDelta) {
+        let UsageDelta {
+            input_tokens,
+            output_tokens,
+            cache_creation_input_tokens,
+            cache_read_input_tokens,
+            server_tool_use,
+        } = *delta;
+        if let Some(n) = input_tokens {
+            self.input_tokens = n;
         }
-        if delta.cache_creation_input_tokens > 0 {
-            self.cache_creation_input_tokens = delta.cache_creation_input_tokens;
+        if let Some(n) = output_tokens {
+            self.output_tokens = n;
         }
-        if delta.cache_read_input_tokens > 0 {
-            self.cache_read_input_tokens = delta.cache_read_input_tokens;
+        if let Some(n) = cache_creation_input_tokens {
+            self.cache_creation_input_tokens = n;
         }
-        if delta.output_tokens > 0 {
-            self.output_tokens = delta.output_tokens;
+        if let Some(n) = cache_read_input_tokens {
+            self.cache_read_input_tokens = n;
+        }
+        if let Some(counters) = server_tool_use {
+            self.server_tool_use = counters;
         }
     }
 
@@ -52,5 +116,6 @@ impl Usage {
         self.output_tokens += other.output_tokens;
         self.cache_creation_input_tokens += other.cache_creation_input_tokens;
         self.cache_read_input_tokens += other.cache_read_input_tokens;
+        self.server_tool_use.add(&other.server_tool_use);
     }
 }

@@ -1,9 +1,9 @@
 //! Serde round trips on realistic Messages API payloads.
 
 use gyre_protocol::{
-    AssistantResponse, CacheControl, ContentBlock, ContentDelta, ErrorResponse, Message,
-    MessagesRequest, Role, StopReason, StreamEvent, SystemBlock, ToolDefinition, ToolResultContent,
-    Usage,
+    AssistantResponse, CacheControl, ContentBlock, ContentDelta, ErrorResponse, ExtraFields,
+    Message, MessagesRequest, Role, ServerToolUsage, StopReason, StreamEvent, SystemBlock,
+    ToolDefinition, ToolResultContent, Usage, UsageDelta,
 };
 use serde_json::{Value, json};
 
@@ -72,25 +72,51 @@ fn stream_events_carry_the_fields_gyre_reads() {
         panic!("not message_delta")
     };
     assert_eq!(delta.stop_reason, Some(StopReason::ToolUse));
-    assert_eq!(usage.output_tokens, 89);
+    assert_eq!(usage.output_tokens, Some(89));
 }
 
 #[test]
-fn unknown_event_types_and_deltas_are_tolerated() {
+fn unknown_event_types_are_tolerated_and_unknown_deltas_kept() {
     let e: StreamEvent =
         serde_json::from_str(r#"{"type":"brand_new_event","payload":{"x":1}}"#).unwrap();
     assert_eq!(e, StreamEvent::Unknown);
     let d: StreamEvent = serde_json::from_str(
-        r#"{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{}}}"#,
+        r#"{"type":"content_block_delta","index":0,"delta":{"type":"citations_delta","citation":{"type":"char_location"}}}"#,
     )
     .unwrap();
     assert_eq!(
         d,
         StreamEvent::ContentBlockDelta {
             index: 0,
-            delta: ContentDelta::Unknown
+            delta: ContentDelta::CitationsDelta {
+                citation: json!({"type": "char_location"})
+            }
         }
     );
+    let raw = json!({"type":"compaction_delta","content":"Summary","encrypted_content":"e"});
+    let d: ContentDelta = serde_json::from_value(raw.clone()).unwrap();
+    assert_eq!(d, ContentDelta::Other(raw.clone()));
+    assert_eq!(d.kind(), "compaction_delta");
+    assert_eq!(serde_json::to_value(&d).unwrap(), raw);
+}
+
+#[test]
+fn fields_of_known_blocks_that_are_not_modelled_round_trip() {
+    let raw = json!({"type":"text","text":"Rust is fast.","citations":[
+        {"type":"web_search_result_location","url":"https://example.com","title":"E",
+         "encrypted_index":"Eo8B","cited_text":"Rust is fast"}]});
+    let block: ContentBlock = serde_json::from_value(raw.clone()).unwrap();
+    assert_eq!(block.kind(), "text");
+    let ContentBlock::Text { text, extra, .. } = &block else {
+        panic!("not text: {block:?}")
+    };
+    assert_eq!(text, "Rust is fast.");
+    assert_eq!(extra.len(), 1, "only `citations` is extra: {extra:?}");
+    assert_eq!(serde_json::to_value(&block).unwrap(), raw);
+    let tool =
+        json!({"type":"tool_use","id":"t","name":"Read","input":{},"caller":{"type":"direct"}});
+    let block: ContentBlock = serde_json::from_value(tool.clone()).unwrap();
+    assert_eq!(serde_json::to_value(&block).unwrap(), tool);
 }
 
 #[test]
@@ -102,12 +128,17 @@ fn unknown_content_blocks_are_kept_verbatim() {
 }
 
 #[test]
-fn unknown_fields_are_ignored() {
+fn unknown_message_fields_are_ignored_and_unknown_block_fields_kept() {
     let msg: Message = serde_json::from_str(
         r#"{"role":"assistant","content":[{"type":"text","text":"hi","citations":null,"extra":1}],"future":true}"#,
     )
     .unwrap();
-    assert_eq!(msg.content, vec![ContentBlock::text("hi")]);
+    assert_eq!(msg.content.len(), 1);
+    assert_eq!(msg.text(), "hi");
+    assert_eq!(
+        serde_json::to_value(&msg).unwrap(),
+        json!({"role":"assistant","content":[{"type":"text","text":"hi","citations":null,"extra":1}]})
+    );
 }
 
 #[test]
@@ -131,15 +162,14 @@ fn a_conversation_with_every_block_kind_round_trips() {
         Message::user_text("Read a.txt"),
         Message::assistant(vec![
             ContentBlock::thinking("plan", "sig=="),
-            ContentBlock::RedactedThinking {
-                data: "opaque".into(),
-            },
+            ContentBlock::redacted_thinking("opaque"),
             ContentBlock::text("Reading."),
             ContentBlock::ToolUse {
                 id: "toolu_1".into(),
                 name: "Read".into(),
                 input: json!({"file_path": "/a.txt"}),
                 cache_control: Some(CacheControl::ephemeral()),
+                extra: ExtraFields::new(),
             },
         ]),
         Message::user(vec![
@@ -163,6 +193,7 @@ fn a_conversation_with_every_block_kind_round_trips() {
             ContentBlock::Text {
                 text: "and then".into(),
                 cache_control: Some(CacheControl::ephemeral()),
+                extra: ExtraFields::new(),
             },
             ContentBlock::ToolResult {
                 tool_use_id: "toolu_3".into(),
@@ -260,13 +291,48 @@ fn usage_tolerates_nulls_and_merges_cumulative_deltas() {
     )
     .unwrap();
     assert_eq!(usage.cache_read_input_tokens, 0);
-    usage.merge_delta(&Usage {
-        output_tokens: 42,
-        ..Usage::default()
+    usage.merge_delta(&UsageDelta {
+        output_tokens: Some(42),
+        ..UsageDelta::default()
     });
     assert_eq!(usage.input_tokens, 100);
     assert_eq!(usage.output_tokens, 42);
     assert_eq!(usage.context_tokens(), 142);
+}
+
+#[test]
+fn message_delta_usage_replaces_the_fields_it_carries_zero_included() {
+    let mut usage: Usage = serde_json::from_str(
+        r#"{"input_tokens":100,"output_tokens":1,"cache_read_input_tokens":7,"cache_creation_input_tokens":3}"#,
+    )
+    .unwrap();
+    let delta: UsageDelta = serde_json::from_str(
+        r#"{"input_tokens":120,"cache_read_input_tokens":0,"output_tokens":50,
+            "server_tool_use":{"web_search_requests":2,"web_fetch_requests":1}}"#,
+    )
+    .unwrap();
+    usage.merge_delta(&delta);
+    assert_eq!(
+        usage,
+        Usage {
+            input_tokens: 120,
+            output_tokens: 50,
+            cache_creation_input_tokens: 3,
+            cache_read_input_tokens: 0,
+            server_tool_use: ServerToolUsage {
+                web_search_requests: 2,
+                web_fetch_requests: 1
+            },
+        }
+    );
+    let json = serde_json::to_value(usage).unwrap();
+    assert_eq!(json["server_tool_use"]["web_search_requests"], 2);
+    // Without server tools the field is left out, as before.
+    let plain = serde_json::to_value(Usage::default()).unwrap();
+    assert!(plain.get("server_tool_use").is_none(), "{plain}");
+    let mut total = usage;
+    total.add(&usage);
+    assert_eq!(total.server_tool_use.web_search_requests, 4);
 }
 
 #[test]

@@ -26,6 +26,16 @@ pub enum TestkitError {
         /// What serde found wrong, with the turn index (`turns[2]: …`) where it applies.
         error: serde_json::Error,
     },
+    /// A stream file has a line that is not an event.
+    #[error("invalid stream file {}:{line}: {message}", path.display())]
+    ParseEvents {
+        /// The file that was read.
+        path: PathBuf,
+        /// The 1-based line number.
+        line: usize,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A script given as a JSON string is not valid JSON or not a valid script.
     #[error("invalid script: {0}")]
     ParseScript(serde_json::Error),

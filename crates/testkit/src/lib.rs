@@ -117,6 +117,8 @@
 //! | `"error_event": {"after_events": 2, "error": {"type": "overloaded_error", "message": "Overloaded"}}` | after 2 events send `event: error` and end the stream (`error` defaults to that one) |
 //! | `"unknown_event_after": 2` | insert an event of type `testkit_unknown_event` after 2 events |
 //! | `"raw_sse": "event: message_start\ndata: {oops\n\n"` | send exactly this text as the body (status 200, `text/event-stream`) |
+//! | `"raw_events": [{"type": "message_start", …}, …]` | send these events instead of rendering `content`, each framed `event: <type>` + `data: <json>`, always as SSE; the other faults still apply (stream files: [`corpus`]) |
+//! | `"raw_events_file": "streams/web_search.jsonl"` | the same, read from a stream file (one event per line) relative to the script file's directory when loading it |
 //!
 //! ## HTTP error turns
 //!
@@ -140,6 +142,7 @@
 //! - Any other path is recorded and answered 404 `not_found_error`. Every response has a
 //!   `request-id: req_testkit_<request number>` header.
 
+pub mod corpus;
 mod error;
 mod render;
 mod script;

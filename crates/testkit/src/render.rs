@@ -221,6 +221,36 @@ fn message<'a>(
 /// Every SSE event of a response turn, in order, with `unknown_event_after` and
 /// `error_event` applied (cuts and stalls are applied while sending).
 pub(crate) fn stream_events(turn: &ResponseTurn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
+    let mut events = match &turn.raw_events {
+        Some(raw) => raw.iter().map(raw_event).collect(),
+        None => content_events(turn, ctx),
+    };
+    if let Some(at) = turn.unknown_event_after {
+        let data = format!(
+            r#"{{"type":"{UNKNOWN_EVENT}","note":"gyre-testkit: an event type clients must ignore"}}"#
+        );
+        events.insert(at.min(events.len()), frame(UNKNOWN_EVENT, &data));
+    }
+    if let Some(error_event) = &turn.error_event {
+        events.truncate(error_event.after_events);
+        events.push(event(&WireEvent::Error {
+            error: &error_event.error,
+        }));
+    }
+    events
+}
+
+/// A scripted event as it is: `event:` named by its `type` (checked by the script).
+fn raw_event(value: &Value) -> Bytes {
+    let name = value
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("unknown");
+    frame(name, &value.to_string())
+}
+
+/// The events of a turn's `content`.
+fn content_events(turn: &ResponseTurn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
     let chunk = turn.chunk_chars.unwrap_or(ctx.chunk_chars).max(1);
     let mut events = Vec::with_capacity(4 + turn.content.len() * 4);
     events.push(event(&WireEvent::MessageStart {
@@ -292,19 +322,6 @@ pub(crate) fn stream_events(turn: &ResponseTurn, ctx: &RenderContext<'_>) -> Vec
         usage: WireUsage::new(turn, turn.usage.output_tokens),
     }));
     events.push(event(&WireEvent::MessageStop));
-
-    if let Some(at) = turn.unknown_event_after {
-        let data = format!(
-            r#"{{"type":"{UNKNOWN_EVENT}","note":"gyre-testkit: an event type clients must ignore"}}"#
-        );
-        events.insert(at.min(events.len()), frame(UNKNOWN_EVENT, &data));
-    }
-    if let Some(error_event) = &turn.error_event {
-        events.truncate(error_event.after_events);
-        events.push(event(&WireEvent::Error {
-            error: &error_event.error,
-        }));
-    }
     events
 }
 

@@ -1,7 +1,7 @@
 //! The script: what the server answers, turn by turn. See the crate docs for the JSON format.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -111,7 +111,9 @@ impl FromStr for Script {
     type Err = TestkitError;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        serde_json::from_str(s).map_err(TestkitError::ParseScript)
+        let mut script: Self = serde_json::from_str(s).map_err(TestkitError::ParseScript)?;
+        script.load_event_files(Path::new("."))?;
+        Ok(script)
     }
 }
 
@@ -147,10 +149,31 @@ impl Script {
             path: path.to_owned(),
             error,
         })?;
-        serde_json::from_str(&text).map_err(|error| TestkitError::ParseScriptFile {
-            path: path.to_owned(),
-            error,
-        })
+        let mut script: Self =
+            serde_json::from_str(&text).map_err(|error| TestkitError::ParseScriptFile {
+                path: path.to_owned(),
+                error,
+            })?;
+        script.load_event_files(path.parent().unwrap_or_else(|| Path::new(".")))?;
+        Ok(script)
+    }
+
+    /// Loads every turn's `raw_events_file` (relative to `base`) into its `raw_events`.
+    /// [`Script::from_file`] and [`Script::from_json`] do this; a script deserialized
+    /// some other way needs it before it is served.
+    ///
+    /// # Errors
+    /// [`TestkitError::ReadScript`] or [`TestkitError::ParseEvents`] for the first file
+    /// that cannot be read or holds a line that is not an event.
+    pub fn load_event_files(&mut self, base: &Path) -> Result<(), TestkitError> {
+        for turn in &mut self.turns {
+            if let Turn::Response(r) = turn
+                && let Some(file) = r.raw_events_file.take()
+            {
+                r.raw_events = Some(crate::corpus::read_events(base.join(file))?);
+            }
+        }
+        Ok(())
     }
 
     /// Appends a turn.
@@ -193,7 +216,18 @@ impl Script {
     /// # Errors
     /// [`TestkitError::InvalidScript`] naming the first problem found.
     pub fn validate(&self) -> Result<(), TestkitError> {
-        self.check().map_err(TestkitError::InvalidScript)
+        self.check().map_err(TestkitError::InvalidScript)?;
+        let unloaded = self
+            .turns
+            .iter()
+            .position(|t| matches!(t, Turn::Response(r) if r.raw_events_file.is_some()));
+        match unloaded {
+            Some(i) => Err(TestkitError::InvalidScript(format!(
+                "turns[{i}]: raw_events_file was not loaded; read the script with \
+                 Script::from_file or Script::from_json, or call Script::load_event_files"
+            ))),
+            None => Ok(()),
+        }
     }
 
     fn check(&self) -> Result<(), String> {
@@ -289,6 +323,16 @@ impl Turn {
     pub fn raw_sse(sse: impl Into<String>) -> Self {
         Self::Response(ResponseTurn {
             raw_sse: Some(sse.into()),
+            ..ResponseTurn::default()
+        })
+    }
+
+    /// A response whose SSE events are exactly `events` (each a JSON object with a string
+    /// `type`), e.g. a stream file read with [`corpus::read_events`](crate::corpus::read_events).
+    #[must_use]
+    pub fn raw_events(events: impl IntoIterator<Item = Value>) -> Self {
+        Self::Response(ResponseTurn {
+            raw_events: Some(events.into_iter().collect()),
             ..ResponseTurn::default()
         })
     }
@@ -529,6 +573,17 @@ pub struct ResponseTurn {
     /// Send exactly this text as the body instead of rendering `content`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raw_sse: Option<String>,
+    /// Send these events, in order, instead of rendering `content`: each a JSON object
+    /// with a string `type`, framed `event: <type>\ndata: <json>\n\n` as it is (always
+    /// as SSE). Faults still apply; see [`corpus`](crate::corpus) for recorded-style
+    /// stream files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_events: Option<Vec<Value>>,
+    /// A stream file (one event per line, see [`corpus`](crate::corpus)) to load into
+    /// `raw_events` when the script is loaded: relative to the script file's directory
+    /// with [`Script::from_file`], to the working directory with [`Script::from_json`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raw_events_file: Option<PathBuf>,
 }
 
 impl ResponseTurn {
@@ -551,6 +606,22 @@ impl ResponseTurn {
     fn check(&self) -> Result<(), String> {
         if self.chunk_chars == Some(0) {
             return Err("chunk_chars must be at least 1".to_owned());
+        }
+        let raw_events = self.raw_events.is_some() || self.raw_events_file.is_some();
+        if raw_events && (!self.content.is_empty() || self.raw_sse.is_some()) {
+            return Err("`raw_events` replaces `content` and `raw_sse`: give only one".into());
+        }
+        if self.raw_events.is_some() && self.raw_events_file.is_some() {
+            return Err("give `raw_events` or `raw_events_file`, not both".into());
+        }
+        if let Some(events) = &self.raw_events {
+            for (i, event) in events.iter().enumerate() {
+                if event.get("type").and_then(Value::as_str).is_none() {
+                    return Err(format!(
+                        "raw_events[{i}]: an event must be a JSON object with a string `type`"
+                    ));
+                }
+            }
         }
         for (i, block) in self.content.iter().enumerate() {
             if let Block::ToolUse {

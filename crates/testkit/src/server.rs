@@ -636,7 +636,7 @@ async fn respond(
     };
     let mut response = if let Some(raw) = &turn.raw_sse {
         sse_response(full(raw.clone()))
-    } else if probe.stream == Some(false) {
+    } else if probe.stream == Some(false) && turn.raw_events.is_none() {
         json_response(200, render::message_json(turn, &ctx))
     } else {
         let playback = Playback::new(turn, render::stream_events(turn, &ctx));

@@ -25,6 +25,7 @@ fn full_turn() -> Turn {
         output_tokens: 90,
         cache_read_input_tokens: 1000,
         cache_creation_input_tokens: 20,
+        ..Usage::default()
     })
 }
 
@@ -85,8 +86,8 @@ async fn thinking_text_and_two_tools_stream_in_api_order() {
         Some(StopReason::ToolUse),
         "tool_use is the default with tools"
     );
-    assert_eq!(usage.output_tokens, 90);
-    assert_eq!(usage.cache_creation_input_tokens, 20);
+    assert_eq!(usage.output_tokens, Some(90));
+    assert_eq!(usage.cache_creation_input_tokens, Some(20));
 
     // Reassemble the blocks from the deltas the way a client would.
     let mut blocks: Vec<(ContentBlock, String)> = Vec::new();
@@ -212,9 +213,7 @@ async fn stop_reason_and_redacted_thinking_are_sent_as_scripted() {
     let parsed = stream_events(&events);
     assert!(parsed.contains(&StreamEvent::ContentBlockStart {
         index: 0,
-        content_block: ContentBlock::RedactedThinking {
-            data: "opaque".into()
-        },
+        content_block: ContentBlock::redacted_thinking("opaque"),
     }));
     let StreamEvent::MessageDelta { delta, .. } = &parsed[parsed.len() - 2] else {
         panic!()
@@ -267,4 +266,76 @@ async fn response_turn_headers_are_sent() {
     let response = post(&server.url(), &body(true)).await;
     assert_eq!(response.headers()["x-custom"], "1");
     assert_eq!(response.headers()["request-id"], "req_testkit_0");
+}
+
+#[tokio::test]
+async fn raw_events_are_sent_as_they_are_and_faults_still_apply() {
+    let events =
+        gyre_testkit::corpus::read_events(gyre_testkit::corpus::dir().join("web_search.jsonl"))
+            .unwrap();
+    let server = TestServer::start(Script::new([
+        Turn::raw_events(events.clone()),
+        Turn::raw_events(events.clone())
+            .cut_after(3)
+            .with_cut_mode(gyre_testkit::CutMode::Eof),
+    ]))
+    .await
+    .unwrap();
+    // Sent as SSE even to a request that asks for a whole message.
+    let text = post(&server.url(), &body(false))
+        .await
+        .text()
+        .await
+        .unwrap();
+    let sent = parse_sse(&text);
+    assert_eq!(sent.len(), events.len());
+    for ((name, data), event) in sent.iter().zip(&events) {
+        assert_eq!(name, event["type"].as_str().unwrap());
+        assert_eq!(data, event);
+    }
+    let text = post(&server.url(), &body(true)).await.text().await.unwrap();
+    assert_eq!(parse_sse(&text).len(), 3);
+}
+
+#[test]
+fn raw_events_file_is_read_next_to_the_script() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("streams")).unwrap();
+    std::fs::copy(
+        gyre_testkit::corpus::dir().join("mcp.jsonl"),
+        dir.path().join("streams/mcp.jsonl"),
+    )
+    .unwrap();
+    let script_path = dir.path().join("script.json");
+    std::fs::write(
+        &script_path,
+        r#"{"turns": [{"raw_events_file": "streams/mcp.jsonl"}]}"#,
+    )
+    .unwrap();
+    let script = Script::from_file(&script_path).unwrap();
+    let Turn::Response(turn) = &script.turns[0] else {
+        panic!()
+    };
+    assert_eq!(
+        turn.raw_events.as_ref().unwrap()[0]["message"]["id"],
+        "msg_corpus_mcp"
+    );
+    script.validate().unwrap();
+
+    std::fs::write(
+        dir.path().join("streams/bad.jsonl"),
+        "{\"type\":\"ping\"}\nnope\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &script_path,
+        r#"{"turns": [{"raw_events_file": "streams/bad.jsonl"}]}"#,
+    )
+    .unwrap();
+    let err = Script::from_file(&script_path).unwrap_err().to_string();
+    assert!(err.contains("bad.jsonl:2"), "{err}");
+
+    let both = r#"{"turns": [{"raw_events_file": "x.jsonl", "content": [{"type": "text", "text": "x"}]}]}"#;
+    let err = Script::from_json(both).unwrap_err().to_string();
+    assert!(err.contains("give only one"), "{err}");
 }

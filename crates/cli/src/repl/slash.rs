@@ -145,6 +145,7 @@ mod tests {
             output_tokens: 80,
             cache_creation_input_tokens: 0,
             cache_read_input_tokens: 1000,
+            ..Usage::default()
         };
         insta::assert_snapshot!(cost_report(0.01234, &usage, 1250, 125_000));
     }
