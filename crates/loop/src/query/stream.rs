@@ -415,10 +415,9 @@ mod tests {
         let mut p = params(Arc::clone(&model));
         p.fallback_model = Some("small-model".into());
         p.messages
-            .push(Message::assistant(vec![ContentBlock::Thinking {
-                thinking: "hmm".into(),
-                signature: "sig".into(),
-            }]));
+            .push(Message::assistant(vec![ContentBlock::thinking(
+                "hmm", "sig",
+            )]));
         let mut run = QueryRun::new(p);
         let request = run.request(run.state.messages.clone());
         let emitter = run.events.clone();
