@@ -56,11 +56,19 @@ fn changed_message(path: &Path, now: &Path) -> String {
 /// Opens `path` (resolved, as checked) for reading, and makes sure the file opened is the
 /// one at `path`: a symlink swapped into any component after the check is refused, so
 /// what was judged is what is read.
+///
+/// Only regular files and directories are opened: a FIFO would block the open and every
+/// read forever, a device (`/dev/zero`) never ends. The type is checked before the open
+/// (so a device's open has no side effect) and again on the open descriptor (so one
+/// swapped in between is caught); the open itself does not block (`O_NONBLOCK`).
 pub(crate) fn open_as_checked(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
+    if let Ok(metadata) = std::fs::symlink_metadata(path) {
+        refuse_special(path, &metadata)?;
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
@@ -69,14 +77,52 @@ pub(crate) fn open_as_checked(path: &Path) -> std::io::Result<std::fs::File> {
                 e
             }
         })?;
+    refuse_special(path, &file.metadata()?)?;
     verify_opened(&file, path)?;
     Ok(file)
 }
 
-/// The content of `path` (resolved, as checked), read through [`open_as_checked`].
-pub(crate) fn read_as_checked(path: &Path) -> std::io::Result<Vec<u8>> {
+/// An error for anything but a regular file or a directory, saying what it is.
+pub(crate) fn refuse_special(path: &Path, metadata: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let kind = metadata.file_type();
+    let what = if kind.is_file() || kind.is_dir() {
+        return Ok(());
+    } else if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} is {what}; only regular files can be read, edited or written. Use Bash if you really mean to use it.",
+            path.display()
+        ),
+    ))
+}
+
+/// The content of `path` (resolved, as checked), read through [`open_as_checked`]: at
+/// most `max` bytes, more is an error (a file that grows without end cannot fill memory).
+pub(crate) fn read_as_checked(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let file = open_as_checked(path)?;
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut open_as_checked(path)?, &mut bytes)?;
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file, max.saturating_add(1)),
+        &mut bytes,
+    )?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("{} is larger than {max} bytes", path.display()),
+        ));
+    }
     Ok(bytes)
 }
 

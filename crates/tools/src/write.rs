@@ -16,6 +16,10 @@ pub const NOT_READ_MESSAGE: &str =
 /// "File has been modified since read…" (Claude Code's Edit and Write).
 pub const MODIFIED_MESSAGE: &str = "File has been modified since read, either by the user or by a linter. Read it again before attempting to write it.";
 
+/// The largest file Edit or Write reads back to compare with what was read (Claude
+/// Code's Edit refuses files over 1 GiB).
+pub const MAX_EDIT_FILE_BYTES: u64 = 1024 * 1024 * 1024;
+
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteTool;
 
@@ -102,12 +106,17 @@ fn write_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
                 path.display()
             ));
         }
-        Ok(m) => Some(m),
+        Ok(m) => {
+            if let Err(e) = crate::paths::refuse_special(path, &m) {
+                return ToolOutput::tool_use_error(e);
+            }
+            Some(m)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return ToolOutput::error(format!("Cannot write {}: {e}", path.display())),
     };
     if let Some(metadata) = &existing {
-        let current = match crate::paths::read_as_checked(path) {
+        let current = match crate::paths::read_as_checked(path, MAX_EDIT_FILE_BYTES) {
             Ok(b) => b,
             Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
         };
