@@ -199,6 +199,13 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
     let mut builder = walk_builder(&root, ctx.hidden.as_ref());
     if let Some(glob) = input.glob.as_deref().filter(|g| !g.trim().is_empty()) {
         let mut overrides = OverrideBuilder::new(&root);
+        if glob.len() > crate::glob::MAX_PATTERN_BYTES {
+            return ToolOutput::tool_use_error(format_args!(
+                "glob is {} bytes long; the limit is {}. Use a shorter glob or a directory as `path`.",
+                glob.len(),
+                crate::glob::MAX_PATTERN_BYTES
+            ));
+        }
         for pattern in split_globs(glob) {
             if let Err(e) = overrides.add(&pattern) {
                 return ToolOutput::tool_use_error(format_args!(
