@@ -202,7 +202,7 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
             &mut output,
         )
         .await?;
-        last_error = result.is_error;
+        last_error = result.is_error || session.transcript_health.failure().is_some();
     } else {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         std::thread::spawn(move || {
@@ -222,6 +222,12 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
             )
             .await?;
             last_error = result.is_error;
+            // A session that cannot be recorded stops: its failure was reported on
+            // stderr when it happened.
+            if session.transcript_health.failure().is_some() {
+                last_error = true;
+                break;
+            }
             if matches!(
                 result.terminal.reason,
                 TerminalReason::AbortedStreaming | TerminalReason::AbortedTools
