@@ -63,7 +63,14 @@ fn main() -> ExitCode {
             "gyre: warning: {flag} is accepted for compatibility but not supported yet; ignored"
         );
     }
-    match run(&cli) {
+    // Orphans of tool processes (a `setsid` child whose shell exited) reparent to gyre,
+    // so a timeout, an abort or the end of the session can still kill them.
+    if let Err(e) = gyre_tools::process_tree::become_subreaper() {
+        eprintln!("gyre: warning: cannot adopt orphaned tool processes ({e})");
+    }
+    let outcome = run(&cli);
+    gyre_tools::process_tree::kill_left_running();
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             let text = format!("{e:#}");
