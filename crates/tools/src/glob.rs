@@ -154,10 +154,12 @@ pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf
                 path.strip_prefix(&base)
                     .is_ok_and(|rel| matcher.is_match(rel))
             };
-            matched.then(|| {
-                let mtime = entry.metadata().ok().and_then(|m| m.modified().ok());
-                (path.to_path_buf(), mtime)
-            })
+            if !matched {
+                return None;
+            }
+            // Listed only if it is where the walk found it (see `collect_files`).
+            let metadata = crate::paths::metadata_as_checked(path).ok()?;
+            Some((path.to_path_buf(), metadata.modified().ok()))
         },
     );
     hits.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));

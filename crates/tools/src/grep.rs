@@ -338,15 +338,17 @@ fn search_file(search: &Search<'_>, searcher: &mut Searcher, path: &Path) -> Opt
         count: 0,
         lines: Vec::new(),
     };
-    // Unreadable files are skipped, as ripgrep skips them with a warning.
+    // Unreadable files are skipped, as ripgrep skips them with a warning; so is a file
+    // that is not where the walk found it (a directory swapped for a symlink).
+    let file = crate::paths::open_as_checked(path).ok()?;
     searcher
-        .search_path(&search.matcher, path, &mut sink)
+        .search_file(&search.matcher, &file, &mut sink)
         .ok()?;
     if sink.count == 0 {
         return None;
     }
     let mtime = match search.mode {
-        OutputMode::FilesWithMatches => std::fs::metadata(path).and_then(|m| m.modified()).ok(),
+        OutputMode::FilesWithMatches => file.metadata().and_then(|m| m.modified()).ok(),
         OutputMode::Content | OutputMode::Count => None,
     };
     Some(FileHits {

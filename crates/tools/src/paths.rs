@@ -126,12 +126,64 @@ pub(crate) fn read_as_checked(path: &Path, max: u64) -> std::io::Result<Vec<u8>>
     Ok(bytes)
 }
 
+/// The metadata of `path` (found by a directory walk), from a descriptor checked to be
+/// at `path`: a directory swapped for a symlink while the walk ran leads elsewhere and
+/// is refused, so nothing outside the walk's root is listed or searched. Needs no read
+/// permission (`O_PATH`).
+pub(crate) fn metadata_as_checked(path: &Path) -> std::io::Result<std::fs::Metadata> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = libc::O_PATH | libc::O_NOFOLLOW;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)?;
+    verify_opened(&file, path)?;
+    file.metadata()
+}
+
+/// Creates `dir` (resolved, as checked) and its missing parents, each one relative to a
+/// descriptor of its parent: the deepest existing ancestor is opened and checked to be
+/// where it should be, and every step below it names one component, never followed if
+/// it is a symlink. A directory swapped for a symlink meanwhile cannot make them land
+/// outside.
+pub(crate) fn create_dir_all_as_checked(dir: &Path) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut existing = dir;
+    let mut missing = Vec::new();
+    while std::fs::symlink_metadata(existing).is_err() {
+        let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
+            break;
+        };
+        missing.push(name);
+        existing = parent;
+    }
+    let mut fd = rustix::fs::open(existing, flags, Mode::empty()).map_err(|e| {
+        if e == rustix::io::Errno::LOOP {
+            std::io::Error::other(changed_message(existing, Path::new("a symlink")))
+        } else {
+            e.into()
+        }
+    })?;
+    verify_opened(&fd, existing)?;
+    for name in missing.into_iter().rev() {
+        match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        fd = rustix::fs::openat(&fd, name, flags, Mode::empty())?;
+    }
+    Ok(())
+}
+
 /// Whether the open `file` really is `path` (Linux: `/proc/self/fd`; elsewhere the
 /// `O_NOFOLLOW` open is the only guard).
-pub(crate) fn verify_opened(file: &std::fs::File, path: &Path) -> std::io::Result<()> {
+pub(crate) fn verify_opened(file: &impl std::os::fd::AsRawFd, path: &Path) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
-        use std::os::fd::AsRawFd as _;
         if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
             && real != path
         {
