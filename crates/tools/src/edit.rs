@@ -257,7 +257,7 @@ fn with_quote_style_of(actual: &str, new: &str) -> String {
 
 fn create_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
     if let Some(parent) = path.parent()
-        && let Err(e) = std::fs::create_dir_all(parent)
+        && let Err(e) = crate::paths::create_dir_all_as_checked(parent)
     {
         return ToolOutput::error(format!("Cannot create {}: {e}", parent.display()));
     }
