@@ -192,22 +192,20 @@ fn snapshot() -> Vec<ProcStat> {
 fn members(trees: &[ProcessTree], all: &[ProcStat]) -> Vec<ProcStat> {
     let me = rustix::process::getpid().as_raw_nonzero().get();
     let my_session = all.iter().find(|p| p.pid == me).map(|p| p.session);
-    let earliest = trees.iter().map(|t| t.started).min().unwrap_or(u64::MAX);
-    let roots: Vec<i32> = trees
-        .iter()
-        .map(|t| t.root.as_raw_nonzero().get())
-        .collect();
-    let mut member: Vec<bool> = all
-        .iter()
-        .map(|p| {
-            p.pid != me
-                && (roots.contains(&p.pgrp)
-                    || roots.contains(&p.pid)
-                    || (p.ppid == me
-                        && my_session.is_some_and(|s| s != p.session)
-                        && p.started >= earliest))
+    // Pids are recycled: the shell counts only with its own start time, a group member
+    // only if it started after the shell and stayed in gyre's session (as the shell's
+    // group does), an orphan only if it started after the shell.
+    let in_tree = |p: &ProcStat| {
+        trees.iter().any(|t| {
+            let root = t.root.as_raw_nonzero().get();
+            let after = p.started >= t.started;
+            let in_my_session = my_session.is_some_and(|s| s == p.session);
+            (p.pid == root && p.started == t.started)
+                || (p.pgrp == root && after && in_my_session)
+                || (p.ppid == me && after && my_session.is_some() && !in_my_session)
         })
-        .collect();
+    };
+    let mut member: Vec<bool> = all.iter().map(|p| p.pid != me && in_tree(p)).collect();
     // Descendants of members, to a fixed point (a chain is at most as long as `all`).
     loop {
         let pids: Vec<i32> = all
