@@ -77,3 +77,50 @@ fn setsid_children_die_with_the_bash_timeout_and_background_jobs_with_the_sessio
     }
     assert!(left.is_empty(), "still running: {left:?}");
 }
+
+#[test]
+fn an_interrupted_bash_call_leaves_no_setsid_child_behind() {
+    let command = "setsid sleep 2718.1 & (setsid sleep 2718.2 &); sleep 2718.3";
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": command})),
+        Turn::text("done"),
+    ]))
+    .unwrap();
+    let pattern = "sleep 2718[.]";
+    assert!(running(pattern).is_empty(), "left over from an earlier run");
+    let mut child = sandbox
+        .gyre(&server)
+        .unwrap()
+        .args([
+            "-p",
+            "start things",
+            "--permission-mode",
+            "bypassPermissions",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Ctrl+C once all three sleeps run.
+    let started = Instant::now();
+    while running(pattern).len() < 3 {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "the command never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let status = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let code = child.wait().unwrap().code();
+    assert_eq!(code, Some(130));
+    let left = survivors(pattern);
+    if !left.is_empty() {
+        let _ = Command::new("kill").arg("-9").args(&left).status();
+    }
+    assert!(left.is_empty(), "still running: {left:?}");
+}
