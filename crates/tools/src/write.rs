@@ -185,18 +185,25 @@ pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
         // New files are 0644 less nothing: a 0600 source file would surprise.
         Ok(_) | Err(_) => Mode::from_raw_mode(0o644),
     };
-    let temp = TempFile::create(&dirfd)?;
-    let written = (|| {
-        let mut file = std::fs::File::from(temp.fd.try_clone()?);
-        file.write_all(bytes)?;
-        file.flush()?;
-        rustix::fs::fchmod(&file, permissions)?;
-        temp.persist(&dirfd, name)
-    })();
-    if written.is_err() {
-        temp.discard(&dirfd);
+    let write_via = |temp: &TempFile| {
+        let written = (|| {
+            let mut file = std::fs::File::from(temp.fd.try_clone()?);
+            file.write_all(bytes)?;
+            file.flush()?;
+            rustix::fs::fchmod(&file, permissions)?;
+            temp.persist(&dirfd, name)
+        })();
+        if written.is_err() {
+            temp.discard(&dirfd);
+        }
+        written
+    };
+    let temp = TempFile::create(&dirfd, true)?;
+    match write_via(&temp) {
+        // An unnamed file that could not be given a name: once more with a named one.
+        Err(_) if temp.name.is_none() => write_via(&TempFile::create(&dirfd, false)?),
+        done => done,
     }
-    written
 }
 
 /// A temp file being written in a directory (by descriptor).
@@ -210,12 +217,16 @@ struct TempFile {
 const TEMP_PREFIX: &str = ".gyre-write-";
 
 impl TempFile {
-    fn create(dirfd: &std::os::fd::OwnedFd) -> std::io::Result<Self> {
+    /// A new temp file in `dirfd`, unnamed if `unnamed` and the system can.
+    fn create(dirfd: &std::os::fd::OwnedFd, unnamed: bool) -> std::io::Result<Self> {
         use rustix::fs::{Mode, OFlags};
         let private = Mode::from_raw_mode(0o600);
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let _ = unnamed;
         // An unnamed file is named at the end through /proc/self/fd.
         #[cfg(any(target_os = "linux", target_os = "android"))]
-        if Path::new("/proc/self/fd").is_dir()
+        if unnamed
+            && Path::new("/proc/self/fd").is_dir()
             && let Ok(fd) = rustix::fs::openat(
                 dirfd,
                 ".",
