@@ -274,3 +274,34 @@ pub fn pairing_problems(messages: &Value) -> Vec<String> {
     }
     problems
 }
+
+/// Runs `cmd` to completion while another thread calls `race` over and over (a file
+/// swapper, say); returns what the run printed and how many times `race` ran.
+///
+/// # Errors
+/// When the command cannot be started.
+pub fn run_racing(
+    cmd: &mut Command,
+    mut race: impl FnMut() + Send + 'static,
+) -> Result<(Run, u64)> {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = Arc::new(AtomicBool::new(false));
+    let racer = {
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut rounds = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                race();
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    let out = run(cmd);
+    stop.store(true, Ordering::Relaxed);
+    let rounds = racer
+        .join()
+        .map_err(|_| anyhow::anyhow!("the racing thread panicked"))?;
+    Ok((out?, rounds))
+}

@@ -1,74 +1,171 @@
 //! Server-sent events: bytes on the wire to [`StreamEvent`]s and back.
 
-use bytes::Bytes;
-use eventsource_stream::{EventStreamError, Eventsource};
+use bytes::{Buf as _, Bytes, BytesMut};
 use futures::{Stream, StreamExt};
 use gyre_protocol::StreamEvent;
 
 use crate::ApiError;
+
+/// The longest SSE line accepted, and the most `data` one event may carry. The API's
+/// events are a few KB; a server that sends more is broken or hostile, and without a
+/// bound one endless line would take all memory.
+pub const MAX_SSE_LINE_BYTES: usize = 32 * 1024 * 1024;
 
 /// Decodes a byte stream of `text/event-stream` into Messages API events.
 ///
 /// Each SSE event's `data` is one JSON event; its `type` field (not the SSE `event:`
 /// line) decides what it is. Events with empty data are skipped; unknown event types
 /// become [`StreamEvent::Unknown`]. A transport error ends the stream with that error,
-/// malformed data with [`ApiError::InvalidResponse`].
+/// malformed data with [`ApiError::InvalidResponse`], and so does a line or an event
+/// over [`MAX_SSE_LINE_BYTES`] — not retried: the same request would get the same answer.
+///
+/// Parsing is linear in the bytes received however the network chunks them: each byte
+/// is looked at once when searching for the end of its line.
 pub fn sse_events<S, B, E>(bytes: S) -> impl Stream<Item = Result<StreamEvent, ApiError>> + Send
 where
     S: Stream<Item = Result<B, E>> + Send,
     B: Into<Bytes> + Send,
     E: Into<ApiError> + Send,
 {
-    // eventsource-stream re-copies its whole buffer after every line it consumes, which is
-    // quadratic in the chunk size; handing it one line at a time (zero-copy slices) keeps
-    // parsing linear however large the network's chunks are.
-    let lines = bytes.flat_map(|item| {
-        futures::stream::iter(match item {
-            Ok(chunk) => split_lines(chunk.into())
-                .into_iter()
-                .map(Ok)
-                .collect::<Vec<_>>(),
-            Err(e) => vec![Err(e)],
-        })
-    });
-    lines.eventsource().filter_map(|item| async move {
-        match item {
-            Ok(event) if event.data.is_empty() => None,
-            Ok(event) => Some(
-                serde_json::from_str::<StreamEvent>(&event.data).map_err(|e| {
-                    ApiError::InvalidResponse {
-                        message: format!(
-                            "could not parse SSE event `{}`: {e}",
-                            if event.event.is_empty() {
-                                "message"
-                            } else {
-                                &event.event
-                            }
-                        ),
-                    }
-                }),
-            ),
-            Err(EventStreamError::Transport(e)) => Some(Err(e.into())),
-            Err(EventStreamError::Utf8(e)) => Some(Err(ApiError::InvalidResponse {
-                message: format!("event stream is not UTF-8: {e}"),
-            })),
-            Err(EventStreamError::Parser(e)) => Some(Err(ApiError::InvalidResponse {
-                message: format!("event stream could not be parsed: {e}"),
-            })),
-        }
+    let mut decoder = SseDecoder::default();
+    let mut failed = false;
+    bytes.flat_map(move |item| {
+        let out: Vec<Result<StreamEvent, ApiError>> = if failed {
+            Vec::new()
+        } else {
+            match item {
+                Ok(chunk) => decoder.feed(&chunk.into()),
+                Err(e) => vec![Err(e.into())],
+            }
+        };
+        failed |= out.iter().any(Result::is_err);
+        futures::stream::iter(out)
     })
 }
 
-/// Splits a chunk after each `\n`, without copying.
-fn split_lines(mut chunk: Bytes) -> Vec<Bytes> {
-    let mut out = Vec::new();
-    while let Some(pos) = chunk.iter().position(|b| *b == b'\n') {
-        out.push(chunk.split_to(pos + 1));
+/// The SSE framing state between chunks: the unfinished line, and the event's fields
+/// so far.
+#[derive(Debug, Default)]
+struct SseDecoder {
+    /// Bytes of the line not yet ended.
+    line: BytesMut,
+    /// The `event:` field of the event being read.
+    event: String,
+    /// Its `data:` lines, joined with `\n`.
+    data: Vec<u8>,
+    has_data: bool,
+}
+
+impl SseDecoder {
+    /// Takes one chunk; returns the events it completed (parsed) and any error.
+    fn feed(&mut self, mut chunk: &[u8]) -> Vec<Result<StreamEvent, ApiError>> {
+        let mut out = Vec::new();
+        while !chunk.is_empty() {
+            let Some(end) = chunk.iter().position(|&b| b == b'\n') else {
+                if self.line.len() + chunk.len() > MAX_SSE_LINE_BYTES {
+                    out.push(Err(too_large("a line")));
+                    return out;
+                }
+                self.line.extend_from_slice(chunk);
+                break;
+            };
+            // The line's start from earlier chunks, if any, taken out so the fields can
+            // be updated while it is read (and put back to keep its allocation).
+            let mut joined = std::mem::take(&mut self.line);
+            let line_bytes = if joined.is_empty() {
+                &chunk[..end]
+            } else {
+                if joined.len() + end > MAX_SSE_LINE_BYTES {
+                    out.push(Err(too_large("a line")));
+                    return out;
+                }
+                joined.extend_from_slice(&chunk[..end]);
+                &joined[..]
+            };
+            let line = line_bytes.strip_suffix(b"\r").unwrap_or(line_bytes);
+            let result = if line.is_empty() {
+                self.dispatch()
+            } else {
+                self.field(line).map(|()| None)
+            };
+            joined.clear();
+            self.line = joined;
+            chunk = &chunk[end + 1..];
+            match result {
+                Ok(Some(event)) => out.push(Ok(event)),
+                Ok(None) => {}
+                Err(e) => {
+                    out.push(Err(e));
+                    return out;
+                }
+            }
+        }
+        out
     }
-    if !chunk.is_empty() {
-        out.push(chunk);
+
+    /// One `name: value` line of the event being read.
+    fn field(&mut self, line: &[u8]) -> Result<(), ApiError> {
+        if line.starts_with(b":") {
+            return Ok(()); // a comment
+        }
+        let (name, value) = match line.iter().position(|&b| b == b':') {
+            Some(i) => {
+                let mut value = &line[i + 1..];
+                if value.first() == Some(&b' ') {
+                    value.advance(1);
+                }
+                (&line[..i], value)
+            }
+            None => (line, &b""[..]),
+        };
+        match name {
+            b"data" => {
+                if self.data.len() + value.len() + 1 > MAX_SSE_LINE_BYTES {
+                    return Err(too_large("an event"));
+                }
+                if self.has_data {
+                    self.data.push(b'\n');
+                }
+                self.data.extend_from_slice(value);
+                self.has_data = true;
+            }
+            b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
+            // `id` and `retry` steer reconnection, which a Messages stream never does.
+            _ => {}
+        }
+        Ok(())
     }
-    out
+
+    /// The blank line that ends an event: parses its data (an event without data is
+    /// skipped).
+    fn dispatch(&mut self) -> Result<Option<StreamEvent>, ApiError> {
+        let event = std::mem::take(&mut self.event);
+        let data = std::mem::take(&mut self.data);
+        let has_data = std::mem::replace(&mut self.has_data, false);
+        if !has_data || data.is_empty() {
+            return Ok(None);
+        }
+        let data = std::str::from_utf8(&data).map_err(|e| ApiError::InvalidResponse {
+            message: format!("event stream is not UTF-8: {e}"),
+        })?;
+        serde_json::from_str::<StreamEvent>(data)
+            .map(Some)
+            .map_err(|e| ApiError::InvalidResponse {
+                message: format!(
+                    "could not parse SSE event `{}`: {e}",
+                    if event.is_empty() { "message" } else { &event }
+                ),
+            })
+    }
+}
+
+fn too_large(what: &str) -> ApiError {
+    ApiError::InvalidResponse {
+        message: format!(
+            "the event stream sent {what} over {} MiB; gave up on this response",
+            MAX_SSE_LINE_BYTES / (1024 * 1024)
+        ),
+    }
 }
 
 /// Writes one event as the API sends it: `event: <type>\ndata: <json>\n\n`.
@@ -79,8 +176,7 @@ pub fn encode_sse(event: &StreamEvent) -> String {
 }
 
 /// Splits recorded SSE text into chunks of at most `chunk` bytes (on char boundaries),
-/// the way a network would deliver it. Feeding [`sse_events`] moderate chunks keeps its
-/// line parser linear.
+/// the way a network would deliver it.
 #[must_use]
 pub fn chunk_text(text: &str, chunk: usize) -> Vec<Bytes> {
     let chunk = chunk.max(4);
@@ -157,13 +253,48 @@ mod tests {
         assert_eq!(out, vec![Ok(ev)]);
     }
 
-    #[test]
-    fn lines_split_after_newlines() {
-        let parts = split_lines(Bytes::from_static(b"a\nbc\r\n\nd"));
-        assert_eq!(
-            parts,
-            vec![&b"a\n"[..], &b"bc\r\n"[..], &b"\n"[..], &b"d"[..]]
-        );
+    async fn chunked(text: &str, chunk: usize) -> Vec<Result<StreamEvent, ApiError>> {
+        let chunks: Vec<Result<Bytes, Infallible>> =
+            chunk_text(text, chunk).into_iter().map(Ok).collect();
+        sse_events(futures::stream::iter(chunks)).collect().await
+    }
+
+    #[tokio::test]
+    async fn a_16_mib_line_in_small_chunks_is_decoded() {
+        let text = "x".repeat(16 * 1024 * 1024);
+        let ev = StreamEvent::ContentBlockDelta {
+            index: 0,
+            delta: ContentDelta::TextDelta {
+                text: text.as_str().into(),
+            },
+        };
+        // 4 KiB chunks: 4096 of them; a parser that rescans its buffer per chunk would
+        // look at 32 GiB here.
+        let out = chunked(&encode_sse(&ev), 4096).await;
+        assert_eq!(out, vec![Ok(ev)]);
+    }
+
+    #[tokio::test]
+    async fn a_line_over_the_limit_ends_the_stream_with_a_clear_error() {
+        let mut text = String::from("event: content_block_delta\ndata: ");
+        text.push_str(&"x".repeat(MAX_SSE_LINE_BYTES + 10));
+        text.push_str("\n\nevent: ping\ndata: {\"type\":\"ping\"}\n\n");
+        let out = chunked(&text, 1024 * 1024).await;
+        assert_eq!(out.len(), 1, "nothing after the error");
+        let Err(ApiError::InvalidResponse { message }) = &out[0] else {
+            panic!("{out:?}");
+        };
+        assert!(message.contains("a line over 32 MiB"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn data_lines_join_with_newlines_and_crlf_endings_are_accepted() {
+        let out = chunked(
+            "event: x\r\ndata: {\"type\":\r\ndata:\"ping\"}\r\n\r\nid: 3\nretry: 5\n\n",
+            3,
+        )
+        .await;
+        assert_eq!(out, vec![Ok(StreamEvent::Ping)]);
     }
 
     #[test]

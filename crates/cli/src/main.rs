@@ -63,7 +63,14 @@ fn main() -> ExitCode {
             "gyre: warning: {flag} is accepted for compatibility but not supported yet; ignored"
         );
     }
-    match run(&cli) {
+    // Orphans of tool processes (a `setsid` child whose shell exited) reparent to gyre,
+    // so a timeout, an abort or the end of the session can still kill them.
+    if let Err(e) = gyre_tools::process_tree::become_subreaper() {
+        eprintln!("gyre: warning: cannot adopt orphaned tool processes ({e})");
+    }
+    let outcome = run(&cli);
+    gyre_tools::process_tree::kill_left_running();
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             let text = format!("{e:#}");
@@ -202,7 +209,7 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
             &mut output,
         )
         .await?;
-        last_error = result.is_error;
+        last_error = result.is_error || session.transcript_health.failure().is_some();
     } else {
         let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
         std::thread::spawn(move || {
@@ -222,6 +229,12 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
             )
             .await?;
             last_error = result.is_error;
+            // A session that cannot be recorded stops: its failure was reported on
+            // stderr when it happened.
+            if session.transcript_health.failure().is_some() {
+                last_error = true;
+                break;
+            }
             if matches!(
                 result.terminal.reason,
                 TerminalReason::AbortedStreaming | TerminalReason::AbortedTools

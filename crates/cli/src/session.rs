@@ -11,7 +11,7 @@ use gyre_api::{
 };
 use gyre_loop::{
     ApiDeps, ContextCompactor, EngineConfig, JsonlTranscript, PipelineCompactor, QueryEngine,
-    load_transcript, project_dir_name,
+    TranscriptHealth, load_transcript, project_dir_name,
 };
 use gyre_protocol::{CacheControl, SystemBlock};
 use gyre_tools::{PermissionMode, PermissionPrompt, Permissions, ToolContext, ToolRegistry};
@@ -79,6 +79,8 @@ fn model_client() -> Result<Arc<dyn ModelClient>> {
 pub struct Session {
     pub engine: QueryEngine,
     pub facts: SessionFacts,
+    /// Whether a transcript line could not be written (reported on stderr at once).
+    pub transcript_health: TranscriptHealth,
 }
 
 fn parse_session_id(raw: &str) -> Result<String> {
@@ -244,12 +246,15 @@ pub fn build(
         max_output_tokens,
         token_budget: None,
     };
-    let transcript = JsonlTranscript::open(transcript_path.clone()).with_context(|| {
-        format!(
-            "could not create the transcript {}",
-            transcript_path.display()
-        )
-    })?;
+    let transcript = JsonlTranscript::open(transcript_path.clone())
+        .with_context(|| {
+            format!(
+                "could not create the transcript {}",
+                transcript_path.display()
+            )
+        })?
+        .on_first_failure(|message| eprintln!("gyre: {message}"));
+    let transcript_health = transcript.health();
     let mut engine = QueryEngine::new(
         config,
         deps,
@@ -269,5 +274,9 @@ pub fn build(
         tools: registry.names().iter().map(|s| (*s).to_owned()).collect(),
         permission_mode: mode.to_string(),
     };
-    Ok(Session { engine, facts })
+    Ok(Session {
+        engine,
+        facts,
+        transcript_health,
+    })
 }

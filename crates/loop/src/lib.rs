@@ -49,6 +49,7 @@ pub use query::{
 };
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{
-    JsonlTranscript, LoadedSession, MemoryTranscript, TranscriptEntry, TranscriptStore,
-    load_transcript, project_dir_name, repair_pairing, summarize_entry_value, timestamp,
+    JsonlTranscript, LoadedSession, MemoryTranscript, TranscriptEntry, TranscriptHealth,
+    TranscriptStore, load_transcript, project_dir_name, repair_pairing, summarize_entry_value,
+    timestamp,
 };

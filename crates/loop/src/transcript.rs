@@ -4,6 +4,7 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use gyre_protocol::{ContentBlock, Message, Role};
@@ -62,10 +63,51 @@ impl TranscriptStore for MemoryTranscript {
 }
 
 /// A transcript in a JSONL file under `$GYRE_HOME/projects/<cwd>/<session-id>.jsonl`.
-#[derive(Debug)]
+///
+/// A failed write is never silent: the first one is kept in the store's
+/// [`TranscriptHealth`] (which whoever runs the session checks) and handed at once to the
+/// callback set with [`JsonlTranscript::on_first_failure`]. A line half written when
+/// the disk filled up is cut off again, so the next line that can be written starts on
+/// a line of its own.
 pub struct JsonlTranscript {
     path: PathBuf,
     file: File,
+    /// Bytes of whole lines in the file: where a failed write is cut back to.
+    len: u64,
+    health: TranscriptHealth,
+    on_first_failure: Option<FailureReport>,
+}
+
+/// Called once, with a sentence for the user, when a line first cannot be written.
+type FailureReport = Box<dyn FnOnce(&str) + Send>;
+
+impl std::fmt::Debug for JsonlTranscript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JsonlTranscript")
+            .field("path", &self.path)
+            .field("len", &self.len)
+            .field("health", &self.health)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether a transcript lost a line, shared between the store and whoever reports it.
+/// The first failure sticks: later successes do not hide that a line is missing.
+#[derive(Debug, Clone, Default)]
+pub struct TranscriptHealth(Arc<OnceLock<String>>);
+
+impl TranscriptHealth {
+    /// What went wrong first, as a sentence for the user; `None` while every line was
+    /// written.
+    #[must_use]
+    pub fn failure(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+
+    /// Records a failure; returns whether it was the first.
+    fn fail(&self, message: String) -> bool {
+        self.0.set(message).is_ok()
+    }
 }
 
 /// The directory name of a project: the cwd with every non-alphanumeric character as `-`.
@@ -87,31 +129,89 @@ impl JsonlTranscript {
             .join(format!("{session_id}.jsonl"))
     }
 
-    /// Opens (creating it and its directory) the transcript for appending.
+    /// Opens (creating it and its directory) the transcript for appending. A last line
+    /// without its newline (torn by a kill or a full disk) is ended first, so the next
+    /// line is not glued onto it; loading skips the torn line.
     ///
     /// # Errors
-    /// When the directory or the file cannot be created.
+    /// When the directory or the file cannot be created, or the torn tail not ended.
     pub fn open(path: PathBuf) -> io::Result<Self> {
+        use std::os::unix::fs::FileExt as _;
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
         }
-        let file = OpenOptions::new().create(true).append(true).open(&path)?;
-        Ok(Self { path, file })
+        let mut file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .read(true)
+            .open(&path)?;
+        let mut len = file.metadata()?.len();
+        if len > 0 {
+            let mut last = [0u8];
+            file.read_exact_at(&mut last, len - 1)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+                len += 1;
+            }
+        }
+        Ok(Self {
+            path,
+            file,
+            len,
+            health: TranscriptHealth::default(),
+            on_first_failure: None,
+        })
+    }
+
+    /// Calls `report` with a message for the user at the first write that fails.
+    #[must_use]
+    pub fn on_first_failure(mut self, report: impl FnOnce(&str) + Send + 'static) -> Self {
+        self.on_first_failure = Some(Box::new(report));
+        self
+    }
+
+    /// The handle saying whether a write failed.
+    #[must_use]
+    pub fn health(&self) -> TranscriptHealth {
+        self.health.clone()
     }
 
     #[must_use]
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    fn write_line(&mut self, entry: &TranscriptEntry) -> io::Result<()> {
+        let mut line = serde_json::to_vec(entry)?;
+        line.push(b'\n');
+        // One write per line on an unbuffered file: a kill leaves whole lines behind.
+        let written = self.file.write_all(&line).and_then(|()| self.file.flush());
+        if let Err(e) = written {
+            // Cut a partly written line off (best effort: the disk may still be full).
+            let _ = self.file.set_len(self.len);
+            return Err(e);
+        }
+        self.len += line.len() as u64;
+        Ok(())
+    }
 }
 
 impl TranscriptStore for JsonlTranscript {
     fn append(&mut self, entry: &TranscriptEntry) -> io::Result<()> {
-        let mut line = serde_json::to_vec(entry)?;
-        line.push(b'\n');
-        // One write per line on an unbuffered file: a kill leaves whole lines behind.
-        self.file.write_all(&line)?;
-        self.file.flush()
+        let result = self.write_line(entry);
+        if let Err(e) = &result {
+            let message = format!(
+                "could not write the transcript {}: {e}; this session cannot be resumed in full. Free disk space or fix the permissions of {}.",
+                self.path.display(),
+                self.path.parent().unwrap_or(&self.path).display()
+            );
+            if self.health.fail(message.clone())
+                && let Some(report) = self.on_first_failure.take()
+            {
+                report(&message);
+            }
+        }
+        result
     }
 }
 
@@ -317,12 +417,8 @@ mod tests {
         assert_eq!(orphan.len(), 2);
     }
 
-    #[test]
-    fn transcript_lines_round_trip_through_a_file_and_a_torn_line_is_skipped() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("s.jsonl");
-        let mut t = JsonlTranscript::open(path.clone()).unwrap();
-        let entry = |uuid: &str, m: Message| TranscriptEntry {
+    fn entry(uuid: &str, m: Message) -> TranscriptEntry {
+        TranscriptEntry {
             kind: if m.role == Role::User {
                 "user"
             } else {
@@ -340,7 +436,65 @@ mod tests {
             compact_metadata: None,
             history: None,
             model: None,
-        };
+        }
+    }
+
+    /// Appends half a line, as a kill in the middle of a write leaves it.
+    fn tear(path: &Path) {
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .unwrap()
+            .write_all(b"{\"type\":\"user\",\"uu")
+            .unwrap();
+    }
+
+    #[test]
+    fn reopening_after_a_torn_line_keeps_the_next_line_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut t = JsonlTranscript::open(path.clone()).unwrap();
+        t.append(&entry("1", Message::user_text("one"))).unwrap();
+        drop(t);
+        tear(&path);
+        let mut t = JsonlTranscript::open(path.clone()).unwrap();
+        t.append(&entry("2", Message::user_text("two"))).unwrap();
+        let loaded = load_transcript(&path).unwrap();
+        assert_eq!(loaded.skipped_lines, 1);
+        assert_eq!(loaded.last_uuid.as_deref(), Some("2"));
+        assert_eq!(loaded.messages.len(), 2);
+    }
+
+    #[test]
+    fn a_failed_write_is_reported_once_and_sticks() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let reports = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = Arc::clone(&reports);
+        let mut t = JsonlTranscript::open(path.clone())
+            .unwrap()
+            .on_first_failure(move |m| sink.lock().unwrap().push(m.to_owned()));
+        let health = t.health();
+        t.append(&entry("1", Message::user_text("one"))).unwrap();
+        assert_eq!(health.failure(), None);
+        // A file that refuses writes: the same path reopened read-only.
+        t.file = File::open(&path).unwrap();
+        assert!(t.append(&entry("2", Message::user_text("two"))).is_err());
+        assert!(t.append(&entry("3", Message::user_text("three"))).is_err());
+        let failure = health.failure().unwrap();
+        assert!(
+            failure.contains("could not write the transcript"),
+            "{failure}"
+        );
+        assert_eq!(reports.lock().unwrap().len(), 1);
+        assert_eq!(load_transcript(&path).unwrap().messages.len(), 1);
+    }
+
+    #[test]
+    fn transcript_lines_round_trip_through_a_file_and_a_torn_line_is_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let mut t = JsonlTranscript::open(path.clone()).unwrap();
         t.append(&entry("1", Message::user_text("hello"))).unwrap();
         t.append(&entry(
             "2",
@@ -348,12 +502,7 @@ mod tests {
         ))
         .unwrap();
         drop(t);
-        std::fs::OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .unwrap()
-            .write_all(b"{\"type\":\"user\",\"uu")
-            .unwrap();
+        tear(&path);
         let loaded = load_transcript(&path).unwrap();
         assert_eq!(loaded.messages.len(), 2);
         assert_eq!(loaded.skipped_lines, 1);

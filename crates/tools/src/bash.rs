@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncReadExt as _;
 use tokio::process::Command;
 
+use crate::process_tree::ProcessTree;
 use crate::{
     BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput, ToolProgress,
 };
@@ -124,33 +125,17 @@ Usage:\n\
     }
 }
 
-/// Kills the process group when dropped, unless disarmed: a call dropped half-way (an
-/// aborted executor task) leaves no process behind.
+/// Kills the command's process tree when dropped, unless disarmed: a call dropped
+/// half-way (an aborted executor task) leaves no process behind.
 struct GroupGuard {
-    pgid: Option<u32>,
+    tree: Option<ProcessTree>,
 }
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {
-        if let Some(pgid) = self.pgid {
-            kill_process_group(pgid);
+        if let Some(tree) = self.tree.take() {
+            tree.kill();
         }
-    }
-}
-
-/// Sends SIGKILL to every process of group `pgid`.
-#[allow(unsafe_code)]
-fn kill_process_group(pgid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
-        return;
-    };
-    if pgid <= 1 {
-        return;
-    }
-    // SAFETY: killpg takes two integers and touches no memory of ours; the group is one
-    // this process created for the child (process_group(0)), never our own group.
-    unsafe {
-        libc::killpg(pgid, libc::SIGKILL);
     }
 }
 
@@ -184,7 +169,9 @@ async fn run_command(
         Ok(c) => c,
         Err(e) => return ToolOutput::error(format!("Failed to start bash: {e}")),
     };
-    let mut guard = GroupGuard { pgid: child.id() };
+    let mut guard = GroupGuard {
+        tree: child.id().and_then(ProcessTree::of_shell),
+    };
     let (Some(mut stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return ToolOutput::error("Failed to capture the command's output");
     };
@@ -247,12 +234,16 @@ async fn run_command(
 
     match ending {
         Ending::TimedOut | Ending::Cancelled => {
-            if let Some(pgid) = guard.pgid.take() {
-                kill_process_group(pgid);
+            if let Some(tree) = guard.tree.take() {
+                tree.kill();
             }
             let _ = child.kill().await;
         }
-        Ending::Exited(_) => guard.pgid = None,
+        Ending::Exited(_) => {
+            if let Some(tree) = guard.tree.take() {
+                tree.leave_running();
+            }
+        }
     }
 
     let text = String::from_utf8_lossy(&captured).into_owned();

@@ -8,7 +8,9 @@ use similar::TextDiff;
 
 use crate::file_state::Freshness;
 use crate::tool::call_blocking;
-use crate::write::{MODIFIED_MESSAGE, NOT_READ_MESSAGE, record_written, write_atomic};
+use crate::write::{
+    MAX_EDIT_FILE_BYTES, MODIFIED_MESSAGE, NOT_READ_MESSAGE, record_written, write_atomic,
+};
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// Diff lines shown in the result; the rest is summarised.
@@ -121,7 +123,10 @@ fn edit_file(path: &Path, input: &EditInput, ctx: &ToolContext) -> ToolOutput {
             path.display()
         ));
     }
-    let bytes = match crate::paths::read_as_checked(path) {
+    if let Err(e) = crate::paths::refuse_special(path, &metadata) {
+        return ToolOutput::tool_use_error(e);
+    }
+    let bytes = match crate::paths::read_as_checked(path, MAX_EDIT_FILE_BYTES) {
         Ok(b) => b,
         Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
     };
@@ -252,7 +257,7 @@ fn with_quote_style_of(actual: &str, new: &str) -> String {
 
 fn create_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
     if let Some(parent) = path.parent()
-        && let Err(e) = std::fs::create_dir_all(parent)
+        && let Err(e) = crate::paths::create_dir_all_as_checked(parent)
     {
         return ToolOutput::error(format!("Cannot create {}: {e}", parent.display()));
     }

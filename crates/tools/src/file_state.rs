@@ -12,7 +12,9 @@ use std::time::SystemTime;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileState {
     pub mtime: Option<SystemTime>,
-    pub content_hash: u64,
+    /// `None` when only part of the file was read (a paged Read of a large file): then
+    /// only an unchanged mtime and length make it fresh.
+    pub content_hash: Option<u64>,
     pub len: u64,
 }
 
@@ -22,8 +24,18 @@ impl FileState {
     pub fn of(bytes: &[u8], mtime: Option<SystemTime>) -> Self {
         Self {
             mtime,
-            content_hash: content_hash(bytes),
+            content_hash: Some(content_hash(bytes)),
             len: bytes.len() as u64,
+        }
+    }
+
+    /// The state of a file of `len` bytes of which only a part was read.
+    #[must_use]
+    pub fn partial(len: u64, mtime: Option<SystemTime>) -> Self {
+        Self {
+            mtime,
+            content_hash: None,
+            len,
         }
     }
 }
@@ -101,7 +113,7 @@ impl FileStateCache {
         if seen.mtime.is_some() && seen.mtime == mtime && seen.len == current.len() as u64 {
             return Freshness::Fresh;
         }
-        if seen.len == current.len() as u64 && seen.content_hash == content_hash(current) {
+        if seen.len == current.len() as u64 && seen.content_hash == Some(content_hash(current)) {
             Freshness::Fresh
         } else {
             Freshness::Stale
@@ -112,12 +124,33 @@ impl FileStateCache {
 /// FNV-1a, 64 bit: stable across runs, fast enough for files the model reads.
 #[must_use]
 pub fn content_hash(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    let mut hasher = ContentHasher::default();
+    hasher.update(bytes);
+    hasher.finish()
+}
+
+/// [`content_hash`] over bytes that arrive in pieces (a file read as a stream).
+#[derive(Debug, Clone, Copy)]
+pub struct ContentHasher(u64);
+
+impl Default for ContentHasher {
+    fn default() -> Self {
+        Self(0xcbf2_9ce4_8422_2325)
     }
-    hash
+}
+
+impl ContentHasher {
+    pub fn update(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+
+    #[must_use]
+    pub fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 #[cfg(test)]

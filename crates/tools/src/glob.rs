@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use globset::GlobBuilder;
+use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -57,11 +57,7 @@ impl Tool for GlobTool {
         if pattern.trim().is_empty() {
             return Err("pattern must not be empty".to_owned());
         }
-        GlobBuilder::new(pattern)
-            .literal_separator(true)
-            .build()
-            .map(drop)
-            .map_err(|e| format!("pattern is not a valid glob: {e}"))
+        compile(pattern).map(drop)
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
@@ -130,11 +126,7 @@ fn glob_files(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
 /// Every file under `root` matching `pattern`, newest first (ties by path).
 pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf>, String> {
     let (base, rest) = split_literal_prefix(root, pattern);
-    let matcher = GlobBuilder::new(&rest)
-        .literal_separator(true)
-        .build()
-        .map_err(|e| format!("pattern is not a valid glob: {e}"))?
-        .compile_matcher();
+    let matcher = compile(&rest)?;
     if !base.is_dir() {
         return Ok(Vec::new());
     }
@@ -162,14 +154,40 @@ pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf
                 path.strip_prefix(&base)
                     .is_ok_and(|rel| matcher.is_match(rel))
             };
-            matched.then(|| {
-                let mtime = entry.metadata().ok().and_then(|m| m.modified().ok());
-                (path.to_path_buf(), mtime)
-            })
+            if !matched {
+                return None;
+            }
+            // Listed only if it is where the walk found it (see `collect_files`).
+            let metadata = crate::paths::metadata_as_checked(path).ok()?;
+            Some((path.to_path_buf(), metadata.modified().ok()))
         },
     );
     hits.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
     Ok(hits.into_iter().map(|(p, _)| p).collect())
+}
+
+/// The longest glob pattern accepted, in bytes: far beyond any real path pattern
+/// (PATH_MAX is 4096), far below what makes the regex behind it expensive to build.
+pub const MAX_PATTERN_BYTES: usize = 16 * 1024;
+
+/// `pattern` as a matcher, or why it is not one. Built as a one-glob set, whose
+/// compilation reports a regex that grows too large as an error:
+/// `Glob::compile_matcher` panics on it, and the release build aborts on a panic.
+pub(crate) fn compile(pattern: &str) -> Result<GlobSet, String> {
+    if pattern.len() > MAX_PATTERN_BYTES {
+        return Err(format!(
+            "pattern is {} bytes long; the limit is {MAX_PATTERN_BYTES}. Use a shorter pattern (a directory as `path`, `**` for any depth).",
+            pattern.len()
+        ));
+    }
+    let glob = GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map_err(|e| format!("pattern is not a valid glob: {e}"))?;
+    GlobSetBuilder::new()
+        .add(glob)
+        .build()
+        .map_err(|e| format!("pattern is too complex to match with: {e}"))
 }
 
 /// Moves the glob-free leading directories of `pattern` into the walk root:
@@ -209,5 +227,23 @@ mod tests {
         let (base, rest) = split_literal_prefix(Path::new("/p"), "*.rs");
         assert_eq!(base, PathBuf::from("/p"));
         assert_eq!(rest, "*.rs");
+    }
+}
+
+#[cfg(test)]
+mod limits {
+    use super::*;
+
+    #[test]
+    fn an_overlong_pattern_is_an_error_not_a_panic() {
+        let huge = "a".repeat(500 * 1024);
+        let err = compile(&huge).unwrap_err();
+        assert!(err.contains("the limit is"), "{err}");
+        // Within the length limit, a pattern whose regex is too big is an error too.
+        let nested = "{a,b,c,d,e,f,g,h}*".repeat(MAX_PATTERN_BYTES / 20);
+        assert!(nested.len() <= MAX_PATTERN_BYTES);
+        let _ = compile(&nested);
+        let stars = "*?[a-z]".repeat(MAX_PATTERN_BYTES / 8);
+        let _ = compile(&stars);
     }
 }

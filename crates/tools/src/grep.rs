@@ -199,6 +199,13 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
     let mut builder = walk_builder(&root, ctx.hidden.as_ref());
     if let Some(glob) = input.glob.as_deref().filter(|g| !g.trim().is_empty()) {
         let mut overrides = OverrideBuilder::new(&root);
+        if glob.len() > crate::glob::MAX_PATTERN_BYTES {
+            return ToolOutput::tool_use_error(format_args!(
+                "glob is {} bytes long; the limit is {}. Use a shorter glob or a directory as `path`.",
+                glob.len(),
+                crate::glob::MAX_PATTERN_BYTES
+            ));
+        }
         for pattern in split_globs(glob) {
             if let Err(e) = overrides.add(&pattern) {
                 return ToolOutput::tool_use_error(format_args!(
@@ -331,15 +338,17 @@ fn search_file(search: &Search<'_>, searcher: &mut Searcher, path: &Path) -> Opt
         count: 0,
         lines: Vec::new(),
     };
-    // Unreadable files are skipped, as ripgrep skips them with a warning.
+    // Unreadable files are skipped, as ripgrep skips them with a warning; so is a file
+    // that is not where the walk found it (a directory swapped for a symlink).
+    let file = crate::paths::open_as_checked(path).ok()?;
     searcher
-        .search_path(&search.matcher, path, &mut sink)
+        .search_file(&search.matcher, &file, &mut sink)
         .ok()?;
     if sink.count == 0 {
         return None;
     }
     let mtime = match search.mode {
-        OutputMode::FilesWithMatches => std::fs::metadata(path).and_then(|m| m.modified()).ok(),
+        OutputMode::FilesWithMatches => file.metadata().and_then(|m| m.modified()).ok(),
         OutputMode::Content | OutputMode::Count => None,
     };
     Some(FileHits {

@@ -41,6 +41,7 @@ pub mod grep;
 mod partition;
 mod paths;
 pub mod permissions;
+pub mod process_tree;
 pub mod read;
 mod registry;
 mod schema;

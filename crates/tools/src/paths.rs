@@ -56,11 +56,19 @@ fn changed_message(path: &Path, now: &Path) -> String {
 /// Opens `path` (resolved, as checked) for reading, and makes sure the file opened is the
 /// one at `path`: a symlink swapped into any component after the check is refused, so
 /// what was judged is what is read.
+///
+/// Only regular files and directories are opened: a FIFO would block the open and every
+/// read forever, a device (`/dev/zero`) never ends. The type is checked before the open
+/// (so a device's open has no side effect) and again on the open descriptor (so one
+/// swapped in between is caught); the open itself does not block (`O_NONBLOCK`).
 pub(crate) fn open_as_checked(path: &Path) -> std::io::Result<std::fs::File> {
     use std::os::unix::fs::OpenOptionsExt as _;
+    if let Ok(metadata) = std::fs::symlink_metadata(path) {
+        refuse_special(path, &metadata)?;
+    }
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NOFOLLOW)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
@@ -69,23 +77,113 @@ pub(crate) fn open_as_checked(path: &Path) -> std::io::Result<std::fs::File> {
                 e
             }
         })?;
+    refuse_special(path, &file.metadata()?)?;
     verify_opened(&file, path)?;
     Ok(file)
 }
 
-/// The content of `path` (resolved, as checked), read through [`open_as_checked`].
-pub(crate) fn read_as_checked(path: &Path) -> std::io::Result<Vec<u8>> {
+/// An error for anything but a regular file or a directory, saying what it is.
+pub(crate) fn refuse_special(path: &Path, metadata: &std::fs::Metadata) -> std::io::Result<()> {
+    use std::os::unix::fs::FileTypeExt as _;
+    let kind = metadata.file_type();
+    let what = if kind.is_file() || kind.is_dir() {
+        return Ok(());
+    } else if kind.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if kind.is_char_device() {
+        "a character device"
+    } else if kind.is_block_device() {
+        "a block device"
+    } else if kind.is_socket() {
+        "a socket"
+    } else {
+        "not a regular file"
+    };
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{} is {what}; only regular files can be read, edited or written. Use Bash if you really mean to use it.",
+            path.display()
+        ),
+    ))
+}
+
+/// The content of `path` (resolved, as checked), read through [`open_as_checked`]: at
+/// most `max` bytes, more is an error (a file that grows without end cannot fill memory).
+pub(crate) fn read_as_checked(path: &Path, max: u64) -> std::io::Result<Vec<u8>> {
+    let file = open_as_checked(path)?;
     let mut bytes = Vec::new();
-    std::io::Read::read_to_end(&mut open_as_checked(path)?, &mut bytes)?;
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(file, max.saturating_add(1)),
+        &mut bytes,
+    )?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("{} is larger than {max} bytes", path.display()),
+        ));
+    }
     Ok(bytes)
+}
+
+/// The metadata of `path` (found by a directory walk), from a descriptor checked to be
+/// at `path`: a directory swapped for a symlink while the walk ran leads elsewhere and
+/// is refused, so nothing outside the walk's root is listed or searched. Needs no read
+/// permission (`O_PATH`).
+pub(crate) fn metadata_as_checked(path: &Path) -> std::io::Result<std::fs::Metadata> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    #[cfg(any(target_os = "linux", target_os = "android"))]
+    let flags = libc::O_PATH | libc::O_NOFOLLOW;
+    #[cfg(not(any(target_os = "linux", target_os = "android")))]
+    let flags = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags)
+        .open(path)?;
+    verify_opened(&file, path)?;
+    file.metadata()
+}
+
+/// Creates `dir` (resolved, as checked) and its missing parents, each one relative to a
+/// descriptor of its parent: the deepest existing ancestor is opened and checked to be
+/// where it should be, and every step below it names one component, never followed if
+/// it is a symlink. A directory swapped for a symlink meanwhile cannot make them land
+/// outside.
+pub(crate) fn create_dir_all_as_checked(dir: &Path) -> std::io::Result<()> {
+    use rustix::fs::{Mode, OFlags};
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut existing = dir;
+    let mut missing = Vec::new();
+    while std::fs::symlink_metadata(existing).is_err() {
+        let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
+            break;
+        };
+        missing.push(name);
+        existing = parent;
+    }
+    let mut fd = rustix::fs::open(existing, flags, Mode::empty()).map_err(|e| {
+        if e == rustix::io::Errno::LOOP {
+            std::io::Error::other(changed_message(existing, Path::new("a symlink")))
+        } else {
+            e.into()
+        }
+    })?;
+    verify_opened(&fd, existing)?;
+    for name in missing.into_iter().rev() {
+        match rustix::fs::mkdirat(&fd, name, Mode::from_raw_mode(0o777)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        fd = rustix::fs::openat(&fd, name, flags, Mode::empty())?;
+    }
+    Ok(())
 }
 
 /// Whether the open `file` really is `path` (Linux: `/proc/self/fd`; elsewhere the
 /// `O_NOFOLLOW` open is the only guard).
-pub(crate) fn verify_opened(file: &std::fs::File, path: &Path) -> std::io::Result<()> {
+pub(crate) fn verify_opened(file: &impl std::os::fd::AsRawFd, path: &Path) -> std::io::Result<()> {
     #[cfg(target_os = "linux")]
     {
-        use std::os::fd::AsRawFd as _;
         if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
             && real != path
         {

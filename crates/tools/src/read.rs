@@ -172,72 +172,207 @@ async fn read_file(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
             format_size(MAX_FILE_BYTES)
         ));
     }
-    let bytes = read_all(file).await;
-    let bytes = match bytes {
-        Ok(b) => b,
-        Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
-    };
-    if looks_binary(&bytes) {
-        let ext = path
-            .extension()
-            .map_or_else(String::new, |e| format!(".{}", e.to_string_lossy()));
-        return binary_error(&ext);
-    }
-    ctx.file_state
-        .record(&path, FileState::of(&bytes, metadata.modified().ok()));
-
-    let text = String::from_utf8_lossy(&bytes);
-    if text.is_empty() {
-        return ToolOutput::ok(
-            "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>",
-        );
-    }
-    let lines: Vec<&str> = text
-        .strip_suffix('\n')
-        .unwrap_or(&text)
-        .split('\n')
-        .collect();
     // Saturating float-to-int casts: negatives were refused by validate_input.
     let offset = input.offset.map_or(1, |o| (o as usize).max(1));
     let limit = input
         .limit
         .map_or(DEFAULT_LINE_LIMIT, |l| (l as usize).max(1));
-    if offset > lines.len() {
+    // Read at most what fstat promised (256 KB for a file that says it is empty, as
+    // procfs files do): a file that grows while it is read cannot fill memory.
+    let cap = if paged {
+        metadata.len().max(MAX_FILE_BYTES)
+    } else {
+        MAX_FILE_BYTES
+    };
+    let scanned = tokio::task::spawn_blocking(move || {
+        read_page(std::io::Read::take(file, cap), offset, limit)
+    })
+    .await
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    let page = match scanned {
+        Ok(page) => page,
+        Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
+    };
+    if page.binary {
+        let ext = path
+            .extension()
+            .map_or_else(String::new, |e| format!(".{}", e.to_string_lossy()));
+        return binary_error(&ext);
+    }
+    let mtime = metadata.modified().ok();
+    let state = match page.hash {
+        Some(hash) if page.bytes == metadata.len() => FileState {
+            mtime,
+            content_hash: Some(hash),
+            len: page.bytes,
+        },
+        Some(_) | None => FileState::partial(metadata.len(), mtime),
+    };
+    ctx.file_state.record(&path, state);
+
+    if page.too_long {
+        return ToolOutput::error(format!(
+            "File content (over {MAX_OUTPUT_CHARS} characters) exceeds the maximum of {MAX_OUTPUT_CHARS} characters per read. Please use offset and limit parameters to read specific portions of the file, or use the Grep tool to search for specific content."
+        ));
+    }
+    if page.bytes == 0 {
+        return ToolOutput::ok(
+            "<system-reminder>Warning: the file exists but the contents are empty.</system-reminder>",
+        );
+    }
+    if offset > page.lines_seen {
         return ToolOutput::ok(format!(
             "<system-reminder>Warning: the file exists but is shorter than the provided offset ({offset}). The file has {} lines.</system-reminder>",
-            lines.len()
+            page.lines_seen
         ));
     }
-    let mut out = String::new();
-    for (i, line) in lines.iter().enumerate().skip(offset - 1).take(limit) {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        out.push_str(&(i + 1).to_string());
-        out.push('\t');
-        push_cut(&mut out, line, MAX_LINE_CHARS);
-        out.push('\n');
+    ToolOutput::ok(page.text)
+}
+
+/// Bytes of one line kept for the output: enough for [`MAX_LINE_CHARS`] characters of
+/// any UTF-8 text, whatever the length of the line.
+const LINE_KEEP_BYTES: usize = MAX_LINE_CHARS * 4 + 4;
+
+/// What one streaming pass over a text file found.
+#[derive(Debug, Default)]
+struct Page {
+    /// Lines `offset..offset + limit`, numbered (`N\tline`), cut, joined by `\n`.
+    text: String,
+    /// Lines seen: all of them when the file was read to its end.
+    lines_seen: usize,
+    /// Bytes read.
+    bytes: u64,
+    /// The content hash, when the file was read to its end.
+    hash: Option<u64>,
+    /// A NUL byte in the first 8 KiB (as git and ripgrep decide).
+    binary: bool,
+    /// The text passed [`MAX_OUTPUT_CHARS`]; reading stopped there.
+    too_long: bool,
+}
+
+/// The line being read: its first bytes, and its length in characters.
+#[derive(Debug, Default)]
+struct PartLine {
+    kept: Vec<u8>,
+    chars: usize,
+    last: Option<u8>,
+}
+
+impl PartLine {
+    fn push(&mut self, bytes: &[u8], keep: bool) {
+        if keep {
+            let room = LINE_KEEP_BYTES.saturating_sub(self.kept.len());
+            self.kept.extend_from_slice(&bytes[..bytes.len().min(room)]);
+        }
+        // A UTF-8 character has exactly one byte that is not a continuation byte.
+        self.chars += bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count();
+        if let Some(&b) = bytes.last() {
+            self.last = Some(b);
+        }
     }
-    if out.ends_with('\n') {
-        out.pop();
+}
+
+/// Lines `offset..offset + limit` (1-based) of `reader`, read as a stream: memory holds
+/// the wanted lines (each cut to [`MAX_LINE_CHARS`]) and one buffer, never the file, and
+/// reading stops after the last wanted line.
+fn read_page(reader: impl std::io::Read, offset: usize, limit: usize) -> std::io::Result<Page> {
+    use std::io::BufRead as _;
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, reader);
+    let first = offset.saturating_sub(1);
+    let end = first.saturating_add(limit);
+    let mut page = Page::default();
+    let mut hasher = crate::file_state::ContentHasher::default();
+    let mut line = PartLine::default();
+    let mut in_line = false;
+    let mut stopped = false;
+    while !stopped {
+        let buf = reader.fill_buf()?;
+        if buf.is_empty() {
+            break;
+        }
+        let sniffed = usize::try_from(page.bytes).unwrap_or(usize::MAX);
+        if sniffed < 8192 && buf[..buf.len().min(8192 - sniffed)].contains(&0) {
+            page.binary = true;
+            return Ok(page);
+        }
+        let mut used = 0;
+        while used < buf.len() {
+            let rest = &buf[used..];
+            let wanted = (first..end).contains(&page.lines_seen);
+            match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    line.push(&rest[..i], wanted);
+                    used += i + 1;
+                    finish_line(&mut page, std::mem::take(&mut line), wanted);
+                    in_line = false;
+                    if page.lines_seen >= end || page.too_long {
+                        stopped = true;
+                        break;
+                    }
+                }
+                None => {
+                    line.push(rest, wanted);
+                    used = buf.len();
+                    in_line = true;
+                }
+            }
+        }
+        hasher.update(&buf[..used]);
+        page.bytes += used as u64;
+        reader.consume(used);
     }
-    if out.len() > MAX_OUTPUT_CHARS {
-        return ToolOutput::error(format!(
-            "File content ({} characters) exceeds the maximum of {MAX_OUTPUT_CHARS} characters per read. Please use offset and limit parameters to read specific portions of the file, or use the Grep tool to search for specific content.",
-            out.len()
-        ));
+    let at_end = !stopped || reader.fill_buf()?.is_empty();
+    if at_end {
+        if in_line {
+            let wanted = (first..end).contains(&page.lines_seen);
+            finish_line(&mut page, line, wanted);
+        }
+        page.hash = Some(hasher.finish());
     }
-    ToolOutput::ok(out)
+    if page.text.ends_with('\n') {
+        page.text.pop();
+    }
+    Ok(page)
+}
+
+fn finish_line(page: &mut Page, mut line: PartLine, wanted: bool) {
+    page.lines_seen += 1;
+    if !wanted {
+        return;
+    }
+    if line.last == Some(b'\r') {
+        line.chars -= 1;
+        if line.kept.last() == Some(&b'\r') {
+            line.kept.pop();
+        }
+    }
+    let text = String::from_utf8_lossy(&line.kept);
+    page.text.push_str(&page.lines_seen.to_string());
+    page.text.push('\t');
+    push_cut_counted(&mut page.text, &text, MAX_LINE_CHARS, line.chars);
+    page.text.push('\n');
+    if page.text.len() > MAX_OUTPUT_CHARS {
+        page.too_long = true;
+    }
 }
 
 /// Appends `line`, cut to `max` characters with a marker saying how long it was.
 pub(crate) fn push_cut(out: &mut String, line: &str, max: usize) {
+    push_cut_counted(out, line, max, line.chars().count());
+}
+
+/// [`push_cut`] for a line of which only the start is at hand: `total` is its length
+/// in characters.
+fn push_cut_counted(out: &mut String, line: &str, max: usize, total: usize) {
     match line.char_indices().nth(max) {
-        None => out.push_str(line),
+        None if total <= max => out.push_str(line),
+        None => {
+            out.push_str(line);
+            out.push_str(&format!("… [line truncated, {total} chars total]"));
+        }
         Some((cut, _)) => {
             out.push_str(&line[..cut]);
-            out.push_str(&format!(
-                "… [line truncated, {} chars total]",
-                line.chars().count()
-            ));
+            out.push_str(&format!("… [line truncated, {total} chars total]"));
         }
     }
 }
@@ -249,12 +384,11 @@ fn binary_extension(path: &Path) -> Option<String> {
         .then(|| format!(".{ext}"))
 }
 
-/// The rest of `file`, read off the async threads.
-async fn read_all(file: std::fs::File) -> std::io::Result<Vec<u8>> {
+/// The rest of `file`, at most `max` bytes, read off the async threads.
+async fn read_all(file: std::fs::File, max: u64) -> std::io::Result<Vec<u8>> {
     tokio::task::spawn_blocking(move || {
-        let mut file = file;
         let mut bytes = Vec::new();
-        std::io::Read::read_to_end(&mut file, &mut bytes).map(|_| bytes)
+        std::io::Read::read_to_end(&mut std::io::Read::take(file, max), &mut bytes).map(|_| bytes)
     })
     .await
     .unwrap_or_else(|e| Err(std::io::Error::other(e)))
@@ -270,7 +404,7 @@ async fn read_image(file: std::fs::File, len: u64, ext: &str) -> ToolOutput {
             MAX_IMAGE_BYTES as f64 / (1024.0 * 1024.0)
         ));
     }
-    let bytes = read_all(file).await;
+    let bytes = read_all(file, MAX_IMAGE_BYTES).await;
     let bytes = match bytes {
         Ok(b) => b,
         Err(e) => return ToolOutput::error(format!("Cannot read the image: {e}")),
@@ -310,11 +444,6 @@ fn binary_error(ext: &str) -> ToolOutput {
     ))
 }
 
-/// A NUL byte in the first 8 KiB marks a binary file (as git and ripgrep decide).
-fn looks_binary(bytes: &[u8]) -> bool {
-    bytes.iter().take(8192).any(|&b| b == 0)
-}
-
 fn format_size(bytes: u64) -> String {
     if bytes < 1024 {
         format!("{bytes} bytes")
@@ -327,5 +456,63 @@ fn format_size(bytes: u64) -> String {
         }
     } else {
         format!("{:.1}MB", bytes as f64 / (1024.0 * 1024.0))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(text: &[u8], offset: usize, limit: usize) -> Page {
+        read_page(text, offset, limit).unwrap()
+    }
+
+    #[test]
+    fn lines_are_numbered_with_crlf_and_a_missing_last_newline() {
+        let p = page(b"a\r\nb\n\nc", 1, 10);
+        assert_eq!(p.text, "1\ta\n2\tb\n3\t\n4\tc");
+        assert_eq!(p.lines_seen, 4);
+        assert_eq!(
+            p.hash,
+            Some(crate::file_state::content_hash(b"a\r\nb\n\nc"))
+        );
+    }
+
+    #[test]
+    fn reading_stops_after_the_last_wanted_line() {
+        let text = b"1\n2\n3\n4\n5\n";
+        let p = page(text, 2, 2);
+        assert_eq!(p.text, "2\t2\n3\t3");
+        assert_eq!(p.bytes, 6);
+        assert_eq!(p.hash, None, "only part was read");
+        let p = page(text, 4, 2);
+        assert_eq!(p.text, "4\t4\n5\t5");
+        assert!(p.hash.is_some(), "the last wanted line ends the file");
+    }
+
+    #[test]
+    fn a_long_line_is_cut_and_its_full_length_counted_without_keeping_it() {
+        let line = "é".repeat(3 * MAX_LINE_CHARS);
+        let p = page(line.as_bytes(), 1, 1);
+        assert!(
+            p.text
+                .starts_with(&format!("1\t{}", "é".repeat(MAX_LINE_CHARS)))
+        );
+        assert!(
+            p.text.ends_with(&format!(
+                "… [line truncated, {} chars total]",
+                3 * MAX_LINE_CHARS
+            )),
+            "{}",
+            &p.text[p.text.len() - 60..]
+        );
+    }
+
+    #[test]
+    fn a_nul_in_the_first_8k_is_binary() {
+        assert!(page(b"abc\0def", 1, 10).binary);
+        let mut late = vec![b'a'; 9000];
+        late.push(0);
+        assert!(!page(&late, 1, 10).binary);
     }
 }

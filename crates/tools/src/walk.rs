@@ -47,7 +47,9 @@ impl<T> Drop for ThreadItems<'_, T> {
 
 /// Walks in parallel and collects what `visit` returns for each file. Each walker
 /// thread gets its own state from `make_state` (a searcher, a buffer). Stops early when
-/// `cancel` fires.
+/// `cancel` fires. `visit` must open or stat the file through `paths` (checked to be
+/// where the walk found it), not by path alone: the walk itself reads directories by
+/// path, and one may be swapped for a symlink while it runs.
 pub(crate) fn collect_files<S, T, M, V>(
     builder: &WalkBuilder,
     cancel: &CancellationToken,
@@ -75,6 +77,14 @@ where
             let Ok(entry) = entry else {
                 return WalkState::Continue;
             };
+            // A directory swapped for a symlink after it was listed would lead the walk
+            // outside its root: not entered. (Files are checked again when opened.)
+            if entry.depth() > 0
+                && entry.file_type().is_some_and(|t| t.is_dir())
+                && crate::paths::metadata_as_checked(entry.path()).is_err()
+            {
+                return WalkState::Skip;
+            }
             if entry.file_type().is_some_and(|t| t.is_file())
                 && let Some(item) = visit(&mut state, &entry)
             {

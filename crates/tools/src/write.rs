@@ -3,6 +3,7 @@
 use std::io::Write as _;
 use std::path::Path;
 
+use rustix::fs::FileType;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -15,6 +16,10 @@ pub const NOT_READ_MESSAGE: &str =
     "File has not been read yet. Read it first before writing to it.";
 /// "File has been modified since read…" (Claude Code's Edit and Write).
 pub const MODIFIED_MESSAGE: &str = "File has been modified since read, either by the user or by a linter. Read it again before attempting to write it.";
+
+/// The largest file Edit or Write reads back to compare with what was read (Claude
+/// Code's Edit refuses files over 1 GiB).
+pub const MAX_EDIT_FILE_BYTES: u64 = 1024 * 1024 * 1024;
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteTool;
@@ -102,12 +107,17 @@ fn write_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
                 path.display()
             ));
         }
-        Ok(m) => Some(m),
+        Ok(m) => {
+            if let Err(e) = crate::paths::refuse_special(path, &m) {
+                return ToolOutput::tool_use_error(e);
+            }
+            Some(m)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return ToolOutput::error(format!("Cannot write {}: {e}", path.display())),
     };
     if let Some(metadata) = &existing {
-        let current = match crate::paths::read_as_checked(path) {
+        let current = match crate::paths::read_as_checked(path, MAX_EDIT_FILE_BYTES) {
             Ok(b) => b,
             Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
         };
@@ -120,7 +130,7 @@ fn write_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
             Freshness::Fresh => {}
         }
     } else if let Some(parent) = path.parent()
-        && let Err(e) = std::fs::create_dir_all(parent)
+        && let Err(e) = crate::paths::create_dir_all_as_checked(parent)
     {
         return ToolOutput::error(format!("Cannot create {}: {e}", parent.display()));
     }
@@ -147,31 +157,178 @@ pub(crate) fn record_written(ctx: &ToolContext, path: &Path, bytes: &[u8]) {
 /// Writes `bytes` to a temp file in the same directory and renames it over `path`, so a
 /// reader sees the old file or the new one, never half of it. The old file's permission
 /// bits are kept.
+///
+/// Everything happens relative to one open descriptor of the directory, checked to be
+/// the directory that was judged: a directory swapped for a symlink mid-call cannot
+/// move the temp file, the rename or the clean-up elsewhere. The temp file is unnamed
+/// while it is written (`O_TMPFILE`, where the filesystem has it), so a kill leaves
+/// nothing behind; otherwise it is `.gyre-write-<pid>-<n>.tmp`, and leftovers of a gyre
+/// that is gone are removed at the next write in that directory.
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use rustix::fs::{AtFlags, Mode, OFlags};
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
-    let old_permissions = std::fs::metadata(path).ok().map(|m| m.permissions());
-    let mut temp = tempfile::Builder::new()
-        .prefix(".gyre-write-")
-        .tempfile_in(dir)?;
-    // The directory may have been swapped for a symlink since the check: the temp file
-    // must be in the directory that was judged, or the rename would land elsewhere.
-    crate::paths::verify_opened(
-        temp.as_file(),
-        &dir.join(temp.path().file_name().unwrap_or_default()),
+    let name = path
+        .file_name()
+        .ok_or_else(|| std::io::Error::other(format!("{} names no file", path.display())))?;
+    let dirfd = rustix::fs::open(
+        dir,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
     )?;
-    temp.write_all(bytes)?;
-    temp.flush()?;
-    let permissions = match old_permissions {
-        Some(p) => p,
-        None => default_new_file_permissions(),
+    // O_NOFOLLOW covers the last component; the real path covers the others.
+    crate::paths::verify_opened(&dirfd, dir)?;
+    remove_stale_temp_files(&dirfd);
+    let permissions = match rustix::fs::statat(&dirfd, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(stat) if FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile => {
+            Mode::from_raw_mode(stat.st_mode) & Mode::from_raw_mode(0o7777)
+        }
+        // New files are 0644 less nothing: a 0600 source file would surprise.
+        Ok(_) | Err(_) => Mode::from_raw_mode(0o644),
     };
-    temp.as_file().set_permissions(permissions)?;
-    temp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    let write_via = |temp: &TempFile| {
+        let written = (|| {
+            let mut file = std::fs::File::from(temp.fd.try_clone()?);
+            file.write_all(bytes)?;
+            file.flush()?;
+            rustix::fs::fchmod(&file, permissions)?;
+            temp.persist(&dirfd, name)
+        })();
+        if written.is_err() {
+            temp.discard(&dirfd);
+        }
+        written
+    };
+    let temp = TempFile::create(&dirfd, true)?;
+    match write_via(&temp) {
+        // An unnamed file that could not be given a name: once more with a named one.
+        Err(_) if temp.name.is_none() => write_via(&TempFile::create(&dirfd, false)?),
+        done => done,
+    }
 }
 
-/// 0644 less nothing: tempfile creates 0600, which would surprise for a new source file.
-fn default_new_file_permissions() -> std::fs::Permissions {
-    use std::os::unix::fs::PermissionsExt as _;
-    std::fs::Permissions::from_mode(0o644)
+/// A temp file being written in a directory (by descriptor).
+struct TempFile {
+    fd: std::os::fd::OwnedFd,
+    /// `None` while unnamed (`O_TMPFILE`).
+    name: Option<String>,
+}
+
+/// Temp files of gyre start so: `.gyre-write-<pid>-<n>.tmp`.
+const TEMP_PREFIX: &str = ".gyre-write-";
+
+impl TempFile {
+    /// A new temp file in `dirfd`, unnamed if `unnamed` and the system can.
+    fn create(dirfd: &std::os::fd::OwnedFd, unnamed: bool) -> std::io::Result<Self> {
+        use rustix::fs::{Mode, OFlags};
+        let private = Mode::from_raw_mode(0o600);
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let _ = unnamed;
+        // An unnamed file is named at the end through /proc/self/fd.
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        if unnamed
+            && Path::new("/proc/self/fd").is_dir()
+            && let Ok(fd) = rustix::fs::openat(
+                dirfd,
+                ".",
+                OFlags::TMPFILE | OFlags::WRONLY | OFlags::CLOEXEC,
+                private,
+            )
+        {
+            return Ok(Self { fd, name: None });
+        }
+        loop {
+            let name = temp_name();
+            match rustix::fs::openat(
+                dirfd,
+                name.as_str(),
+                OFlags::CREATE | OFlags::EXCL | OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                private,
+            ) {
+                Ok(fd) => {
+                    return Ok(Self {
+                        fd,
+                        name: Some(name),
+                    });
+                }
+                Err(rustix::io::Errno::EXIST) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Gives the written file its final name.
+    fn persist(&self, dirfd: &std::os::fd::OwnedFd, name: &std::ffi::OsStr) -> std::io::Result<()> {
+        use std::os::fd::AsRawFd as _;
+        let temp_name = match &self.name {
+            Some(n) => n.clone(),
+            None => {
+                // An unnamed file gets a name only for the instant before the rename.
+                let n = temp_name();
+                rustix::fs::linkat(
+                    rustix::fs::CWD,
+                    format!("/proc/self/fd/{}", self.fd.as_raw_fd()),
+                    dirfd,
+                    n.as_str(),
+                    rustix::fs::AtFlags::SYMLINK_FOLLOW,
+                )?;
+                n
+            }
+        };
+        let renamed = rustix::fs::renameat(dirfd, temp_name.as_str(), dirfd, name);
+        if renamed.is_err() {
+            let _ = rustix::fs::unlinkat(dirfd, temp_name.as_str(), rustix::fs::AtFlags::empty());
+        }
+        Ok(renamed?)
+    }
+
+    fn discard(&self, dirfd: &std::os::fd::OwnedFd) {
+        if let Some(name) = &self.name {
+            let _ = rustix::fs::unlinkat(dirfd, name.as_str(), rustix::fs::AtFlags::empty());
+        }
+    }
+}
+
+/// `.gyre-write-<pid>-<n>.tmp`, `n` unpredictable.
+fn temp_name() -> String {
+    use std::hash::BuildHasher as _;
+    let n = std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
+    format!("{TEMP_PREFIX}{}-{n:016x}.tmp", std::process::id())
+}
+
+/// Removes temp files a killed gyre left in the directory: named with a pid that no
+/// longer runs, or (older gyres named them without one) over an hour old.
+fn remove_stale_temp_files(dirfd: &std::os::fd::OwnedFd) {
+    let Ok(mut dir) = rustix::fs::Dir::read_from(dirfd) else {
+        return;
+    };
+    let mut stale = Vec::new();
+    while let Some(Ok(entry)) = dir.read() {
+        let Ok(name) = entry.file_name().to_str() else {
+            continue;
+        };
+        let Some(rest) = name.strip_prefix(TEMP_PREFIX) else {
+            continue;
+        };
+        let owner = rest
+            .split_once('-')
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+            .filter(|_| rest.ends_with(".tmp"));
+        let gone = match owner {
+            Some(pid) => pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists(),
+            None => rustix::fs::statat(dirfd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                .ok()
+                .and_then(|st| {
+                    let modified = std::time::UNIX_EPOCH
+                        + std::time::Duration::from_secs(u64::try_from(st.st_mtime).ok()?);
+                    modified.elapsed().ok()
+                })
+                .is_some_and(|age| age > std::time::Duration::from_secs(3600)),
+        };
+        if gone {
+            stale.push(name.to_owned());
+        }
+    }
+    for name in stale {
+        let _ = rustix::fs::unlinkat(dirfd, name.as_str(), rustix::fs::AtFlags::empty());
+    }
 }

@@ -294,3 +294,41 @@ async fn write_through_a_symlink_changes_the_target_and_keeps_the_link() {
             .is_symlink()
     );
 }
+
+#[tokio::test]
+async fn a_write_removes_temp_files_a_killed_gyre_left_in_its_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    // pid_max is at most 4194304: this pid never runs.
+    let stale = dir.path().join(".gyre-write-99999999-0123456789abcdef.tmp");
+    let ours = dir.path().join(format!(
+        ".gyre-write-{}-0123456789abcdef.tmp",
+        std::process::id()
+    ));
+    let unrelated = dir.path().join(".gyre-writer-notes");
+    for f in [&stale, &ours, &unrelated] {
+        std::fs::write(f, "half").unwrap();
+    }
+    let out = run(
+        &ctx(dir.path()),
+        "Write",
+        json!({"file_path": p(dir.path(), "new.txt"), "content": "x"}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(!stale.exists(), "a dead gyre's temp file stayed");
+    assert!(ours.exists(), "a live gyre's temp file was removed");
+    assert!(unrelated.exists());
+    let mut names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            ".gyre-write-".to_owned() + &format!("{}-0123456789abcdef.tmp", std::process::id()),
+            ".gyre-writer-notes".to_owned(),
+            "new.txt".to_owned()
+        ]
+    );
+}

@@ -186,3 +186,142 @@ async fn grep_and_glob_refuse_a_directory_swapped_for_a_symlink_after_the_check(
         );
     }
 }
+
+/// Swaps what `a` and `b` name, in one step (`renameat2` with `RENAME_EXCHANGE`).
+fn exchange(a: &Path, b: &Path) {
+    rustix::fs::renameat_with(
+        rustix::fs::CWD,
+        a,
+        rustix::fs::CWD,
+        b,
+        rustix::fs::RenameFlags::EXCHANGE,
+    )
+    .unwrap();
+}
+
+/// Exchanges `work/sub` (a directory of inside files) and `work/sub-link` (a symlink to
+/// the outside directory) atomically, as fast as it can, until stopped.
+struct Swapper {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Swapper {
+    fn start(s: &Setup) -> Self {
+        use std::sync::atomic::Ordering;
+        std::os::unix::fs::symlink(&s.outside, s.work.join("sub-link")).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (a, b) = (s.work.join("sub"), s.work.join("sub-link"));
+        let flag = std::sync::Arc::clone(&stop);
+        let thread = std::thread::spawn(move || {
+            let mut swaps = 0u64;
+            while !flag.load(Ordering::Relaxed) {
+                exchange(&a, &b);
+                swaps += 1;
+            }
+            swaps
+        });
+        Self {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops swapping (leaving `sub` a directory) and returns the number of swaps.
+    fn stop(mut self, s: &Setup) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let swaps = self.thread.take().unwrap().join().unwrap();
+        if s.work.join("sub").is_symlink() {
+            exchange(&s.work.join("sub"), &s.work.join("sub-link"));
+        }
+        swaps
+    }
+}
+
+/// Walks raced against the swapper (the old walk leaked in about one of five).
+const RACING_WALKS: usize = 150;
+/// Writes raced against it (the old one left a temp file outside in about one of 1000).
+const RACING_WRITES: usize = 2000;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn grep_and_glob_walks_never_enter_a_directory_swapped_for_a_symlink_while_they_run() {
+    let s = setup();
+    for i in 0..20 {
+        std::fs::write(s.work.join(format!("sub/f{i}.txt")), "inside\n").unwrap();
+        std::fs::write(s.outside.join(format!("o{i}.txt")), "OUTSIDE-SECRET\n").unwrap();
+    }
+    let registry = ToolRegistry::with_default_tools();
+    let ctx = ToolContext::new(s.work.clone());
+    let swapper = Swapper::start(&s);
+    let mut saw_inside = 0;
+    for i in 0..RACING_WALKS {
+        let (name, input) = if i % 2 == 0 {
+            (
+                "Grep",
+                json!({"pattern": "SECRET|inside", "output_mode": "content"}),
+            )
+        } else {
+            ("Glob", json!({"pattern": "**/*.txt"}))
+        };
+        let out = run_tool_call(
+            &registry,
+            &ToolCall::new("t", name, input),
+            &ctx,
+            &gyre_tools::AllowAll,
+            &|_| {},
+        )
+        .await;
+        let text = &out.output.content;
+        assert!(
+            !text.contains("OUTSIDE-SECRET")
+                && !text.contains("secret.txt")
+                && !text.contains("/o1"),
+            "{name} call {i} reached outside: {text}"
+        );
+        saw_inside += usize::from(text.contains("f1"));
+    }
+    let swaps = swapper.stop(&s);
+    assert!(swaps > 100, "the swapper barely ran ({swaps} swaps)");
+    assert!(saw_inside > 0, "no walk ever saw the inside directory");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_racing_a_directory_swap_leave_nothing_outside() {
+    let s = setup();
+    let registry = ToolRegistry::with_default_tools();
+    let ctx = ToolContext::new(s.work.clone());
+    // acceptEdits: writes inside the working directory need no rule; outside are denied.
+    let permissions = gyre_tools::Permissions::from_rules::<&str>(
+        gyre_tools::PermissionMode::AcceptEdits,
+        &[],
+        &[],
+        &[],
+    )
+    .unwrap();
+    let swapper = Swapper::start(&s);
+    for i in 0..RACING_WRITES {
+        // New files, and new files in new directories.
+        let rel = if i % 2 == 0 {
+            format!("sub/new{i}.txt")
+        } else {
+            format!("sub/d{i}/e/new.txt")
+        };
+        let input = json!({"file_path": s.work.join(rel), "content": "x"});
+        let _ = run_tool_call(
+            &registry,
+            &ToolCall::new("t", "Write", input),
+            &ctx,
+            &permissions,
+            &|_| {},
+        )
+        .await;
+    }
+    swapper.stop(&s);
+    outside_untouched(&s);
+    let leftovers: Vec<String> = std::fs::read_dir(s.work.join("sub"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".gyre-write-"))
+        .collect();
+    assert_eq!(leftovers, Vec::<String>::new());
+}
