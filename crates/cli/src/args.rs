@@ -191,8 +191,6 @@ impl Cli {
         };
         warn(self.setting_sources.is_some(), "--setting-sources");
         warn(self.settings.is_some(), "--settings");
-        warn(!self.mcp_config.is_empty(), "--mcp-config");
-        warn(self.strict_mcp_config, "--strict-mcp-config");
         warn(
             self.permission_prompt_tool.is_some(),
             "--permission-prompt-tool",
