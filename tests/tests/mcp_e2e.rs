@@ -3,7 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -135,6 +135,10 @@ fn stdio_server_tools_are_offered_and_called_with_every_kind_of_result() {
             .and_tool_use("mcp__test__add", json!({"a": 2, "b": 3})),
         Turn::tool_use("mcp__test__image", json!({}))
             .and_tool_use("mcp__test__resource", json!({})),
+        Turn::tool_use("ListMcpResourcesTool", json!({})).and_tool_use(
+            "ReadMcpResourceTool",
+            json!({"server": "test", "uri": "test://greeting"}),
+        ),
         Turn::text("Done."),
     ]);
     let (server, out) = with_test_server(&sandbox, script, &[]);
@@ -166,7 +170,7 @@ fn stdio_server_tools_are_offered_and_called_with_every_kind_of_result() {
     assert_eq!(echo["input_schema"]["required"], json!(["text"]));
 
     let results = tool_results(&server);
-    assert_eq!(results.len(), 4, "{results:#?}");
+    assert_eq!(results.len(), 6, "{results:#?}");
     assert_eq!(results[0]["content"], "hi there");
     assert_eq!(results[1]["content"], "5");
     assert!(
@@ -181,6 +185,12 @@ fn stdio_server_tools_are_offered_and_called_with_every_kind_of_result() {
         results[3]["content"],
         "[Resource test://greeting]\nhello from a resource"
     );
+    // The resources themselves, through the two resource tools.
+    let listed: Value = serde_json::from_str(results[4]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(listed[0]["uri"], "test://greeting");
+    assert_eq!(listed[0]["server"], "test");
+    assert_eq!(results[5]["content"], results[3]["content"]);
+    assert_eq!(results[5]["is_error"], json!(null));
 }
 
 #[test]
@@ -558,4 +568,214 @@ fn an_invalid_mcp_config_is_a_clear_error() {
         out.stderr
     );
     assert_eq!(server.request_count(), 0);
+}
+
+// Servers no one here wrote: the reference `@modelcontextprotocol/server-everything`
+// (npm, run by node) and `mcp-server-time` (PyPI, in a venv). Each test installs its
+// server into `target/mcp-published/` on first use (npm and PyPI are reached for the
+// install only; the servers themselves work offline) and fails, saying what to
+// install, when it cannot.
+
+fn scratch(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        PathBuf::from,
+    );
+    target.join("mcp-published").join(name)
+}
+
+fn install(what: &str, cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: could not run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `dist/index.js` of `@modelcontextprotocol/server-everything`, installed with npm.
+fn server_everything() -> PathBuf {
+    let dir = scratch("npm");
+    let entry = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if !entry.is_file() {
+        install(
+            "server-everything needs node and npm (apt-get install nodejs npm)",
+            Command::new("npm")
+                .args(["install", "--no-audit", "--no-fund", "--prefix"])
+                .arg(&dir)
+                .arg("@modelcontextprotocol/server-everything"),
+        );
+    }
+    assert!(entry.is_file(), "npm installed no {}", entry.display());
+    entry
+}
+
+/// The `mcp-server-time` command, installed with pip into a venv.
+fn mcp_server_time() -> PathBuf {
+    let venv = scratch("pypi");
+    let bin = venv.join("bin/mcp-server-time");
+    if !bin.is_file() {
+        install(
+            "mcp-server-time needs python3 with venv (apt-get install python3-venv)",
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        );
+        install(
+            "mcp-server-time",
+            Command::new(venv.join("bin/pip")).args(["install", "--quiet", "mcp-server-time"]),
+        );
+    }
+    assert!(bin.is_file(), "pip installed no {}", bin.display());
+    bin
+}
+
+/// Runs `script` with one published server, its tools allowed; the run must succeed.
+fn run_with(server_name: &str, server: Value, script: Script) -> (TestServer, Run) {
+    let sandbox = Sandbox::new().unwrap();
+    let api = TestServer::spawn(script).unwrap();
+    let mut servers = serde_json::Map::new();
+    servers.insert(server_name.to_owned(), server);
+    let out = gyre(
+        &sandbox,
+        &api,
+        &config(Value::Object(servers)),
+        &["--allowedTools", &format!("mcp__{server_name}")],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    (api, out)
+}
+
+#[test]
+fn server_everything_tools_are_listed_and_called() {
+    let entry = server_everything();
+    let (api, out) = run_with(
+        "everything",
+        json!({"command": "node", "args": [entry, "stdio"]}),
+        Script::new([
+            Turn::tool_use("mcp__everything__echo", json!({"message": "hello gyre"}))
+                .and_tool_use("mcp__everything__get-sum", json!({"a": 2, "b": 3}))
+                .and_tool_use("mcp__everything__get-tiny-image", json!({})),
+            Turn::tool_use(
+                "mcp__everything__get-structured-content",
+                json!({"location": "Chicago"}),
+            )
+            .and_tool_use(
+                "mcp__everything__get-resource-reference",
+                json!({"resourceType": "Text", "resourceId": 1}),
+            )
+            .and_tool_use("mcp__everything__get-resource-links", json!({"count": 2})),
+            Turn::tool_use("ListMcpResourcesTool", json!({"server": "everything"})).and_tool_use(
+                "ReadMcpResourceTool",
+                json!({"server": "everything", "uri": "demo://resource/static/document/features.md"}),
+            ),
+            Turn::text("Done."),
+        ]),
+    );
+    let init = init_line(&out);
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "everything", "status": "connected"}])
+    );
+    let tools = init["tools"].as_array().unwrap();
+    for name in [
+        "mcp__everything__echo",
+        "mcp__everything__get-sum",
+        "mcp__everything__get-tiny-image",
+        "mcp__everything__trigger-long-running-operation",
+    ] {
+        assert!(tools.contains(&json!(name)), "{name} in {tools:?}");
+    }
+
+    let results = tool_results(&api);
+    assert_eq!(results.len(), 8, "{results:#?}");
+    assert!(
+        results.iter().all(|r| r["is_error"] != true),
+        "{results:#?}"
+    );
+    assert!(
+        text_of(&results[0]).contains("hello gyre"),
+        "{}",
+        results[0]
+    );
+    assert!(text_of(&results[1]).contains('5'), "{}", results[1]);
+    let image = results[2]["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["type"] == "image")
+        .expect("an image part");
+    assert_eq!(image["source"]["media_type"], "image/png");
+    assert!(!image["source"]["data"].as_str().unwrap().is_empty());
+    assert!(
+        text_of(&results[3]).contains("\"temperature\""),
+        "{}",
+        results[3]
+    );
+    assert!(
+        text_of(&results[4]).contains("[Resource "),
+        "{}",
+        results[4]
+    );
+    assert!(
+        text_of(&results[5]).contains("[Resource link "),
+        "{}",
+        results[5]
+    );
+    assert!(
+        text_of(&results[6]).contains("demo://resource/static/document/features.md"),
+        "{}",
+        results[6]
+    );
+    assert!(
+        text_of(&results[7])
+            .starts_with("[Resource demo://resource/static/document/features.md]\n"),
+        "{}",
+        results[7]
+    );
+}
+
+#[test]
+fn mcp_server_time_from_pypi_answers_and_reports_errors() {
+    let bin = mcp_server_time();
+    let (api, out) = run_with(
+        "time",
+        json!({"command": bin}),
+        Script::new([
+            Turn::tool_use("mcp__time__get_current_time", json!({"timezone": "Etc/UTC"}))
+                .and_tool_use(
+                    "mcp__time__convert_time",
+                    json!({"source_timezone": "Europe/London", "time": "12:00", "target_timezone": "Asia/Tokyo"}),
+                )
+                .and_tool_use(
+                    "mcp__time__get_current_time",
+                    json!({"timezone": "Mars/Olympus_Mons"}),
+                ),
+            Turn::text("Done."),
+        ]),
+    );
+    assert_eq!(
+        init_line(&out)["mcp_servers"],
+        json!([{"name": "time", "status": "connected"}])
+    );
+    let results = tool_results(&api);
+    assert_eq!(results.len(), 3, "{results:#?}");
+    assert_eq!(results[0]["is_error"], json!(null), "{}", results[0]);
+    assert!(
+        text_of(&results[0]).contains("\"timezone\": \"Etc/UTC\""),
+        "{}",
+        results[0]
+    );
+    assert_eq!(results[1]["is_error"], json!(null), "{}", results[1]);
+    assert!(
+        text_of(&results[1]).contains("Asia/Tokyo"),
+        "{}",
+        results[1]
+    );
+    assert_eq!(results[2]["is_error"], true, "{}", results[2]);
+    assert!(
+        text_of(&results[2]).contains("Mars/Olympus_Mons"),
+        "{}",
+        results[2]
+    );
 }

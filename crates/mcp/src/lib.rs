@@ -10,6 +10,8 @@
 //!   `mcp__<server>__<tool>`; results (text, images, resources, structured content,
 //!   `isError`) become tool outputs; a call honours abort and a timeout, and a server
 //!   that died answers with an error naming it.
+//! - [`McpResourceTool`]: `ListMcpResourcesTool` and `ReadMcpResourceTool`, the
+//!   servers' resources for the model, when some server offers them.
 //!
 //! Built on `rmcp`, the official Rust SDK.
 //!
@@ -39,12 +41,14 @@
 //! ```
 
 mod config;
+mod resources;
 mod result;
 mod server;
 mod servers;
 mod tool;
 
 pub use config::{ConfigError, McpConfig, ServerConfig};
+pub use resources::{McpResourceTool, ResourceAction};
 pub use result::{NO_CONTENT, to_output};
 pub use server::{Server, StartError};
 pub use servers::{

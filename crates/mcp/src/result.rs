@@ -25,29 +25,9 @@ pub fn to_output(result: CallToolResult) -> ToolOutput {
                 audio.mime_type,
                 audio.data.len()
             )),
-            ContentBlock::Resource(embedded) => match embedded.resource {
-                ResourceContents::TextResourceContents { uri, text, .. } => {
-                    texts.push(format!("[Resource {uri}]\n{text}"));
-                }
-                ResourceContents::BlobResourceContents {
-                    uri,
-                    mime_type,
-                    blob,
-                    ..
-                } => match mime_type {
-                    Some(media_type) if media_type.starts_with("image/") => {
-                        images.push(ImageSource::Base64 {
-                            media_type,
-                            data: blob,
-                        });
-                    }
-                    mime_type => texts.push(format!(
-                        "[Resource {uri}: binary {}, {} base64 characters, not shown]",
-                        mime_type.as_deref().unwrap_or("data"),
-                        blob.len()
-                    )),
-                },
-                other => texts.push(unknown_block(&other)),
+            ContentBlock::Resource(embedded) => match show_resource(embedded.resource) {
+                Shown::Text(text) => texts.push(text),
+                Shown::Image(image) => images.push(image),
             },
             ContentBlock::ResourceLink(link) => {
                 let mut line = format!("[Resource link {}] {}", link.uri, link.name);
@@ -74,6 +54,41 @@ pub fn to_output(result: CallToolResult) -> ToolOutput {
         content,
         is_error: result.is_error == Some(true),
         images,
+    }
+}
+
+/// How one resource's contents reach the model.
+pub(crate) enum Shown {
+    Text(String),
+    Image(ImageSource),
+}
+
+/// A resource's contents: its text under its URI, an image as an image, other binary
+/// data described (the model reads text and images only).
+pub(crate) fn show_resource(contents: ResourceContents) -> Shown {
+    match contents {
+        ResourceContents::TextResourceContents { uri, text, .. } => {
+            Shown::Text(format!("[Resource {uri}]\n{text}"))
+        }
+        ResourceContents::BlobResourceContents {
+            uri,
+            mime_type,
+            blob,
+            ..
+        } => match mime_type {
+            Some(media_type) if media_type.starts_with("image/") => {
+                Shown::Image(ImageSource::Base64 {
+                    media_type,
+                    data: blob,
+                })
+            }
+            mime_type => Shown::Text(format!(
+                "[Resource {uri}: binary {}, {} base64 characters, not shown]",
+                mime_type.as_deref().unwrap_or("data"),
+                blob.len()
+            )),
+        },
+        other => Shown::Text(unknown_block(&other)),
     }
 }
 

@@ -297,6 +297,14 @@ impl Server {
         &self.tools
     }
 
+    /// Whether the server said it offers resources.
+    #[must_use]
+    pub fn offers_resources(&self) -> bool {
+        self.service
+            .peer_info()
+            .is_some_and(|info| info.capabilities.resources.is_some())
+    }
+
     /// Why the server can no longer be used, once it cannot: it exited, or its
     /// connection closed.
     #[must_use]

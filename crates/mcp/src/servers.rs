@@ -8,6 +8,7 @@ use std::time::Duration;
 use gyre_tools::Tool;
 
 use crate::config::McpConfig;
+use crate::resources::{McpResourceTool, ResourceAction};
 use crate::server::Server;
 use crate::tool::McpTool;
 
@@ -127,14 +128,32 @@ impl McpServers {
         }
     }
 
-    /// The tools of the connected servers, for the registry.
+    /// The tools of the connected servers, for the registry; with
+    /// `ListMcpResourcesTool` and `ReadMcpResourceTool` when some server offers
+    /// resources.
     #[must_use]
     pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        self.entries
-            .iter()
-            .filter_map(|e| e.outcome.as_ref().ok())
+        let connected = self.entries.iter().filter_map(|e| e.outcome.as_ref().ok());
+        let mut tools: Vec<Arc<dyn Tool>> = connected
+            .clone()
             .flat_map(|(_, tools)| tools.iter().map(|t| Arc::clone(t) as Arc<dyn Tool>))
-            .collect()
+            .collect();
+        let with_resources: Vec<Arc<Server>> = connected
+            .map(|(server, _)| server)
+            .filter(|server| server.offers_resources())
+            .cloned()
+            .collect();
+        if !with_resources.is_empty() {
+            tools.push(Arc::new(McpResourceTool::new(
+                ResourceAction::List,
+                with_resources.clone(),
+            )));
+            tools.push(Arc::new(McpResourceTool::new(
+                ResourceAction::Read,
+                with_resources,
+            )));
+        }
+        tools
     }
 
     /// A connected server by name.
