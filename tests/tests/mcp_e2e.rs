@@ -595,9 +595,14 @@ fn install(what: &str, cmd: &mut Command) {
     );
 }
 
+/// The published versions the tests were written against: a new release may change
+/// the tools' texts, so updating is a deliberate edit here.
+const SERVER_EVERYTHING: &str = "@modelcontextprotocol/server-everything@2026.8.31";
+const MCP_SERVER_TIME: &str = "mcp-server-time==2026.10.19";
+
 /// `dist/index.js` of `@modelcontextprotocol/server-everything`, installed with npm.
 fn server_everything() -> PathBuf {
-    let dir = scratch("npm");
+    let dir = scratch(&SERVER_EVERYTHING.replace(['/', '@'], "_"));
     let entry = dir.join("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
     if !entry.is_file() {
         install(
@@ -605,7 +610,7 @@ fn server_everything() -> PathBuf {
             Command::new("npm")
                 .args(["install", "--no-audit", "--no-fund", "--prefix"])
                 .arg(&dir)
-                .arg("@modelcontextprotocol/server-everything"),
+                .arg(SERVER_EVERYTHING),
         );
     }
     assert!(entry.is_file(), "npm installed no {}", entry.display());
@@ -614,7 +619,7 @@ fn server_everything() -> PathBuf {
 
 /// The `mcp-server-time` command, installed with pip into a venv.
 fn mcp_server_time() -> PathBuf {
-    let venv = scratch("pypi");
+    let venv = scratch(&MCP_SERVER_TIME.replace('=', "_"));
     let bin = venv.join("bin/mcp-server-time");
     if !bin.is_file() {
         install(
@@ -623,7 +628,7 @@ fn mcp_server_time() -> PathBuf {
         );
         install(
             "mcp-server-time",
-            Command::new(venv.join("bin/pip")).args(["install", "--quiet", "mcp-server-time"]),
+            Command::new(venv.join("bin/pip")).args(["install", "--quiet", MCP_SERVER_TIME]),
         );
     }
     assert!(bin.is_file(), "pip installed no {}", bin.display());
