@@ -10,6 +10,8 @@
 //!   `mcp__<server>__<tool>`; results (text, images, resources, structured content,
 //!   `isError`) become tool outputs; a call honours abort and a timeout, and a server
 //!   that died answers with an error naming it.
+//! - [`sdk_channel`]: the seam for `{"type": "sdk"}` servers, whose JSON-RPC the CLI
+//!   carries in `mcp_message` control requests ([`McpServers::start_with_sdk`]).
 //! - [`McpResourceTool`]: `ListMcpResourcesTool` and `ReadMcpResourceTool`, the
 //!   servers' resources for the model, when some server offers them.
 //!
@@ -43,6 +45,7 @@
 mod config;
 mod resources;
 mod result;
+mod sdk;
 mod server;
 mod servers;
 mod tool;
@@ -50,6 +53,7 @@ mod tool;
 pub use config::{ConfigError, McpConfig, ServerConfig};
 pub use resources::{McpResourceTool, ResourceAction};
 pub use result::{NO_CONTENT, to_output};
+pub use sdk::{SdkBridge, SdkChannel, SdkSendError, sdk_channel};
 pub use server::{Server, StartError};
 pub use servers::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ServerState, ServerStatus,

@@ -13,6 +13,7 @@ use rmcp::model::{
     ReadResourceRequestParams, ReadResourceResult, Resource, Tool as McpToolInfo,
 };
 use rmcp::service::RunningService;
+use rmcp::transport::IntoTransport;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{RoleClient, ServiceError, ServiceExt};
@@ -21,6 +22,7 @@ use tokio::process::{Child, ChildStderr, Command};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
+use crate::sdk::SdkChannel;
 
 /// The last lines a server wrote on stderr, kept to explain a failure.
 const STDERR_TAIL_LINES: usize = 20;
@@ -45,7 +47,9 @@ pub enum StartError {
         "the legacy HTTP+SSE transport is not supported; use \"type\": \"http\" (streamable HTTP)"
     )]
     SseUnsupported,
-    #[error("needs the SDK control protocol (mcp_message), which gyre does not speak yet")]
+    #[error(
+        "needs the SDK control protocol (mcp_message control requests), which this session does not carry"
+    )]
     NeedsSdkControl,
 }
 
@@ -175,6 +179,49 @@ pub struct Server {
     closed: Mutex<Option<String>>,
 }
 
+/// The MCP handshake over `transport`, within `timeout`.
+pub(crate) async fn handshake<T, E, A>(
+    transport: T,
+    timeout: Duration,
+) -> Result<RunningService<RoleClient, ClientConfig>, StartError>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match tokio::time::timeout(timeout, client_config().serve(transport)).await {
+        Ok(Ok(service)) => Ok(service),
+        Ok(Err(e)) => Err(StartError::Handshake {
+            message: e.to_string(),
+            stderr: String::new(),
+        }),
+        Err(_) => Err(StartError::Timeout {
+            timeout,
+            stderr: String::new(),
+        }),
+    }
+}
+
+impl StartError {
+    /// The same error with the server's last stderr line.
+    fn with_stderr(self, note: String) -> Self {
+        match self {
+            Self::Handshake { message, .. } => Self::Handshake {
+                message,
+                stderr: note,
+            },
+            Self::Timeout { timeout, .. } => Self::Timeout {
+                timeout,
+                stderr: note,
+            },
+            other @ (Self::Spawn { .. }
+            | Self::Header { .. }
+            | Self::ListTools(_)
+            | Self::SseUnsupported
+            | Self::NeedsSdkControl) => other,
+        }
+    }
+}
+
 fn client_config() -> ClientConfig {
     ClientConfig::new(
         ClientCapabilities::default(),
@@ -200,27 +247,17 @@ impl Server {
         cwd: &Path,
         timeout: Duration,
         call_timeout: Duration,
+        sdk: Option<SdkChannel>,
     ) -> Result<Self, StartError> {
         let (service, child) = match config {
             ServerConfig::Stdio { command, args, env } => {
                 let (child, stdout, stdin) = ChildProcess::spawn(command, args, env, cwd)?;
-                let handshake =
-                    tokio::time::timeout(timeout, client_config().serve((stdout, stdin)));
-                match handshake.await {
-                    Ok(Ok(service)) => (service, Some(child)),
-                    Ok(Err(e)) => {
+                match handshake((stdout, stdin), timeout).await {
+                    Ok(service) => (service, Some(child)),
+                    Err(failure) => {
                         // Give its stderr a moment to say why it failed.
                         tokio::time::sleep(Duration::from_millis(50)).await;
-                        return Err(StartError::Handshake {
-                            message: e.to_string(),
-                            stderr: child.stderr_note(),
-                        });
-                    }
-                    Err(_) => {
-                        return Err(StartError::Timeout {
-                            timeout,
-                            stderr: child.stderr_note(),
-                        });
+                        return Err(failure.with_stderr(child.stderr_note()));
                     }
                 }
             }
@@ -242,25 +279,13 @@ impl Server {
                     StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(custom),
                 );
-                let handshake = tokio::time::timeout(timeout, client_config().serve(transport));
-                match handshake.await {
-                    Ok(Ok(service)) => (service, None),
-                    Ok(Err(e)) => {
-                        return Err(StartError::Handshake {
-                            message: e.to_string(),
-                            stderr: String::new(),
-                        });
-                    }
-                    Err(_) => {
-                        return Err(StartError::Timeout {
-                            timeout,
-                            stderr: String::new(),
-                        });
-                    }
-                }
+                (handshake(transport, timeout).await?, None)
             }
             ServerConfig::Sse { .. } => return Err(StartError::SseUnsupported),
-            ServerConfig::Sdk => return Err(StartError::NeedsSdkControl),
+            ServerConfig::Sdk => {
+                let channel = sdk.ok_or(StartError::NeedsSdkControl)?;
+                (channel.handshake(timeout).await?, None)
+            }
         };
         let tools = match tokio::time::timeout(timeout, service.list_all_tools()).await {
             Ok(Ok(tools)) => tools,

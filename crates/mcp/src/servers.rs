@@ -7,8 +7,9 @@ use std::time::Duration;
 
 use gyre_tools::Tool;
 
-use crate::config::McpConfig;
+use crate::config::{McpConfig, ServerConfig};
 use crate::resources::{McpResourceTool, ResourceAction};
+use crate::sdk::SdkChannel;
 use crate::server::Server;
 use crate::tool::McpTool;
 
@@ -96,33 +97,60 @@ impl McpServers {
     }
 
     /// Starts every server of `config` at once and waits for each to be connected,
-    /// failed, or out of time.
+    /// failed, or out of time. SDK servers fail: see [`McpServers::start_with_sdk`].
     pub async fn start(config: &McpConfig, options: &StartOptions) -> Self {
-        let starts = config.servers().iter().map(|(name, server)| async move {
-            let outcome = Server::connect(
-                name,
-                server,
-                &options.cwd,
-                options.startup_timeout,
-                options.call_timeout,
-            )
-            .await
-            .map(|server| {
-                let server = Arc::new(server);
-                let tools = server
-                    .tools()
-                    .iter()
-                    .map(|info| Arc::new(McpTool::new(Arc::clone(&server), info)))
-                    .collect();
-                (server, tools)
+        Self::start_with_sdk(config, options, |_| None).await
+    }
+
+    /// [`McpServers::start`], with `sdk` giving the channel of each `{"type": "sdk"}`
+    /// server by name (the CLI bridges it to `mcp_message` control requests); one it
+    /// gives none for fails.
+    pub async fn start_with_sdk(
+        config: &McpConfig,
+        options: &StartOptions,
+        mut sdk: impl FnMut(&str) -> Option<SdkChannel>,
+    ) -> Self {
+        let channels: Vec<Option<SdkChannel>> = config
+            .servers()
+            .iter()
+            .map(|(name, server)| match server {
+                ServerConfig::Sdk => sdk(name),
+                ServerConfig::Stdio { .. }
+                | ServerConfig::Http { .. }
+                | ServerConfig::Sse { .. } => None,
             })
-            .map_err(|e| e.to_string());
-            Entry {
-                name: name.clone(),
-                transport: server.kind(),
-                outcome,
-            }
-        });
+            .collect();
+        let starts =
+            config
+                .servers()
+                .iter()
+                .zip(channels)
+                .map(|((name, server), channel)| async move {
+                    let outcome = Server::connect(
+                        name,
+                        server,
+                        &options.cwd,
+                        options.startup_timeout,
+                        options.call_timeout,
+                        channel,
+                    )
+                    .await
+                    .map(|server| {
+                        let server = Arc::new(server);
+                        let tools = server
+                            .tools()
+                            .iter()
+                            .map(|info| Arc::new(McpTool::new(Arc::clone(&server), info)))
+                            .collect();
+                        (server, tools)
+                    })
+                    .map_err(|e| e.to_string());
+                    Entry {
+                        name: name.clone(),
+                        transport: server.kind(),
+                        outcome,
+                    }
+                });
         Self {
             entries: futures::future::join_all(starts).await,
         }
