@@ -157,9 +157,11 @@ pub struct Cli {
     pub setting_sources: Option<String>,
     #[arg(long, hide = true)]
     pub settings: Option<String>,
-    #[arg(long, hide = true, num_args = 1..)]
+    /// MCP servers: a JSON file or inline JSON, {"mcpServers": {…}} (repeatable).
+    #[arg(long, num_args = 1.., value_name = "FILE|JSON")]
     pub mcp_config: Vec<String>,
-    #[arg(long, hide = true)]
+    /// Use only the --mcp-config servers, not the project's .mcp.json.
+    #[arg(long)]
     pub strict_mcp_config: bool,
     #[arg(long, hide = true)]
     pub permission_prompt_tool: Option<String>,
