@@ -35,6 +35,17 @@ pub fn testkit_binary() -> Result<PathBuf> {
         .map_err(anyhow::Error::msg)
 }
 
+/// The `gyre-test-mcp` binary (the testkit's MCP server), built on first use.
+///
+/// # Errors
+/// When cargo cannot build it.
+pub fn test_mcp_binary() -> Result<PathBuf> {
+    static BIN: OnceLock<Result<PathBuf, String>> = OnceLock::new();
+    BIN.get_or_init(|| build("gyre-testkit", "gyre-test-mcp").map_err(|e| format!("{e:#}")))
+        .clone()
+        .map_err(anyhow::Error::msg)
+}
+
 fn build(package: &str, bin_name: &str) -> Result<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()

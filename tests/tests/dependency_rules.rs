@@ -7,11 +7,12 @@ use serde_json::Value;
 
 /// Which gyre crates each gyre crate may depend on (normal and build dependencies).
 fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
-    let rules: [(&str, &[&str]); 7] = [
+    let rules: [(&str, &[&str]); 8] = [
         ("gyre-protocol", &[]),
         ("gyre-api", &["gyre-protocol"]),
         ("gyre-compact", &["gyre-protocol"]),
         ("gyre-tools", &["gyre-protocol"]),
+        ("gyre-mcp", &["gyre-protocol", "gyre-tools"]),
         (
             "gyre-loop",
             &["gyre-protocol", "gyre-api", "gyre-compact", "gyre-tools"],
@@ -24,6 +25,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
                 "gyre-compact",
                 "gyre-tools",
                 "gyre-loop",
+                "gyre-mcp",
             ],
         ),
         ("gyre-testkit", &["gyre-protocol"]),
@@ -86,5 +88,6 @@ fn the_rules_themselves_forbid_upward_dependencies() {
     assert!(!rules["gyre-api"].contains("gyre-compact"));
     assert!(!rules["gyre-compact"].contains("gyre-api"));
     assert!(!rules["gyre-tools"].contains("gyre-loop"));
+    assert!(!rules["gyre-mcp"].contains("gyre-loop"));
     assert!(rules["gyre-protocol"].is_empty());
 }

@@ -157,9 +157,11 @@ pub struct Cli {
     pub setting_sources: Option<String>,
     #[arg(long, hide = true)]
     pub settings: Option<String>,
-    #[arg(long, hide = true, num_args = 1..)]
+    /// MCP servers: a JSON file or inline JSON, {"mcpServers": {…}} (repeatable).
+    #[arg(long, num_args = 1.., value_name = "FILE|JSON")]
     pub mcp_config: Vec<String>,
-    #[arg(long, hide = true)]
+    /// Use only the --mcp-config servers, not the project's .mcp.json.
+    #[arg(long)]
     pub strict_mcp_config: bool,
     #[arg(long, hide = true)]
     pub permission_prompt_tool: Option<String>,
@@ -191,8 +193,6 @@ impl Cli {
         };
         warn(self.setting_sources.is_some(), "--setting-sources");
         warn(self.settings.is_some(), "--settings");
-        warn(!self.mcp_config.is_empty(), "--mcp-config");
-        warn(self.strict_mcp_config, "--strict-mcp-config");
         warn(
             self.permission_prompt_tool.is_some(),
             "--permission-prompt-tool",

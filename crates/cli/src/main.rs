@@ -4,6 +4,7 @@
 
 mod args;
 mod headless;
+mod mcp_config;
 mod repl;
 mod session;
 mod sessions;
@@ -185,7 +186,8 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
     } else {
         None
     };
-    let mut session = session::build(cli, cwd, settings, false, None)?;
+    let mcp = mcp_config::start(cli, cwd, &session::gyre_home()).await?;
+    let mut session = session::build(cli, cwd, settings, false, None, mcp)?;
     let interrupt = session.engine.interrupt_handle();
     let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     {

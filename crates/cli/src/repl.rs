@@ -72,7 +72,8 @@ pub async fn run(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode>
         cwd.to_path_buf(),
         interrupt_tx,
     ));
-    let session = session::build(cli, cwd, settings, true, Some(prompt))?;
+    let mcp = crate::mcp_config::start(cli, cwd, &session::gyre_home()).await?;
+    let session = session::build(cli, cwd, settings, true, Some(prompt), mcp)?;
     let mut repl = Repl {
         session,
         palette,
@@ -245,6 +246,7 @@ impl Repl {
                     Some(Err(e)) => p.red(&format!("✗ Compaction failed: {e}")),
                 }
             }
+            SlashCommand::Mcp => crate::mcp_config::status_report(&self.session.mcp.status()),
             SlashCommand::Unknown(name) => p.red(&format!(
                 "Unknown command /{name} · /help lists the commands"
             )),

@@ -13,6 +13,7 @@ use gyre_loop::{
     ApiDeps, ContextCompactor, EngineConfig, JsonlTranscript, PipelineCompactor, QueryEngine,
     TranscriptHealth, load_transcript, project_dir_name,
 };
+use gyre_mcp::McpServers;
 use gyre_protocol::{CacheControl, SystemBlock};
 use gyre_tools::{PermissionMode, PermissionPrompt, Permissions, ToolContext, ToolRegistry};
 
@@ -81,6 +82,8 @@ pub struct Session {
     pub facts: SessionFacts,
     /// Whether a transcript line could not be written (reported on stderr at once).
     pub transcript_health: TranscriptHealth,
+    /// The MCP servers, for `mcp_status`; their tools are in the engine's registry.
+    pub mcp: Arc<McpServers>,
 }
 
 fn parse_session_id(raw: &str) -> Result<String> {
@@ -103,6 +106,7 @@ pub fn build(
     settings: &Settings,
     interactive: bool,
     prompt: Option<Arc<dyn PermissionPrompt>>,
+    mcp: McpServers,
 ) -> Result<Session> {
     let client = model_client()?;
     let retry = RetryOptions::new(RetryPolicy::from_env());
@@ -158,6 +162,9 @@ pub fn build(
     let only = split_tool_list(&cli.tools);
     if !cli.tools.is_empty() {
         registry = registry.filtered(&only);
+    }
+    for tool in mcp.tools() {
+        registry.register(tool);
     }
     let registry = Arc::new(registry);
 
@@ -273,10 +280,12 @@ pub fn build(
         model,
         tools: registry.names().iter().map(|s| (*s).to_owned()).collect(),
         permission_mode: mode.to_string(),
+        mcp_servers: crate::mcp_config::init_entries(&mcp),
     };
     Ok(Session {
         engine,
         facts,
         transcript_health,
+        mcp: Arc::new(mcp),
     })
 }

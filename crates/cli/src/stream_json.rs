@@ -14,6 +14,8 @@ pub struct SessionFacts {
     pub model: String,
     pub tools: Vec<String>,
     pub permission_mode: String,
+    /// `[{"name", "status"}]` of the session's MCP servers.
+    pub mcp_servers: Vec<Value>,
 }
 
 #[must_use]
@@ -24,7 +26,7 @@ pub fn init(facts: &SessionFacts, uuid: &str) -> Value {
         "cwd": facts.cwd,
         "session_id": facts.session_id,
         "tools": facts.tools,
-        "mcp_servers": [],
+        "mcp_servers": facts.mcp_servers,
         "model": facts.model,
         "permissionMode": facts.permission_mode,
         "slash_commands": ["compact", "clear", "cost", "model", "help"],
@@ -185,6 +187,7 @@ mod tests {
             model: "claude-sonnet-4-5".into(),
             tools: vec!["Bash".into(), "Read".into()],
             permission_mode: "default".into(),
+            mcp_servers: Vec::new(),
         }
     }
 

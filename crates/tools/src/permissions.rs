@@ -575,9 +575,10 @@ fn is_path_rule_tool(tool: &str) -> bool {
 }
 
 /// Whether a rule written for `rule_tool` covers a call of `tool`: `Read(…)` path rules
-/// cover every reading tool, `Edit(…)` every editing tool (as in Claude Code).
+/// cover every reading tool, `Edit(…)` every editing tool, `mcp__server` every tool of
+/// that MCP server (as in Claude Code).
 fn rule_covers(rule_tool: &str, tool: &str, has_specifier: bool) -> bool {
-    if rule_tool == tool {
+    if rule_tool == tool || is_mcp_server_of(rule_tool, tool) {
         return true;
     }
     has_specifier
@@ -586,6 +587,15 @@ fn rule_covers(rule_tool: &str, tool: &str, has_specifier: bool) -> bool {
             "Edit" => tool == "Write",
             _ => false,
         }
+}
+
+/// `mcp__server` names a whole MCP server, whose tools are `mcp__server__<tool>`.
+fn is_mcp_server_of(rule_tool: &str, tool: &str) -> bool {
+    rule_tool.starts_with("mcp__")
+        && !rule_tool["mcp__".len()..].contains("__")
+        && tool
+            .strip_prefix(rule_tool)
+            .is_some_and(|rest| rest.starts_with("__"))
 }
 
 /// The call being judged.
@@ -977,6 +987,19 @@ mod tests {
         assert!(split_strict("echo $(rm -rf /)").is_none());
         assert!(split_strict("echo `rm`").is_none());
         assert!(split_strict("echo 'open").is_none());
+    }
+
+    #[test]
+    fn an_mcp_server_rule_covers_its_tools_only() {
+        assert!(rule_covers("mcp__git", "mcp__git__status", false));
+        assert!(rule_covers("mcp__git__status", "mcp__git__status", false));
+        assert!(!rule_covers("mcp__git", "mcp__github__status", false));
+        assert!(!rule_covers(
+            "mcp__git__status",
+            "mcp__git__status_all",
+            false
+        ));
+        assert!(!rule_covers("mcp", "mcp__git__status", false));
     }
 
     #[test]

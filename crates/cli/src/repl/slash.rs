@@ -1,5 +1,5 @@
 //! Slash commands typed at the prompt: `/compact`, `/clear`, `/cost`, `/model [name]`,
-//! `/help`, `/exit`.
+//! `/mcp`, `/help`, `/exit`.
 
 use gyre_protocol::Usage;
 
@@ -11,6 +11,8 @@ pub enum SlashCommand {
     Cost,
     /// `/model` shows the model, `/model NAME` switches to it.
     Model(Option<String>),
+    /// The MCP servers, their state and tools.
+    Mcp,
     Help,
     Exit,
     /// Anything else that starts with `/`: the command name as typed.
@@ -31,6 +33,7 @@ impl SlashCommand {
             "clear" | "reset" | "new" => Self::Clear,
             "cost" => Self::Cost,
             "model" => Self::Model(arg),
+            "mcp" => Self::Mcp,
             "help" | "?" => Self::Help,
             "exit" | "quit" => Self::Exit,
             other => Self::Unknown(other.to_owned()),
@@ -45,6 +48,7 @@ Commands
   /clear          start a new conversation (the transcript keeps the old one)
   /cost           cost, tokens and time of this session
   /model [name]   show the model, or switch to another
+  /mcp            the MCP servers, their state and tools
   /help           this list
   /exit           quit (also Ctrl+D)
 

@@ -1,0 +1,196 @@
+//! The session's MCP servers: which ones (`--mcp-config`, the project's `.mcp.json`),
+//! started before the session is built, and what the init line says about them.
+
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use gyre_mcp::{McpConfig, McpServers, ServerState, ServerStatus, StartOptions};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::args::Cli;
+
+/// Which of the project's `.mcp.json` servers the user approved, Claude Code's keys.
+/// Read from the user's own files only (`~/.gyre/settings.json`,
+/// `.gyre/settings.local.json`): a cloned repository must not be able to start commands
+/// by shipping both a `.mcp.json` and a shared settings file approving it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ProjectApproval {
+    #[serde(default)]
+    enable_all_project_mcp_servers: bool,
+    #[serde(default)]
+    enabled_mcpjson_servers: Vec<String>,
+    #[serde(default)]
+    disabled_mcpjson_servers: Vec<String>,
+}
+
+impl ProjectApproval {
+    fn load(gyre_home: &Path, cwd: &Path) -> Self {
+        let mut approval = Self::default();
+        for path in [
+            gyre_home.join("settings.json"),
+            cwd.join(".gyre").join("settings.local.json"),
+        ] {
+            // Unreadable or invalid files are reported when the settings are loaded.
+            let Some(file) = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|text| serde_json::from_str::<Self>(&text).ok())
+            else {
+                continue;
+            };
+            approval.enable_all_project_mcp_servers |= file.enable_all_project_mcp_servers;
+            approval
+                .enabled_mcpjson_servers
+                .extend(file.enabled_mcpjson_servers);
+            approval
+                .disabled_mcpjson_servers
+                .extend(file.disabled_mcpjson_servers);
+        }
+        approval
+    }
+
+    fn allows(&self, name: &str) -> bool {
+        let named = |list: &[String]| list.iter().any(|n| n == name);
+        !named(&self.disabled_mcpjson_servers)
+            && (self.enable_all_project_mcp_servers || named(&self.enabled_mcpjson_servers))
+    }
+}
+
+/// The servers this session uses: the project's approved `.mcp.json` servers (unless
+/// `--strict-mcp-config`), then each `--mcp-config` in order, later ones replacing
+/// servers of the same name.
+///
+/// # Errors
+/// An unreadable or invalid config, with the file and what is wrong.
+fn collect(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpConfig> {
+    let mut config = McpConfig::default();
+    let project_file = cwd.join(".mcp.json");
+    if !cli.strict_mcp_config && project_file.is_file() {
+        let mut project = McpConfig::from_file(&project_file)?;
+        let approval = ProjectApproval::load(gyre_home, cwd);
+        project.retain(|name, _| {
+            let approved = approval.allows(name);
+            if !approved {
+                eprintln!(
+                    "gyre: MCP server \"{name}\" in .mcp.json was not started: approve it with \"enabledMcpjsonServers\": [\"{name}\"] (or \"enableAllProjectMcpServers\": true) in ~/.gyre/settings.json or .gyre/settings.local.json"
+                );
+            }
+            approved
+        });
+        config.merge(project);
+    }
+    for arg in &cli.mcp_config {
+        config.merge(McpConfig::from_arg(arg).context("--mcp-config")?);
+    }
+    Ok(config)
+}
+
+/// Starts the session's servers; each one that fails gets a line on stderr and the
+/// session goes on without it.
+///
+/// # Errors
+/// An unreadable or invalid config.
+pub async fn start(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpServers> {
+    let config = collect(cli, cwd, gyre_home)?;
+    if config.is_empty() {
+        return Ok(McpServers::none());
+    }
+    let servers = McpServers::start(&config, &StartOptions::from_env(cwd)).await;
+    for status in servers.status() {
+        match &status.state {
+            ServerState::Failed { error } => eprintln!(
+                "gyre: MCP server \"{}\" ({}) failed: {error}; continuing without it",
+                status.name, status.transport
+            ),
+            ServerState::Connected => {}
+        }
+    }
+    Ok(servers)
+}
+
+/// The init line's `mcp_servers`: `[{"name", "status"}]`.
+#[must_use]
+pub fn init_entries(servers: &McpServers) -> Vec<Value> {
+    servers
+        .status()
+        .iter()
+        .map(|s| json!({"name": s.name, "status": s.state.as_str()}))
+        .collect()
+}
+
+/// What `/mcp` prints: each server, its transport and state, and its tools.
+#[must_use]
+pub fn status_report(servers: &[ServerStatus]) -> String {
+    if servers.is_empty() {
+        return "No MCP servers. Add them with --mcp-config or a .mcp.json in the project."
+            .to_owned();
+    }
+    let mut out = String::from("MCP servers");
+    for server in servers {
+        out.push_str(&format!(
+            "\n  {} ({}): {}",
+            server.name,
+            server.transport,
+            server.state.as_str()
+        ));
+        match &server.state {
+            ServerState::Failed { error } => out.push_str(&format!(" — {error}")),
+            ServerState::Connected => {
+                out.push_str(&format!(", {} tools", server.tools.len()));
+                for tool in &server.tools {
+                    out.push_str(&format!("\n    {tool}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_report_lists_servers_states_and_tools() {
+        let report = status_report(&[
+            ServerStatus {
+                name: "test".into(),
+                transport: "stdio",
+                state: ServerState::Connected,
+                tools: vec!["mcp__test__echo".into()],
+            },
+            ServerStatus {
+                name: "web".into(),
+                transport: "http",
+                state: ServerState::Failed {
+                    error: "no answer".into(),
+                },
+                tools: vec![],
+            },
+        ]);
+        assert_eq!(
+            report,
+            "MCP servers\n  test (stdio): connected, 1 tools\n    mcp__test__echo\n  web (http): failed — no answer"
+        );
+        assert!(status_report(&[]).starts_with("No MCP servers"));
+    }
+
+    #[test]
+    fn project_servers_need_approval_and_disabling_wins() {
+        let approval = ProjectApproval {
+            enable_all_project_mcp_servers: false,
+            enabled_mcpjson_servers: vec!["git".into()],
+            disabled_mcpjson_servers: vec![],
+        };
+        assert!(approval.allows("git"));
+        assert!(!approval.allows("other"));
+        let approval = ProjectApproval {
+            enable_all_project_mcp_servers: true,
+            enabled_mcpjson_servers: vec![],
+            disabled_mcpjson_servers: vec!["other".into()],
+        };
+        assert!(approval.allows("git"));
+        assert!(!approval.allows("other"));
+    }
+}

@@ -1,0 +1,159 @@
+//! An MCP server's tool as a gyre [`Tool`] named `mcp__<server>__<tool>`.
+
+use std::sync::Arc;
+
+use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use rmcp::model::Tool as McpToolInfo;
+use serde_json::Value;
+
+use crate::server::Server;
+
+/// The longest description sent to the model; servers sometimes ship whole manuals.
+/// Claude Code cuts at the same length.
+const MAX_DESCRIPTION_CHARS: usize = 2048;
+
+/// Results longer than this go through the loop's tool-result budget (persisted, a
+/// preview sent): the limit Claude Code uses for MCP output.
+const MAX_RESULT_CHARS: usize = 100_000;
+
+/// `mcp__<server>__<tool>`, with anything the API does not accept in a tool name
+/// replaced by `_`.
+#[must_use]
+pub fn tool_name(server: &str, tool: &str) -> String {
+    let clean = |s: &str| -> String {
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
+    };
+    format!("mcp__{}__{}", clean(server), clean(tool))
+}
+
+/// One tool of one server.
+#[derive(Debug)]
+pub struct McpTool {
+    // The trait hands out `&'static str`: names and descriptions are made once per
+    // session start and live as long as the process.
+    name: &'static str,
+    description: &'static str,
+    schema: Value,
+    /// The tool's name on the server.
+    remote_name: String,
+    read_only: bool,
+    server: Arc<Server>,
+}
+
+impl McpTool {
+    /// Wraps `info`, a tool `server` listed.
+    #[must_use]
+    pub fn new(server: Arc<Server>, info: &McpToolInfo) -> Self {
+        let name = tool_name(server.name(), &info.name);
+        let mut description = info.description.as_deref().unwrap_or_default().to_owned();
+        if let Some((cut, _)) = description.char_indices().nth(MAX_DESCRIPTION_CHARS) {
+            description.truncate(cut);
+            description.push_str("… [truncated]");
+        }
+        let mut schema = Value::Object((*info.input_schema).clone());
+        if schema.get("type").is_none()
+            && let Some(object) = schema.as_object_mut()
+        {
+            object.insert("type".to_owned(), Value::String("object".to_owned()));
+        }
+        let read_only = info
+            .annotations
+            .as_ref()
+            .and_then(|a| a.read_only_hint)
+            .unwrap_or(false);
+        Self {
+            name: Box::leak(name.into_boxed_str()),
+            description: Box::leak(description.into_boxed_str()),
+            schema,
+            remote_name: info.name.to_string(),
+            read_only,
+            server,
+        }
+    }
+
+    /// The server this tool belongs to.
+    #[must_use]
+    pub fn server(&self) -> &Arc<Server> {
+        &self.server
+    }
+}
+
+impl Tool for McpTool {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn description(&self) -> &'static str {
+        self.description
+    }
+
+    fn input_schema(&self) -> Value {
+        self.schema.clone()
+    }
+
+    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+        // The schema is checked by the runner; the rest is the server's business.
+        Ok(())
+    }
+
+    /// Only what the server marks read-only (`readOnlyHint`) runs alongside other calls.
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        self.read_only
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        self.read_only
+    }
+
+    fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {
+        PermissionDecision::Ask {
+            reason: format!(
+                "{} is a tool of the MCP server \"{}\"",
+                self.name,
+                self.server.name()
+            ),
+        }
+    }
+
+    fn max_result_size_chars(&self) -> usize {
+        MAX_RESULT_CHARS
+    }
+
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        _progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput> {
+        Box::pin(async move {
+            let Value::Object(arguments) = input else {
+                return ToolOutput::tool_use_error("the input must be a JSON object");
+            };
+            self.server
+                .call_tool(&self.remote_name, arguments, &ctx.cancel)
+                .await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_prefixed_and_cleaned() {
+        assert_eq!(tool_name("git", "git_status"), "mcp__git__git_status");
+        assert_eq!(
+            tool_name("my-server", "get.time now"),
+            "mcp__my-server__get_time_now"
+        );
+    }
+}
