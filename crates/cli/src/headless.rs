@@ -8,7 +8,13 @@ use gyre_loop::{EngineEvent, LoopEvent, QueryEngine, TurnResult};
 use gyre_protocol::{ContentBlock, Message};
 use serde_json::Value;
 
+use std::path::Path;
+
+use gyre_api::RetryStatus;
+use gyre_tools::PermissionDenial;
+
 use crate::args::OutputFormat;
+use crate::repl::tool_line::call_summary;
 use crate::stream_json::{self, ResponseMeta, SessionFacts};
 
 /// Where headless output goes; every line is flushed as it is written, so a driver
@@ -17,6 +23,8 @@ pub struct Output<W: Write> {
     out: W,
     format: OutputFormat,
     partial: bool,
+    /// Text mode: retries and permission denials as one stderr line each.
+    progress: bool,
 }
 
 impl<W: Write> Output<W> {
@@ -25,6 +33,22 @@ impl<W: Write> Output<W> {
             out,
             format,
             partial,
+            progress: false,
+        }
+    }
+
+    /// In text mode, say on stderr what the session waits for or was refused
+    /// (`--quiet` turns this off); stdout stays the answer alone.
+    #[must_use]
+    pub fn with_progress(mut self, progress: bool) -> Self {
+        self.progress = progress && self.format == OutputFormat::Text;
+        self
+    }
+
+    /// One progress line on stderr, when progress lines are on.
+    fn progress(&self, line: impl FnOnce() -> String) {
+        if self.progress {
+            eprintln!("gyre: {}", line());
         }
     }
 
@@ -93,6 +117,7 @@ pub async fn run_turn<W: Write>(
             }
             EngineEvent::Loop(event) => match event {
                 LoopEvent::Retry(status) => {
+                    output.progress(|| progress_line(&ProgressEvent::Retry(&status)));
                     if output.streaming() {
                         output.line(&stream_json::api_retry(&status, &session_id, &uuid()))?;
                     }
@@ -118,6 +143,13 @@ pub async fn run_turn<W: Write>(
                     }
                 }
                 LoopEvent::PermissionDenied { denial, message } => {
+                    output.progress(|| {
+                        progress_line(&ProgressEvent::Denied {
+                            denial: &denial,
+                            message: &message,
+                            cwd: Path::new(&facts.cwd),
+                        })
+                    });
                     if output.streaming() {
                         output.line(&stream_json::permission_denied(
                             &denial,
@@ -179,6 +211,52 @@ pub async fn run_turn<W: Write>(
     Ok(result)
 }
 
+/// What a text-mode progress line reports.
+enum ProgressEvent<'a> {
+    Retry(&'a RetryStatus),
+    Denied {
+        denial: &'a PermissionDenial,
+        message: &'a str,
+        cwd: &'a Path,
+    },
+}
+
+/// One stderr line for a retry wait or a refused tool call:
+/// `API overloaded · retrying in 2 s (attempt 1/10)`,
+/// `denied Bash rm -rf build: <why>`.
+fn progress_line(event: &ProgressEvent<'_>) -> String {
+    match event {
+        ProgressEvent::Retry(status) => {
+            let reason = if status.message.is_empty() {
+                &status.error
+            } else {
+                &status.message
+            };
+            // Below a second the server asked for a precise wait: show it as such.
+            let wait = if status.delay_ms < 1000 {
+                format!("{} ms", status.delay_ms)
+            } else {
+                format!("{} s", status.delay_ms.div_ceil(1000))
+            };
+            format!(
+                "{} · retrying in {wait} (attempt {}/{})",
+                reason.replace('\n', " "),
+                status.attempt,
+                status.max_retries
+            )
+        }
+        ProgressEvent::Denied {
+            denial,
+            message,
+            cwd,
+        } => {
+            let summary = call_summary(&denial.tool_name, &denial.tool_input, cwd);
+            let why = message.lines().next().unwrap_or_default();
+            format!("denied {summary}: {why}")
+        }
+    }
+}
+
 /// Reads one `--input-format stream-json` line: `{"type":"user","message":{…}}`.
 ///
 /// # Errors
@@ -216,6 +294,44 @@ pub fn read_input_lines(stdin: impl BufRead) -> impl Iterator<Item = Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_lines_name_the_reason_the_wait_and_the_refused_call() {
+        let status = RetryStatus {
+            attempt: 2,
+            max_retries: 10,
+            delay_ms: 2_500,
+            status: Some(529),
+            error: "overloaded".into(),
+            message: "The API is overloaded\n(HTTP 529)".into(),
+        };
+        assert_eq!(
+            progress_line(&ProgressEvent::Retry(&status)),
+            "The API is overloaded (HTTP 529) · retrying in 3 s (attempt 2/10)"
+        );
+        let quick = RetryStatus {
+            delay_ms: 20,
+            message: String::new(),
+            ..status
+        };
+        assert_eq!(
+            progress_line(&ProgressEvent::Retry(&quick)),
+            "overloaded · retrying in 20 ms (attempt 2/10)"
+        );
+        let denial = PermissionDenial {
+            tool_name: "Bash".into(),
+            tool_use_id: "toolu_1".into(),
+            tool_input: serde_json::json!({"command": "rm -rf build"}),
+        };
+        assert_eq!(
+            progress_line(&ProgressEvent::Denied {
+                denial: &denial,
+                message: "Permission to run `rm -rf build` was denied.\nAsk the user.",
+                cwd: Path::new("/p"),
+            }),
+            "denied Bash rm -rf build: Permission to run `rm -rf build` was denied."
+        );
+    }
 
     #[test]
     fn input_lines_accept_string_or_block_content() {

@@ -12,7 +12,7 @@ mod screen;
 mod slash;
 mod spinner;
 mod style;
-mod tool_line;
+pub(crate) mod tool_line;
 
 use std::io::{IsTerminal, Stdout, Write};
 use std::path::{Path, PathBuf};
