@@ -85,3 +85,22 @@ fn usage_errors_show_clap_s_whole_message_and_exit_2() {
     assert!(missing.stderr.contains("<SHELL>"), "{}", missing.stderr);
     assert_eq!(server.request_count(), 0);
 }
+
+#[test]
+fn verbose_text_mode_adds_a_line_per_tool_call_and_outcome() {
+    let sandbox = Sandbox::new().unwrap();
+    let file = sandbox.write("notes.txt", "one\ntwo\n").unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Read", json!({"file_path": file})),
+        Turn::text("Two lines."),
+    ]))
+    .unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "count", "--verbose"]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "Two lines.\n");
+    assert_eq!(out.stderr, "● Read notes.txt\n  ⎿ 2 lines\n\n");
+}

@@ -14,7 +14,8 @@ use gyre_api::RetryStatus;
 use gyre_tools::PermissionDenial;
 
 use crate::args::OutputFormat;
-use crate::repl::tool_line::call_summary;
+use crate::repl::style::Palette;
+use crate::repl::tool_line::{call_summary, outcome_summary, render_call, render_outcome};
 use crate::stream_json::{self, ResponseMeta, SessionFacts};
 
 /// Where headless output goes; every line is flushed as it is written, so a driver
@@ -25,6 +26,8 @@ pub struct Output<W: Write> {
     partial: bool,
     /// Text mode: retries and permission denials as one stderr line each.
     progress: bool,
+    /// Text mode with `--verbose`: each tool call and its outcome on stderr too.
+    tool_lines: bool,
 }
 
 impl<W: Write> Output<W> {
@@ -34,7 +37,15 @@ impl<W: Write> Output<W> {
             format,
             partial,
             progress: false,
+            tool_lines: false,
         }
+    }
+
+    /// In text mode, also say on stderr which tools run and how they ended.
+    #[must_use]
+    pub fn with_tool_lines(mut self, tool_lines: bool) -> Self {
+        self.tool_lines = tool_lines && self.format == OutputFormat::Text;
+        self
     }
 
     /// In text mode, say on stderr what the session waits for or was refused
@@ -49,6 +60,16 @@ impl<W: Write> Output<W> {
     fn progress(&self, line: impl FnOnce() -> String) {
         if self.progress {
             eprintln!("gyre: {}", line());
+        }
+    }
+
+    /// Tool lines on stderr, when they are on (nothing for an empty string).
+    fn tool_line(&self, lines: impl FnOnce() -> String) {
+        if self.tool_lines {
+            let lines = lines();
+            if !lines.is_empty() {
+                eprintln!("{lines}");
+            }
         }
     }
 
@@ -93,6 +114,8 @@ pub async fn run_turn<W: Write>(
         ..ResponseMeta::default()
     };
     let mut result: Option<TurnResult> = None;
+    // Calls by id (name, summary), for the outcome lines of `--verbose` text mode.
+    let mut calls: Vec<(String, String, String)> = Vec::new();
     while let Some(event) = events.next().await {
         match event {
             EngineEvent::Message {
@@ -104,6 +127,7 @@ pub async fn run_turn<W: Write>(
                 if std::mem::take(&mut first_user) {
                     continue;
                 }
+                output.tool_line(|| outcome_lines(&message, &calls));
                 if output.streaming() {
                     output.line(&stream_json::message(&message, &meta, &session_id, &uuid))?;
                 }
@@ -164,8 +188,12 @@ pub async fn run_turn<W: Write>(
                         output.line(&stream_json::stream_event(&raw, &session_id, &uuid()))?;
                     }
                 }
+                LoopEvent::ToolStarted { id, name, input } => {
+                    let summary = call_summary(&name, &input, Path::new(&facts.cwd));
+                    output.tool_line(|| render_call(PLAIN, &summary));
+                    calls.push((id, name, summary));
+                }
                 LoopEvent::RequestStart { .. }
-                | LoopEvent::ToolStarted { .. }
                 | LoopEvent::Message { .. }
                 | LoopEvent::Tombstone
                 | LoopEvent::HistoryReplaced(_)
@@ -189,6 +217,10 @@ pub async fn run_turn<W: Write>(
         }
     }
     let result = result.context("the turn ended without a result")?;
+    if output.tool_lines && !calls.is_empty() {
+        // The answer on stdout stands apart from the tool lines above it.
+        eprintln!();
+    }
     match output.format {
         OutputFormat::Text => {
             if !result.is_error {
@@ -255,6 +287,38 @@ fn progress_line(event: &ProgressEvent<'_>) -> String {
             format!("denied {summary}: {why}")
         }
     }
+}
+
+/// Tool lines on stderr are plain: they may be read by a program or a log.
+const PLAIN: Palette = Palette::new(false);
+
+/// `  ⎿ 12 lines` for each tool result in `message` (a user message); with several
+/// results each names its call.
+fn outcome_lines(message: &Message, calls: &[(String, String, String)]) -> String {
+    let mut outcomes = Vec::new();
+    for block in &message.content {
+        if let ContentBlock::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+            ..
+        } = block
+            && let Some((_, name, summary)) = calls.iter().find(|(id, ..)| id == tool_use_id)
+        {
+            outcomes.push((summary, outcome_summary(name, &content.text(), *is_error)));
+        }
+    }
+    let several = outcomes.len() > 1;
+    let lines: Vec<String> = outcomes
+        .into_iter()
+        .map(|(summary, mut outcome)| {
+            if several {
+                outcome.text = format!("{summary}: {}", outcome.text);
+            }
+            render_outcome(PLAIN, &outcome)
+        })
+        .collect();
+    lines.join("\n")
 }
 
 /// Reads one `--input-format stream-json` line: `{"type":"user","message":{…}}`.

@@ -188,7 +188,8 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
     }
     let stdout = std::io::stdout().lock();
     let mut output = Output::new(stdout, cli.output_format, cli.include_partial_messages)
-        .with_progress(!cli.quiet);
+        .with_progress(!cli.quiet)
+        .with_tool_lines(cli.verbose && !cli.quiet);
     headless::print_init(&mut output, &session.facts)?;
     let mut last_error = false;
     if let Some(prompt) = prompt {
