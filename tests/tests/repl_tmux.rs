@@ -310,13 +310,14 @@ fn repl_streams_asks_interrupts_reports_cost_and_exits() {
 
 #[test]
 #[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
-fn streamed_text_shows_before_its_line_is_complete() {
+fn streamed_text_shows_before_its_line_is_complete_and_enter_queues_the_next_message() {
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(
-        Script::new([Turn::text(
-            "The first words arrive early and the paragraph ends much later with FINIS",
-        )
-        .delay_per_event(Duration::from_millis(250))])
+        Script::new([
+            Turn::text("The first words arrive early and the paragraph ends much later with FINIS")
+                .delay_per_event(Duration::from_millis(250)),
+            Turn::text("queued answer"),
+        ])
         .with_chunk_chars(4),
     )
     .unwrap();
@@ -325,8 +326,15 @@ fn streamed_text_shows_before_its_line_is_complete() {
     // The start of the one-line answer is on screen while its end is still to come.
     let pane = tmux.wait_for("The first words");
     assert!(!pane.contains("FINIS"), "{pane}");
+    // Typed ahead during the turn, Enter queues the message until the turn ends.
+    tmux.type_line("and then?");
+    let pane = tmux.wait_for("Queued, sent when this turn ends: and then?");
+    assert_eq!(server.request_count(), 1, "{pane}");
     tmux.wait_for("FINIS");
+    tmux.wait_for("queued answer");
     tmux.wait_for_prompt();
+    assert_eq!(server.request_count(), 2);
+    assert_eq!(last_prompt(&server), "and then?");
 }
 
 #[test]

@@ -80,6 +80,7 @@ pub async fn run(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode>
         hint: None,
         last_ctrl_c: None,
         folded: None,
+        queued: None,
         frame: 0,
     };
     let mut repl = Repl {
@@ -156,6 +157,8 @@ struct Front {
     last_ctrl_c: Option<Instant>,
     /// The newest folded Bash output (Ctrl+O shows it whole).
     folded: Option<String>,
+    /// A message sent with Enter while a turn ran: it goes when the turn ends.
+    queued: Option<String>,
     frame: usize,
 }
 
@@ -361,10 +364,18 @@ impl Front {
             self.expand()?;
             return Ok(Busy::Nothing);
         }
-        // Typing ahead: the box edits, Enter waits for the turn to end.
-        if key.code != KeyCode::Enter || !key.modifiers.is_empty() {
-            self.edit(&key);
+        // Typing ahead: the box edits; Enter queues the message for when the turn ends.
+        if key.code == KeyCode::Enter && key.modifiers.is_empty() && self.editor.search().is_none()
+        {
+            if !self.editor.is_empty() && self.queued.is_none() {
+                let text = self.editor.submit();
+                let first = text.lines().next().unwrap_or_default().to_owned();
+                self.hint = Some(format!("Queued, sent when this turn ends: {first}"));
+                self.queued = Some(text);
+            }
+            return Ok(Busy::Nothing);
         }
+        self.edit(&key);
         Ok(Busy::Nothing)
     }
 
@@ -431,7 +442,7 @@ impl Repl {
         self.banner()?;
         if let Some(first) = first.filter(|p| !p.trim().is_empty()) {
             self.front.editor.remember(&first);
-            if self.submit(&first).await? == Flow::Quit {
+            if self.send(first).await? == Flow::Quit {
                 return Ok(());
             }
         }
@@ -444,12 +455,25 @@ impl Repl {
                 Typed::Nothing => {}
                 Typed::Quit => return Ok(()),
                 Typed::Submit(text) => {
-                    if self.submit(&text).await? == Flow::Quit {
+                    if self.send(text).await? == Flow::Quit {
                         return Ok(());
                     }
                 }
             }
         }
+    }
+
+    /// Submits `text`, then what was queued while it ran.
+    async fn send(&mut self, text: String) -> Result<Flow> {
+        let mut next = Some(text);
+        while let Some(text) = next.take() {
+            if self.submit(&text).await? == Flow::Quit {
+                return Ok(Flow::Quit);
+            }
+            next = self.front.queued.take();
+            self.front.hint = None;
+        }
+        Ok(Flow::Continue)
     }
 
     /// Echoes what was sent, then runs it as a command or a turn.

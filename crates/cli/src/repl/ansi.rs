@@ -79,40 +79,59 @@ fn apply(style: Style, code: u8) -> Style {
     }
 }
 
-/// Cuts a line into rows of at most `width` columns (as a terminal wraps it).
+/// Cuts a line into rows of at most `width` columns, between words where it can (a
+/// word longer than a row is cut where the row ends).
 #[must_use]
-pub fn wrap(line: Line<'static>, width: u16) -> Vec<Line<'static>> {
+pub fn wrap(line: &Line<'_>, width: u16) -> Vec<Line<'static>> {
     let width = usize::from(width.max(1));
-    let mut rows = vec![Line::default()];
-    let mut used = 0usize;
-    for span in line.spans {
-        let mut piece = String::new();
-        for c in span.content.chars() {
-            let w = c.width().unwrap_or(0);
-            if used + w > width {
-                if !piece.is_empty() {
-                    push(
-                        &mut rows,
-                        Span::styled(std::mem::take(&mut piece), span.style),
-                    );
-                }
-                rows.push(Line::default());
-                used = 0;
-            }
-            piece.push(c);
-            used += w;
+    let cells: Vec<(char, Style, usize)> = line
+        .spans
+        .iter()
+        .flat_map(|span| {
+            span.content
+                .chars()
+                .map(move |c| (c, span.style, c.width().unwrap_or(0)))
+        })
+        .collect();
+    let mut rows = Vec::new();
+    let mut start = 0;
+    while start < cells.len() {
+        let mut used = 0;
+        let mut end = start;
+        while end < cells.len() && used + cells[end].2 <= width {
+            used += cells[end].2;
+            end += 1;
         }
-        if !piece.is_empty() {
-            push(&mut rows, Span::styled(piece, span.style));
+        if end < cells.len()
+            && let Some(space) = cells[start..end].iter().rposition(|(c, ..)| *c == ' ')
+            && space > 0
+        {
+            // Break after the last space of the row; the next row starts at a word.
+            end = start + space + 1;
         }
+        if end == start {
+            // A cell wider than the row: give it a row of its own.
+            end = start + 1;
+        }
+        rows.push(spans_of(&cells[start..end]));
+        start = end;
+    }
+    if rows.is_empty() {
+        rows.push(Line::default());
     }
     rows
 }
 
-fn push(rows: &mut [Line<'static>], span: Span<'static>) {
-    if let Some(row) = rows.last_mut() {
-        row.spans.push(span);
+/// Groups styled characters back into spans.
+fn spans_of(cells: &[(char, Style, usize)]) -> Line<'static> {
+    let mut spans: Vec<Span<'static>> = Vec::new();
+    for &(c, style, _) in cells {
+        match spans.last_mut() {
+            Some(last) if last.style == style => last.content.to_mut().push(c),
+            _ => spans.push(Span::styled(c.to_string(), style)),
+        }
     }
+    Line::from(spans)
 }
 
 /// The text of a line without its styles.
@@ -140,10 +159,25 @@ mod tests {
     }
 
     #[test]
-    fn wrapping_counts_columns_not_bytes() {
-        let rows = wrap(Line::from("héllo wörld"), 4);
+    fn wrapping_breaks_between_words_and_counts_columns_not_bytes() {
+        let text = |line: &str, width| -> Vec<String> {
+            wrap(&Line::from(line.to_owned()), width)
+                .iter()
+                .map(plain_text)
+                .collect()
+        };
+        assert_eq!(text("héllo wörld", 8), ["héllo ", "wörld"]);
+        assert_eq!(text("héllowörld", 4), ["héll", "owör", "ld"]);
+        assert_eq!(text("日本語", 4), ["日本", "語"]);
+        assert_eq!(wrap(&Line::default(), 10).len(), 1);
+    }
+
+    #[test]
+    fn wrapping_keeps_each_character_s_style() {
+        let line = to_line("plain \x1b[1mbold words\x1b[22m");
+        let rows = wrap(&line, 8);
         let text: Vec<String> = rows.iter().map(plain_text).collect();
-        assert_eq!(text, ["héll", "o wö", "rld"]);
-        assert_eq!(wrap(Line::default(), 10).len(), 1);
+        assert_eq!(text, ["plain ", "bold ", "words"]);
+        assert!(rows[2].spans[0].style.add_modifier.contains(Modifier::BOLD));
     }
 }

@@ -73,7 +73,7 @@ impl Ui {
                 } else {
                     Line::from(ansi::plain_text(&line))
                 };
-                ansi::wrap(line, width)
+                ansi::wrap(&line, width)
             })
             .collect();
         for chunk in rows.chunks(INSERT_CHUNK) {

@@ -149,7 +149,7 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
         Some(q) => (
             question_lines(view, q)
                 .into_iter()
-                .flat_map(|l| ansi::wrap(l, width.saturating_sub(2)))
+                .flat_map(|l| ansi::wrap(&l, width.saturating_sub(2)))
                 .collect(),
             None,
         ),
@@ -162,7 +162,7 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
                 status.line(view.now, view.frame),
                 view.style(Style::default().fg(Color::Yellow)),
             );
-            ansi::wrap(line, width)
+            ansi::wrap(&line, width)
         })
         .unwrap_or_default();
     let fixed = rows(&boxed) + rows(&activity) + rows(&status);
@@ -170,7 +170,7 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
     let mut live: Vec<Line<'static>> = view
         .live
         .iter()
-        .flat_map(|l| ansi::wrap(styled(view, l), width))
+        .flat_map(|l| ansi::wrap(&styled(view, l), width))
         .collect();
     if live.len() > usize::from(room) {
         live.drain(..live.len() - usize::from(room));
