@@ -87,6 +87,11 @@ impl Tmux {
         pane.trim_end().to_owned()
     }
 
+    /// The screen with its colours and attributes as escape sequences.
+    fn capture_styled(&self) -> String {
+        self.run(&["capture-pane", "-e", "-p", "-t", SESSION])
+    }
+
     /// The screen with everything scrolled off it.
     fn capture_all(&self) -> String {
         let pane = self.run(&["capture-pane", "-p", "-S", "-", "-t", SESSION]);
@@ -169,9 +174,27 @@ fn require_tmux() {
     );
 }
 
-/// `gyre` (no arguments) in a tmux pane, in the sandbox's project, against `server`;
-/// the pane's shell prints how gyre exited.
+/// Bold, dim or a foreground colour on screen.
+fn has_styles(styled: &str) -> bool {
+    [
+        "\x1b[1m",
+        "\x1b[2m",
+        "\x1b[38;5;",
+        "\x1b[31m",
+        "\x1b[32m",
+        "\x1b[33m",
+    ]
+    .iter()
+    .any(|code| styled.contains(code))
+}
+
+/// `gyre` (no arguments) in a tmux pane, in the sandbox's project, against `server`,
+/// with `NO_COLOR=1`; the pane's shell prints how gyre exited.
 fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
+    start_gyre_in_colour(sandbox, server, false)
+}
+
+fn start_gyre_in_colour(sandbox: &Sandbox, server: &TestServer, colour: bool) -> Tmux {
     require_tmux();
     let gyre = gyre_binary().unwrap();
     let env = [
@@ -180,7 +203,7 @@ fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
         ("GYRE_HOME", sandbox.home().display().to_string()),
         ("ANTHROPIC_BASE_URL", server.url()),
         ("ANTHROPIC_API_KEY", TEST_API_KEY.to_owned()),
-        ("NO_COLOR", "1".to_owned()),
+        ("NO_COLOR", if colour { "" } else { "1" }.to_owned()),
         ("TERM", "tmux-256color".to_owned()),
     ];
     let mut command = format!(
@@ -412,6 +435,7 @@ fn quitting_before_typing_leaves_no_empty_session() {
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([])).unwrap();
     let tmux = start_gyre(&sandbox, &server);
+    assert!(!has_styles(&tmux.capture_styled()), "NO_COLOR is set");
     tmux.type_line("exit");
     let pane = tmux.wait_for("gyre exited with status");
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
@@ -479,6 +503,22 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
         "alpha\nBETA\ngamma\n"
+    );
+    tmux.key("C-d");
+    let pane = tmux.wait_for("gyre exited with status");
+    assert!(pane.contains("gyre exited with status 0"), "{pane}");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn without_no_color_the_ui_is_styled() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([])).unwrap();
+    let tmux = start_gyre_in_colour(&sandbox, &server, true);
+    assert!(
+        has_styles(&tmux.capture_styled()),
+        "{}",
+        tmux.capture_styled()
     );
     tmux.key("C-d");
     let pane = tmux.wait_for("gyre exited with status");

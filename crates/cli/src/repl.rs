@@ -21,6 +21,7 @@ mod turn;
 mod ui;
 mod view;
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -56,6 +57,11 @@ const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
 /// # Errors
 /// When the session cannot be built or the terminal cannot be used.
 pub async fn run(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode> {
+    if !std::io::stdout().is_terminal() {
+        anyhow::bail!(
+            "the interactive UI needs a terminal on stdout; for scripts use gyre -p \"<prompt>\""
+        );
+    }
     let palette = Palette::detect();
     let history = HistoryFile::new(session::gyre_home().join("history"));
     let (questions_tx, questions) = mpsc::unbounded_channel();

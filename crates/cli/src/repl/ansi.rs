@@ -88,9 +88,11 @@ pub fn wrap(line: &Line<'_>, width: u16) -> Vec<Line<'static>> {
         .spans
         .iter()
         .flat_map(|span| {
+            // A style set on the whole line belongs to each of its characters.
+            let style = line.style.patch(span.style);
             span.content
                 .chars()
-                .map(move |c| (c, span.style, c.width().unwrap_or(0)))
+                .map(move |c| (c, style, c.width().unwrap_or(0)))
         })
         .collect();
     let mut rows = Vec::new();
@@ -179,5 +181,9 @@ mod tests {
         let text: Vec<String> = rows.iter().map(plain_text).collect();
         assert_eq!(text, ["plain ", "bold ", "words"]);
         assert!(rows[2].spans[0].style.add_modifier.contains(Modifier::BOLD));
+        let yellow = Line::styled("a line that is yellow", Style::default().fg(Color::Yellow));
+        for row in wrap(&yellow, 8) {
+            assert_eq!(row.spans[0].style.fg, Some(Color::Yellow), "{row:?}");
+        }
     }
 }
