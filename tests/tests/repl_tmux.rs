@@ -511,16 +511,15 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
 
 #[test]
 #[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
-fn without_no_color_the_ui_is_styled() {
+fn without_no_color_the_ui_is_styled_and_a_double_ctrl_c_quits() {
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([])).unwrap();
     let tmux = start_gyre_in_colour(&sandbox, &server, true);
-    assert!(
-        has_styles(&tmux.capture_styled()),
-        "{}",
-        tmux.capture_styled()
-    );
-    tmux.key("C-d");
+    let styled = tmux.capture_styled();
+    assert!(has_styles(&styled), "{styled}");
+    tmux.key("C-c");
+    tmux.wait_for("Press Ctrl+C again to exit");
+    tmux.key("C-c");
     let pane = tmux.wait_for("gyre exited with status");
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
 }

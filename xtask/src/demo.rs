@@ -80,7 +80,8 @@ pub fn run(_args: &Args) -> Result<()> {
     println!(
         "\ngyre exited with {status}; {} requests reached the scripted model.\n\
          The project and the session transcript are kept in {}\n\
-         (transcript: {}); remove them with `rm -rf {}`.",
+         (transcript: {}); remove them with `rm -rf {}`.\n\
+         In a terminal, plain `gyre` opens the interactive UI; docs/repl.md shows it.",
         server.request_count(),
         run_dir.display(),
         transcripts.display(),
