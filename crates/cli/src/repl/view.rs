@@ -149,7 +149,7 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
         Some(q) => (
             question_lines(view, q)
                 .into_iter()
-                .flat_map(|l| ansi::wrap(&l, width.saturating_sub(2)))
+                .flat_map(|l| hanging(&l, width.saturating_sub(2), ANSWER_INDENT))
                 .collect(),
             None,
         ),
@@ -204,6 +204,27 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
     y += height;
     place(status, area, &mut y, buf);
     cursor.map(|(row, col)| (area.x + 1 + col, box_top + 1 + row))
+}
+
+/// Where a wrapped answer of a question goes on: under its text, past ` › y) `.
+const ANSWER_INDENT: u16 = 6;
+
+/// Wraps `line` to `width`, its continuation rows indented by `indent`.
+fn hanging(line: &Line<'_>, width: u16, indent: u16) -> Vec<Line<'static>> {
+    let rows = ansi::wrap(line, width);
+    if rows.len() == 1 {
+        return rows;
+    }
+    let mut first = ansi::wrap(line, width.saturating_sub(indent)).into_iter();
+    let head = first.next().unwrap_or_default();
+    let rest: Vec<Span<'static>> = first.flat_map(|row| row.spans).collect();
+    let mut out = vec![head];
+    for row in ansi::wrap(&Line::from(rest), width.saturating_sub(indent)) {
+        let mut spans = vec![Span::raw(" ".repeat(usize::from(indent)))];
+        spans.extend(row.spans);
+        out.push(Line::from(spans));
+    }
+    out
 }
 
 /// Draws `lines` at row `y` of `area` and moves `y` under them.
