@@ -191,10 +191,10 @@ fn has_styles(styled: &str) -> bool {
 /// `gyre` (no arguments) in a tmux pane, in the sandbox's project, against `server`,
 /// with `NO_COLOR=1`; the pane's shell prints how gyre exited.
 fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
-    start_gyre_in_colour(sandbox, server, false)
+    start_gyre_with(sandbox, server, false, &[])
 }
 
-fn start_gyre_in_colour(sandbox: &Sandbox, server: &TestServer, colour: bool) -> Tmux {
+fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &[&str]) -> Tmux {
     require_tmux();
     let gyre = gyre_binary().unwrap();
     let env = [
@@ -215,6 +215,10 @@ fn start_gyre_in_colour(sandbox: &Sandbox, server: &TestServer, colour: bool) ->
     }
     command.push(' ');
     command.push_str(&shell_quote(&gyre.display().to_string()));
+    for arg in args {
+        command.push(' ');
+        command.push_str(&shell_quote(arg));
+    }
     // The pane's shell reaps gyre and reports how it ended: tmux itself sometimes
     // leaves an exited pane process unreaped, never marking the pane dead.
     command.push_str("; echo \"gyre exited with status $?\"");
@@ -514,7 +518,7 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
 fn without_no_color_the_ui_is_styled_and_a_double_ctrl_c_quits() {
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([])).unwrap();
-    let tmux = start_gyre_in_colour(&sandbox, &server, true);
+    let tmux = start_gyre_with(&sandbox, &server, true, &[]);
     let styled = tmux.capture_styled();
     assert!(has_styles(&styled), "{styled}");
     tmux.key("C-c");
@@ -522,6 +526,28 @@ fn without_no_color_the_ui_is_styled_and_a_double_ctrl_c_quits() {
     tmux.key("C-c");
     let pane = tmux.wait_for("gyre exited with status");
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn a_prompt_on_the_command_line_is_sent_first() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("hello to you")])).unwrap();
+    let tmux = start_gyre_with(&sandbox, &server, false, &["hello there"]);
+    let pane = tmux.wait_for("hello to you");
+    assert!(pane.contains("> hello there"), "{pane}");
+    tmux.wait_for_prompt();
+    assert_eq!(last_prompt(&server), "hello there");
+    // It is in the history like a typed one.
+    tmux.key("Up");
+    tmux.wait_until("the entry", |p| {
+        box_text(p).as_deref() == Some("hello there")
+    });
+    tmux.key("C-c");
+    tmux.key("C-d");
+    let pane = tmux.wait_for("gyre exited with status");
+    assert!(pane.contains("gyre exited with status 0"), "{pane}");
+    assert_eq!(sandbox.transcripts().len(), 1);
 }
 
 fn write_docs(asking: &str, pane: &str, project: &Path) {
