@@ -200,7 +200,7 @@ fn tool_errors_go_back_to_the_model_as_error_results() {
 }
 
 #[test]
-fn an_unknown_flag_is_one_line_and_exit_2() {
+fn an_unknown_flag_is_named_and_exit_2() {
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([])).unwrap();
     let out = run(sandbox
@@ -209,7 +209,6 @@ fn an_unknown_flag_is_one_line_and_exit_2() {
         .args(["-p", "x", "--frobnicate"]))
     .unwrap();
     assert_eq!(out.code, Some(2));
-    assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert!(out.stderr.contains("--frobnicate"), "{}", out.stderr);
     assert_eq!(server.request_count(), 0);
 }

@@ -1,18 +1,18 @@
-//! The interactive REPL driven through a real terminal: `gyre` runs in a detached tmux
-//! session against gyre-testkit; the test types, answers a permission question,
-//! interrupts a long Bash call with Ctrl+C, asks `/cost` and quits with `/exit`,
-//! reading the screen with `tmux capture-pane`.
+//! The interactive terminal UI driven through a real terminal: `gyre` runs in a
+//! detached tmux session against gyre-testkit; the tests type real keys (Enter, Ctrl+J,
+//! ↑, Ctrl+R, Tab, Esc, Ctrl+C, Ctrl+O, a bracketed paste) and read the screen with
+//! `tmux capture-pane`.
 //!
-//! Ignored by a plain `cargo test` (it needs tmux); `cargo xtask ci` installs tmux and runs
-//! it with the other ignored tests. `GYRE_UPDATE_DOCS=1` rewrites
-//! `docs/repl.md` from the captured screen.
+//! Ignored by a plain `cargo test` (they need tmux); `cargo xtask ci` installs tmux and
+//! runs them with the other ignored tests. Without tmux they fail, they do not skip.
+//! `GYRE_UPDATE_DOCS=1` rewrites `docs/repl.md` from the first test's screen.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use gyre_e2e::{Sandbox, TEST_API_KEY, gyre_binary};
+use gyre_e2e::{Sandbox, TEST_API_KEY, gyre_binary, run};
 use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::json;
 
@@ -87,15 +87,36 @@ impl Tmux {
         pane.trim_end().to_owned()
     }
 
+    /// The screen with its colours and attributes as escape sequences.
+    fn capture_styled(&self) -> String {
+        self.run(&["capture-pane", "-e", "-p", "-t", SESSION])
+    }
+
     /// The screen with everything scrolled off it.
     fn capture_all(&self) -> String {
         let pane = self.run(&["capture-pane", "-p", "-S", "-", "-t", SESSION]);
         pane.trim_end().to_owned()
     }
 
-    /// Waits until the REPL is back at an empty prompt (so typing is not echoed early).
+    /// Waits until the REPL is idle at an empty input box (so typing is not early).
     fn wait_for_prompt(&self) -> String {
-        self.wait_until("the prompt", |pane| pane.lines().last() == Some(">"))
+        self.wait_until("the empty input box", |pane| {
+            box_text(pane).as_deref() == Some("") && !busy(pane)
+        })
+    }
+
+    /// Pastes `text` as a terminal does when the application asked for bracketed paste.
+    fn paste(&self, text: &str) {
+        self.run(&["set-buffer", "-b", "gyre-paste", text]);
+        self.run(&[
+            "paste-buffer",
+            "-p",
+            "-d",
+            "-b",
+            "gyre-paste",
+            "-t",
+            SESSION,
+        ]);
     }
 
     /// Polls the screen until `done` holds; fails with the screen after [`WAIT`].
@@ -133,37 +154,56 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 
-#[test]
-#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
-fn repl_streams_asks_interrupts_reports_cost_and_exits() {
+/// The input box's first text row (`│> text   │` → `text`), if a box is on screen.
+fn box_text(pane: &str) -> Option<String> {
+    pane.lines().find_map(|l| {
+        let inner = l.strip_prefix("│>")?;
+        Some(inner.trim_end_matches(['│', ' ']).trim_start().to_owned())
+    })
+}
+
+/// A turn is running: the spinner says so.
+fn busy(pane: &str) -> bool {
+    pane.contains("esc to interrupt") || pane.contains("╭─") && pane.contains(" › y) Yes")
+}
+
+fn require_tmux() {
     assert!(
         Tmux::installed(),
         "tmux is not installed: apt-get install tmux (cargo xtask ci does this)"
     );
-    let gyre = gyre_binary().unwrap();
-    let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([
-        Turn::text("I'll write the greeting first.\n")
-            .and_tool_use("Bash", json!({"command": "echo hello | tee greeting.txt"}))
-            .delay_per_event(Duration::from_millis(10)),
-        Turn::text(
-            "## Done\n\nThe command printed **hello** and wrote `greeting.txt`:\n\n\
-             - one file\n- one line\n",
-        )
-        .with_tokens(1200, 80)
-        .delay_per_event(Duration::from_millis(10)),
-        Turn::tool_use("Bash", json!({"command": "sleep 30"})),
-        Turn::text("unused"),
-    ]))
-    .unwrap();
+}
 
+/// Bold, dim or a foreground colour on screen.
+fn has_styles(styled: &str) -> bool {
+    [
+        "\x1b[1m",
+        "\x1b[2m",
+        "\x1b[38;5;",
+        "\x1b[31m",
+        "\x1b[32m",
+        "\x1b[33m",
+    ]
+    .iter()
+    .any(|code| styled.contains(code))
+}
+
+/// `gyre` (no arguments) in a tmux pane, in the sandbox's project, against `server`,
+/// with `NO_COLOR=1`; the pane's shell prints how gyre exited.
+fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
+    start_gyre_with(sandbox, server, false, &[])
+}
+
+fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &[&str]) -> Tmux {
+    require_tmux();
+    let gyre = gyre_binary().unwrap();
     let env = [
         ("PATH", std::env::var("PATH").unwrap_or_default()),
         ("HOME", sandbox.home().display().to_string()),
         ("GYRE_HOME", sandbox.home().display().to_string()),
         ("ANTHROPIC_BASE_URL", server.url()),
         ("ANTHROPIC_API_KEY", TEST_API_KEY.to_owned()),
-        ("NO_COLOR", "1".to_owned()),
+        ("NO_COLOR", if colour { "" } else { "1" }.to_owned()),
         ("TERM", "tmux-256color".to_owned()),
     ];
     let mut command = format!(
@@ -175,55 +215,96 @@ fn repl_streams_asks_interrupts_reports_cost_and_exits() {
     }
     command.push(' ');
     command.push_str(&shell_quote(&gyre.display().to_string()));
+    for arg in args {
+        command.push(' ');
+        command.push_str(&shell_quote(arg));
+    }
     // The pane's shell reaps gyre and reports how it ended: tmux itself sometimes
     // leaves an exited pane process unreaped, never marking the pane dead.
     command.push_str("; echo \"gyre exited with status $?\"");
     let tmux = Tmux::start(&sandbox.home(), &command);
-
     tmux.wait_for("/help for commands");
     tmux.wait_for_prompt();
+    tmux
+}
+
+/// The text of the newest user message the server received.
+fn last_prompt(server: &TestServer) -> String {
+    let requests = server.requests();
+    let messages = requests.last().unwrap().body["messages"].clone();
+    let last = messages.as_array().and_then(|m| m.last()).unwrap().clone();
+    last["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn repl_streams_asks_interrupts_reports_cost_and_exits() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("I'll write the greeting first.\n")
+            .and_tool_use(
+                "Bash",
+                json!({"command": "printf 'hello\\nfrom\\nthe\\nshell\\n' | tee greeting.txt"}),
+            )
+            .delay_per_event(Duration::from_millis(10)),
+        Turn::text(
+            "## Done\n\nThe command printed **hello** and wrote `greeting.txt`:\n\n\
+             - one file\n- four lines\n\n```rust\nlet greeting = \"hello\";\n```\n",
+        )
+        .with_tokens(1200, 80)
+        .delay_per_event(Duration::from_millis(10)),
+        Turn::tool_use("Bash", json!({"command": "sleep 30"})),
+        Turn::text("unused"),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+
     tmux.type_line("say hello into a file");
-    let pane = tmux.wait_for("Allow?");
-    assert!(
-        pane.contains("? Bash echo hello | tee greeting.txt"),
-        "{pane}"
-    );
+    let pane = tmux.wait_for(" › y) Yes");
+    let asking = pane.clone();
+    assert!(pane.contains("? Bash printf"), "{pane}");
     assert!(pane.contains("I'll write the greeting first."), "{pane}");
-    tmux.type_line("y");
-    tmux.wait_for("- one line");
+    // One key answers.
+    tmux.key("y");
+    tmux.wait_for("- four lines");
     let pane = tmux.wait_for_prompt();
-    assert!(
-        pane.contains("● Bash echo hello | tee greeting.txt"),
-        "{pane}"
-    );
-    assert!(pane.contains("  ⎿ exit 0 · hello"), "{pane}");
+    assert!(pane.contains("● Bash printf"), "{pane}");
+    assert!(pane.contains("  ? allowed once"), "{pane}");
+    assert!(pane.contains("  ⎿ exit 0 · 4 lines"), "{pane}");
+    // Bash output folded to a few lines, Ctrl+O shows it whole.
+    assert!(pane.contains("    … +1 line (ctrl+o to expand)"), "{pane}");
+    assert!(!pane.contains("    shell"), "{pane}");
     assert!(pane.contains("## Done"), "{pane}");
+    assert!(pane.contains("let greeting = \"hello\";"), "{pane}");
+    tmux.key("C-o");
+    tmux.wait_for("    shell");
     assert_eq!(
         std::fs::read_to_string(sandbox.project().join("greeting.txt")).unwrap(),
-        "hello\n"
+        "hello\nfrom\nthe\nshell\n"
     );
 
     // A line ending in `\` goes on at the next one.
     tmux.type_line("now wait \\");
     tmux.type_line("for a while");
-    let pane = tmux.wait_until("the second permission question", |p| {
-        p.matches("Allow?").count() == 2
-    });
-    assert!(pane.contains("> now wait \\\n… for a while"), "{pane}");
-    let asked = &server.requests()[2].body["messages"];
-    let prompt = asked.as_array().and_then(|m| m.last()).unwrap();
-    assert_eq!(
-        prompt["content"][0]["text"], "now wait \nfor a while",
-        "{prompt}"
-    );
-    tmux.type_line("a");
+    let pane = tmux.wait_for("? Bash sleep 30");
+    assert!(pane.contains("> now wait\n  for a while"), "{pane}");
+    assert_eq!(last_prompt(&server), "now wait \nfor a while");
+    // Arrows and Enter answer too: down to "don't ask again this session".
+    tmux.key("Down");
+    tmux.key("Enter");
     tmux.wait_for("Running Bash");
     let interrupted_at = Instant::now();
-    tmux.key("C-c");
+    tmux.key("Escape");
     tmux.wait_for("Interrupted · tell gyre what to do instead");
     let pane = tmux.wait_for_prompt();
     assert!(interrupted_at.elapsed() < Duration::from_secs(10));
-    assert!(pane.contains("● Bash sleep 30"), "{pane}");
+    assert!(
+        pane.contains("  ? allowed for this session: Bash(sleep 30)"),
+        "{pane}"
+    );
     assert!(pane.contains("  ⎿ ✗ interrupted"), "{pane}");
 
     tmux.type_line("/cost");
@@ -242,21 +323,237 @@ fn repl_streams_asks_interrupts_reports_cost_and_exits() {
     tmux.type_line("/exit");
     let pane = tmux.wait_for("gyre exited with status");
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
+    // The viewport is gone: the shell's next line follows the scrollback.
+    assert!(!pane.contains("╭─"), "{pane}");
 
     let history = std::fs::read_to_string(sandbox.home().join("history")).unwrap();
     assert!(history.contains("say hello into a file"), "{history}");
     assert!(history.contains("/cost"), "{history}");
-    assert!(
-        !history.lines().any(|l| l == "y" || l == "a"),
-        "answers are not history: {history}"
-    );
 
     if std::env::var_os("GYRE_UPDATE_DOCS").is_some() {
-        write_docs(&tmux.capture_all(), &sandbox.project());
+        write_docs(&asking, &tmux.capture_all(), &sandbox.project());
     }
 }
 
-fn write_docs(pane: &str, project: &Path) {
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn streamed_text_shows_before_its_line_is_complete_and_enter_queues_the_next_message() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(
+        Script::new([
+            Turn::text("The first words arrive early and the paragraph ends much later with FINIS")
+                .delay_per_event(Duration::from_millis(250)),
+            Turn::text("queued answer"),
+        ])
+        .with_chunk_chars(4),
+    )
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("tell me");
+    // The start of the one-line answer is on screen while its end is still to come.
+    let pane = tmux.wait_for("The first words");
+    assert!(!pane.contains("FINIS"), "{pane}");
+    // Typed ahead during the turn, Enter queues the message until the turn ends.
+    tmux.type_line("and then?");
+    let pane = tmux.wait_for("Queued, sent when this turn ends: and then?");
+    assert_eq!(server.request_count(), 1, "{pane}");
+    tmux.wait_for("FINIS");
+    tmux.wait_for("queued answer");
+    tmux.wait_for_prompt();
+    assert_eq!(server.request_count(), 2);
+    assert_eq!(last_prompt(&server), "and then?");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn the_input_box_edits_lines_pastes_recalls_history_and_completes_commands() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("one"),
+        Turn::text("two"),
+        Turn::text("three"),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+
+    // Ctrl+J starts a second line; Enter sends both.
+    tmux.run(&["send-keys", "-t", SESSION, "-l", "first line"]);
+    tmux.key("C-j");
+    tmux.run(&["send-keys", "-t", SESSION, "-l", "second line"]);
+    let pane = tmux.wait_for("second line");
+    assert!(pane.contains("│> first line"), "{pane}");
+    assert!(pane.contains("│  second line"), "{pane}");
+    tmux.key("Enter");
+    tmux.wait_for("one");
+    tmux.wait_for_prompt();
+    assert_eq!(last_prompt(&server), "first line\nsecond line");
+
+    // A paste keeps its newlines and is not sent by them.
+    tmux.paste("pasted\ntext");
+    tmux.wait_for("│  text");
+    tmux.key("Enter");
+    tmux.wait_for("two");
+    tmux.wait_for_prompt();
+    assert_eq!(last_prompt(&server), "pasted\ntext");
+
+    // ↑ brings the last entry back; Ctrl+R finds an older one.
+    tmux.key("Up");
+    tmux.wait_until("the last entry", |p| {
+        box_text(p).as_deref() == Some("pasted")
+    });
+    tmux.key("C-c");
+    tmux.wait_until("an empty box", |p| box_text(p).as_deref() == Some(""));
+    tmux.key("C-r");
+    tmux.run(&["send-keys", "-t", SESSION, "-l", "first"]);
+    let pane = tmux.wait_for("search history: first");
+    assert_eq!(box_text(&pane).as_deref(), Some("first line"), "{pane}");
+    tmux.key("Enter");
+    tmux.key("Enter");
+    tmux.wait_for("three");
+    tmux.wait_for_prompt();
+    assert_eq!(last_prompt(&server), "first line\nsecond line");
+
+    // Tab completes a slash command; the candidates are listed under the box.
+    tmux.run(&["send-keys", "-t", SESSION, "-l", "/co"]);
+    let pane = tmux.wait_for("/compact  /cost");
+    assert_eq!(box_text(&pane).as_deref(), Some("/co"), "{pane}");
+    tmux.run(&["send-keys", "-t", SESSION, "-l", "s"]);
+    tmux.key("Tab");
+    tmux.wait_until("the completed command", |p| {
+        box_text(p).as_deref() == Some("/cost")
+    });
+    tmux.key("Enter");
+    tmux.wait_for("Total cost:");
+    tmux.wait_for_prompt();
+
+    // `quit` alone leaves.
+    tmux.type_line("quit");
+    let pane = tmux.wait_for("gyre exited with status");
+    assert!(pane.contains("gyre exited with status 0"), "{pane}");
+    assert_eq!(server.request_count(), 3);
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn quitting_before_typing_leaves_no_empty_session() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([])).unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    assert!(!has_styles(&tmux.capture_styled()), "NO_COLOR is set");
+    tmux.type_line("exit");
+    let pane = tmux.wait_for("gyre exited with status");
+    assert!(pane.contains("gyre exited with status 0"), "{pane}");
+    assert_eq!(server.request_count(), 0);
+    assert!(
+        sandbox.transcripts().is_empty(),
+        "{:?}",
+        sandbox.transcripts()
+    );
+    let sessions = run(sandbox.gyre(&server).unwrap().arg("sessions")).unwrap();
+    assert_eq!(sessions.code, Some(0), "{}", sessions.stderr);
+    assert!(
+        sessions.stdout.starts_with("No sessions in "),
+        "{}",
+        sessions.stdout
+    );
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retries() {
+    let sandbox = Sandbox::new().unwrap();
+    let file = sandbox.write("notes.txt", "alpha\nbeta\ngamma\n").unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::http_error(529).with_header("retry-after", "3"),
+        Turn::tool_use("Read", json!({"file_path": file})).with_tokens(30_000, 20),
+        Turn::tool_use(
+            "Edit",
+            json!({"file_path": file, "old_string": "beta", "new_string": "BETA"}),
+        ),
+        Turn::tool_use("Bash", json!({"command": "ls"})),
+        Turn::text("Edited and listed."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("shout beta");
+    // The retry countdown with the whole reason, not cut to fit.
+    let pane = tmux.wait_for("retrying in");
+    assert!(pane.contains("(attempt 1/10)"), "{pane}");
+    assert!(pane.contains("--fallback-model"), "{pane}");
+    // The Edit's question shows its diff; `s` allows and saves the rule.
+    let pane = tmux.wait_for("? Edit notes.txt");
+    assert!(pane.contains("- beta"), "{pane}");
+    assert!(pane.contains("+ BETA"), "{pane}");
+    tmux.key("s");
+    let pane = tmux.wait_for("? Bash ls");
+    assert!(
+        pane.contains("always allowed: Edit saved to .gyre/settings.local.json"),
+        "{pane}"
+    );
+    tmux.key("n");
+    tmux.wait_for("Edited and listed.");
+    let pane = tmux.wait_for_prompt();
+    assert!(pane.contains("  ? denied"), "{pane}");
+    // The status line: model, mode, context use of the last request, cost.
+    let status = pane.lines().last().unwrap();
+    assert!(
+        status.starts_with("claude-sonnet-4-5 · default mode · context "),
+        "{status}"
+    );
+    let settings =
+        std::fs::read_to_string(sandbox.project().join(".gyre/settings.local.json")).unwrap();
+    let settings: serde_json::Value = serde_json::from_str(&settings).unwrap();
+    assert_eq!(settings["permissions"]["allow"], json!(["Edit"]));
+    assert_eq!(
+        std::fs::read_to_string(&file).unwrap(),
+        "alpha\nBETA\ngamma\n"
+    );
+    tmux.key("C-d");
+    let pane = tmux.wait_for("gyre exited with status");
+    assert!(pane.contains("gyre exited with status 0"), "{pane}");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn without_no_color_the_ui_is_styled_and_a_double_ctrl_c_quits() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([])).unwrap();
+    let tmux = start_gyre_with(&sandbox, &server, true, &[]);
+    let styled = tmux.capture_styled();
+    assert!(has_styles(&styled), "{styled}");
+    tmux.key("C-c");
+    tmux.wait_for("Press Ctrl+C again to exit");
+    tmux.key("C-c");
+    let pane = tmux.wait_for("gyre exited with status");
+    assert!(pane.contains("gyre exited with status 0"), "{pane}");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn a_prompt_on_the_command_line_is_sent_first() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("hello to you")])).unwrap();
+    let tmux = start_gyre_with(&sandbox, &server, false, &["hello there"]);
+    let pane = tmux.wait_for("hello to you");
+    assert!(pane.contains("> hello there"), "{pane}");
+    tmux.wait_for_prompt();
+    assert_eq!(last_prompt(&server), "hello there");
+    // It is in the history like a typed one.
+    tmux.key("Up");
+    tmux.wait_until("the entry", |p| {
+        box_text(p).as_deref() == Some("hello there")
+    });
+    tmux.key("C-c");
+    tmux.key("C-d");
+    let pane = tmux.wait_for("gyre exited with status");
+    assert!(pane.contains("gyre exited with status 0"), "{pane}");
+    assert_eq!(sandbox.transcripts().len(), 1);
+}
+
+fn write_docs(asking: &str, pane: &str, project: &Path) {
+    let asking = asking
+        .trim_end()
+        .replace(&project.display().to_string(), "~/project");
     let screen: Vec<&str> = pane
         .lines()
         .take_while(|l| !l.starts_with("gyre exited with status"))
@@ -268,10 +565,23 @@ fn write_docs(pane: &str, project: &Path) {
     let doc = format!(
         "# The REPL\n\n\
          What `gyre` shows in a terminal (100×50, `NO_COLOR=1`): a streamed answer, a\n\
-         permission question for a Bash call, a second call interrupted with Ctrl+C,\n\
-         `/cost`, an unknown command and `/exit`. The answers come from gyre-testkit.\n\n\
+         permission question for a Bash call answered with one key, its output folded\n\
+         and then expanded with Ctrl+O, a code block, a two-line request, a second call\n\
+         allowed for the session and interrupted with Esc, `/cost`, an unknown command\n\
+         and `/exit`. The answers come from gyre-testkit. While gyre runs, the input box\n\
+         and the status line sit under the scrollback; `/exit` erases them.\n\n\
+         Keys: Enter sends; Ctrl+J or Alt+Enter (or `\\` then Enter) starts a new line;\n\
+         ↑/↓ browse the history and Ctrl+R searches it; Tab completes a `/command`; Esc or\n\
+         Ctrl+C interrupt a turn (Ctrl+C twice quits); Ctrl+D, `exit` or `quit` leave;\n\
+         Ctrl+O shows the last folded Bash output whole; a permission question takes\n\
+         `y` (once), `a` (this session), `s` (always: saved to `.gyre/settings.local.json`)\n\
+         or `n`, or the arrows and Enter. `NO_COLOR` turns colours off.\n\n\
          This is the screen captured by `tests/tests/repl_tmux.rs`; regenerate it with\n\
-         `GYRE_UPDATE_DOCS=1 cargo test -p gyre-e2e --test repl_tmux`.\n\n\
+         `GYRE_UPDATE_DOCS=1 cargo test -p gyre-e2e --test repl_tmux -- --ignored`.\n\n\
+         While the first permission question waits (the viewport: the question in its box,\n\
+         then the status line with model, permission mode, context use and cost once known):\n\n\
+         ```text\n{asking}\n```\n\n\
+         The whole session after `/exit`, as it stays in the terminal's scrollback:\n\n\
          ```text\n{screen}\n```\n"
     );
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/repl.md");

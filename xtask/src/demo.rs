@@ -1,14 +1,16 @@
 //! `cargo xtask demo`: gyre's main job with no API key. Starts gyre-testkit with the
-//! bundled session script, runs the real `gyre` binary against it in a scratch project,
-//! and prints the session as it happens.
+//! bundled session script and runs the real `gyre` binary against it in a small project
+//! under `target/demo/`, in text mode with `--verbose`: what the reader sees is gyre's
+//! own output (a retry, each tool call and its outcome on stderr, the answer on
+//! stdout). Works without a terminal, so CI runs it too. The project and transcript
+//! stay for the reader to look at.
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
 use gyre_testkit::{Script, TestServer};
-use serde_json::Value;
 
 use crate::{cargo, run_cmd, target_dir};
 
@@ -33,91 +35,6 @@ fn write_project(dir: &Path) -> Result<()> {
     Ok(())
 }
 
-fn first_line(s: &str, max: usize) -> String {
-    let line = s.lines().next().unwrap_or_default().replace('\t', "  ");
-    let mut out: String = line.chars().take(max).collect();
-    if line.chars().count() > max || s.lines().count() > 1 {
-        out.push('…');
-    }
-    out
-}
-
-/// Renders one stream-json line for people.
-fn render(v: &Value) -> Option<String> {
-    let kind = v.get("type")?.as_str()?;
-    match kind {
-        "system" => match v.get("subtype")?.as_str()? {
-            "init" => Some(format!(
-                "session {} · model {} · tools {}",
-                v["session_id"].as_str()?,
-                v["model"].as_str()?,
-                v["tools"]
-                    .as_array()?
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )),
-            "api_retry" => Some(format!(
-                "  … retrying in {} ms (attempt {}/{})",
-                v["retry_delay_ms"], v["attempt"], v["max_retries"]
-            )),
-            other => Some(format!("  [{other}]")),
-        },
-        "assistant" => {
-            let mut out = Vec::new();
-            for block in v["message"]["content"].as_array()? {
-                match block["type"].as_str()? {
-                    "text" => out.push(format!(
-                        "● {}",
-                        block["text"].as_str()?.replace('\n', "\n  ")
-                    )),
-                    "thinking" => out.push(format!(
-                        "  (thinking) {}",
-                        first_line(block["thinking"].as_str()?, 70)
-                    )),
-                    "tool_use" => {
-                        out.push(format!("● {}({})", block["name"].as_str()?, block["input"]));
-                    }
-                    _ => {}
-                }
-            }
-            Some(out.join("\n"))
-        }
-        "user" => {
-            let mut out = Vec::new();
-            for block in v["message"]["content"].as_array()? {
-                if block["type"] == "tool_result" {
-                    let text = match &block["content"] {
-                        Value::String(s) => s.clone(),
-                        other => other.to_string(),
-                    };
-                    let lines = text.lines().count();
-                    let mark = if block["is_error"] == true {
-                        "✗"
-                    } else {
-                        "⎿"
-                    };
-                    out.push(format!(
-                        "  {mark} {} ({lines} lines)",
-                        first_line(&text, 60)
-                    ));
-                }
-            }
-            Some(out.join("\n"))
-        }
-        "result" => Some(format!(
-            "\nresult: {} · {} turns · {} ms · ${:.4} · terminal {}",
-            v["subtype"].as_str()?,
-            v["num_turns"],
-            v["duration_ms"],
-            v["total_cost_usd"].as_f64()?,
-            v["terminal_reason"].as_str()?
-        )),
-        _ => None,
-    }
-}
-
 /// `cargo xtask demo`: takes no options.
 #[derive(Debug, clap::Args)]
 pub struct Args {}
@@ -129,52 +46,46 @@ pub fn run(_args: &Args) -> Result<()> {
         bail!("built gyre not found at {}", gyre.display());
     }
 
-    let scratch = tempfile::tempdir().context("could not create a scratch directory")?;
-    let project = scratch.path().join("thermo");
+    // Kept after the demo (the transcript is worth reading), under target/ so that
+    // `cargo clean` or `rm -rf target/demo` removes it.
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let run_dir = target_dir().join("demo").join(format!("run-{stamp}"));
+    let project = run_dir.join("thermo");
     write_project(&project)?;
-    let home = scratch.path().join("gyre-home");
+    let home = run_dir.join("gyre-home");
     let script = Script::from_json(&SCRIPT.replace("$SCRATCH", &project.to_string_lossy()))
         .context("the bundled demo script does not parse")?;
     let server = TestServer::spawn(script).context("could not start gyre-testkit")?;
 
     println!(
-        "gyre demo — scripted model at {} (gyre-testkit), project in {}\n",
+        "gyre demo: the real gyre binary in {}, answered by a scripted model\n\
+         (gyre-testkit at {}, so no API key and no cost). gyre's own output follows:\n\
+         its progress and tool lines on stderr, the answer on stdout.\n",
+        project.display(),
         server.url(),
-        project.display()
     );
-    println!("> {PROMPT}\n");
-    let mut child = Command::new(&gyre)
-        .args([
-            "-p",
-            PROMPT,
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--max-turns",
-            "10",
-        ])
+    println!("$ gyre -p {PROMPT:?} --verbose\n");
+    let status = Command::new(&gyre)
+        .args(["-p", PROMPT, "--verbose", "--max-turns", "10"])
         .current_dir(&project)
         .env("ANTHROPIC_BASE_URL", server.url())
         .env("ANTHROPIC_API_KEY", "testkit-demo-key")
         .env("GYRE_HOME", &home)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
+        .status()
         .with_context(|| format!("could not run {}", gyre.display()))?;
-    let stdout = child.stdout.take().context("no stdout from gyre")?;
-    for line in BufReader::new(stdout).lines() {
-        let line = line?;
-        let v: Value = serde_json::from_str(&line)
-            .with_context(|| format!("gyre printed a line that is not JSON: {line}"))?;
-        if let Some(text) = render(&v).filter(|t| !t.is_empty()) {
-            println!("{text}");
-        }
-    }
-    let status = child.wait()?;
+    let transcripts = home.join("projects");
     println!(
-        "\ngyre exited with {status}; {} requests reached the scripted model; transcript under {}",
+        "\ngyre exited with {status}; {} requests reached the scripted model.\n\
+         The project and the session transcript are kept in {}\n\
+         (transcript: {}); remove them with `rm -rf {}`.\n\
+         In a terminal, plain `gyre` opens the interactive UI; docs/repl.md shows it.",
         server.request_count(),
-        home.join("projects").display()
+        run_dir.display(),
+        transcripts.display(),
+        target_dir().join("demo").display(),
     );
     if !status.success() {
         bail!("the demo session failed");

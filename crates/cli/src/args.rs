@@ -144,6 +144,10 @@ pub struct Cli {
     #[arg(long)]
     pub verbose: bool,
 
+    /// Text mode: no progress lines (retries, permission denials) on stderr.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
     /// Write debug logs to this file.
     #[arg(long)]
     pub debug_file: Option<PathBuf>,

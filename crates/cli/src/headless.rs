@@ -8,7 +8,14 @@ use gyre_loop::{EngineEvent, LoopEvent, QueryEngine, TurnResult};
 use gyre_protocol::{ContentBlock, Message};
 use serde_json::Value;
 
+use std::path::Path;
+
+use gyre_api::RetryStatus;
+use gyre_tools::PermissionDenial;
+
 use crate::args::OutputFormat;
+use crate::repl::style::Palette;
+use crate::repl::tool_line::{call_summary, outcome_summary, render_call, render_outcome};
 use crate::stream_json::{self, ResponseMeta, SessionFacts};
 
 /// Where headless output goes; every line is flushed as it is written, so a driver
@@ -17,6 +24,10 @@ pub struct Output<W: Write> {
     out: W,
     format: OutputFormat,
     partial: bool,
+    /// Text mode: retries and permission denials as one stderr line each.
+    progress: bool,
+    /// Text mode with `--verbose`: each tool call and its outcome on stderr too.
+    tool_lines: bool,
 }
 
 impl<W: Write> Output<W> {
@@ -25,6 +36,40 @@ impl<W: Write> Output<W> {
             out,
             format,
             partial,
+            progress: false,
+            tool_lines: false,
+        }
+    }
+
+    /// In text mode, also say on stderr which tools run and how they ended.
+    #[must_use]
+    pub fn with_tool_lines(mut self, tool_lines: bool) -> Self {
+        self.tool_lines = tool_lines && self.format == OutputFormat::Text;
+        self
+    }
+
+    /// In text mode, say on stderr what the session waits for or was refused
+    /// (`--quiet` turns this off); stdout stays the answer alone.
+    #[must_use]
+    pub fn with_progress(mut self, progress: bool) -> Self {
+        self.progress = progress && self.format == OutputFormat::Text;
+        self
+    }
+
+    /// One progress line on stderr, when progress lines are on.
+    fn progress(&self, line: impl FnOnce() -> String) {
+        if self.progress {
+            eprintln!("gyre: {}", line());
+        }
+    }
+
+    /// Tool lines on stderr, when they are on (nothing for an empty string).
+    fn tool_line(&self, lines: impl FnOnce() -> String) {
+        if self.tool_lines {
+            let lines = lines();
+            if !lines.is_empty() {
+                eprintln!("{lines}");
+            }
         }
     }
 
@@ -69,6 +114,8 @@ pub async fn run_turn<W: Write>(
         ..ResponseMeta::default()
     };
     let mut result: Option<TurnResult> = None;
+    // Calls by id (name, summary), for the outcome lines of `--verbose` text mode.
+    let mut calls: Vec<(String, String, String)> = Vec::new();
     while let Some(event) = events.next().await {
         match event {
             EngineEvent::Message {
@@ -80,6 +127,7 @@ pub async fn run_turn<W: Write>(
                 if std::mem::take(&mut first_user) {
                     continue;
                 }
+                output.tool_line(|| outcome_lines(&message, &calls));
                 if output.streaming() {
                     output.line(&stream_json::message(&message, &meta, &session_id, &uuid))?;
                 }
@@ -93,6 +141,7 @@ pub async fn run_turn<W: Write>(
             }
             EngineEvent::Loop(event) => match event {
                 LoopEvent::Retry(status) => {
+                    output.progress(|| progress_line(&ProgressEvent::Retry(&status)));
                     if output.streaming() {
                         output.line(&stream_json::api_retry(&status, &session_id, &uuid()))?;
                     }
@@ -118,6 +167,13 @@ pub async fn run_turn<W: Write>(
                     }
                 }
                 LoopEvent::PermissionDenied { denial, message } => {
+                    output.progress(|| {
+                        progress_line(&ProgressEvent::Denied {
+                            denial: &denial,
+                            message: &message,
+                            cwd: Path::new(&facts.cwd),
+                        })
+                    });
                     if output.streaming() {
                         output.line(&stream_json::permission_denied(
                             &denial,
@@ -132,8 +188,12 @@ pub async fn run_turn<W: Write>(
                         output.line(&stream_json::stream_event(&raw, &session_id, &uuid()))?;
                     }
                 }
+                LoopEvent::ToolStarted { id, name, input } => {
+                    let summary = call_summary(&name, &input, Path::new(&facts.cwd));
+                    output.tool_line(|| render_call(PLAIN, &summary));
+                    calls.push((id, name, summary));
+                }
                 LoopEvent::RequestStart { .. }
-                | LoopEvent::ToolStarted { .. }
                 | LoopEvent::Message { .. }
                 | LoopEvent::Tombstone
                 | LoopEvent::HistoryReplaced(_)
@@ -157,6 +217,10 @@ pub async fn run_turn<W: Write>(
         }
     }
     let result = result.context("the turn ended without a result")?;
+    if output.tool_lines && !calls.is_empty() {
+        // The answer on stdout stands apart from the tool lines above it.
+        eprintln!();
+    }
     match output.format {
         OutputFormat::Text => {
             if !result.is_error {
@@ -177,6 +241,84 @@ pub async fn run_turn<W: Write>(
         eprintln!("gyre: {}", text.replace('\n', " "));
     }
     Ok(result)
+}
+
+/// What a text-mode progress line reports.
+enum ProgressEvent<'a> {
+    Retry(&'a RetryStatus),
+    Denied {
+        denial: &'a PermissionDenial,
+        message: &'a str,
+        cwd: &'a Path,
+    },
+}
+
+/// One stderr line for a retry wait or a refused tool call:
+/// `API overloaded · retrying in 2 s (attempt 1/10)`,
+/// `denied Bash rm -rf build: <why>`.
+fn progress_line(event: &ProgressEvent<'_>) -> String {
+    match event {
+        ProgressEvent::Retry(status) => {
+            let reason = if status.message.is_empty() {
+                &status.error
+            } else {
+                &status.message
+            };
+            // Below a second the server asked for a precise wait: show it as such.
+            let wait = if status.delay_ms < 1000 {
+                format!("{} ms", status.delay_ms)
+            } else {
+                format!("{} s", status.delay_ms.div_ceil(1000))
+            };
+            format!(
+                "{} · retrying in {wait} (attempt {}/{})",
+                reason.replace('\n', " "),
+                status.attempt,
+                status.max_retries
+            )
+        }
+        ProgressEvent::Denied {
+            denial,
+            message,
+            cwd,
+        } => {
+            let summary = call_summary(&denial.tool_name, &denial.tool_input, cwd);
+            let why = message.lines().next().unwrap_or_default();
+            format!("denied {summary}: {why}")
+        }
+    }
+}
+
+/// Tool lines on stderr are plain: they may be read by a program or a log.
+const PLAIN: Palette = Palette::new(false);
+
+/// `  ⎿ 12 lines` for each tool result in `message` (a user message); with several
+/// results each names its call.
+fn outcome_lines(message: &Message, calls: &[(String, String, String)]) -> String {
+    let mut outcomes = Vec::new();
+    for block in &message.content {
+        if let ContentBlock::ToolResult {
+            tool_use_id,
+            content,
+            is_error,
+            ..
+        } = block
+            && let Some((_, name, summary)) = calls.iter().find(|(id, ..)| id == tool_use_id)
+        {
+            outcomes.push((summary, outcome_summary(name, &content.text(), *is_error)));
+        }
+    }
+    let several = outcomes.len() > 1;
+    let lines: Vec<String> = outcomes
+        .into_iter()
+        .map(|(summary, mut outcome)| {
+            if several {
+                outcome.text = format!("{summary}: {}", outcome.text);
+            }
+            render_outcome(PLAIN, &outcome)
+        })
+        .collect();
+    lines.join("\n")
 }
 
 /// Reads one `--input-format stream-json` line: `{"type":"user","message":{…}}`.
@@ -216,6 +358,44 @@ pub fn read_input_lines(stdin: impl BufRead) -> impl Iterator<Item = Result<Vec<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn progress_lines_name_the_reason_the_wait_and_the_refused_call() {
+        let status = RetryStatus {
+            attempt: 2,
+            max_retries: 10,
+            delay_ms: 2_500,
+            status: Some(529),
+            error: "overloaded".into(),
+            message: "The API is overloaded\n(HTTP 529)".into(),
+        };
+        assert_eq!(
+            progress_line(&ProgressEvent::Retry(&status)),
+            "The API is overloaded (HTTP 529) · retrying in 3 s (attempt 2/10)"
+        );
+        let quick = RetryStatus {
+            delay_ms: 20,
+            message: String::new(),
+            ..status
+        };
+        assert_eq!(
+            progress_line(&ProgressEvent::Retry(&quick)),
+            "overloaded · retrying in 20 ms (attempt 2/10)"
+        );
+        let denial = PermissionDenial {
+            tool_name: "Bash".into(),
+            tool_use_id: "toolu_1".into(),
+            tool_input: serde_json::json!({"command": "rm -rf build"}),
+        };
+        assert_eq!(
+            progress_line(&ProgressEvent::Denied {
+                denial: &denial,
+                message: "Permission to run `rm -rf build` was denied.\nAsk the user.",
+                cwd: Path::new("/p"),
+            }),
+            "denied Bash rm -rf build: Permission to run `rm -rf build` was denied."
+        );
+    }
 
     #[test]
     fn input_lines_accept_string_or_block_content() {

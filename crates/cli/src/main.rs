@@ -48,13 +48,9 @@ fn main() -> ExitCode {
                     ExitCode::SUCCESS
                 }
                 _ => {
-                    let rendered = e.to_string();
-                    let first = rendered
-                        .lines()
-                        .next()
-                        .unwrap_or("invalid arguments")
-                        .trim_start_matches("error: ");
-                    usage_error(first)
+                    // clap's whole message: what was wrong, a "did you mean", the usage.
+                    let _ = e.print();
+                    ExitCode::from(EXIT_USAGE)
                 }
             };
         }
@@ -200,7 +196,9 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
         });
     }
     let stdout = std::io::stdout().lock();
-    let mut output = Output::new(stdout, cli.output_format, cli.include_partial_messages);
+    let mut output = Output::new(stdout, cli.output_format, cli.include_partial_messages)
+        .with_progress(!cli.quiet)
+        .with_tool_lines(cli.verbose && !cli.quiet);
     headless::print_init(&mut output, &session.facts)?;
     let mut last_error = false;
     if let Some(prompt) = prompt {

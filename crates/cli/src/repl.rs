@@ -1,39 +1,48 @@
-//! The interactive session: a prompt with line editing and history, the assistant's
-//! answer streamed as light markdown, a spinner while waiting, one line per tool call
-//! with its outcome, permission questions, Ctrl+C to interrupt and slash commands.
+//! The interactive session as an inline terminal UI (ratatui + crossterm, in the
+//! normal scrollback): finished output goes into the terminal's history, and a small
+//! viewport under it shows the answer line being streamed, what gyre waits for, the
+//! input box (or a permission question) and a status line.
 //!
-//! Output goes to stdout; the spinner alone goes to stderr, so `gyre 2>/dev/null` still
-//! shows everything but the status line.
+//! Keys: Enter sends, Ctrl+J / Alt+Enter (or `\` then Enter) start a new line, ↑/↓
+//! browse the history, Ctrl+R searches it, Tab completes a slash command, Esc or Ctrl+C
+//! interrupt a turn, a second Ctrl+C quits, Ctrl+D at an empty box quits, Ctrl+O shows
+//! a folded Bash output whole.
 
-mod input;
+mod ansi;
+mod diff;
+mod editor;
 mod markdown;
-mod permission_prompt;
-mod screen;
+mod question;
 mod slash;
 mod spinner;
-mod style;
-mod tool_line;
+pub(crate) mod style;
+pub(crate) mod tool_line;
+mod turn;
+mod ui;
+mod view;
 
-use std::io::{IsTerminal, Stdout, Write};
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
+use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use futures::StreamExt;
-use gyre_loop::{EngineEvent, LoopEvent, TerminalReason, TurnResult};
-use gyre_protocol::{ContentBlock, ContentDelta, Message, Role, StreamEvent};
+use gyre_loop::{EngineEvent, JsonlTranscript};
+use gyre_protocol::ContentBlock;
+use gyre_tools::PromptAnswer;
 use tokio::sync::mpsc;
 
-use self::input::{LineReader, ReadResult};
-use self::markdown::{LineBuffer, MarkdownRenderer};
-use self::permission_prompt::TerminalPrompt;
-use self::screen::Screen;
+use self::editor::{Editor, HistoryFile};
+use self::question::{Question, UiPrompt, save_allow_rule};
 use self::slash::{HELP, SlashCommand, cost_report};
-use self::spinner::{Spinner, Status};
+use self::spinner::{Status, TICK};
 use self::style::Palette;
-use self::tool_line::{Outcome, call_summary, outcome_summary, render_call, render_outcome};
+use self::turn::{TurnView, expanded};
+use self::ui::Ui;
+use self::view::{Choice, QuestionView, StatusLine, View};
 use crate::args::Cli;
 use crate::session::{self, Session};
 use crate::settings::Settings;
@@ -41,55 +50,71 @@ use crate::stream_json::SessionFacts;
 
 /// A second Ctrl+C within this long quits.
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
-const PROMPT: &str = "> ";
 
-/// Runs the REPL until `/exit`, Ctrl+D or a double Ctrl+C. A prompt given on the
-/// command line is sent first.
+/// Runs the REPL until `/exit`, `exit`, Ctrl+D or a double Ctrl+C. A prompt given on
+/// the command line is sent first.
 ///
 /// # Errors
 /// When the session cannot be built or the terminal cannot be used.
 pub async fn run(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode> {
-    let palette = Palette::detect();
-    let spinner = Spinner::new(std::io::stderr().is_terminal());
-    let screen = Screen::new(spinner.clone());
-    let reader = LineReader::spawn(Some(session::gyre_home().join("history")))?;
-    let (interrupt_tx, interrupts) = mpsc::unbounded_channel();
-    {
-        // While a turn runs the terminal is in cooked mode, so Ctrl+C arrives as SIGINT.
-        let tx = interrupt_tx.clone();
-        tokio::spawn(async move {
-            while tokio::signal::ctrl_c().await.is_ok() {
-                if tx.send(()).is_err() {
-                    return;
-                }
-            }
-        });
+    if !std::io::stdout().is_terminal() {
+        anyhow::bail!(
+            "the interactive UI needs a terminal on stdout; for scripts use gyre -p \"<prompt>\""
+        );
     }
-    let prompt = Arc::new(TerminalPrompt::new(
-        reader.clone(),
-        screen.clone(),
-        palette,
-        cwd.to_path_buf(),
-        interrupt_tx,
-    ));
+    let palette = Palette::detect();
+    let history = HistoryFile::new(session::gyre_home().join("history"));
+    let (questions_tx, questions) = mpsc::unbounded_channel();
+    let prompt = Arc::new(UiPrompt::new(questions_tx, palette, cwd.to_path_buf()));
     let mcp = crate::mcp_config::start(cli, cwd, &session::gyre_home()).await?;
     let session = session::build(cli, cwd, settings, true, Some(prompt), mcp)?;
+    let resumed = !session.engine.messages().is_empty();
+    let status = StatusLine {
+        model: session.facts.model.clone(),
+        mode: session.facts.permission_mode.clone(),
+        context: None,
+        cost_usd: session.engine.total_cost_usd(),
+    };
+    let front = Front {
+        ui: Ui::start(palette.color())?,
+        editor: Editor::new(history.load()),
+        keys: EventStream::new(),
+        questions,
+        palette,
+        cwd: cwd.to_path_buf(),
+        question: None,
+        status,
+        hint: None,
+        last_ctrl_c: None,
+        folded: None,
+        queued: None,
+        frame: 0,
+    };
     let mut repl = Repl {
         session,
-        palette,
-        spinner,
-        screen,
-        reader,
-        interrupts,
-        cwd: cwd.to_path_buf(),
+        front,
         started: Instant::now(),
         api_ms: 0,
-        last_ctrl_c: None,
-        out: std::io::stdout(),
+        sent: false,
     };
-    repl.banner()?;
-    repl.run(cli.prompt.clone()).await?;
+    let outcome = repl.run(cli.prompt.clone()).await;
+    let finished = repl.front.ui.finish();
+    // A history that cannot be saved is not worth failing the session for.
+    let _ = history.save(repl.front.editor.history());
+    if !repl.sent && !resumed {
+        discard_empty_transcript(cwd, &repl.session.facts);
+    }
+    outcome?;
+    finished?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Quitting before anything was sent leaves no empty session behind.
+fn discard_empty_transcript(cwd: &Path, facts: &SessionFacts) {
+    let path = JsonlTranscript::path_for(&session::gyre_home(), cwd, &facts.session_id);
+    if std::fs::metadata(&path).is_ok_and(|m| m.len() == 0) {
+        let _ = std::fs::remove_file(&path);
+    }
 }
 
 /// Whether the REPL goes on after a command or turn.
@@ -99,20 +124,49 @@ enum Flow {
     Quit,
 }
 
+/// What a key typed at the input box asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Typed {
+    Nothing,
+    Submit(String),
+    Quit,
+}
+
+/// What a key typed during a turn asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Busy {
+    Nothing,
+    Interrupt,
+    Quit,
+}
+
 struct Repl {
     session: Session,
-    palette: Palette,
-    spinner: Spinner,
-    screen: Screen,
-    reader: LineReader,
-    /// Ctrl+C presses: SIGINT during a turn, or typed at a permission question.
-    interrupts: mpsc::UnboundedReceiver<()>,
-    cwd: PathBuf,
+    front: Front,
     started: Instant,
     /// Time spent waiting for the API, summed over turns (for `/cost`).
     api_ms: u64,
+    /// A message went to the model (so the transcript is a session worth keeping).
+    sent: bool,
+}
+
+/// The terminal side: what is on screen and the keys that change it.
+struct Front {
+    ui: Ui,
+    editor: Editor,
+    keys: EventStream,
+    questions: mpsc::UnboundedReceiver<Question>,
+    palette: Palette,
+    cwd: PathBuf,
+    question: Option<Question>,
+    status: StatusLine,
+    hint: Option<String>,
     last_ctrl_c: Option<Instant>,
-    out: Stdout,
+    /// The newest folded Bash output (Ctrl+O shows it whole).
+    folded: Option<String>,
+    /// A message sent with Enter while a turn ran: it goes when the turn ends.
+    queued: Option<String>,
+    frame: usize,
 }
 
 /// Records a Ctrl+C; true when it is the second within [`DOUBLE_CTRL_C`].
@@ -123,90 +177,343 @@ fn second_ctrl_c(last: &mut Option<Instant>) -> bool {
     quit
 }
 
+fn ctrl(key: &KeyEvent, c: char) -> bool {
+    key.modifiers.contains(KeyModifiers::CONTROL) && key.code == KeyCode::Char(c)
+}
+
+impl Front {
+    fn draw(&mut self, live: &[String], activity: Option<&Status>) -> Result<()> {
+        let view = View {
+            color: self.palette.color(),
+            live,
+            // A question on screen is what gyre waits for.
+            activity: activity.filter(|_| self.question.is_none()),
+            question: self.question.as_ref().map(|q| &q.view),
+            editor: &self.editor,
+            status: &self.status,
+            hint: self.hint.as_deref(),
+            now: Instant::now(),
+            frame: self.frame,
+        };
+        self.ui.draw(&view)
+    }
+
+    fn print(&mut self, lines: &[String]) -> Result<()> {
+        self.ui.print(lines)
+    }
+
+    /// Waits for the next terminal event; `None` when the terminal is gone.
+    async fn next_event(&mut self) -> Result<Option<Event>> {
+        match self.keys.next().await {
+            None => Ok(None),
+            Some(event) => event.map(Some).context("could not read the terminal"),
+        }
+    }
+
+    /// Ctrl+O: the newest folded output, whole.
+    fn expand(&mut self) -> Result<()> {
+        if let Some(output) = self.folded.take() {
+            let lines = expanded(self.palette, &output);
+            self.print(&lines)?;
+        }
+        Ok(())
+    }
+
+    /// Keys that edit the input box (idle, or typed ahead during a turn).
+    fn edit(&mut self, key: &KeyEvent) {
+        let e = &mut self.editor;
+        let plain = !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        if e.search().is_some() {
+            match key.code {
+                KeyCode::Char('r') if !plain => e.start_search(),
+                KeyCode::Char('g' | 'c') if !plain => e.end_search(false),
+                KeyCode::Char(c) if plain => e.search_push(c),
+                KeyCode::Backspace => e.search_pop(),
+                KeyCode::Esc => e.end_search(false),
+                _ => e.end_search(true),
+            }
+            return;
+        }
+        match key.code {
+            KeyCode::Char('r') if !plain => e.start_search(),
+            KeyCode::Char('j') if !plain => e.newline(),
+            KeyCode::Char('u') if !plain => e.kill_to_start(),
+            KeyCode::Char('a') if !plain => e.home(),
+            KeyCode::Char('e') if !plain => e.end(),
+            KeyCode::Char(c) if plain => e.insert_char(c),
+            KeyCode::Enter if !plain || key.modifiers.contains(KeyModifiers::SHIFT) => {
+                e.newline();
+            }
+            KeyCode::Backspace => e.backspace(),
+            KeyCode::Delete => e.delete(),
+            KeyCode::Left => e.left(),
+            KeyCode::Right => e.right(),
+            KeyCode::Up => e.up(),
+            KeyCode::Down => e.down(),
+            KeyCode::Home => e.home(),
+            KeyCode::End => e.end(),
+            KeyCode::Tab => {
+                e.complete();
+            }
+            _ => {}
+        }
+    }
+
+    /// A terminal event while no turn runs.
+    fn on_idle_event(&mut self, event: Event) -> Result<Typed> {
+        let key = match event {
+            Event::Paste(text) => {
+                self.editor.insert_str(&text);
+                return Ok(Typed::Nothing);
+            }
+            Event::Key(key) if key.kind != KeyEventKind::Release => key,
+            _ => return Ok(Typed::Nothing),
+        };
+        let was_ctrl_c = ctrl(&key, 'c');
+        if !was_ctrl_c {
+            self.hint = None;
+        }
+        if self.editor.search().is_some() {
+            self.edit(&key);
+            return Ok(Typed::Nothing);
+        }
+        if was_ctrl_c {
+            if !self.editor.is_empty() {
+                self.editor.clear();
+                return Ok(Typed::Nothing);
+            }
+            if second_ctrl_c(&mut self.last_ctrl_c) {
+                return Ok(Typed::Quit);
+            }
+            self.hint = Some("Press Ctrl+C again to exit".to_owned());
+            return Ok(Typed::Nothing);
+        }
+        if ctrl(&key, 'd') {
+            return Ok(if self.editor.is_empty() {
+                Typed::Quit
+            } else {
+                self.editor.delete();
+                Typed::Nothing
+            });
+        }
+        if ctrl(&key, 'o') {
+            self.expand()?;
+            return Ok(Typed::Nothing);
+        }
+        if key.code == KeyCode::Enter && key.modifiers.is_empty() {
+            // A line ending in `\` goes on at the next one (as in a shell).
+            let (row, col) = self.editor.cursor();
+            let line = &self.editor.lines()[row];
+            if line.ends_with('\\') && col == line.chars().count() {
+                self.editor.backspace();
+                self.editor.newline();
+                return Ok(Typed::Nothing);
+            }
+            return Ok(Typed::Submit(self.editor.submit()));
+        }
+        self.edit(&key);
+        Ok(Typed::Nothing)
+    }
+
+    /// A terminal event while a turn runs.
+    fn on_busy_event(&mut self, event: Event) -> Result<Busy> {
+        let key = match event {
+            Event::Paste(text) => {
+                if self.question.is_none() {
+                    self.editor.insert_str(&text);
+                }
+                return Ok(Busy::Nothing);
+            }
+            Event::Key(key) if key.kind != KeyEventKind::Release => key,
+            _ => return Ok(Busy::Nothing),
+        };
+        let ctrl_c = ctrl(&key, 'c');
+        if let Some(question) = &mut self.question {
+            let choice = match key.code {
+                KeyCode::Char(c) if !ctrl_c => Choice::from_key(c),
+                KeyCode::Up => {
+                    question.view.selected = question.view.selected.saturating_sub(1);
+                    None
+                }
+                KeyCode::Down => {
+                    question.view.selected =
+                        (question.view.selected + 1).min(Choice::ALL.len() - 1);
+                    None
+                }
+                KeyCode::Enter => Some(Choice::ALL[question.view.selected]),
+                _ => None,
+            };
+            if let Some(choice) = choice {
+                self.answer(choice)?;
+                return Ok(Busy::Nothing);
+            }
+            if key.code == KeyCode::Esc || ctrl_c {
+                // As Claude Code: no, and stop the turn to say what to do instead.
+                self.answer(Choice::Deny)?;
+                let _ = second_ctrl_c(&mut self.last_ctrl_c);
+                return Ok(Busy::Interrupt);
+            }
+            return Ok(Busy::Nothing);
+        }
+        if ctrl_c {
+            return Ok(if second_ctrl_c(&mut self.last_ctrl_c) {
+                Busy::Quit
+            } else {
+                Busy::Interrupt
+            });
+        }
+        if key.code == KeyCode::Esc {
+            return Ok(Busy::Interrupt);
+        }
+        if ctrl(&key, 'o') {
+            self.expand()?;
+            return Ok(Busy::Nothing);
+        }
+        // Typing ahead: the box edits; Enter queues the message for when the turn ends.
+        if key.code == KeyCode::Enter && key.modifiers.is_empty() && self.editor.search().is_none()
+        {
+            if !self.editor.is_empty() && self.queued.is_none() {
+                let text = self.editor.submit();
+                let first = text.lines().next().unwrap_or_default().to_owned();
+                self.hint = Some(format!("Queued, sent when this turn ends: {first}"));
+                self.queued = Some(text);
+            }
+            return Ok(Busy::Nothing);
+        }
+        self.edit(&key);
+        Ok(Busy::Nothing)
+    }
+
+    /// Answers the question on screen and notes the answer in the scrollback.
+    fn answer(&mut self, choice: Choice) -> Result<()> {
+        let Some(question) = self.question.take() else {
+            return Ok(());
+        };
+        let p = self.palette;
+        let QuestionView { rule, .. } = &question.view;
+        let (answer, note) = match choice {
+            Choice::Once => (PromptAnswer::AllowOnce, p.dim("  ? allowed once")),
+            Choice::Session => (
+                PromptAnswer::AllowAlways,
+                p.dim(&format!("  ? allowed for this session: {rule}")),
+            ),
+            Choice::Save => match save_allow_rule(&self.cwd, rule) {
+                Ok(path) => (
+                    PromptAnswer::AllowAlways,
+                    p.dim(&format!(
+                        "  ? always allowed: {rule} saved to {}",
+                        path.strip_prefix(&self.cwd).unwrap_or(&path).display()
+                    )),
+                ),
+                Err(e) => (
+                    PromptAnswer::AllowAlways,
+                    p.red(&format!("  ? allowed for this session; not saved: {e:#}")),
+                ),
+            },
+            Choice::Deny => (PromptAnswer::Deny, p.dim("  ? denied")),
+        };
+        // The tool waits on this; if it is gone (the turn ended) there is nobody to tell.
+        let _ = question.reply.send(answer);
+        self.print(&[note])
+    }
+}
+
 impl Repl {
     fn banner(&mut self) -> Result<()> {
-        let p = self.palette;
+        let p = self.front.palette;
         let facts = &self.session.facts;
-        let mut details = vec![facts.model.clone(), display_dir(&self.cwd)];
+        let mut details = vec![facts.model.clone(), display_dir(&self.front.cwd)];
         if facts.permission_mode != "default" {
             details.push(format!("{} mode", facts.permission_mode));
         }
-        writeln!(
-            self.out,
+        let mut lines = vec![format!(
             "{} {}",
             p.bold(&format!("gyre {}", env!("CARGO_PKG_VERSION"))),
             p.dim(&format!("· {}", details.join(" · ")))
-        )?;
+        )];
         let earlier = self.session.engine.messages().len();
         if earlier > 0 {
-            writeln!(
-                self.out,
-                "{}",
-                p.dim(&format!(
-                    "Resumed session {} ({earlier} messages)",
-                    facts.session_id
-                ))
-            )?;
+            lines.push(p.dim(&format!(
+                "Resumed session {} ({earlier} messages)",
+                facts.session_id
+            )));
         }
-        writeln!(
-            self.out,
-            "{}\n",
-            p.dim("/help for commands · Ctrl+C interrupts · Ctrl+D quits")
-        )?;
-        self.out.flush()?;
-        Ok(())
+        lines.push(p.dim("/help for commands · Esc or Ctrl+C interrupts · Ctrl+D quits"));
+        lines.push(String::new());
+        self.front.print(&lines)
     }
 
     async fn run(&mut self, first: Option<String>) -> Result<()> {
-        let mut pending = first.filter(|p| !p.trim().is_empty());
-        if let Some(p) = &pending {
-            self.reader.add_history(p);
-            writeln!(self.out, "{PROMPT}{p}")?;
+        self.banner()?;
+        if let Some(first) = first.filter(|p| !p.trim().is_empty()) {
+            self.front.editor.remember(&first);
+            if self.send(first).await? == Flow::Quit {
+                return Ok(());
+            }
         }
         loop {
-            let line = match pending.take() {
-                Some(line) => line,
-                None => match self.reader.read(PROMPT, true).await? {
-                    ReadResult::Line(line) => line,
-                    ReadResult::Eof => {
-                        // Ctrl+D leaves the cursor after the prompt.
-                        writeln!(self.out)?;
-                        break;
-                    }
-                    ReadResult::Interrupted => {
-                        if second_ctrl_c(&mut self.last_ctrl_c) {
-                            break;
-                        }
-                        let hint = self.palette.dim("Press Ctrl+C again to exit");
-                        writeln!(self.out, "{hint}")?;
-                        continue;
-                    }
-                },
+            self.front.draw(&[], None)?;
+            let Some(event) = self.front.next_event().await? else {
+                return Ok(());
             };
-            let line = line.trim();
-            if line.is_empty() {
-                continue;
-            }
-            let flow = match SlashCommand::parse(line) {
-                Some(command) => self.command(command).await?,
-                None => self.turn(line).await?,
-            };
-            if flow == Flow::Quit {
-                break;
+            match self.front.on_idle_event(event)? {
+                Typed::Nothing => {}
+                Typed::Quit => return Ok(()),
+                Typed::Submit(text) => {
+                    if self.send(text).await? == Flow::Quit {
+                        return Ok(());
+                    }
+                }
             }
         }
-        self.spinner.clear();
-        Ok(())
+    }
+
+    /// Submits `text`, then what was queued while it ran.
+    async fn send(&mut self, text: String) -> Result<Flow> {
+        let mut next = Some(text);
+        while let Some(text) = next.take() {
+            if self.submit(&text).await? == Flow::Quit {
+                return Ok(Flow::Quit);
+            }
+            next = self.front.queued.take();
+            self.front.hint = None;
+        }
+        Ok(Flow::Continue)
+    }
+
+    /// Echoes what was sent, then runs it as a command or a turn.
+    async fn submit(&mut self, text: &str) -> Result<Flow> {
+        let trimmed = text.trim();
+        if trimmed.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        let echo: Vec<String> = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| format!("{}{l}", if i == 0 { "> " } else { "  " }))
+            .collect();
+        self.front.print(&echo)?;
+        // `exit` or `quit` alone is what people type to leave, not a message.
+        if trimmed == "exit" || trimmed == "quit" {
+            return Ok(Flow::Quit);
+        }
+        match SlashCommand::parse(trimmed) {
+            Some(command) => self.command(command).await,
+            None => self.turn(text).await,
+        }
     }
 
     async fn command(&mut self, command: SlashCommand) -> Result<Flow> {
-        let p = self.palette;
+        let p = self.front.palette;
         let engine = &mut self.session.engine;
         let text = match command {
             SlashCommand::Exit => return Ok(Flow::Quit),
             SlashCommand::Help => HELP.to_owned(),
             SlashCommand::Clear => {
                 engine.clear();
+                self.front.status.context = None;
                 p.dim("Conversation cleared; the next message starts afresh.")
             }
             SlashCommand::Cost => {
@@ -226,16 +533,11 @@ impl Repl {
             SlashCommand::Model(Some(name)) => {
                 engine.set_model(name.clone());
                 self.session.facts.model.clone_from(&name);
+                self.front.status.model.clone_from(&name);
                 format!("Model set to {}", p.bold(&name))
             }
             SlashCommand::Compact => {
-                while self.interrupts.try_recv().is_ok() {}
-                self.spinner.show(Status::working("Compacting"));
-                let result = tokio::select! {
-                    result = engine.compact() => Some(result),
-                    Some(()) = self.interrupts.recv() => None,
-                };
-                self.spinner.clear();
+                let result = until_interrupted(&mut self.front, engine.compact()).await?;
                 match result {
                     None => p.dim("Compaction interrupted."),
                     Some(Ok(Some(outcome))) => format!(
@@ -251,43 +553,109 @@ impl Repl {
                 "Unknown command /{name} · /help lists the commands"
             )),
         };
-        writeln!(self.out, "{text}\n")?;
-        self.out.flush()?;
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        lines.push(String::new());
+        self.front.print(&lines)?;
         Ok(Flow::Continue)
     }
 
     /// Sends one message and shows the turn as it happens.
-    async fn turn(&mut self, line: &str) -> Result<Flow> {
-        while self.interrupts.try_recv().is_ok() {}
-        let interrupt = self.session.engine.interrupt_handle();
-        let mut view = TurnView::new(self.palette, self.screen.clone(), self.cwd.clone());
-        let events = self
-            .session
-            .engine
-            .submit_message(vec![ContentBlock::text(line)]);
-        futures::pin_mut!(events);
-        loop {
-            tokio::select! {
-                event = events.next() => {
-                    let Some(event) = event else { break };
-                    if let EngineEvent::Result(result) = &event {
-                        self.api_ms += result.duration_api_ms;
+    async fn turn(&mut self, text: &str) -> Result<Flow> {
+        self.sent = true;
+        let front = &mut self.front;
+        let engine = &mut self.session.engine;
+        let facts = &mut self.session.facts;
+        let interrupt = engine.interrupt_handle();
+        let mut view = TurnView::new(front.palette, front.cwd.clone());
+        let mut tick = tokio::time::interval(TICK);
+        let mut flow = Flow::Continue;
+        {
+            let events = engine.submit_message(vec![ContentBlock::text(text)]);
+            futures::pin_mut!(events);
+            loop {
+                front.print(&view.take_lines())?;
+                front.draw(&view.live(), view.activity())?;
+                tokio::select! {
+                    event = events.next() => {
+                        let Some(event) = event else { break };
+                        if let EngineEvent::Result(result) = &event {
+                            self.api_ms += result.duration_api_ms;
+                        }
+                        view.on_event(event, facts);
                     }
-                    view.on_event(event, &mut self.session.facts)?;
-                }
-                Some(()) = self.interrupts.recv() => {
-                    if second_ctrl_c(&mut self.last_ctrl_c) {
-                        view.end()?;
-                        return Ok(Flow::Quit);
+                    Some(question) = front.questions.recv() => {
+                        front.question = Some(question);
                     }
-                    interrupt.interrupt();
-                    self.spinner.show(Status::working("Interrupting"));
+                    event = front.keys.next() => {
+                        let busy = match event {
+                            Some(event) => {
+                                let event = event.context("could not read the terminal")?;
+                                front.on_busy_event(event)?
+                            }
+                            None => Busy::Quit,
+                        };
+                        match busy {
+                            Busy::Nothing => {}
+                            Busy::Interrupt => {
+                                interrupt.interrupt();
+                                view.set_activity(Some(Status::working("Interrupting")));
+                            }
+                            Busy::Quit => {
+                                flow = Flow::Quit;
+                                break;
+                            }
+                        }
+                    }
+                    _ = tick.tick() => front.frame = front.frame.wrapping_add(1),
                 }
             }
         }
-        view.end()?;
-        Ok(Flow::Continue)
+        // A question left on screen (the user quit) is answered no by dropping it.
+        front.question = None;
+        if let Some(tokens) = view.context_tokens {
+            front.status.context = Some((tokens, context_window(&facts.model)));
+        }
+        front.status.cost_usd = engine.total_cost_usd();
+        front.status.model.clone_from(&facts.model);
+        if let Some(folded) = view.folded.take() {
+            front.folded = Some(folded);
+        }
+        view.end();
+        front.print(&view.take_lines())?;
+        Ok(flow)
     }
+}
+
+/// `/compact`'s work, with the spinner running; `None` when Esc or Ctrl+C gave up.
+async fn until_interrupted<F: std::future::Future>(
+    front: &mut Front,
+    work: F,
+) -> Result<Option<F::Output>> {
+    let status = Status::working("Compacting");
+    let mut tick = tokio::time::interval(TICK);
+    futures::pin_mut!(work);
+    loop {
+        front.draw(&[], Some(&status))?;
+        tokio::select! {
+            result = &mut work => return Ok(Some(result)),
+            event = front.next_event() => {
+                let Some(Event::Key(key)) = event? else { continue };
+                if key.code == KeyCode::Esc || ctrl(&key, 'c') {
+                    return Ok(None);
+                }
+            }
+            _ = tick.tick() => front.frame = front.frame.wrapping_add(1),
+        }
+    }
+}
+
+/// The model's context window (`GYRE_CONTEXT_WINDOW` overrides it, as for compaction).
+fn context_window(model: &str) -> u64 {
+    std::env::var(gyre_compact::ENV_CONTEXT_WINDOW)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|w| *w > 0)
+        .unwrap_or_else(|| gyre_compact::context_window_for_model(model))
 }
 
 /// `~/src/x` for a directory under `$HOME`.
@@ -299,282 +667,4 @@ fn display_dir(dir: &Path) -> String {
             || dir.display().to_string(),
             |rel| format!("~/{}", rel.display()),
         )
-}
-
-/// Renders one turn's events.
-struct TurnView {
-    p: Palette,
-    screen: Screen,
-    spinner: Spinner,
-    cwd: PathBuf,
-    markdown: MarkdownRenderer,
-    text: LineBuffer,
-    /// Text of the current response was printed from its stream.
-    streamed: bool,
-    /// Calls shown and waiting for their results: id, tool name, summary.
-    calls: Vec<(String, String, String)>,
-    /// How many calls the current batch has (outcomes name their call when > 1).
-    batch: usize,
-    /// The last line written was empty (so a new section needs no separator).
-    last_blank: bool,
-}
-
-impl TurnView {
-    fn new(p: Palette, screen: Screen, cwd: PathBuf) -> Self {
-        Self {
-            p,
-            spinner: screen.spinner().clone(),
-            screen,
-            cwd,
-            markdown: MarkdownRenderer::new(p),
-            text: LineBuffer::default(),
-            streamed: false,
-            calls: Vec::new(),
-            batch: 0,
-            last_blank: false,
-        }
-    }
-
-    fn line(&mut self, text: &str) -> Result<()> {
-        self.screen.line(text)?;
-        self.last_blank = text.is_empty();
-        Ok(())
-    }
-
-    /// An empty line before a new part of the answer, unless there is one already.
-    fn section(&mut self) -> Result<()> {
-        if self.last_blank {
-            return Ok(());
-        }
-        self.line("")
-    }
-
-    fn text_line(&mut self, raw: &str) -> Result<()> {
-        if !self.streamed {
-            self.streamed = true;
-            self.section()?;
-        }
-        let rendered = self.markdown.render_line(raw);
-        self.line(&rendered)
-    }
-
-    fn flush_text(&mut self) -> Result<()> {
-        if let Some(rest) = self.text.finish() {
-            self.text_line(&rest)?;
-        }
-        Ok(())
-    }
-
-    fn notice(&mut self, text: &str) -> Result<()> {
-        self.flush_text()?;
-        self.section()?;
-        let text = self.p.yellow(text);
-        self.line(&text)
-    }
-
-    fn on_event(&mut self, event: EngineEvent, facts: &mut SessionFacts) -> Result<()> {
-        match event {
-            EngineEvent::Loop(event) => self.on_loop_event(event, facts),
-            EngineEvent::Message { message, .. } => match message.role {
-                Role::Assistant => self.on_assistant(&message),
-                Role::User => self.on_tool_results(&message),
-            },
-            EngineEvent::Result(result) => self.on_result(&result),
-        }
-    }
-
-    fn on_loop_event(&mut self, event: LoopEvent, facts: &mut SessionFacts) -> Result<()> {
-        match event {
-            LoopEvent::RequestStart { .. } => {
-                self.streamed = false;
-                self.markdown.reset();
-                self.spinner.show(Status::working("Thinking"));
-            }
-            LoopEvent::Stream(StreamEvent::ContentBlockDelta {
-                delta: ContentDelta::TextDelta { text },
-                ..
-            }) => {
-                for line in self.text.push(&text) {
-                    self.text_line(&line)?;
-                }
-            }
-            LoopEvent::Stream(StreamEvent::ContentBlockStop { .. }) => {
-                self.flush_text()?;
-                // The next block (a tool call's input, say) may take a while to arrive.
-                self.spinner.show(Status::working("Thinking"));
-            }
-            LoopEvent::Stream(_) => {}
-            LoopEvent::ToolStarted { id, name, input } => {
-                // Shown as it starts, so a permission question comes after its call line.
-                self.flush_text()?;
-                self.spinner.clear();
-                if self.calls.is_empty() {
-                    self.section()?;
-                }
-                let summary = call_summary(&name, &input, &self.cwd);
-                let text = render_call(self.p, &summary);
-                self.line(&text)?;
-                self.calls.push((id, name, summary));
-                self.batch = self.calls.len();
-                self.spinner.show(Status::working(format!(
-                    "Running {}",
-                    self.calls[self.batch - 1].1
-                )));
-            }
-            LoopEvent::Retry(status) => {
-                self.flush_text()?;
-                let reason = if status.message.is_empty() {
-                    status.error.clone()
-                } else {
-                    status.message.clone()
-                };
-                if self.spinner.enabled() {
-                    self.spinner.show(Status::Retry {
-                        until: Instant::now() + Duration::from_millis(status.delay_ms),
-                        attempt: status.attempt,
-                        max_retries: status.max_retries,
-                        reason,
-                    });
-                } else {
-                    let secs = status.delay_ms.div_ceil(1000);
-                    let text = self.p.dim(&format!(
-                        "{reason} · retrying in {secs} s (attempt {}/{})",
-                        status.attempt, status.max_retries
-                    ));
-                    self.line(&text)?;
-                }
-            }
-            LoopEvent::Tombstone => {
-                // Calls announced by the void attempt will not get results.
-                self.calls.clear();
-                self.text.discard();
-                self.markdown.reset();
-                if std::mem::take(&mut self.streamed) {
-                    let text = self.p.dim("↻ the answer above was cut off; retrying");
-                    self.line(&text)?;
-                }
-            }
-            LoopEvent::Fallback { original, fallback } => {
-                facts.model.clone_from(&fallback);
-                self.notice(&format!(
-                    "Switched to {fallback} due to high demand for {original}"
-                ))?;
-            }
-            LoopEvent::Compacted(outcome) => {
-                let text = format!(
-                    "Context compacted ({} → {} tokens)",
-                    outcome.pre_tokens, outcome.post_tokens
-                );
-                self.notice(&text)?;
-            }
-            LoopEvent::Message { .. }
-            | LoopEvent::HistoryReplaced(_)
-            | LoopEvent::PermissionDenied { .. }
-            | LoopEvent::Transition(_)
-            | LoopEvent::Usage { .. }
-            | LoopEvent::Terminal(_) => {}
-        }
-        Ok(())
-    }
-
-    fn on_assistant(&mut self, message: &Message) -> Result<()> {
-        self.flush_text()?;
-        self.spinner.clear();
-        if !self.streamed {
-            // Nothing came through the stream (a non-streaming fallback): show it whole.
-            for line in message.text().lines() {
-                self.text_line(line)?;
-            }
-        }
-        self.streamed = false;
-        // Calls already announced as they started are not shown twice.
-        let calls: Vec<(String, String, String)> = message
-            .tool_uses()
-            .filter(|(id, _, _)| !self.calls.iter().any(|(known, ..)| known == id))
-            .map(|(id, name, input)| {
-                (
-                    id.to_owned(),
-                    name.to_owned(),
-                    call_summary(name, input, &self.cwd),
-                )
-            })
-            .collect();
-        if calls.is_empty() && self.calls.is_empty() {
-            return Ok(());
-        }
-        if self.calls.is_empty() {
-            self.section()?;
-        }
-        for (_, _, summary) in &calls {
-            let text = render_call(self.p, summary);
-            self.line(&text)?;
-        }
-        self.calls.extend(calls);
-        let running = match self.calls.as_slice() {
-            [(_, name, _)] => format!("Running {name}"),
-            many => format!("Running {} tools", many.len()),
-        };
-        self.batch = self.calls.len();
-        self.spinner.show(Status::working(running));
-        Ok(())
-    }
-
-    fn on_tool_results(&mut self, message: &Message) -> Result<()> {
-        for block in &message.content {
-            let ContentBlock::ToolResult {
-                tool_use_id,
-                content,
-                is_error,
-                ..
-            } = block
-            else {
-                continue;
-            };
-            let Some(at) = self.calls.iter().position(|(id, ..)| id == tool_use_id) else {
-                continue;
-            };
-            let (_, name, summary) = self.calls.remove(at);
-            let mut outcome = outcome_summary(&name, &content.text(), *is_error);
-            if self.batch > 1 {
-                outcome = Outcome {
-                    text: format!("{summary}: {}", outcome.text),
-                    ..outcome
-                };
-            }
-            let text = render_outcome(self.p, &outcome);
-            self.line(&text)?;
-        }
-        Ok(())
-    }
-
-    fn on_result(&mut self, result: &TurnResult) -> Result<()> {
-        self.flush_text()?;
-        self.spinner.clear();
-        match result.terminal.reason {
-            TerminalReason::AbortedStreaming | TerminalReason::AbortedTools => {
-                self.section()?;
-                let text = self.p.yellow("Interrupted · tell gyre what to do instead");
-                self.line(&text)?;
-            }
-            _ if result.is_error => {
-                let error = result
-                    .errors
-                    .first()
-                    .cloned()
-                    .unwrap_or_else(|| result.result.clone());
-                self.section()?;
-                let text = self.p.red(&format!("✗ {}", error.replace('\n', " ")));
-                self.line(&text)?;
-            }
-            _ => {}
-        }
-        Ok(())
-    }
-
-    /// Closes the turn: the partial line, the spinner, a blank line before the prompt.
-    fn end(&mut self) -> Result<()> {
-        self.flush_text()?;
-        self.spinner.clear();
-        self.section()
-    }
 }

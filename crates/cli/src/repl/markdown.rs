@@ -27,6 +27,12 @@ impl LineBuffer {
         (!self.partial.is_empty()).then(|| std::mem::take(&mut self.partial))
     }
 
+    /// The unfinished last line, still streaming.
+    #[must_use]
+    pub fn partial(&self) -> &str {
+        &self.partial
+    }
+
     /// Drops the unfinished line (the attempt that streamed it was abandoned).
     pub fn discard(&mut self) {
         self.partial.clear();
@@ -34,7 +40,7 @@ impl LineBuffer {
 }
 
 /// Renders markdown line by line; remembers whether it is inside a code fence.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct MarkdownRenderer {
     palette: Palette,
     /// The fence marker (```` ``` ```` or `~~~`) of the open code block.
@@ -68,7 +74,7 @@ impl MarkdownRenderer {
                     line.to_owned()
                 };
             }
-            return line.to_owned();
+            return code_line(p, line);
         }
         for marker in ["```", "~~~"] {
             if trimmed.starts_with(marker) {
@@ -122,6 +128,59 @@ fn heading(line: &str) -> Option<(usize, &str)> {
     }
     rest.strip_prefix(' ')
         .map(|t| (level, t.trim().trim_end_matches('#').trim_end()))
+}
+
+/// Words most languages reserve, shown bold inside code blocks.
+const KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "class", "const", "continue", "def", "else", "enum", "export",
+    "fn", "for", "from", "func", "function", "if", "impl", "import", "in", "let", "match", "mod",
+    "mut", "pub", "return", "self", "static", "struct", "trait", "type", "use", "var", "while",
+];
+
+/// One line inside a code block: strings green, comments dim, keywords bold. Light on
+/// purpose: it must not mislead on a language it does not know.
+fn code_line(p: Palette, line: &str) -> String {
+    if !p.color() {
+        return line.to_owned();
+    }
+    let trimmed = line.trim_start();
+    if ["//", "#", "--"].iter().any(|c| trimmed.starts_with(c)) {
+        return p.dim(line);
+    }
+    let mut out = String::with_capacity(line.len() + 16);
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if KEYWORDS.contains(&word.as_str()) {
+            out.push_str(&p.bold(word));
+        } else {
+            out.push_str(word);
+        }
+        word.clear();
+    };
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+            continue;
+        }
+        flush(&mut word, &mut out);
+        if c == '"' || c == '\'' {
+            let mut string = String::from(c);
+            let mut escaped = false;
+            for d in chars.by_ref() {
+                string.push(d);
+                if d == c && !escaped {
+                    break;
+                }
+                escaped = d == '\\' && !escaped;
+            }
+            out.push_str(&p.green(&string));
+        } else {
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
 }
 
 fn is_rule(line: &str) -> bool {
@@ -233,6 +292,17 @@ mod tests {
         assert_eq!(r.render_line("**x**"), "**x**");
         r.render_line("```");
         assert_eq!(r.render_line("**x**"), "\x1b[1mx\x1b[22m");
+    }
+
+    #[test]
+    fn code_lines_colour_strings_comments_and_keywords() {
+        let p = Palette::new(true);
+        assert_eq!(
+            code_line(p, r#"let s = "a \" b";"#),
+            "\x1b[1mlet\x1b[22m s = \x1b[32m\"a \\\" b\"\x1b[39m;"
+        );
+        assert_eq!(code_line(p, "  // note"), "\x1b[2m  // note\x1b[22m");
+        assert_eq!(code_line(Palette::new(false), "let x"), "let x");
     }
 
     #[test]

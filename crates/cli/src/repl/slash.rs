@@ -53,10 +53,15 @@ Commands
   /exit           quit (also Ctrl+D)
 
 Keys
-  Ctrl+C          interrupt the running turn; twice to quit
-  Ctrl+D          quit at an empty prompt
-  \\ then Enter    go on at the next line (a multi-line request)
-  Up / Down       history (kept in $GYRE_HOME/history)";
+  Enter              send
+  Ctrl+J, Alt+Enter  new line (or end the line with \\ and press Enter)
+  Up / Down          history (kept in $GYRE_HOME/history); Ctrl+R searches it
+  Tab                complete a /command
+  Esc or Ctrl+C      interrupt the running turn; Ctrl+C twice quits
+  Ctrl+D             quit at an empty box (also `exit` or `quit`)
+  Ctrl+O             show the last folded Bash output whole
+  y / a / s / n      answer a permission question (or arrows and Enter):
+                     once, this session, always (saved to .gyre/settings.local.json), no";
 
 /// What `/cost` prints (the names Claude Code's `/cost` uses).
 #[must_use]

@@ -1,15 +1,11 @@
-//! A one-line status on stderr while the REPL waits: `⠹ Thinking… 3s`, or a retry
-//! countdown. Redrawn in place with `\r` by a small task; erased before anything else
-//! is printed. Off when stderr is not a terminal.
+//! What the REPL is waiting for, as one spinner line in the viewport: `⠹ Thinking… 3s`,
+//! or a retry countdown with the whole reason.
 
-use std::io::Write;
-use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 const FRAMES: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
-const TICK: Duration = Duration::from_millis(100);
-/// Longest retry reason shown, so the status stays on one terminal line.
-const MAX_REASON_CHARS: usize = 40;
+/// How often the spinner and countdowns move.
+pub const TICK: Duration = Duration::from_millis(100);
 
 /// What the status line says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -41,7 +37,7 @@ impl Status {
         match self {
             Self::Working { label, since } => {
                 let secs = now.saturating_duration_since(*since).as_secs();
-                format!("{spin} {label}… {secs}s · Ctrl+C to interrupt")
+                format!("{spin} {label}… {secs}s · esc to interrupt")
             }
             Self::Retry {
                 until,
@@ -52,108 +48,9 @@ impl Status {
                 let left = until.saturating_duration_since(now);
                 // Round up: "retrying in 1 s" until the wait is really over.
                 let secs = left.as_millis().div_ceil(1000);
-                let reason: String = reason.chars().take(MAX_REASON_CHARS).collect();
                 format!("{spin} {reason} · retrying in {secs} s (attempt {attempt}/{max_retries})")
             }
         }
-    }
-}
-
-#[derive(Debug, Default)]
-struct State {
-    status: Option<Status>,
-    /// A line is on screen and must be erased before other output.
-    drawn: bool,
-    frame: usize,
-    /// While a question is asked on the terminal nothing is drawn.
-    suspended: bool,
-}
-
-/// The REPL's status line; cheap to clone.
-#[derive(Debug, Clone, Default)]
-pub struct Spinner {
-    state: Option<Arc<Mutex<State>>>,
-}
-
-impl Spinner {
-    /// A spinner drawn on stderr when `enabled`; starts its redraw task on the current
-    /// tokio runtime.
-    #[must_use]
-    pub fn new(enabled: bool) -> Self {
-        if !enabled {
-            return Self { state: None };
-        }
-        let state = Arc::new(Mutex::new(State::default()));
-        let weak = Arc::downgrade(&state);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(TICK);
-            loop {
-                tick.tick().await;
-                let Some(state) = weak.upgrade() else { return };
-                let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
-                s.frame = s.frame.wrapping_add(1);
-                if s.suspended {
-                    continue;
-                }
-                if let Some(status) = &s.status {
-                    let line = status.line(Instant::now(), s.frame);
-                    let mut err = std::io::stderr().lock();
-                    let _ = write!(err, "\r\x1b[2K{line}");
-                    let _ = err.flush();
-                    s.drawn = true;
-                }
-            }
-        });
-        Self { state: Some(state) }
-    }
-
-    /// Whether anything is drawn at all (stderr is a terminal).
-    #[must_use]
-    pub fn enabled(&self) -> bool {
-        self.state.is_some()
-    }
-
-    /// Shows `status` from the next tick on.
-    pub fn show(&self, status: Status) {
-        if let Some(state) = &self.state {
-            state.lock().unwrap_or_else(PoisonError::into_inner).status = Some(status);
-        }
-    }
-
-    /// Stops showing anything and erases the line.
-    pub fn clear(&self) {
-        if let Some(state) = &self.state {
-            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
-            s.status = None;
-            erase(&mut s);
-        }
-    }
-
-    /// Erases the line and draws nothing until [`Spinner::resume`] (a question is on
-    /// the terminal).
-    pub fn suspend(&self) {
-        if let Some(state) = &self.state {
-            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
-            s.suspended = true;
-            erase(&mut s);
-        }
-    }
-
-    pub fn resume(&self) {
-        if let Some(state) = &self.state {
-            state
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .suspended = false;
-        }
-    }
-}
-
-fn erase(s: &mut State) {
-    if std::mem::take(&mut s.drawn) {
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r\x1b[2K");
-        let _ = err.flush();
     }
 }
 
@@ -170,7 +67,7 @@ mod tests {
         };
         assert_eq!(
             status.line(since + Duration::from_millis(3400), 2),
-            "⠹ Thinking… 3s · Ctrl+C to interrupt"
+            "⠹ Thinking… 3s · esc to interrupt"
         );
     }
 

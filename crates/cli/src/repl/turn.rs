@@ -1,0 +1,380 @@
+//! One turn's events as lines for the scrollback (finished answer lines, tool calls and
+//! their outcomes, notices) plus what stays live in the viewport: the answer line still
+//! streaming and what gyre is waiting for.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use gyre_loop::{EngineEvent, LoopEvent, TerminalReason, TurnResult};
+use gyre_protocol::{ContentBlock, ContentDelta, Message, Role, StreamEvent, Usage};
+use serde_json::Value;
+
+use super::diff::call_diff;
+use super::markdown::{LineBuffer, MarkdownRenderer};
+use super::spinner::Status;
+use super::style::Palette;
+use super::tool_line::{Outcome, call_summary, outcome_summary, render_call, render_outcome};
+use crate::stream_json::SessionFacts;
+
+/// Lines of Bash output shown under its outcome; Ctrl+O shows the rest.
+pub const FOLDED_LINES: usize = 3;
+
+/// A call shown and waiting for its result.
+#[derive(Debug, Clone)]
+struct Call {
+    id: String,
+    name: String,
+    summary: String,
+}
+
+/// Renders one turn's events.
+#[derive(Debug)]
+pub struct TurnView {
+    p: Palette,
+    cwd: PathBuf,
+    markdown: MarkdownRenderer,
+    text: LineBuffer,
+    /// Lines ready for the scrollback.
+    out: Vec<String>,
+    activity: Option<Status>,
+    /// Text of the current response was shown from its stream.
+    streamed: bool,
+    calls: Vec<Call>,
+    /// How many calls the current batch has (outcomes name their call when > 1).
+    batch: usize,
+    /// The last line pushed was empty (so a new section needs no separator).
+    last_blank: bool,
+    /// The newest Bash output that was folded, for Ctrl+O.
+    pub folded: Option<String>,
+    /// Tokens of the newest request (input, cache and output), for the context gauge.
+    pub context_tokens: Option<u64>,
+}
+
+impl TurnView {
+    #[must_use]
+    pub fn new(p: Palette, cwd: PathBuf) -> Self {
+        Self {
+            p,
+            cwd,
+            markdown: MarkdownRenderer::new(p),
+            text: LineBuffer::default(),
+            out: Vec::new(),
+            activity: Some(Status::working("Thinking")),
+            streamed: false,
+            calls: Vec::new(),
+            batch: 0,
+            last_blank: false,
+            folded: None,
+            context_tokens: None,
+        }
+    }
+
+    /// The lines finished since the last call.
+    pub fn take_lines(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The answer line still streaming, rendered.
+    #[must_use]
+    pub fn live(&self) -> Vec<String> {
+        let partial = self.text.partial();
+        if partial.is_empty() {
+            return Vec::new();
+        }
+        // Rendered on a copy: the fence state changes only when the line is complete.
+        let mut markdown = self.markdown.clone();
+        vec![markdown.render_line(partial)]
+    }
+
+    #[must_use]
+    pub fn activity(&self) -> Option<&Status> {
+        self.activity.as_ref()
+    }
+
+    pub fn set_activity(&mut self, status: Option<Status>) {
+        self.activity = status;
+    }
+
+    fn line(&mut self, text: String) {
+        self.last_blank = text.is_empty();
+        self.out.push(text);
+    }
+
+    /// An empty line before a new part of the answer, unless there is one already.
+    fn section(&mut self) {
+        if !self.last_blank {
+            self.line(String::new());
+        }
+    }
+
+    fn text_line(&mut self, raw: &str) {
+        if !self.streamed {
+            self.streamed = true;
+            self.section();
+        }
+        let rendered = self.markdown.render_line(raw);
+        self.line(rendered);
+    }
+
+    fn flush_text(&mut self) {
+        if let Some(rest) = self.text.finish() {
+            self.text_line(&rest);
+        }
+    }
+
+    fn notice(&mut self, text: &str) {
+        self.flush_text();
+        self.section();
+        let text = self.p.yellow(text);
+        self.line(text);
+    }
+
+    pub fn on_event(&mut self, event: EngineEvent, facts: &mut SessionFacts) {
+        match event {
+            EngineEvent::Loop(event) => self.on_loop_event(event, facts),
+            EngineEvent::Message { message, .. } => match message.role {
+                Role::Assistant => self.on_assistant(&message),
+                Role::User => self.on_tool_results(&message),
+            },
+            EngineEvent::Result(result) => self.on_result(&result),
+        }
+    }
+
+    fn show_call(&mut self, id: &str, name: &str, input: &Value) {
+        let summary = call_summary(name, input, &self.cwd);
+        let text = render_call(self.p, &summary);
+        self.line(text);
+        let path = input
+            .get("file_path")
+            .and_then(Value::as_str)
+            .map(|p| self.cwd.join(p));
+        for line in call_diff(self.p, name, input, path.as_deref()) {
+            self.line(line);
+        }
+        self.calls.push(Call {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            summary,
+        });
+    }
+
+    fn on_loop_event(&mut self, event: LoopEvent, facts: &mut SessionFacts) {
+        match event {
+            LoopEvent::RequestStart { .. } => {
+                self.streamed = false;
+                self.markdown.reset();
+                self.activity = Some(Status::working("Thinking"));
+            }
+            LoopEvent::Stream(StreamEvent::ContentBlockDelta {
+                delta: ContentDelta::TextDelta { text },
+                ..
+            }) => {
+                if !self.streamed {
+                    self.streamed = true;
+                    self.section();
+                }
+                if !matches!(&self.activity, Some(Status::Working { label, .. }) if label == "Responding")
+                {
+                    self.activity = Some(Status::working("Responding"));
+                }
+                for line in self.text.push(&text) {
+                    self.text_line(&line);
+                }
+            }
+            LoopEvent::Stream(StreamEvent::ContentBlockStop { .. }) => {
+                self.flush_text();
+                // The next block (a tool call's input, say) may take a while to arrive.
+                self.activity = Some(Status::working("Thinking"));
+            }
+            LoopEvent::Stream(_) => {}
+            LoopEvent::ToolStarted { id, name, input } => {
+                // Shown as it starts, so a permission question comes after its call line.
+                self.flush_text();
+                if self.calls.is_empty() {
+                    self.section();
+                }
+                self.show_call(&id, &name, &input);
+                self.batch = self.calls.len();
+                self.activity = Some(Status::working(format!("Running {name}")));
+            }
+            LoopEvent::Retry(status) => {
+                self.flush_text();
+                let reason = if status.message.is_empty() {
+                    status.error.clone()
+                } else {
+                    status.message.replace('\n', " ")
+                };
+                self.activity = Some(Status::Retry {
+                    until: Instant::now() + Duration::from_millis(status.delay_ms),
+                    attempt: status.attempt,
+                    max_retries: status.max_retries,
+                    reason,
+                });
+            }
+            LoopEvent::Tombstone => {
+                // Calls announced by the void attempt will not get results.
+                self.calls.clear();
+                self.text.discard();
+                self.markdown.reset();
+                if std::mem::take(&mut self.streamed) {
+                    let text = self.p.dim("↻ the answer above was cut off; retrying");
+                    self.line(text);
+                }
+            }
+            LoopEvent::Fallback { original, fallback } => {
+                facts.model.clone_from(&fallback);
+                self.notice(&format!(
+                    "Switched to {fallback} due to high demand for {original}"
+                ));
+            }
+            LoopEvent::Compacted(outcome) => {
+                let text = format!(
+                    "Context compacted ({} → {} tokens)",
+                    outcome.pre_tokens, outcome.post_tokens
+                );
+                self.notice(&text);
+            }
+            LoopEvent::Usage { usage, .. } => {
+                self.context_tokens = Some(context_tokens(&usage));
+            }
+            LoopEvent::Message { .. }
+            | LoopEvent::HistoryReplaced(_)
+            | LoopEvent::PermissionDenied { .. }
+            | LoopEvent::Transition(_)
+            | LoopEvent::Terminal(_) => {}
+        }
+    }
+
+    fn on_assistant(&mut self, message: &Message) {
+        self.flush_text();
+        self.activity = None;
+        if !self.streamed {
+            // Nothing came through the stream (a non-streaming fallback): show it whole.
+            for line in message.text().lines() {
+                self.text_line(line);
+            }
+        }
+        self.streamed = false;
+        // Calls already announced as they started are not shown twice.
+        let new: Vec<(String, String, Value)> = message
+            .tool_uses()
+            .filter(|(id, _, _)| !self.calls.iter().any(|c| c.id == *id))
+            .map(|(id, name, input)| (id.to_owned(), name.to_owned(), input.clone()))
+            .collect();
+        if new.is_empty() && self.calls.is_empty() {
+            return;
+        }
+        if self.calls.is_empty() {
+            self.section();
+        }
+        for (id, name, input) in &new {
+            self.show_call(id, name, input);
+        }
+        let running = match self.calls.as_slice() {
+            [call] => format!("Running {}", call.name),
+            many => format!("Running {} tools", many.len()),
+        };
+        self.batch = self.calls.len();
+        self.activity = Some(Status::working(running));
+    }
+
+    fn on_tool_results(&mut self, message: &Message) {
+        for block in &message.content {
+            let ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                is_error,
+                ..
+            } = block
+            else {
+                continue;
+            };
+            let Some(at) = self.calls.iter().position(|c| c.id == *tool_use_id) else {
+                continue;
+            };
+            let call = self.calls.remove(at);
+            let text = content.text();
+            let mut outcome = outcome_summary(&call.name, &text, *is_error);
+            if self.batch > 1 {
+                outcome = Outcome {
+                    text: format!("{}: {}", call.summary, outcome.text),
+                    ..outcome
+                };
+            }
+            let rendered = render_outcome(self.p, &outcome);
+            self.line(rendered);
+            if call.name == "Bash" {
+                self.fold_output(&text);
+            }
+        }
+        if !self.calls.is_empty() {
+            return;
+        }
+        self.activity = Some(Status::working("Thinking"));
+    }
+
+    /// Several lines of Bash output: the first few, and a key to see them all.
+    fn fold_output(&mut self, output: &str) {
+        let lines: Vec<&str> = output.trim_end().lines().collect();
+        if lines.len() <= 1 {
+            return;
+        }
+        for line in lines.iter().take(FOLDED_LINES) {
+            let text = self.p.dim(&format!("    {line}"));
+            self.line(text);
+        }
+        if lines.len() > FOLDED_LINES {
+            let more = lines.len() - FOLDED_LINES;
+            let text = self.p.dim(&format!(
+                "    … +{more} {} (ctrl+o to expand)",
+                if more == 1 { "line" } else { "lines" }
+            ));
+            self.line(text);
+            self.folded = Some(output.trim_end().to_owned());
+        }
+    }
+
+    fn on_result(&mut self, result: &TurnResult) {
+        self.flush_text();
+        self.activity = None;
+        match result.terminal.reason {
+            TerminalReason::AbortedStreaming | TerminalReason::AbortedTools => {
+                self.section();
+                let text = self.p.yellow("Interrupted · tell gyre what to do instead");
+                self.line(text);
+            }
+            _ if result.is_error => {
+                let error = result
+                    .errors
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| result.result.clone());
+                self.section();
+                let text = self.p.red(&format!("✗ {}", error.replace('\n', " ")));
+                self.line(text);
+            }
+            _ => {}
+        }
+    }
+
+    /// Closes the turn: the partial line, a blank line before the prompt.
+    pub fn end(&mut self) {
+        self.flush_text();
+        self.activity = None;
+        self.section();
+    }
+}
+
+/// What a request put in the context window.
+fn context_tokens(usage: &Usage) -> u64 {
+    usage.input_tokens
+        + usage.cache_read_input_tokens
+        + usage.cache_creation_input_tokens
+        + usage.output_tokens
+}
+
+/// What Ctrl+O prints: every line of the folded output.
+#[must_use]
+pub fn expanded(p: Palette, output: &str) -> Vec<String> {
+    output.lines().map(|l| p.dim(&format!("    {l}"))).collect()
+}

@@ -1,0 +1,417 @@
+//! The live part of the terminal UI, drawn into ratatui's inline viewport under the
+//! scrollback: the answer line being streamed, what gyre is waiting for, the permission
+//! question or the input box, and the status line. A pure function of [`View`], so
+//! frames are snapshot-tested with ratatui's `TestBackend`.
+
+use std::time::Instant;
+
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, BorderType, Borders, Paragraph, Widget};
+use unicode_width::UnicodeWidthChar;
+
+use super::ansi;
+use super::editor::Editor;
+use super::spinner::Status;
+
+/// Rows of the inline viewport (fewer on a smaller terminal).
+pub const VIEWPORT_ROWS: u16 = 14;
+
+/// The answers a permission question offers, in the order shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Choice {
+    Once,
+    Session,
+    /// Allow, and write the rule to `.gyre/settings.local.json`.
+    Save,
+    Deny,
+}
+
+impl Choice {
+    pub const ALL: [Self; 4] = [Self::Once, Self::Session, Self::Save, Self::Deny];
+
+    /// The one key that picks this answer.
+    #[must_use]
+    pub const fn key(self) -> char {
+        match self {
+            Self::Once => 'y',
+            Self::Session => 'a',
+            Self::Save => 's',
+            Self::Deny => 'n',
+        }
+    }
+
+    #[must_use]
+    pub fn label(self, rule: &str) -> String {
+        match self {
+            Self::Once => "Yes".to_owned(),
+            Self::Session => "Yes, and don't ask again this session".to_owned(),
+            Self::Save => format!("Yes, and always: save {rule} to .gyre/settings.local.json"),
+            Self::Deny => "No, tell gyre what to do instead".to_owned(),
+        }
+    }
+
+    #[must_use]
+    pub fn from_key(c: char) -> Option<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|choice| choice.key() == c.to_ascii_lowercase())
+    }
+}
+
+/// A permission question on screen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuestionView {
+    /// `Bash echo hello`.
+    pub summary: String,
+    /// The whole command, a diff: lines under the summary (Palette-styled).
+    pub details: Vec<String>,
+    pub reason: String,
+    /// The rule "always" saves: `Bash(echo hello)`.
+    pub rule: String,
+    pub selected: usize,
+}
+
+/// What the status line reports.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatusLine {
+    pub model: String,
+    pub mode: String,
+    /// Tokens the last request used, of the model's context window.
+    pub context: Option<(u64, u64)>,
+    pub cost_usd: f64,
+}
+
+impl StatusLine {
+    #[must_use]
+    pub fn text(&self) -> String {
+        let mut parts = vec![self.model.clone(), format!("{} mode", self.mode)];
+        if let Some((used, window)) = self.context
+            && window > 0
+        {
+            parts.push(format!("context {}%", used.saturating_mul(100) / window));
+        }
+        if self.cost_usd > 0.0 {
+            parts.push(format!("${:.4}", self.cost_usd));
+        }
+        parts.join(" · ")
+    }
+}
+
+/// Everything the viewport shows.
+#[derive(Debug, Clone)]
+pub struct View<'a> {
+    pub color: bool,
+    /// Lines of the answer still streaming (Palette-styled).
+    pub live: &'a [String],
+    pub activity: Option<&'a Status>,
+    pub question: Option<&'a QuestionView>,
+    pub editor: &'a Editor,
+    pub status: &'a StatusLine,
+    /// A passing word in place of the status line ("Press Ctrl+C again to exit").
+    pub hint: Option<&'a str>,
+    pub now: Instant,
+    pub frame: usize,
+}
+
+impl View<'_> {
+    fn style(&self, style: Style) -> Style {
+        if self.color { style } else { Style::default() }
+    }
+
+    fn dim(&self) -> Style {
+        self.style(Style::default().add_modifier(Modifier::DIM))
+    }
+}
+
+/// Draws `view` into `area`, top-aligned; returns where the terminal's cursor goes.
+pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16)> {
+    let width = area.width;
+    // Bottom up: status line, then the box (input or question), then the activity,
+    // and the streamed answer gets what is left.
+    let status: Vec<Line<'static>> = match view.hint {
+        Some(hint) => vec![Line::styled(hint.to_owned(), view.dim())],
+        None => {
+            let mut lines = vec![Line::styled(view.status.text(), view.dim())];
+            let completions = view.editor.completions();
+            if !completions.is_empty() && view.question.is_none() {
+                lines.insert(
+                    0,
+                    Line::styled(format!("  {}", completions.join("  ")), view.dim()),
+                );
+            }
+            lines
+        }
+    };
+    let (boxed, cursor) = match view.question {
+        Some(q) => (
+            question_lines(view, q)
+                .into_iter()
+                .flat_map(|l| hanging(&l, width.saturating_sub(2), ANSWER_INDENT))
+                .collect(),
+            None,
+        ),
+        None => input_lines(view, width),
+    };
+    let activity: Vec<Line<'static>> = view
+        .activity
+        .map(|status| {
+            let line = Line::styled(
+                status.line(view.now, view.frame),
+                view.style(Style::default().fg(Color::Yellow)),
+            );
+            ansi::wrap(&line, width)
+        })
+        .unwrap_or_default();
+    let fixed = rows(&boxed) + rows(&activity) + rows(&status);
+    let room = area.height.saturating_sub(fixed);
+    let mut live: Vec<Line<'static>> = view
+        .live
+        .iter()
+        .flat_map(|l| ansi::wrap(&styled(view, l), width))
+        .collect();
+    if live.len() > usize::from(room) {
+        live.drain(..live.len() - usize::from(room));
+    }
+    let mut y = area.y;
+    place(live, area, &mut y, buf);
+    place(activity, area, &mut y, buf);
+    let (border, title) = match view.question {
+        Some(_) => (view.style(Style::default().fg(Color::Yellow)), None),
+        None => (
+            view.dim(),
+            view.editor
+                .search()
+                .map(|q| format!(" search history: {q} ")),
+        ),
+    };
+    let box_top = y;
+    let height = rows(&boxed).min(area.bottom().saturating_sub(y));
+    let outer = Rect::new(area.x, box_top, width, height);
+    let mut block = Block::default()
+        .borders(Borders::ALL)
+        .border_type(BorderType::Rounded)
+        .border_style(border);
+    if let Some(title) = title {
+        block = block.title(title);
+    }
+    let inner = block.inner(outer);
+    block.render(outer, buf);
+    // The first and last of `boxed` stand for the borders.
+    Paragraph::new(boxed.into_iter().skip(1).collect::<Vec<_>>()).render(inner, buf);
+    y += height;
+    place(status, area, &mut y, buf);
+    cursor.map(|(row, col)| (area.x + 1 + col, box_top + 1 + row))
+}
+
+/// Where a wrapped answer of a question goes on: under its text, past ` › y) `.
+const ANSWER_INDENT: u16 = 6;
+
+/// Wraps `line` to `width`, its continuation rows indented by `indent`.
+fn hanging(line: &Line<'_>, width: u16, indent: u16) -> Vec<Line<'static>> {
+    let rows = ansi::wrap(line, width);
+    if rows.len() == 1 {
+        return rows;
+    }
+    let mut first = ansi::wrap(line, width.saturating_sub(indent)).into_iter();
+    let head = first.next().unwrap_or_default();
+    let rest: Vec<Span<'static>> = first.flat_map(|row| row.spans).collect();
+    let mut out = vec![head];
+    for row in ansi::wrap(&Line::from(rest), width.saturating_sub(indent)) {
+        let mut spans = vec![Span::raw(" ".repeat(usize::from(indent)))];
+        spans.extend(row.spans);
+        out.push(Line::from(spans));
+    }
+    out
+}
+
+/// Draws `lines` at row `y` of `area` and moves `y` under them.
+fn place(lines: Vec<Line<'static>>, area: Rect, y: &mut u16, buf: &mut Buffer) {
+    let height = rows(&lines).min(area.bottom().saturating_sub(*y));
+    Paragraph::new(lines).render(Rect::new(area.x, *y, area.width, height), buf);
+    *y += height;
+}
+
+/// Rows a list of lines takes (each is one row: they are wrapped already).
+fn rows(lines: &[Line<'_>]) -> u16 {
+    u16::try_from(lines.len()).unwrap_or(u16::MAX)
+}
+
+fn styled(view: &View<'_>, text: &str) -> Line<'static> {
+    let line = ansi::to_line(text);
+    if view.color {
+        line
+    } else {
+        Line::from(ansi::plain_text(&line))
+    }
+}
+
+/// The input box's lines (a first placeholder row for the top border, then the
+/// text rows) and the cursor inside it (row, column).
+fn input_lines(view: &View<'_>, width: u16) -> (Vec<Line<'static>>, Option<(u16, u16)>) {
+    let inner = usize::from(width.saturating_sub(2)).max(4);
+    let editor = view.editor;
+    let (cursor_row, cursor_col) = editor.cursor();
+    let mut lines = vec![Line::default()];
+    let mut cursor = None;
+    for (i, text) in editor.lines().iter().enumerate() {
+        let prefix = if i == 0 { "> " } else { "  " };
+        let mut row = String::from(prefix);
+        let mut used = 2usize;
+        let mut col = 0usize;
+        let mut chars = text.chars().peekable();
+        loop {
+            if i == cursor_row && col == cursor_col && cursor.is_none() {
+                cursor = Some((lines.len() - 1, used));
+            }
+            let Some(c) = chars.next() else { break };
+            let w = c.width().unwrap_or(0);
+            if used + w > inner {
+                lines.push(Line::from(std::mem::take(&mut row)));
+                row.push_str("  ");
+                used = 2;
+                if i == cursor_row && col == cursor_col {
+                    cursor = Some((lines.len() - 1, used));
+                }
+            }
+            row.push(c);
+            used += w;
+            col += 1;
+        }
+        lines.push(Line::from(row));
+    }
+    // The bottom border.
+    lines.push(Line::default());
+    let cursor = cursor.map(|(row, col)| {
+        (
+            u16::try_from(row).unwrap_or(u16::MAX),
+            u16::try_from(col).unwrap_or(u16::MAX),
+        )
+    });
+    (lines, cursor)
+}
+
+/// A question's lines inside its box (first and last rows stand for the borders).
+fn question_lines(view: &View<'_>, q: &QuestionView) -> Vec<Line<'static>> {
+    let bold = view.style(Style::default().add_modifier(Modifier::BOLD));
+    let mut lines = vec![
+        Line::default(),
+        Line::from(vec![
+            Span::styled("? ", view.style(Style::default().fg(Color::Yellow))),
+            Span::styled(q.summary.clone(), bold),
+        ]),
+    ];
+    lines.extend(q.details.iter().map(|d| styled(view, d)));
+    if !q.reason.is_empty() {
+        lines.push(Line::styled(format!("  {}", q.reason), view.dim()));
+    }
+    for (i, choice) in Choice::ALL.into_iter().enumerate() {
+        let marker = if i == q.selected { "›" } else { " " };
+        let text = format!(" {marker} {}) {}", choice.key(), choice.label(&q.rule));
+        let style = if i == q.selected {
+            view.style(Style::default().fg(Color::Cyan))
+        } else {
+            Style::default()
+        };
+        lines.push(Line::styled(text, style));
+    }
+    lines.push(Line::default());
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+
+    use super::*;
+
+    /// The frame (60×12, no colours) for this state, one text row per line.
+    fn frame(
+        editor: &Editor,
+        live: &[String],
+        activity: Option<&Status>,
+        question: Option<&QuestionView>,
+        now: Instant,
+    ) -> String {
+        let status = StatusLine {
+            model: "claude-sonnet-4-5".into(),
+            mode: "default".into(),
+            context: Some((24_000, 200_000)),
+            cost_usd: 0.0123,
+        };
+        let view = View {
+            color: false,
+            live,
+            activity,
+            question,
+            editor,
+            status: &status,
+            hint: None,
+            now,
+            frame: 0,
+        };
+        let mut terminal = Terminal::new(TestBackend::new(60, 12)).unwrap();
+        terminal
+            .draw(|f| {
+                let area = f.area();
+                if let Some((x, y)) = render(&view, area, f.buffer_mut()) {
+                    f.set_cursor_position((x, y));
+                }
+            })
+            .unwrap();
+        let buffer = terminal.backend().buffer();
+        let mut out = String::new();
+        for y in 0..buffer.area.height {
+            let row: String = (0..buffer.area.width)
+                .map(|x| buffer[(x, y)].symbol().to_owned())
+                .collect();
+            out.push_str(row.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+
+    #[test]
+    fn idle_frame_has_the_input_box_and_the_status_line() {
+        let mut editor = Editor::new(Vec::new());
+        editor.insert_str("fix the parser\nand its tests");
+        insta::assert_snapshot!(frame(&editor, &[], None, None, Instant::now()));
+    }
+
+    #[test]
+    fn streaming_frame_shows_the_partial_answer_and_the_retry_reason_whole() {
+        let now = Instant::now();
+        let retry = Status::Retry {
+            until: now + std::time::Duration::from_millis(2_500),
+            attempt: 2,
+            max_retries: 10,
+            reason: "The API is overloaded (HTTP 529): the servers are busy; gyre waits as the server asked".into(),
+        };
+        let live = vec!["The answer so far, streamed as it arrives".to_owned()];
+        let editor = Editor::new(Vec::new());
+        insta::assert_snapshot!(frame(&editor, &live, Some(&retry), None, now));
+    }
+
+    #[test]
+    fn question_frame_offers_four_answers_on_one_key_each() {
+        let question = QuestionView {
+            summary: "Bash echo hello | tee greeting.txt".into(),
+            details: Vec::new(),
+            reason: "running this command needs permission".into(),
+            rule: "Bash(echo hello | tee greeting.txt)".into(),
+            selected: 1,
+        };
+        let editor = Editor::new(Vec::new());
+        insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
+    }
+
+    #[test]
+    fn a_slash_prefix_lists_the_commands_it_can_become() {
+        let mut editor = Editor::new(Vec::new());
+        editor.insert_str("/c");
+        insta::assert_snapshot!(frame(&editor, &[], None, None, Instant::now()));
+    }
+}
