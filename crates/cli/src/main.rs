@@ -122,6 +122,9 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         ));
     }
     let settings = Settings::load(&session::gyre_home(), &cwd)?;
+    for warning in &settings.ignored {
+        eprintln!("{warning}");
+    }
     apply_settings_env(&settings);
 
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -41,6 +41,7 @@ pub mod grep;
 mod partition;
 mod paths;
 pub mod permissions;
+pub mod protected;
 pub mod read;
 mod registry;
 mod schema;

@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use globset::GlobBuilder;
 use serde_json::Value;
 
+use crate::protected::protected_reason;
 use crate::{BoxFuture, CanUseTool, PathFilter, PermissionDecision, Tool, ToolCall, ToolContext};
 
 /// How much is allowed without a rule.
@@ -383,6 +384,14 @@ impl Permissions {
         if let PermissionDecision::Deny { .. } = own {
             return own;
         }
+        // Before allow rules and the mode: a rule or acceptEdits written by a model must
+        // not let it rewrite the settings that decide its next session.
+        if self.mode != PermissionMode::BypassPermissions
+            && !tool.is_read_only(input)
+            && let Some(reason) = path.as_deref().and_then(protected_reason)
+        {
+            return PermissionDecision::Ask { reason };
+        }
         let session = self.session_rules();
         let allow: Vec<&PermissionRule> = self.allow.iter().chain(session.iter()).collect();
         if target.allowed_by(&allow) {
@@ -454,6 +463,14 @@ impl Permissions {
         let path = tool
             .path_field()
             .map(|field| ctx.resolve(call.input.get(field).and_then(Value::as_str).unwrap_or(".")));
+        if let Some(p) = &path
+            && !tool.is_read_only(&call.input)
+            && protected_reason(p).is_some()
+        {
+            return format!(
+                "Permission to use {name} was denied: {reason}. Protected paths always need the user's confirmation; no allow rule or mode but bypassPermissions lifts that. Ask the user to make this change."
+            );
+        }
         let how = match &path {
             Some(p) if !ctx.is_inside_working_dirs(p) => {
                 let dir = if tool.is_read_only(&call.input) && p.is_dir() {
