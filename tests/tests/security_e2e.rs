@@ -143,3 +143,91 @@ fn a_planted_project_settings_file_cannot_set_bash_env_or_bypass() {
     assert_eq!(denied_tools(&out), ["Write"]);
     assert!(!sandbox.project().join("x.txt").exists());
 }
+
+/// One Bash call per turn.
+fn bash_turns(commands: &[&str]) -> Vec<Turn> {
+    commands
+        .iter()
+        .map(|c| Turn::tool_use("Bash", json!({"command": c})))
+        .collect()
+}
+
+#[test]
+fn an_echo_allow_rule_runs_nothing_but_echo() {
+    let sandbox = Sandbox::new().unwrap();
+    let hostile = [
+        "echo hi #'\ntouch x #'",
+        "echo hi $'\\'' ; touch x #'",
+        "echo ${x:='$(touch x)'} ${x@P}",
+        "echo ${x:='a[$(touch x)]'} ${HOME:x}",
+        "echo hi >&2x",
+        "echo hi >/dev/nullx",
+        "echo hi; touch x",
+        "echo `touch x`",
+    ];
+    let mut commands = hostile.to_vec();
+    commands.push("echo fine 2>&1");
+    let out = session(
+        &sandbox,
+        bash_turns(&commands),
+        &["--allowedTools", "Bash(echo:*)"],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let leftovers: Vec<String> = std::fs::read_dir(sandbox.project())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(leftovers.is_empty(), "files created: {leftovers:?}");
+    assert_eq!(denied_tools(&out).len(), hostile.len());
+}
+
+#[test]
+fn deny_rules_hold_against_quoting_wrappers_and_flag_spelling() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox.write("keep.txt", "precious\n").unwrap();
+    let rm_variants = [
+        "\"rm\" keep.txt",
+        "'rm' keep.txt",
+        "\\rm keep.txt",
+        "r''m keep.txt",
+        "/bin/rm keep.txt",
+        "command rm keep.txt",
+        "env rm keep.txt",
+        "{ rm keep.txt; }",
+        "if true; then rm keep.txt; fi",
+        "x=rm; $x keep.txt",
+        "echo keep.txt | xargs rm",
+        "bash -c 'rm keep.txt'",
+    ];
+    let out = session(
+        &sandbox,
+        bash_turns(&rm_variants),
+        &["--allowedTools", "Bash", "--disallowedTools", "Bash(rm:*)"],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(sandbox.project().join("keep.txt").exists());
+    assert_eq!(denied_tools(&out).len(), rm_variants.len());
+
+    sandbox.write("tree/a.txt", "a\n").unwrap();
+    let rf_variants = [
+        "rm  -rf tree",
+        "rm\t-rf tree",
+        "rm '-rf' tree",
+        "rm -fr tree",
+        "rm -r -f tree",
+        "rm --recursive --force tree",
+    ];
+    let out = session(
+        &sandbox,
+        bash_turns(&rf_variants),
+        &[
+            "--allowedTools",
+            "Bash",
+            "--disallowedTools",
+            "Bash(rm -rf:*)",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(sandbox.project().join("tree/a.txt").exists());
+    assert_eq!(denied_tools(&out).len(), rf_variants.len());
+}

@@ -91,7 +91,7 @@ Usage:\n\
         input
             .get("command")
             .and_then(Value::as_str)
-            .is_some_and(crate::permissions::is_read_only_command)
+            .is_some_and(crate::read_only::is_read_only_command)
     }
 
     fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {

@@ -31,6 +31,7 @@
 //! ```
 
 pub mod bash;
+mod bash_rules;
 pub mod bench_support;
 mod call;
 pub mod edit;
@@ -43,8 +44,10 @@ mod paths;
 pub mod permissions;
 pub mod protected;
 pub mod read;
+pub mod read_only;
 mod registry;
 mod schema;
+pub mod shell;
 mod tool;
 mod walk;
 pub mod write;
