@@ -4,6 +4,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use gyre_tools::PermissionMode;
+use gyre_tools::sandbox::SandboxPolicy;
 use serde::Deserialize;
 
 /// Permission rules and the default mode from settings.
@@ -20,6 +22,17 @@ pub struct PermissionSettings {
     pub default_mode: Option<String>,
 }
 
+/// `"sandbox": {"enabled": true, "allowNetwork": false}`: run every Bash command under
+/// Landlock, writing only inside the working directories and a private temp dir.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SandboxSettings {
+    #[serde(default)]
+    pub enabled: bool,
+    #[serde(default)]
+    pub allow_network: bool,
+}
+
 /// The merged settings of a session.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -30,6 +43,8 @@ pub struct Settings {
     pub permissions: PermissionSettings,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    #[serde(default)]
+    pub sandbox: SandboxSettings,
     /// What a project settings file asked for and did not get, one line each, for stderr.
     #[serde(skip)]
     pub ignored: Vec<String>,
@@ -120,6 +135,13 @@ impl Settings {
                 path.display()
             ));
         }
+        if self.sandbox.allow_network {
+            self.sandbox.allow_network = false;
+            self.ignored.push(format!(
+                "warning: {}: ignored sandbox.allowNetwork: a project settings file may not open the sandbox to the network (set it in ~/.gyre/settings.json)",
+                path.display()
+            ));
+        }
         if self.permissions.default_mode.as_deref() == Some("bypassPermissions") {
             self.permissions.default_mode = None;
             self.ignored.push(format!(
@@ -142,6 +164,36 @@ impl Settings {
         self.permissions.deny.extend(other.permissions.deny);
         self.env.extend(other.env);
         self.ignored.extend(other.ignored);
+        // Any file may turn the sandbox on; none may turn it off for another.
+        self.sandbox.enabled |= other.sandbox.enabled;
+        self.sandbox.allow_network |= other.sandbox.allow_network;
+    }
+
+    /// The Landlock policy of Bash in `mode`: read-only in plan mode, the working
+    /// directories when `sandbox.enabled`. Without Landlock in the kernel, says so once
+    /// on stderr and returns `None`: plan mode then asks before every command, and a
+    /// sandboxed session asks as its mode says.
+    #[must_use]
+    pub fn sandbox_policy(&self, mode: PermissionMode) -> Option<SandboxPolicy> {
+        let allow_network = self.sandbox.allow_network;
+        let policy = match mode {
+            PermissionMode::Plan => SandboxPolicy::ReadOnly { allow_network },
+            PermissionMode::Default
+            | PermissionMode::AcceptEdits
+            | PermissionMode::BypassPermissions => {
+                if !self.sandbox.enabled {
+                    return None;
+                }
+                SandboxPolicy::Workspace { allow_network }
+            }
+        };
+        if gyre_tools::sandbox::landlock_abi().is_none() {
+            eprintln!(
+                "warning: this kernel has no Landlock, so Bash cannot be sandboxed; commands will be asked about instead"
+            );
+            return None;
+        }
+        Some(policy)
     }
 }
 

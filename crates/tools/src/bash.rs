@@ -9,7 +9,7 @@ use tokio::io::AsyncReadExt as _;
 use tokio::process::Command;
 
 use crate::{
-    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput, ToolProgress,
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput, ToolProgress, sandbox,
 };
 
 /// Timeout when none is given.
@@ -166,22 +166,38 @@ async fn run_command(
     ctx: &ToolContext,
     progress: &ProgressFn,
 ) -> ToolOutput {
-    let mut child = match Command::new("bash")
-        .arg("-c")
+    let mut bash = Command::new("bash");
+    bash.arg("-c")
         .arg(command)
         .current_dir(&ctx.cwd)
-        // The session's credentials are not the command's: a model that runs `env` must
-        // not copy the API key into the transcript and the next request.
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-    {
+        .kill_on_drop(true);
+    // The session's credentials are not the command's: a model that runs `env` must
+    // not copy the API key into the transcript and the next request.
+    for name in sandbox::SECRET_ENV {
+        bash.env_remove(name);
+    }
+    let confinement = match sandbox::confinement(ctx.sandbox.as_ref(), &ctx.working_dirs) {
         Ok(c) => c,
+        Err(e) => return ToolOutput::error(e.to_string()),
+    };
+    // Kept until the command is done: the sandbox's temp dir, removed on drop.
+    let mut _temp_dir = None;
+    if let Some(c) = confinement {
+        if let Some(dir) = &c.temp_dir {
+            bash.env("TMPDIR", dir.path());
+        }
+        _temp_dir = c.temp_dir;
+        sandbox::confine_child(&mut bash, c.ruleset);
+    }
+    let mut child = match bash.spawn() {
+        Ok(c) => c,
+        Err(e) if ctx.sandbox.is_some() => {
+            return ToolOutput::error(format!("Failed to start bash in the sandbox: {e}"));
+        }
         Err(e) => return ToolOutput::error(format!("Failed to start bash: {e}")),
     };
     let mut guard = GroupGuard { pgid: child.id() };

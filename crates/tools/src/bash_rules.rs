@@ -410,6 +410,34 @@ fn normalise_flag(program: &str, flag: &str) -> Vec<String> {
         .collect()
 }
 
+/// The words of `command` that may name files, for the caller to resolve against the
+/// cwd: every argument but options, the value of `--opt=value`, and the fixed prefix of
+/// a glob (`../*` → `..`).
+#[must_use]
+pub fn path_arguments(command: &str) -> Vec<String> {
+    let script = shell::parse(command);
+    let mut out = Vec::new();
+    for c in &script.commands {
+        for w in c.argv.iter().skip(1) {
+            let text = match w {
+                Word::Literal(s) => s.as_str(),
+                Word::Pattern(s) => s.split(['*', '?', '[', '{']).next().unwrap_or_default(),
+                Word::Opaque => continue,
+            };
+            let value = match text.split_once('=') {
+                Some((flag, value)) if flag.starts_with('-') => value,
+                _ if text.starts_with('-') => continue,
+                _ => text,
+            };
+            if value.is_empty() {
+                continue;
+            }
+            out.push(value.to_owned());
+        }
+    }
+    out
+}
+
 /// The rule to suggest for a refused command: `Bash(git diff:*)` for `git diff HEAD`.
 #[must_use]
 pub fn suggested_rule(command: &str) -> String {

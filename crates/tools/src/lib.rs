@@ -46,6 +46,7 @@ pub mod protected;
 pub mod read;
 pub mod read_only;
 mod registry;
+pub mod sandbox;
 mod schema;
 pub mod shell;
 mod tool;

@@ -418,13 +418,15 @@ impl Permissions {
         }
         match self.mode {
             PermissionMode::Plan => {
-                return if tool.is_read_only(input) {
-                    PermissionDecision::Allow
-                } else {
-                    PermissionDecision::Ask {
+                if !tool.is_read_only(input) {
+                    return PermissionDecision::Ask {
                         reason: "plan mode allows only read-only tools".to_owned(),
-                    }
-                };
+                    };
+                }
+                if name == "Bash" {
+                    return self.plan_mode_bash(target.command(), ctx);
+                }
+                return PermissionDecision::Allow;
             }
             PermissionMode::AcceptEdits if path.is_some() => return PermissionDecision::Allow,
             PermissionMode::AcceptEdits
@@ -439,6 +441,41 @@ impl Permissions {
                 }
             }
         }
+    }
+
+    /// A command the classifier calls read-only still runs in plan mode only inside the
+    /// read-only sandbox, and only when it names no path outside the working
+    /// directories or under a `Read(…)` deny rule.
+    fn plan_mode_bash(&self, command: &str, ctx: &ToolContext) -> PermissionDecision {
+        if ctx.sandbox.is_none() {
+            return PermissionDecision::Ask {
+                reason: "plan mode runs Bash without asking only inside the Landlock sandbox, which is not available".to_owned(),
+            };
+        }
+        for arg in bash_rules::path_arguments(command) {
+            let path = ctx.resolve(&arg);
+            if !ctx.is_inside_working_dirs(&path) {
+                return PermissionDecision::Ask {
+                    reason: format!(
+                        "`{command}` reads {}, outside the working directories",
+                        path.display()
+                    ),
+                };
+            }
+            if let Some(rule) = self.deny.iter().filter(|r| r.tool == "Read").find(|r| {
+                r.specifier
+                    .as_deref()
+                    .is_some_and(|s| path_rule_matches(s, &path, ctx))
+            }) {
+                return PermissionDecision::Ask {
+                    reason: format!(
+                        "`{command}` reads {}, which `{rule}` denies",
+                        path.display()
+                    ),
+                };
+            }
+        }
+        PermissionDecision::Allow
     }
 
     fn needs_reason(&self, name: &str, own: &str, input: &Value, path: Option<&Path>) -> String {

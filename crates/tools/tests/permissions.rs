@@ -357,6 +357,9 @@ async fn accept_edits_allows_edits_inside_the_working_dirs() {
 #[tokio::test]
 async fn plan_mode_allows_only_read_only_tools() {
     let (work, _out, ctx) = setup();
+    let ctx = ctx.with_sandbox(gyre_tools::sandbox::SandboxPolicy::ReadOnly {
+        allow_network: false,
+    });
     let perms = Permissions::new(PermissionMode::Plan);
     assert!(allowed(
         &decide(
