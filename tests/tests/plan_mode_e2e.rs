@@ -87,12 +87,16 @@ const WRITERS: &[&str] = &[
 ];
 
 /// Writers of metadata only: Landlock does not govern modes, owners or timestamps, so
-/// only the classifier stops these (docs/security.md).
+/// only the classifier stops these (docs/security.md); and writers that need a program
+/// the test machine may lack.
 const METADATA_WRITERS: &[&str] = &[
     "chmod 000 data.txt",
     "chmod -R 777 src",
     "touch -d 2000-01-01 data.txt",
     "chown nobody data.txt",
+    // Refused by the classifier (rg may not be installed here).
+    "rg --pre ./evil a",
+    "rg --pre=./evil a",
 ];
 
 const READERS: &[&str] = &[

@@ -231,3 +231,30 @@ fn deny_rules_hold_against_quoting_wrappers_and_flag_spelling() {
     assert!(sandbox.project().join("tree/a.txt").exists());
     assert_eq!(denied_tools(&out).len(), rf_variants.len());
 }
+
+#[test]
+fn a_git_diff_allow_rule_does_not_cover_its_output_option() {
+    let sandbox = Sandbox::new().unwrap();
+    let target = sandbox.home().join("written-by-git-diff");
+    let git_init = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(sandbox.project())
+        .status()
+        .unwrap();
+    assert!(git_init.success());
+    let commands = [
+        format!("git diff --output={}", target.display()),
+        format!("git diff --output {}", target.display()),
+        format!("git -c core.pager='touch {}' diff", target.display()),
+        "git diff --stat".to_owned(),
+    ];
+    let refs: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let out = session(
+        &sandbox,
+        bash_turns(&refs),
+        &["--allowedTools", "Bash(git diff:*)"],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!target.exists());
+    assert_eq!(denied_tools(&out).len(), 3);
+}
