@@ -172,7 +172,10 @@ fn argv_matches(spec: &Spec, argv: &[Word], extra_args: bool, side: Side) -> boo
     };
     let rule_words = match spec {
         Spec::Prefix(w) | Spec::Exact(w) => w,
-        Spec::Pattern(p) => return pattern_matches(p, argv, side),
+        Spec::Pattern(p) => {
+            return pattern_matches(p, argv, side)
+                && (side == Side::Deny || !pattern_allows_unsafe_option(p, argv));
+        }
     };
     let Some(rule_program) = rule_words.first() else {
         return false;
@@ -240,6 +243,17 @@ fn argv_matches(spec: &Spec, argv: &[Word], extra_args: bool, side: Side) -> boo
         }
         Spec::Pattern(_) => false,
     }
+}
+
+/// Whether a wildcard allow rule would let through a writing option it does not name
+/// (`Bash(git * --stat)` and `git diff --output=x --stat`).
+fn pattern_allows_unsafe_option(pattern: &str, argv: &[Word]) -> bool {
+    let Some(program) = argv.first().and_then(Word::literal) else {
+        return true;
+    };
+    let words: Vec<&str> = argv[1..].iter().filter_map(Word::literal).collect();
+    let named: Vec<&str> = pattern.split_whitespace().skip(1).collect();
+    has_unsafe_option(program, &words) && !has_unsafe_option(program, &named)
 }
 
 fn pattern_matches(pattern: &str, argv: &[Word], side: Side) -> bool {
@@ -421,6 +435,8 @@ pub fn path_arguments(command: &str) -> Vec<String> {
         for w in c.argv.iter().skip(1) {
             let text = match w {
                 Word::Literal(s) => s.as_str(),
+                // `.*` may match `..` (bash before 5.2, or without globskipdots).
+                Word::Pattern(s) if s.contains(".*") || s.contains(".?") || s.contains(".[") => "/",
                 Word::Pattern(s) => s.split(['*', '?', '[', '{']).next().unwrap_or_default(),
                 Word::Opaque => continue,
             };
@@ -430,6 +446,11 @@ pub fn path_arguments(command: &str) -> Vec<String> {
                 _ => text,
             };
             if value.is_empty() {
+                continue;
+            }
+            // `~user/x` is another user's home: somewhere outside, whatever it is.
+            if value.starts_with('~') && value != "~" && !value.starts_with("~/") {
+                out.push("/".to_owned());
                 continue;
             }
             out.push(value.to_owned());
@@ -562,6 +583,16 @@ mod tests {
         assert!(allowed(&["timeout:*", "npm test:*"], "timeout 5 npm test"));
         assert!(allowed(&["npm test:*"], "timeout 5 npm test"));
         assert!(!allowed(&["npm test:*"], "env LD_PRELOAD=x npm test"));
+        assert!(allowed(&["git * --stat"], "git diff --stat"));
+        assert!(!allowed(&["git * --stat"], "git diff --output=x --stat"));
+    }
+
+    #[test]
+    fn path_arguments_include_option_values_and_other_homes() {
+        assert_eq!(
+            path_arguments("cat ../a --file=/etc/x -n ~bob/.ssh/id ~/y src/*.rs 'q*' .*/x"),
+            ["../a", "/etc/x", "/", "~/y", "src/", "q*", "/"]
+        );
     }
 
     #[test]
