@@ -173,7 +173,8 @@ fn changes(
         .collect()
 }
 
-fn plan_session(sandbox: &Sandbox, commands: &[&str], extra: &[&str]) -> Run {
+/// Runs one Bash call per turn, headless, in `mode`.
+fn bash_session(sandbox: &Sandbox, mode: &str, commands: &[&str], extra: &[&str]) -> Run {
     let turns = commands
         .iter()
         .map(|c| Turn::tool_use("Bash", json!({"command": c})))
@@ -184,15 +185,19 @@ fn plan_session(sandbox: &Sandbox, commands: &[&str], extra: &[&str]) -> Run {
         .unwrap()
         .args([
             "-p",
-            "look around",
+            "go",
             "--permission-mode",
-            "plan",
+            mode,
             "--output-format",
             "stream-json",
             "--verbose",
         ])
         .args(extra))
     .unwrap()
+}
+
+fn plan_session(sandbox: &Sandbox, commands: &[&str], extra: &[&str]) -> Run {
+    bash_session(sandbox, "plan", commands, extra)
 }
 
 /// The Bash results in call order: (is_error, text).
@@ -270,21 +275,7 @@ fn bash_never_sees_the_api_key_not_even_in_gyres_own_environ() {
         "env",
         "cat /proc/$PPID/cmdline",
     ];
-    let turns = commands
-        .iter()
-        .map(|c| Turn::tool_use("Bash", json!({"command": c})))
-        .chain([Turn::text("done")]);
-    let server = TestServer::spawn(Script::new(turns)).unwrap();
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
-        "go",
-        "--permission-mode",
-        "bypassPermissions",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
+    let out = bash_session(&sandbox, "bypassPermissions", &commands, &[]);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let results = bash_results(&out);
     assert!(
@@ -296,4 +287,64 @@ fn bash_never_sees_the_api_key_not_even_in_gyres_own_environ() {
         assert!(!text.contains(TEST_API_KEY), "`{command}` printed the key");
     }
     assert!(!out.stdout.contains(TEST_API_KEY));
+}
+
+#[test]
+fn plan_mode_asks_before_reading_outside_the_working_directory() {
+    let sandbox = Sandbox::new().unwrap();
+    project(&sandbox);
+    let outside = sandbox.home().join("secret.txt");
+    std::fs::write(&outside, "top secret\n").unwrap();
+    let commands = [
+        "cat ../home/secret.txt".to_owned(),
+        format!("cat {}", outside.display()),
+        "cat /proc/$PPID/environ".to_owned(),
+        "cat data.txt".to_owned(),
+    ];
+    let refs: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let out = plan_session(&sandbox, &refs, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let results = bash_results(&out);
+    for (command, (is_error, text)) in commands.iter().zip(&results).take(3) {
+        assert!(is_error, "`{command}` ran: {text}");
+        assert!(!text.contains("top secret"), "`{command}`: {text}");
+    }
+    assert!(!results[3].0, "{}", results[3].1);
+}
+
+#[test]
+fn with_sandbox_enabled_bash_writes_only_inside_the_project() {
+    let sandbox = Sandbox::new().unwrap();
+    std::fs::write(
+        sandbox.home().join("settings.json"),
+        r#"{"sandbox":{"enabled":true}}"#,
+    )
+    .unwrap();
+    sandbox
+        .write(
+            ".gyre/settings.json",
+            r#"{"sandbox":{"allowNetwork":true}}"#,
+        )
+        .unwrap();
+    let outside = sandbox.home().join("escaped.txt");
+    let commands = [
+        "echo in > inside.txt".to_owned(),
+        format!("echo out > {}", outside.display()),
+    ];
+    let refs: Vec<&str> = commands.iter().map(String::as_str).collect();
+    let out = bash_session(&sandbox, "bypassPermissions", &refs, &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("ignored sandbox.allowNetwork"),
+        "{}",
+        out.stderr
+    );
+    assert!(sandbox.project().join("inside.txt").exists());
+    assert!(!outside.exists());
+    let results = bash_results(&out);
+    assert!(
+        results[1].0 && results[1].1.contains("Permission denied"),
+        "{:?}",
+        results[1]
+    );
 }
