@@ -44,6 +44,8 @@ const WRITERS: &[&str] = &[
     "find . -delete",
     "find . -name data.txt -exec rm {} ';'",
     "find . '-delete'",
+    "find . '-exec' touch new.txt ';'",
+    "sort --compress-program=./compress -S 1 data.txt",
     "find . -fprint new.txt",
     "find . -fprint0 new.txt",
     "find . -fls new.txt",

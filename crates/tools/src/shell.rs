@@ -80,6 +80,14 @@ pub fn parse(source: &str) -> Script {
         ..Script::default()
     };
     let root = tree.root_node();
+    // The grammar takes `\r`, form feeds and other controls for blanks; bash does not
+    // (`echo;\rtouch x` runs a command named "\rtouch").
+    if source
+        .chars()
+        .any(|c| c.is_control() && c != '\t' && c != '\n')
+    {
+        script.plain = false;
+    }
     if root.has_error() {
         script.plain = false;
         script.unknown = true;
@@ -160,7 +168,19 @@ fn walk_children(node: Node<'_>, source: &str, script: &mut Script) {
 fn command(node: Node<'_>, source: &str, script: &mut Script) {
     let mut argv = Vec::new();
     let mut assigns = false;
+    let mut previous_end: Option<usize> = None;
     for (field, child) in fields(node) {
+        // Bash separates words by blanks; two words the grammar saw touching are one
+        // word to bash (`\echo{!~`), so what runs is not what was read.
+        let operator_first =
+            child.kind() == "file_redirect" && text(child, source).starts_with(['>', '<', '&']);
+        if let Some(end) = previous_end
+            && !operator_first
+            && !separated(source.get(end..child.start_byte()).unwrap_or(""))
+        {
+            script.plain = false;
+        }
+        previous_end = Some(child.end_byte());
         match field {
             Some("name") => {
                 let word = child
@@ -192,6 +212,13 @@ fn command(node: Node<'_>, source: &str, script: &mut Script) {
     for child in node.children(&mut cursor) {
         collect_nested(child, source, script);
     }
+}
+
+/// Whether the text between two words of a command is a word separator: blanks and
+/// line continuations only, at least one blank.
+fn separated(gap: &str) -> bool {
+    let rest = gap.replace("\\\n", "");
+    !rest.is_empty() && rest.chars().all(|c| c == ' ' || c == '\t')
 }
 
 /// Finds commands nested inside words (`$(…)`, `<(…)`, `${x:-$(…)}`).
@@ -279,7 +306,10 @@ fn unquoted(raw: &str) -> Word {
                     out.push(n);
                 }
             }
-            '$' | '`' | '\'' | '"' => return Word::Opaque,
+            // Quotes, expansions and bash metacharacters cannot be in a word bash sees as
+            // one unquoted word: the grammar split differently from bash.
+            '$' | '`' | '\'' | '"' | ' ' | '\t' | '\n' | '\r' | ';' | '&' | '|' | '<' | '>'
+            | '(' | ')' => return Word::Opaque,
             '*' | '?' | '[' => {
                 pattern = true;
                 out.push(c);
@@ -577,6 +607,9 @@ mod tests {
             "f() { rm x; }",
             "for i in a; do echo; done",
             "echo 'open",
+            "echo *-\n\\echo{!~",
+            "echo hi;\rtouch x",
+            "echo \\n*={/dev/null=\n\\n",
         ]) {
             assert!(!parse(src).plain, "{src:?}");
         }
@@ -591,6 +624,7 @@ mod tests {
             "ls &>/dev/null",
             "ls >&2",
             "wc -l < file",
+            "echo hi>/dev/null",
         ] {
             assert!(parse(src).plain, "{src:?}");
         }
