@@ -188,9 +188,12 @@ impl Settings {
             }
         };
         if gyre_tools::sandbox::landlock_abi().is_none() {
-            eprintln!(
-                "warning: this kernel has no Landlock, so Bash cannot be sandboxed; commands will be asked about instead"
-            );
+            static SAID: std::sync::Once = std::sync::Once::new();
+            SAID.call_once(|| {
+                eprintln!(
+                    "warning: this kernel has no Landlock, so Bash cannot be sandboxed; commands will be asked about instead"
+                );
+            });
             return None;
         }
         Some(policy)
