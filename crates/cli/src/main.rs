@@ -36,6 +36,9 @@ fn usage_error(message: &str) -> ExitCode {
 }
 
 fn main() -> ExitCode {
+    // First, while this is the only thread: keep the API key out of /proc/<pid>/environ,
+    // which any Bash command could otherwise read.
+    gyre_tools::sandbox::hide_process_environment(gyre_tools::sandbox::SECRET_ENV);
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -126,6 +129,9 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         ));
     }
     let settings = Settings::load(&session::gyre_home(), &cwd)?;
+    for warning in &settings.ignored {
+        eprintln!("{warning}");
+    }
     apply_settings_env(&settings);
 
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -10,7 +10,7 @@ use tokio::process::Command;
 
 use crate::process_tree::ProcessTree;
 use crate::{
-    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput, ToolProgress,
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput, ToolProgress, sandbox,
 };
 
 /// Timeout when none is given.
@@ -92,7 +92,7 @@ Usage:\n\
         input
             .get("command")
             .and_then(Value::as_str)
-            .is_some_and(crate::permissions::is_read_only_command)
+            .is_some_and(crate::read_only::is_read_only_command)
     }
 
     fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {
@@ -151,22 +151,38 @@ async fn run_command(
     ctx: &ToolContext,
     progress: &ProgressFn,
 ) -> ToolOutput {
-    let mut child = match Command::new("bash")
-        .arg("-c")
+    let mut bash = Command::new("bash");
+    bash.arg("-c")
         .arg(command)
         .current_dir(&ctx.cwd)
-        // The session's credentials are not the command's: a model that runs `env` must
-        // not copy the API key into the transcript and the next request.
-        .env_remove("ANTHROPIC_API_KEY")
-        .env_remove("ANTHROPIC_AUTH_TOKEN")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-    {
+        .kill_on_drop(true);
+    // The session's credentials are not the command's: a model that runs `env` must
+    // not copy the API key into the transcript and the next request.
+    for name in sandbox::SECRET_ENV {
+        bash.env_remove(name);
+    }
+    let confinement = match sandbox::confinement(ctx.sandbox.as_ref(), &ctx.working_dirs) {
         Ok(c) => c,
+        Err(e) => return ToolOutput::error(e.to_string()),
+    };
+    // Kept until the command is done: the sandbox's temp dir, removed on drop.
+    let mut _temp_dir = None;
+    if let Some(c) = confinement {
+        if let Some(dir) = &c.temp_dir {
+            bash.env("TMPDIR", dir.path());
+        }
+        _temp_dir = c.temp_dir;
+        sandbox::confine_child(&mut bash, c.ruleset);
+    }
+    let mut child = match bash.spawn() {
+        Ok(c) => c,
+        Err(e) if ctx.sandbox.is_some() => {
+            return ToolOutput::error(format!("Failed to start bash in the sandbox: {e}"));
+        }
         Err(e) => return ToolOutput::error(format!("Failed to start bash: {e}")),
     };
     let mut guard = GroupGuard {

@@ -31,6 +31,7 @@
 //! ```
 
 pub mod bash;
+mod bash_rules;
 pub mod bench_support;
 mod call;
 pub mod edit;
@@ -42,9 +43,13 @@ mod partition;
 mod paths;
 pub mod permissions;
 pub mod process_tree;
+pub mod protected;
 pub mod read;
+pub mod read_only;
 mod registry;
+pub mod sandbox;
 mod schema;
+pub mod shell;
 mod tool;
 mod walk;
 pub mod write;

@@ -14,6 +14,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use globset::GlobBuilder;
 use serde_json::Value;
 
+use crate::bash_rules;
+use crate::protected::protected_reason;
 use crate::{BoxFuture, CanUseTool, PathFilter, PermissionDecision, Tool, ToolCall, ToolContext};
 
 /// How much is allowed without a rule.
@@ -383,6 +385,14 @@ impl Permissions {
         if let PermissionDecision::Deny { .. } = own {
             return own;
         }
+        // Before allow rules and the mode: a rule or acceptEdits written by a model must
+        // not let it rewrite the settings that decide its next session.
+        if self.mode != PermissionMode::BypassPermissions
+            && !tool.is_read_only(input)
+            && let Some(reason) = path.as_deref().and_then(protected_reason)
+        {
+            return PermissionDecision::Ask { reason };
+        }
         let session = self.session_rules();
         let allow: Vec<&PermissionRule> = self.allow.iter().chain(session.iter()).collect();
         if target.allowed_by(&allow) {
@@ -408,13 +418,15 @@ impl Permissions {
         }
         match self.mode {
             PermissionMode::Plan => {
-                return if tool.is_read_only(input) {
-                    PermissionDecision::Allow
-                } else {
-                    PermissionDecision::Ask {
+                if !tool.is_read_only(input) {
+                    return PermissionDecision::Ask {
                         reason: "plan mode allows only read-only tools".to_owned(),
-                    }
-                };
+                    };
+                }
+                if name == "Bash" {
+                    return self.plan_mode_bash(target.command(), ctx);
+                }
+                return PermissionDecision::Allow;
             }
             PermissionMode::AcceptEdits if path.is_some() => return PermissionDecision::Allow,
             PermissionMode::AcceptEdits
@@ -429,6 +441,41 @@ impl Permissions {
                 }
             }
         }
+    }
+
+    /// A command the classifier calls read-only still runs in plan mode only inside the
+    /// read-only sandbox, and only when it names no path outside the working
+    /// directories or under a `Read(…)` deny rule.
+    fn plan_mode_bash(&self, command: &str, ctx: &ToolContext) -> PermissionDecision {
+        if ctx.sandbox.is_none() {
+            return PermissionDecision::Ask {
+                reason: "plan mode runs Bash without asking only inside the Landlock sandbox, which is not available".to_owned(),
+            };
+        }
+        for arg in bash_rules::path_arguments(command) {
+            let path = ctx.resolve(&arg);
+            if !ctx.is_inside_working_dirs(&path) {
+                return PermissionDecision::Ask {
+                    reason: format!(
+                        "`{command}` reads {}, outside the working directories",
+                        path.display()
+                    ),
+                };
+            }
+            if let Some(rule) = self.deny.iter().filter(|r| r.tool == "Read").find(|r| {
+                r.specifier
+                    .as_deref()
+                    .is_some_and(|s| path_rule_matches(s, &path, ctx))
+            }) {
+                return PermissionDecision::Ask {
+                    reason: format!(
+                        "`{command}` reads {}, which `{rule}` denies",
+                        path.display()
+                    ),
+                };
+            }
+        }
+        PermissionDecision::Allow
     }
 
     fn needs_reason(&self, name: &str, own: &str, input: &Value, path: Option<&Path>) -> String {
@@ -454,6 +501,14 @@ impl Permissions {
         let path = tool
             .path_field()
             .map(|field| ctx.resolve(call.input.get(field).and_then(Value::as_str).unwrap_or(".")));
+        if let Some(p) = &path
+            && !tool.is_read_only(&call.input)
+            && protected_reason(p).is_some()
+        {
+            return format!(
+                "Permission to use {name} was denied: {reason}. Protected paths always need the user's confirmation; no allow rule or mode but bypassPermissions lifts that. Ask the user to make this change."
+            );
+        }
         let how = match &path {
             Some(p) if !ctx.is_inside_working_dirs(p) => {
                 let dir = if tool.is_read_only(&call.input) && p.is_dir() {
@@ -548,25 +603,7 @@ fn suggested_rule(name: &str, input: &Value) -> String {
     if name != "Bash" {
         return name.to_owned();
     }
-    let command = input.get("command").and_then(Value::as_str).unwrap_or("");
-    let first = split_permissive(command)
-        .into_iter()
-        .next()
-        .unwrap_or_default();
-    let words: Vec<&str> = first.split_whitespace().take(2).collect();
-    match words.as_slice() {
-        [] => "Bash".to_owned(),
-        [one] => format!("Bash({one}:*)"),
-        [cmd, sub, ..]
-            if sub
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-                && !sub.starts_with('-') =>
-        {
-            format!("Bash({cmd} {sub}:*)")
-        }
-        [cmd, ..] => format!("Bash({cmd}:*)"),
-    }
+    bash_rules::suggested_rule(input.get("command").and_then(Value::as_str).unwrap_or(""))
 }
 
 /// Tools whose specifiers are path patterns.
@@ -607,8 +644,8 @@ struct Target<'a> {
 }
 
 impl Target<'_> {
-    /// Whether the allow rules cover the call. A compound Bash command is covered when
-    /// each of its parts is covered by some rule.
+    /// Whether the allow rules cover the call. A Bash command line is covered when it
+    /// parses plainly and each of its simple commands is covered by some rule.
     fn allowed_by(&self, rules: &[&PermissionRule]) -> bool {
         if self.name != "Bash" {
             return rules.iter().any(|r| self.matches(r, RuleKind::Allow));
@@ -618,29 +655,18 @@ impl Target<'_> {
         if bash_rules.iter().any(|r| r.specifier.is_none()) {
             return true;
         }
-        let command = self
-            .input
+        let specs: Vec<&str> = bash_rules
+            .iter()
+            .filter_map(|r| r.specifier.as_deref())
+            .collect();
+        !specs.is_empty() && bash_rules::allowed(&specs, self.command())
+    }
+
+    fn command(&self) -> &str {
+        self.input
             .get("command")
             .and_then(Value::as_str)
-            .unwrap_or("");
-        if bash_rules.iter().any(|r| {
-            r.specifier
-                .as_deref()
-                .is_some_and(|s| s.trim() == command.trim())
-        }) {
-            return true;
-        }
-        match split_strict(command) {
-            Some(parts) if !parts.is_empty() => parts.iter().all(|part| {
-                !has_unsafe_redirection(part)
-                    && bash_rules.iter().any(|r| {
-                        r.specifier
-                            .as_deref()
-                            .is_some_and(|s| spec_matches(s.trim(), part))
-                    })
-            }),
-            _ => false,
-        }
+            .unwrap_or("")
     }
 
     fn matches(&self, rule: &PermissionRule, kind: RuleKind) -> bool {
@@ -651,12 +677,10 @@ impl Target<'_> {
             return true;
         };
         if self.name == "Bash" {
-            let command = self
-                .input
-                .get("command")
-                .and_then(Value::as_str)
-                .unwrap_or("");
-            return bash_rule_matches(spec, command, kind);
+            return match kind {
+                RuleKind::Allow => bash_rules::allowed(&[spec], self.command()),
+                RuleKind::Ask | RuleKind::Deny => bash_rules::deny_matches(spec, self.command()),
+            };
         }
         match self.path {
             Some(path) => path_rule_matches(spec, path, self.ctx),
@@ -743,251 +767,9 @@ fn split_literal(spec: &str) -> (String, String) {
     (literal, parts[i..].join("/"))
 }
 
-/// Whether a Bash specifier covers `command`. `cmd:*` is a prefix at a word boundary,
-/// `*` elsewhere a wildcard, anything else the exact command. An allow rule must cover
-/// every part of a compound command (`a && b; c | d`) and never covers command
-/// substitution or an output redirection; deny and ask rules need only one part.
-fn bash_rule_matches(spec: &str, command: &str, kind: RuleKind) -> bool {
-    let spec = spec.trim();
-    if command.trim() == spec {
-        return true;
-    }
-    match kind {
-        RuleKind::Allow => match split_strict(command) {
-            Some(parts) if !parts.is_empty() => parts
-                .iter()
-                .all(|part| !has_unsafe_redirection(part) && spec_matches(spec, part)),
-            _ => false,
-        },
-        RuleKind::Ask | RuleKind::Deny => split_permissive(command)
-            .iter()
-            .any(|part| spec_matches(spec, strip_env_assignments(part))),
-    }
-}
-
-fn spec_matches(spec: &str, part: &str) -> bool {
-    let part = part.trim();
-    if let Some(prefix) = spec.strip_suffix(":*") {
-        let prefix = prefix.trim();
-        return part == prefix
-            || part
-                .strip_prefix(prefix)
-                .is_some_and(|rest| rest.starts_with([' ', '\t']));
-    }
-    if spec.contains('*') {
-        return wildcard_match(spec, part);
-    }
-    part == spec
-}
-
-/// `*` matches any run of characters.
-fn wildcard_match(pattern: &str, text: &str) -> bool {
-    let pieces: Vec<&str> = pattern.split('*').collect();
-    let mut rest = text;
-    for (i, piece) in pieces.iter().enumerate() {
-        if i == 0 {
-            let Some(r) = rest.strip_prefix(piece) else {
-                return false;
-            };
-            rest = r;
-        } else if i == pieces.len() - 1 {
-            return rest.ends_with(piece);
-        } else {
-            let Some(pos) = rest.find(piece) else {
-                return false;
-            };
-            rest = &rest[pos + piece.len()..];
-        }
-    }
-    rest.is_empty()
-}
-
-fn strip_env_assignments(part: &str) -> &str {
-    let mut rest = part.trim_start();
-    loop {
-        let Some((word, tail)) = rest.split_once(char::is_whitespace) else {
-            return rest;
-        };
-        let is_assignment = word.split_once('=').is_some_and(|(name, _)| {
-            !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-        });
-        if !is_assignment {
-            return rest;
-        }
-        rest = tail.trim_start();
-    }
-}
-
-/// Splits a command on `;`, `&&`, `||`, `|`, `&` and newlines outside quotes. `None`
-/// when the command holds what a prefix cannot vouch for: `$(…)`, backticks, `<(…)`,
-/// unbalanced quotes.
-fn split_strict(command: &str) -> Option<Vec<String>> {
-    let mut parts = Vec::new();
-    let mut current = String::new();
-    let mut chars = command.chars().peekable();
-    let (mut single, mut double) = (false, false);
-    while let Some(c) = chars.next() {
-        if single {
-            current.push(c);
-            if c == '\'' {
-                single = false;
-            }
-            continue;
-        }
-        match c {
-            '\\' => {
-                current.push(c);
-                if let Some(n) = chars.next() {
-                    current.push(n);
-                }
-            }
-            '\'' if !double => {
-                single = true;
-                current.push(c);
-            }
-            '"' => {
-                double = !double;
-                current.push(c);
-            }
-            '`' => return None,
-            '$' if chars.peek() == Some(&'(') => return None,
-            '<' | '>' if chars.peek() == Some(&'(') && !double => return None,
-            ';' | '\n' | '&' | '|' if !double => {
-                // `2>&1` and `>&2` are redirections, not separators.
-                if c == '&' && (current.ends_with('>') || chars.peek() == Some(&'>')) {
-                    current.push(c);
-                    continue;
-                }
-                if matches!(chars.peek(), Some('&' | '|')) && c != ';' && c != '\n' {
-                    chars.next();
-                }
-                if !current.trim().is_empty() {
-                    parts.push(current.trim().to_owned());
-                }
-                current.clear();
-            }
-            _ => current.push(c),
-        }
-    }
-    if single || double {
-        return None;
-    }
-    if !current.trim().is_empty() {
-        parts.push(current.trim().to_owned());
-    }
-    Some(parts)
-}
-
-/// Splits on every separator and substitution boundary, quotes or not: for deny and ask
-/// rules, where finding a part too many is the safe mistake.
-fn split_permissive(command: &str) -> Vec<String> {
-    command
-        .split([';', '\n', '&', '|', '`', '(', ')'])
-        .map(|p| p.trim().trim_start_matches('$').trim())
-        .filter(|p| !p.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-/// An unquoted `>` or `<` other than `2>&1`, `>&2` or to `/dev/null`.
-fn has_unsafe_redirection(part: &str) -> bool {
-    let cleaned = part
-        .replace("2>&1", "")
-        .replace("1>&2", "")
-        .replace(">&2", "")
-        .replace("2>/dev/null", "")
-        .replace(">/dev/null", "")
-        .replace("> /dev/null", "");
-    let (mut single, mut double) = (false, false);
-    for c in cleaned.chars() {
-        match c {
-            '\'' if !double => single = !single,
-            '"' if !single => double = !double,
-            '>' | '<' if !single && !double => return true,
-            _ => {}
-        }
-    }
-    false
-}
-
-/// Whether a shell command only reads: every part starts with a known read-only
-/// command and nothing is redirected into a file.
-#[must_use]
-pub fn is_read_only_command(command: &str) -> bool {
-    const READ_ONLY: &[&str] = &[
-        "ls", "cat", "head", "tail", "wc", "grep", "rg", "pwd", "echo", "which", "file", "stat",
-        "du", "df", "tree", "sort", "uniq", "cut", "date", "uname", "whoami", "true", "false",
-        "printenv", "basename", "dirname", "realpath", "readlink", "diff", "cmp", "less", "more",
-        "type", "id", "hostname", "nl", "tr", "column",
-    ];
-    const GIT_READ_ONLY: &[&str] = &[
-        "status",
-        "diff",
-        "log",
-        "show",
-        "blame",
-        "rev-parse",
-        "ls-files",
-        "grep",
-        "describe",
-        "shortlog",
-        "cat-file",
-        "ls-tree",
-        "reflog",
-    ];
-    let Some(parts) = split_strict(command) else {
-        return false;
-    };
-    !parts.is_empty()
-        && parts.iter().all(|part| {
-            if has_unsafe_redirection(part) {
-                return false;
-            }
-            let words: Vec<&str> = part.split_whitespace().collect();
-            match words.as_slice() {
-                ["git", sub, ..] => GIT_READ_ONLY.contains(sub),
-                ["find", rest @ ..] => !rest.iter().any(|w| {
-                    matches!(
-                        *w,
-                        "-exec"
-                            | "-execdir"
-                            | "-delete"
-                            | "-ok"
-                            | "-okdir"
-                            | "-fprint"
-                            | "-fprintf"
-                            | "-fls"
-                    )
-                }),
-                [cmd, ..] => READ_ONLY.contains(cmd),
-                [] => false,
-            }
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn split_strict_handles_operators_and_quotes() {
-        assert_eq!(
-            split_strict("git diff; rm -rf /").unwrap(),
-            vec!["git diff", "rm -rf /"]
-        );
-        assert_eq!(
-            split_strict("a && b || c | d & e").unwrap(),
-            vec!["a", "b", "c", "d", "e"]
-        );
-        assert_eq!(
-            split_strict("echo 'a; b' \"c && d\"").unwrap(),
-            vec!["echo 'a; b' \"c && d\""]
-        );
-        assert_eq!(split_strict("make 2>&1").unwrap(), vec!["make 2>&1"]);
-        assert!(split_strict("echo $(rm -rf /)").is_none());
-        assert!(split_strict("echo `rm`").is_none());
-        assert!(split_strict("echo 'open").is_none());
-    }
 
     #[test]
     fn an_mcp_server_rule_covers_its_tools_only() {
@@ -1000,34 +782,5 @@ mod tests {
             false
         ));
         assert!(!rule_covers("mcp", "mcp__git__status", false));
-    }
-
-    #[test]
-    fn wildcards_match_anywhere() {
-        assert!(wildcard_match("npm run *", "npm run test"));
-        assert!(wildcard_match("git * --stat", "git diff --stat"));
-        assert!(!wildcard_match("git * --stat", "git diff"));
-    }
-
-    #[test]
-    fn read_only_commands_are_recognised() {
-        assert!(is_read_only_command("ls -la && git status"));
-        assert!(is_read_only_command("grep foo src | wc -l"));
-        assert!(!is_read_only_command("echo hi > file"));
-        assert!(!is_read_only_command("find . -delete"));
-        assert!(!is_read_only_command("git push"));
-        assert!(!is_read_only_command("ls; rm x"));
-    }
-
-    #[test]
-    fn suggestion_uses_command_and_subcommand() {
-        assert_eq!(
-            suggested_rule("Bash", &serde_json::json!({"command": "git diff HEAD~1"})),
-            "Bash(git diff:*)"
-        );
-        assert_eq!(
-            suggested_rule("Bash", &serde_json::json!({"command": "ls -la"})),
-            "Bash(ls:*)"
-        );
     }
 }

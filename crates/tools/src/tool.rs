@@ -85,6 +85,9 @@ pub struct ToolContext {
     /// Paths that read deny rules name: Grep and Glob skip them while walking, so a
     /// search of a parent directory cannot read what `Read(secrets/**)` denies.
     pub hidden: Option<PathFilter>,
+    /// The Landlock policy Bash runs under (plan mode, or `sandbox.enabled`); `None`
+    /// runs commands unconfined.
+    pub sandbox: Option<crate::sandbox::SandboxPolicy>,
 }
 
 /// A predicate over resolved paths, shareable across walker threads.
@@ -127,7 +130,15 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             output_dir: std::env::temp_dir().join("gyre-tool-output"),
             hidden: None,
+            sandbox: None,
         }
+    }
+
+    /// Runs Bash under `policy` (see [`crate::sandbox`]).
+    #[must_use]
+    pub fn with_sandbox(mut self, policy: crate::sandbox::SandboxPolicy) -> Self {
+        self.sandbox = Some(policy);
+        self
     }
 
     /// Adds a working directory (`--add-dir`).

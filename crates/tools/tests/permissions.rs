@@ -357,6 +357,9 @@ async fn accept_edits_allows_edits_inside_the_working_dirs() {
 #[tokio::test]
 async fn plan_mode_allows_only_read_only_tools() {
     let (work, _out, ctx) = setup();
+    let ctx = ctx.with_sandbox(gyre_tools::sandbox::SandboxPolicy::ReadOnly {
+        allow_network: false,
+    });
     let perms = Permissions::new(PermissionMode::Plan);
     assert!(allowed(
         &decide(
@@ -469,4 +472,44 @@ async fn interactive_prompt_answers_and_allow_always_is_remembered() {
         &decide(&strict, &ctx, "Bash", json!({"command": "make"})).await
     ));
     assert_eq!(prompt.1.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn plan_mode_bash_asks_for_paths_a_read_deny_rule_protects_or_outside_the_cwd() {
+    let (work, outside, ctx) = setup();
+    std::fs::create_dir(work.path().join("secrets")).unwrap();
+    std::fs::write(work.path().join("secrets/key"), "k").unwrap();
+    let ctx = ctx.with_sandbox(gyre_tools::sandbox::SandboxPolicy::ReadOnly {
+        allow_network: false,
+    });
+    let perms = Permissions::from_rules(
+        PermissionMode::Plan,
+        &[] as &[&str],
+        &[],
+        &["Read(secrets/**)"],
+    )
+    .unwrap();
+    for command in [
+        "cat secrets/key".to_owned(),
+        "grep -r k secrets".to_owned(),
+        format!("cat {}", outside.path().join("secret.txt").display()),
+        "cat ../x".to_owned(),
+    ] {
+        assert!(
+            !allowed(&decide(&perms, &ctx, "Bash", json!({"command": command})).await),
+            "{command}"
+        );
+    }
+    assert!(allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "cat in.txt"})).await
+    ));
+}
+
+#[tokio::test]
+async fn plan_mode_without_the_sandbox_asks_before_bash() {
+    let (_work, _out, ctx) = setup();
+    let perms = Permissions::new(PermissionMode::Plan);
+    assert!(!allowed(
+        &decide(&perms, &ctx, "Bash", json!({"command": "ls"})).await
+    ));
 }

@@ -1,0 +1,603 @@
+//! Bash permission rules matched on parsed bash (see [`crate::shell`]), not on text.
+//!
+//! A specifier is `prefix:*` (the command starts with these words), a pattern with `*`
+//! (wildcards over the normalised command), or an exact command. Words are compared
+//! after quote removal, the program by its basename (for deny rules), wrappers
+//! (`timeout`, `env`, `xargs`, …) looked through, and options by meaning: `-rf`, `-fr`,
+//! `-r -f` and `--recursive --force` are the same for `rm`.
+//!
+//! Fail closed both ways: an allow rule covers a command line only when it is plain and
+//! every simple command in it is covered; a deny (or ask) rule matches when any simple
+//! command anywhere in it — inside `$(…)`, `{ …; }`, `if`, a function, `bash -c '…'` —
+//! matches, and a command whose program is not known (`$x`, `"$(…)"`) or a script
+//! that could not be parsed matches every deny rule.
+
+use std::collections::BTreeSet;
+
+use crate::read_only::{GIT_GLOBAL_WITH_VALUE, has_unsafe_option};
+use crate::shell::{self, Script, Word, basename};
+
+/// How a specifier matches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Spec {
+    /// `git diff:*`: these words, then anything.
+    Prefix(Vec<String>),
+    /// `git * --stat`: wildcards over the normalised command.
+    Pattern(String),
+    /// `npm test`: exactly this command.
+    Exact(Vec<String>),
+}
+
+fn parse_spec(spec: &str) -> Spec {
+    let spec = spec.trim();
+    let words = |s: &str| -> Vec<String> {
+        let script = shell::parse(s);
+        match script.commands.as_slice() {
+            [only] if only.argv.iter().all(|w| w.literal().is_some()) => only
+                .argv
+                .iter()
+                .filter_map(|w| w.literal().map(str::to_owned))
+                .collect(),
+            _ => s.split_whitespace().map(str::to_owned).collect(),
+        }
+    };
+    if let Some(prefix) = spec.strip_suffix(":*") {
+        return Spec::Prefix(words(prefix));
+    }
+    // `npm run *` is the newer spelling of `npm run:*`.
+    if let Some(prefix) = spec.strip_suffix(" *")
+        && !prefix.contains('*')
+    {
+        return Spec::Prefix(words(prefix));
+    }
+    if spec.contains('*') {
+        return Spec::Pattern(spec.split_whitespace().collect::<Vec<_>>().join(" "));
+    }
+    Spec::Exact(words(spec))
+}
+
+/// Whether the deny or ask rule `spec` matches some command of `command`.
+#[must_use]
+pub fn deny_matches(spec: &str, command: &str) -> bool {
+    if command.trim() == spec.trim() {
+        return true;
+    }
+    let spec = parse_spec(spec);
+    script_matches_deny(&spec, &shell::parse(command), 0)
+}
+
+fn script_matches_deny(spec: &Spec, script: &Script, depth: usize) -> bool {
+    if script.unknown || depth > 4 {
+        return true;
+    }
+    script.commands.iter().any(|c| {
+        let Some(unwrapped) = shell::unwrap_command(&c.argv, true) else {
+            return true;
+        };
+        if argv_matches(spec, unwrapped.argv, unwrapped.extra_args, Side::Deny) {
+            return true;
+        }
+        // What a shell or eval runs is a script of its own.
+        match unwrapped.argv.first() {
+            Some(Word::Literal(p)) if shell::is_shell(p) => {
+                match nested_script(unwrapped.argv, unwrapped.extra_args) {
+                    Some(inner) => script_matches_deny(spec, &shell::parse(&inner), depth + 1),
+                    None => true,
+                }
+            }
+            Some(Word::Literal(p)) if basename(p) == "find" => {
+                find_exec_commands(&unwrapped.argv[1..])
+                    .iter()
+                    .any(|argv| argv_matches(spec, argv, true, Side::Deny))
+            }
+            Some(Word::Literal(_)) => false,
+            Some(Word::Pattern(_) | Word::Opaque) | None => true,
+        }
+    })
+}
+
+/// The script a shell runs: the text after `-c` (or every word of `eval`), `None` when
+/// it comes from stdin, a file or unknown words.
+fn nested_script(argv: &[Word], extra_args: bool) -> Option<String> {
+    let program = basename(argv[0].literal()?);
+    let words: Option<Vec<&str>> = argv[1..].iter().map(Word::literal).collect();
+    let words = words?;
+    if extra_args {
+        return None;
+    }
+    if program == "eval" {
+        return Some(words.join(" "));
+    }
+    let at = words
+        .iter()
+        .position(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('c'))?;
+    words.get(at + 1).map(|s| (*s).to_owned())
+}
+
+/// The commands of find's `-exec`, `-execdir`, `-ok`, `-okdir` actions.
+fn find_exec_commands(args: &[Word]) -> Vec<Vec<Word>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        if matches!(
+            args[i].literal(),
+            Some("-exec" | "-execdir" | "-ok" | "-okdir")
+        ) {
+            let start = i + 1;
+            let mut end = start;
+            while end < args.len() && !matches!(args[end].literal(), Some(";" | "+")) {
+                end += 1;
+            }
+            out.push(args[start..end].to_vec());
+            i = end;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Whether the allow rules (their specifiers) cover every command of `command`.
+#[must_use]
+pub fn allowed(specs: &[&str], command: &str) -> bool {
+    if specs.iter().any(|s| s.trim() == command.trim()) {
+        return true;
+    }
+    let script = shell::parse(command);
+    if !script.plain {
+        return false;
+    }
+    let specs: Vec<Spec> = specs.iter().map(|s| parse_spec(s)).collect();
+    script.commands.iter().all(|c| {
+        !c.assigns
+            && specs.iter().any(|spec| {
+                argv_matches(spec, &c.argv, false, Side::Allow)
+                    || shell::unwrap_command(&c.argv, false).is_some_and(|u| {
+                        !u.assigns && argv_matches(spec, u.argv, u.extra_args, Side::Allow)
+                    })
+            })
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Allow,
+    Deny,
+}
+
+/// Whether one simple command matches a specifier. On the deny side an unknown word can
+/// be whatever the rule needs; on the allow side it never matches.
+fn argv_matches(spec: &Spec, argv: &[Word], extra_args: bool, side: Side) -> bool {
+    let Some(program) = argv.first() else {
+        return false;
+    };
+    let rule_words = match spec {
+        Spec::Prefix(w) | Spec::Exact(w) => w,
+        Spec::Pattern(p) => {
+            return pattern_matches(p, argv, side)
+                && (side == Side::Deny || !pattern_allows_unsafe_option(p, argv));
+        }
+    };
+    let Some(rule_program) = rule_words.first() else {
+        return false;
+    };
+    match (program, side) {
+        (Word::Literal(p), Side::Deny) => {
+            if basename(p) != basename(rule_program) {
+                return false;
+            }
+        }
+        // `./ls` is not the `ls` an allow rule names.
+        (Word::Literal(p), Side::Allow) => {
+            if p != rule_program {
+                return false;
+            }
+        }
+        (Word::Pattern(_) | Word::Opaque, Side::Deny) => return true,
+        (Word::Pattern(_) | Word::Opaque, Side::Allow) => return false,
+    }
+    let program = basename(rule_program);
+    let args = skip_git_globals(program, &argv[1..]);
+    let unknown = extra_args || args.iter().any(|w| !matches!(w, Word::Literal(_)));
+    if side == Side::Allow && args.iter().any(|w| matches!(w, Word::Opaque)) {
+        return false;
+    }
+    let rule = Parts::of(
+        program,
+        &rule_words[1..]
+            .iter()
+            .map(|w| Word::Literal(w.clone()))
+            .collect::<Vec<_>>(),
+    );
+    let cmd = Parts::of(program, args);
+    // The leading words (`git diff`, `npm run build`) in order.
+    for (i, word) in rule.leading.iter().enumerate() {
+        match cmd.positional.get(i) {
+            Some(Some(w)) if w == word => {}
+            Some(None) if side == Side::Deny => {}
+            None if side == Side::Deny && unknown => {}
+            _ => return false,
+        }
+    }
+    let flags_ok = rule.flags.is_subset(&cmd.flags) || (side == Side::Deny && unknown);
+    let rest: Vec<&Option<String>> = cmd.positional.iter().skip(rule.leading.len()).collect();
+    let operands_ok = rule.trailing.iter().all(|t| {
+        rest.iter().any(|p| p.as_deref() == Some(t.as_str())) || (side == Side::Deny && unknown)
+    });
+    if !(flags_ok && operands_ok) {
+        return false;
+    }
+    match spec {
+        Spec::Exact(_) => {
+            side == Side::Deny
+                || (!unknown
+                    && cmd.flags == rule.flags
+                    && cmd.positional.len() == rule.leading.len() + rule.trailing.len())
+        }
+        Spec::Prefix(_) => {
+            // An allow rule for a reader does not cover the options that make it write.
+            side == Side::Deny || {
+                let words: Vec<&str> = argv[1..].iter().filter_map(Word::literal).collect();
+                let named: Vec<&str> = rule_words[1..].iter().map(String::as_str).collect();
+                !has_unsafe_option(program, &words) || has_unsafe_option(program, &named)
+            }
+        }
+        Spec::Pattern(_) => false,
+    }
+}
+
+/// Whether a wildcard allow rule would let through a writing option it does not name
+/// (`Bash(git * --stat)` and `git diff --output=x --stat`).
+fn pattern_allows_unsafe_option(pattern: &str, argv: &[Word]) -> bool {
+    let Some(program) = argv.first().and_then(Word::literal) else {
+        return true;
+    };
+    let words: Vec<&str> = argv[1..].iter().filter_map(Word::literal).collect();
+    let named: Vec<&str> = pattern.split_whitespace().skip(1).collect();
+    has_unsafe_option(program, &words) && !has_unsafe_option(program, &named)
+}
+
+fn pattern_matches(pattern: &str, argv: &[Word], side: Side) -> bool {
+    let mut words = Vec::new();
+    for w in argv {
+        match w {
+            Word::Literal(s) => words.push(s.clone()),
+            Word::Pattern(_) | Word::Opaque => {
+                if side == Side::Allow {
+                    return false;
+                }
+                // Could be anything: compare the program only.
+                let first = pattern.split_whitespace().next().unwrap_or("");
+                return argv
+                    .first()
+                    .and_then(Word::literal)
+                    .is_none_or(|p| basename(p) == first);
+            }
+        }
+    }
+    if side == Side::Deny
+        && let Some(first) = words.first_mut()
+    {
+        *first = basename(first).to_owned();
+    }
+    wildcard_match(pattern, &words.join(" "))
+}
+
+/// `*` matches any run of characters.
+fn wildcard_match(pattern: &str, text: &str) -> bool {
+    let pieces: Vec<&str> = pattern.split('*').collect();
+    let mut rest = text;
+    for (i, piece) in pieces.iter().enumerate() {
+        if i == 0 {
+            let Some(r) = rest.strip_prefix(piece) else {
+                return false;
+            };
+            rest = r;
+        } else if i == pieces.len() - 1 {
+            return rest.ends_with(piece);
+        } else {
+            let Some(pos) = rest.find(piece) else {
+                return false;
+            };
+            rest = &rest[pos + piece.len()..];
+        }
+    }
+    rest.is_empty()
+}
+
+/// `git -C dir -c k=v push` → `push`: git's own options come before the subcommand.
+fn skip_git_globals<'a>(program: &str, args: &'a [Word]) -> &'a [Word] {
+    if program != "git" {
+        return args;
+    }
+    let mut i = 0;
+    while let Some(w) = args.get(i).and_then(Word::literal) {
+        if !w.starts_with('-') {
+            break;
+        }
+        i += if GIT_GLOBAL_WITH_VALUE.contains(&w) {
+            2
+        } else {
+            1
+        };
+    }
+    &args[i.min(args.len())..]
+}
+
+/// A command's arguments by meaning: leading words before the first option, the set of
+/// options (normalised), and every positional word (`None` when unknown).
+struct Parts {
+    leading: Vec<String>,
+    flags: BTreeSet<String>,
+    positional: Vec<Option<String>>,
+    trailing: Vec<String>,
+}
+
+impl Parts {
+    fn of(program: &str, args: &[Word]) -> Self {
+        let mut parts = Self {
+            leading: Vec::new(),
+            flags: BTreeSet::new(),
+            positional: Vec::new(),
+            trailing: Vec::new(),
+        };
+        let mut options_done = false;
+        let mut seen_flag = false;
+        for w in args {
+            let Word::Literal(w) = w else {
+                parts.positional.push(None);
+                continue;
+            };
+            if !options_done && w == "--" {
+                options_done = true;
+                continue;
+            }
+            if !options_done && w.len() > 1 && w.starts_with('-') {
+                seen_flag = true;
+                parts.flags.extend(normalise_flag(program, w));
+                continue;
+            }
+            parts.positional.push(Some(w.clone()));
+            if seen_flag {
+                parts.trailing.push(w.clone());
+            } else {
+                parts.leading.push(w.clone());
+            }
+        }
+        parts
+    }
+}
+
+/// Long options with a short equivalent, per program, so `--recursive` = `-r`.
+fn long_aliases(program: &str) -> &'static [(&'static str, char)] {
+    match program {
+        "rm" => &[
+            ("recursive", 'r'),
+            ("force", 'f'),
+            ("dir", 'd'),
+            ("interactive", 'i'),
+            ("verbose", 'v'),
+        ],
+        "cp" | "mv" => &[
+            ("recursive", 'r'),
+            ("force", 'f'),
+            ("interactive", 'i'),
+            ("verbose", 'v'),
+            ("no-clobber", 'n'),
+        ],
+        "chmod" | "chown" | "chgrp" => &[("recursive", 'R'), ("verbose", 'v')],
+        "git" => &[
+            ("force", 'f'),
+            ("all", 'a'),
+            ("message", 'm'),
+            ("verbose", 'v'),
+        ],
+        _ => &[],
+    }
+}
+
+/// `-rf` → {`-f`, `-r`}; `--recursive` → {`-r`} for rm; `--rec` too (getopt accepts
+/// unique prefixes); `-R` is `-r` where both mean recursive.
+fn normalise_flag(program: &str, flag: &str) -> Vec<String> {
+    let aliases = long_aliases(program);
+    if let Some(long) = flag.strip_prefix("--") {
+        let name = long.split('=').next().unwrap_or(long);
+        let candidates: Vec<char> = aliases
+            .iter()
+            .filter(|(l, _)| *l == name || (!name.is_empty() && l.starts_with(name)))
+            .map(|(_, c)| *c)
+            .collect();
+        return match candidates.as_slice() {
+            [c] => vec![format!("-{c}")],
+            _ => vec![format!("--{name}")],
+        };
+    }
+    flag.chars()
+        .skip(1)
+        .map(|c| {
+            let c = if c == 'R' && matches!(program, "rm" | "cp") {
+                'r'
+            } else {
+                c
+            };
+            format!("-{c}")
+        })
+        .collect()
+}
+
+/// The words of `command` that may name files, for the caller to resolve against the
+/// cwd: every argument but options, the value of `--opt=value`, and the fixed prefix of
+/// a glob (`../*` → `..`).
+#[must_use]
+pub fn path_arguments(command: &str) -> Vec<String> {
+    let script = shell::parse(command);
+    let mut out = Vec::new();
+    for c in &script.commands {
+        for w in c.argv.iter().skip(1) {
+            let text = match w {
+                Word::Literal(s) => s.as_str(),
+                // `.*` may match `..` (bash before 5.2, or without globskipdots).
+                Word::Pattern(s) if s.contains(".*") || s.contains(".?") || s.contains(".[") => "/",
+                Word::Pattern(s) => s.split(['*', '?', '[', '{']).next().unwrap_or_default(),
+                Word::Opaque => continue,
+            };
+            let value = match text.split_once('=') {
+                Some((flag, value)) if flag.starts_with('-') => value,
+                _ if text.starts_with('-') => continue,
+                _ => text,
+            };
+            if value.is_empty() {
+                continue;
+            }
+            // `~user/x` is another user's home: somewhere outside, whatever it is.
+            if value.starts_with('~') && value != "~" && !value.starts_with("~/") {
+                out.push("/".to_owned());
+                continue;
+            }
+            out.push(value.to_owned());
+        }
+    }
+    out
+}
+
+/// The rule to suggest for a refused command: `Bash(git diff:*)` for `git diff HEAD`.
+#[must_use]
+pub fn suggested_rule(command: &str) -> String {
+    let script = shell::parse(command);
+    let words: Vec<&str> = script
+        .commands
+        .first()
+        .map(|c| c.argv.iter().map_while(Word::literal).take(2).collect())
+        .unwrap_or_default();
+    match words.as_slice() {
+        [] => "Bash".to_owned(),
+        [one] => format!("Bash({one}:*)"),
+        [cmd, sub, ..]
+            if sub
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                && !sub.starts_with('-') =>
+        {
+            format!("Bash({cmd} {sub}:*)")
+        }
+        [cmd, ..] => format!("Bash({cmd}:*)"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_rules_do_not_cover_hidden_commands() {
+        for c in shell::ISSUE_ECHO_BYPASSES.iter().copied().chain([
+            "echo hi; touch x",
+            "echo $(touch x)",
+            "echo `touch x`",
+            "echo hi > out",
+            "X=1 echo hi",
+            "./echo hi",
+            "echo hi | sh",
+        ]) {
+            assert!(!allowed(&["echo:*"], c), "{c:?}");
+        }
+        for c in [
+            "echo hi",
+            "echo 'a; b' \"c && d\"",
+            "echo hi 2>&1",
+            "echo a && echo b",
+        ] {
+            assert!(allowed(&["echo:*"], c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn deny_rules_see_through_quoting_paths_wrappers_and_structure() {
+        for c in [
+            "rm x",
+            "\"rm\" x",
+            "'rm' x",
+            "\\rm x",
+            "r''m x",
+            "/bin/rm x",
+            "command rm x",
+            "env rm x",
+            "env A=1 rm x",
+            "timeout 5 rm x",
+            "nice -n 5 rm x",
+            "nohup rm x",
+            "time rm x",
+            "exec rm x",
+            "sudo rm x",
+            "{ rm x; }",
+            "if true; then rm x; fi",
+            "x=rm; $x y",
+            "ls | xargs rm",
+            "echo $(rm x)",
+            "bash -c 'rm x'",
+            "sh -c \"ls; rm x\"",
+            "eval rm x",
+            "find . -exec rm {} ';'",
+            "f() { rm x; }; f",
+            "\"$(echo rm)\" x",
+        ] {
+            assert!(deny_matches("rm:*", c), "{c:?}");
+        }
+        for c in ["ls", "echo rm", "git rm x", "rmdir x"] {
+            assert!(!deny_matches("rm:*", c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn deny_rules_match_options_by_meaning() {
+        for c in [
+            "rm -rf /",
+            "rm  -rf /",
+            "rm\t-rf /",
+            "rm '-rf' /",
+            "rm -fr /",
+            "rm -r -f /",
+            "rm --recursive --force /",
+            "rm --rec --for /",
+            "rm -R -f /",
+            "rm -v -rf x",
+            "rm x -rf",
+            "rm $FLAGS /",
+            "rm * ",
+            "ls | xargs rm",
+        ] {
+            assert!(deny_matches("rm -rf:*", c), "{c:?}");
+        }
+        for c in ["rm x", "rm -r x", "rm -f x", "rm -- -rf"] {
+            assert!(!deny_matches("rm -rf:*", c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn allow_prefix_rules_do_not_cover_writing_options() {
+        assert!(allowed(&["git diff:*"], "git diff HEAD~1 --stat"));
+        assert!(!allowed(&["git diff:*"], "git diff --output=/tmp/x"));
+        assert!(!allowed(&["git diff:*"], "git -c core.pager=sh diff"));
+        assert!(allowed(&["sort -o:*"], "sort -o out in"));
+        assert!(allowed(&["npm run test"], "npm run test"));
+        assert!(!allowed(&["npm run test"], "npm run test --evil"));
+        assert!(allowed(&["timeout:*", "npm test:*"], "timeout 5 npm test"));
+        assert!(allowed(&["npm test:*"], "timeout 5 npm test"));
+        assert!(!allowed(&["npm test:*"], "env LD_PRELOAD=x npm test"));
+        assert!(allowed(&["git * --stat"], "git diff --stat"));
+        assert!(!allowed(&["git * --stat"], "git diff --output=x --stat"));
+    }
+
+    #[test]
+    fn path_arguments_include_option_values_and_other_homes() {
+        assert_eq!(
+            path_arguments("cat ../a --file=/etc/x -n ~bob/.ssh/id ~/y src/*.rs 'q*' .*/x"),
+            ["../a", "/etc/x", "/", "~/y", "src/", "q*", "/"]
+        );
+    }
+
+    #[test]
+    fn suggestion_uses_command_and_subcommand() {
+        assert_eq!(suggested_rule("git diff HEAD~1"), "Bash(git diff:*)");
+        assert_eq!(suggested_rule("ls -la"), "Bash(ls:*)");
+    }
+}

@@ -1,0 +1,201 @@
+//! The Landlock sandbox: what a Bash command can do under each policy, whatever the
+//! classifier said.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use gyre_tools::read_only::is_read_only_command;
+use gyre_tools::sandbox::{SandboxPolicy, landlock_abi, network_rules_supported};
+use proptest::prelude::*;
+use serde_json::json;
+use support::{ctx, run};
+
+const READ_ONLY: SandboxPolicy = SandboxPolicy::ReadOnly {
+    allow_network: false,
+};
+
+/// Every file under `dir` with its content (directories as empty entries).
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().map(Result::unwrap) {
+            let path = e.path();
+            let key = path.strip_prefix(dir).unwrap().display().to_string();
+            if path.is_dir() && !path.is_symlink() {
+                out.insert(format!("{key}/"), Vec::new());
+                stack.push(path);
+            } else {
+                out.insert(key, std::fs::read(&path).unwrap_or_default());
+            }
+        }
+    }
+    out
+}
+
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data.txt"), "b\na\nc\n").unwrap();
+    std::fs::create_dir(dir.path().join("src")).unwrap();
+    std::fs::write(dir.path().join("src/lib.rs"), "fn main() {}\n").unwrap();
+    dir
+}
+
+fn require_landlock() -> bool {
+    if landlock_abi().is_none() {
+        eprintln!("skipped: this kernel has no Landlock");
+        return false;
+    }
+    true
+}
+
+#[tokio::test]
+async fn read_only_sandbox_refuses_writes_and_allows_reads_and_temp() {
+    if !require_landlock() {
+        return;
+    }
+    let dir = project();
+    let before = snapshot(dir.path());
+    let c = ctx(dir.path()).with_sandbox(READ_ONLY);
+    let out = run(&c, "Bash", json!({"command": "echo x > new.txt"})).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(out.content.contains("Permission denied"), "{}", out.content);
+    let out = run(
+        &c,
+        "Bash",
+        json!({"command": "sort data.txt && echo t > \"$TMPDIR/t\" && cat \"$TMPDIR/t\" && echo gone > /dev/null"}),
+    )
+    .await;
+    assert!(!out.is_error, "{}", out.content);
+    assert_eq!(out.content, "a\nb\nc\nt");
+    assert_eq!(snapshot(dir.path()), before);
+}
+
+#[tokio::test]
+async fn workspace_sandbox_writes_inside_the_working_dirs_only() {
+    if !require_landlock() {
+        return;
+    }
+    let dir = project();
+    let outside = tempfile::tempdir().unwrap();
+    let c = ctx(dir.path()).with_sandbox(SandboxPolicy::Workspace {
+        allow_network: false,
+    });
+    let out = run(&c, "Bash", json!({"command": "echo in > in.txt"})).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(dir.path().join("in.txt").exists());
+    let target = outside.path().join("out.txt");
+    let out = run(
+        &c,
+        "Bash",
+        json!({"command": format!("echo out > {}", target.display())}),
+    )
+    .await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(!target.exists());
+}
+
+#[tokio::test]
+async fn sandboxed_commands_cannot_connect_or_reach_into_the_parent() {
+    if !network_rules_supported() {
+        eprintln!("skipped: this kernel's Landlock has no TCP rules");
+        return;
+    }
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let dir = project();
+    let connect = format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected");
+    let open = run(&ctx(dir.path()), "Bash", json!({"command": connect})).await;
+    assert_eq!(open.content, "connected", "the test's own check");
+    let c = ctx(dir.path()).with_sandbox(READ_ONLY);
+    let closed = run(&c, "Bash", json!({"command": connect})).await;
+    assert!(closed.is_error, "{}", closed.content);
+    // Landlock refuses what needs ptrace access to a process outside the sandbox.
+    let fds = run(&c, "Bash", json!({"command": "readlink /proc/$PPID/fd/0"})).await;
+    assert!(fds.is_error, "{}", fds.content);
+}
+
+/// Commands of a small bash grammar over a fixed tree: readers, writers, executors,
+/// joined by lists, pipes, substitutions, wrappers and redirections.
+fn command() -> impl Strategy<Value = String> {
+    let simple = prop::sample::select(vec![
+        "cat data.txt",
+        "ls -la src",
+        "sort data.txt",
+        "sort -o data.txt data.txt",
+        "sort --output=out.txt data.txt",
+        "uniq data.txt out.txt",
+        "rg --pre ./x a",
+        "find . -name '*.rs'",
+        "find . -delete",
+        "find . '-fprint' out.txt",
+        "touch new.txt",
+        "rm data.txt",
+        "rm -rf src",
+        "mkdir d",
+        "cp data.txt copy.txt",
+        "mv data.txt moved.txt",
+        "tee out.txt",
+        "echo hi",
+        "git init -q",
+        "awk '{print $1}' data.txt",
+        "awk '{print > \"out.txt\"}' data.txt",
+        "ln -s data.txt link",
+        "truncate -s 0 data.txt",
+        "dd of=out.txt count=0",
+        "python3 -c 'open(\"out.txt\",\"w\")'",
+    ]);
+    let wrapped = (simple, 0..6usize).prop_map(|(c, w)| match w {
+        0 => format!("timeout 5 {c}"),
+        1 => format!("echo $({c})"),
+        2 => format!("{c} > out.txt"),
+        3 => format!("{{ {c}; }}"),
+        4 => format!("bash -c '{}'", c.replace('\'', "")),
+        _ => c.to_owned(),
+    });
+    prop::collection::vec(wrapped, 1..4).prop_flat_map(|parts| {
+        let n = parts.len();
+        (
+            Just(parts),
+            prop::collection::vec(prop::sample::select(vec![" ; ", " && ", " | "]), n),
+        )
+            .prop_map(|(parts, seps)| {
+                let mut s = String::new();
+                for (i, p) in parts.iter().enumerate() {
+                    if i > 0 {
+                        s.push_str(seps[i]);
+                    }
+                    s.push_str(p);
+                }
+                s
+            })
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    /// Allowed by the classifier ⇒ no write, even unconfined; and in the read-only
+    /// sandbox nothing writes, whatever the classifier said.
+    #[test]
+    fn classifier_allowed_commands_write_nothing(command in command()) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        if is_read_only_command(&command) {
+            let dir = project();
+            let before = snapshot(dir.path());
+            let _output = runtime.block_on(run(&ctx(dir.path()), "Bash", json!({"command": command})));
+            prop_assert_eq!(snapshot(dir.path()), before, "unconfined: {}", command);
+        }
+        if landlock_abi().is_some() {
+            let dir = project();
+            let before = snapshot(dir.path());
+            let c = ctx(dir.path()).with_sandbox(READ_ONLY);
+            let out = runtime.block_on(run(&c, "Bash", json!({"command": command})));
+            prop_assert!(!out.content.contains("Failed to start"), "{}", out.content);
+            prop_assert_eq!(snapshot(dir.path()), before, "sandboxed: {}", command);
+        }
+    }
+}
