@@ -143,15 +143,13 @@ impl Drop for ChildProcess {
     }
 }
 
-#[allow(unsafe_code)]
+/// SIGTERM to the group the child leads (it was spawned with `process_group(0)`).
 fn kill_group(pgid: u32) {
-    let Ok(pgid) = libc::pid_t::try_from(pgid) else {
-        return;
-    };
-    // SAFETY: killpg only sends a signal; the group is the one the child leads (it was
-    // spawned with process_group(0)), so no unrelated process is signalled.
-    unsafe {
-        libc::killpg(pgid, libc::SIGTERM);
+    let pid = i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::TERM);
     }
 }
 

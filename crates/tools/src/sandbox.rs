@@ -248,24 +248,15 @@ fn scrub(entry: *mut libc::c_char) {
     }
 }
 
-/// `CAP_SYS_PTRACE` (linux/capability.h).
-const CAP_SYS_PTRACE: libc::c_ulong = 19;
-
 /// Removes `CAP_SYS_PTRACE` from the bounding set, so a command run as root cannot read
 /// the memory or `/proc/<pid>/environ` of non-dumpable gyre. Without `CAP_SETPCAP` (not
 /// root) this fails harmlessly: such a process has no `CAP_SYS_PTRACE` to lose.
-#[allow(unsafe_code)]
 fn drop_ptrace_capability() {
-    // SAFETY: prctl with integer arguments only; async-signal-safe.
-    unsafe {
-        libc::prctl(libc::PR_CAPBSET_DROP, CAP_SYS_PTRACE, 0, 0, 0);
-    }
+    let _ = rustix::thread::remove_capability_from_bounding_set(
+        rustix::thread::CapabilitySet::SYS_PTRACE,
+    );
 }
 
-#[allow(unsafe_code)]
 fn set_non_dumpable() {
-    // SAFETY: prctl with integer arguments only.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
-    }
+    let _ = rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable);
 }
