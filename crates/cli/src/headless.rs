@@ -1,15 +1,15 @@
 //! `gyre -p`: run turns without a terminal and print text, json or stream-json.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
 use gyre_loop::{EngineEvent, LoopEvent, QueryEngine, TurnResult};
-use gyre_protocol::{ContentBlock, Message};
+use gyre_protocol::ContentBlock;
 use serde_json::Value;
 
 use crate::args::OutputFormat;
-use crate::stream_json::{self, ResponseMeta, SessionFacts};
+use crate::stream_json::{self, ResponseMeta, ResultExtras, SessionFacts};
 
 /// Where headless output goes; every line is flushed as it is written, so a driver
 /// reading our stdout sees each event when it happens.
@@ -69,6 +69,7 @@ pub async fn run_turn<W: Write>(
         ..ResponseMeta::default()
     };
     let mut result: Option<TurnResult> = None;
+    let mut last_stop_reason = None;
     while let Some(event) = events.next().await {
         match event {
             EngineEvent::Message {
@@ -145,6 +146,12 @@ pub async fn run_turn<W: Write>(
                     stop_reason,
                     usage,
                 } => {
+                    facts
+                        .model_usage
+                        .entry(model.clone())
+                        .or_default()
+                        .add(&model, &usage);
+                    last_stop_reason.clone_from(&stop_reason);
                     meta = ResponseMeta {
                         id,
                         model,
@@ -165,7 +172,12 @@ pub async fn run_turn<W: Write>(
             }
         }
         OutputFormat::Json | OutputFormat::StreamJson => {
-            output.line(&stream_json::result(&result, &session_id, &uuid()))?;
+            let extras = ResultExtras {
+                stop_reason: last_stop_reason,
+                model_usage: facts.model_usage.clone(),
+                structured_output: facts.structured.as_ref().and_then(crate::structured::take),
+            };
+            output.line(&stream_json::result(&result, &extras, &session_id, &uuid()))?;
         }
     }
     if result.is_error {
@@ -177,65 +189,4 @@ pub async fn run_turn<W: Write>(
         eprintln!("gyre: {}", text.replace('\n', " "));
     }
     Ok(result)
-}
-
-/// Reads one `--input-format stream-json` line: `{"type":"user","message":{…}}`.
-///
-/// # Errors
-/// A line that is not a user message, with what was expected.
-pub fn parse_input_line(line: &str) -> Result<Vec<ContentBlock>> {
-    let v: Value = serde_json::from_str(line)
-        .with_context(|| format!("stdin line is not JSON: {}", truncate(line, 80)))?;
-    if v.get("type").and_then(Value::as_str) != Some("user") {
-        anyhow::bail!(
-            "stdin line has type {}, expected {{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":…}}}}",
-            v.get("type")
-                .map_or_else(|| "(none)".to_owned(), Value::to_string)
-        );
-    }
-    let message: Message = serde_json::from_value(v.get("message").cloned().unwrap_or(Value::Null))
-        .context(
-            "stdin line has no valid `message` (expected {\"role\":\"user\",\"content\":…})",
-        )?;
-    Ok(message.content)
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
-}
-
-/// Reads user turns from stdin as JSON lines until EOF.
-pub fn read_input_lines(stdin: impl BufRead) -> impl Iterator<Item = Result<Vec<ContentBlock>>> {
-    stdin.lines().filter_map(|line| match line {
-        Ok(l) if l.trim().is_empty() => None,
-        Ok(l) => Some(parse_input_line(&l)),
-        Err(e) => Some(Err(e.into())),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn input_lines_accept_string_or_block_content() {
-        let a = parse_input_line(r#"{"type":"user","message":{"role":"user","content":"hi"}}"#)
-            .unwrap();
-        assert_eq!(a, vec![ContentBlock::text("hi")]);
-        let b = parse_input_line(
-            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"yo"}]},"session_id":"x"}"#,
-        )
-        .unwrap();
-        assert_eq!(b, vec![ContentBlock::text("yo")]);
-    }
-
-    #[test]
-    fn input_lines_that_are_not_user_messages_are_clear_errors() {
-        let err = parse_input_line(r#"{"type":"assistant"}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("expected"), "{err}");
-        let err = parse_input_line("not json").unwrap_err().to_string();
-        assert!(err.contains("not JSON"), "{err}");
-    }
 }

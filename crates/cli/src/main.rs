@@ -3,12 +3,17 @@
 //! This binary is thin: flags, settings, rendering. The loop lives in `gyre-loop`.
 
 mod args;
+mod control;
+mod gate;
 mod headless;
+mod hooks;
 mod repl;
+mod sdk;
 mod session;
 mod sessions;
 mod settings;
 mod stream_json;
+mod structured;
 mod system_prompt;
 
 use std::io::{IsTerminal, Read};
@@ -17,7 +22,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
-use gyre_loop::TerminalReason;
 use gyre_protocol::ContentBlock;
 
 use crate::args::{Cli, Command, InputFormat, OutputFormat};
@@ -121,7 +125,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             "--input-format stream-json requires --output-format stream-json",
         ));
     }
-    let settings = Settings::load(&session::gyre_home(), &cwd)?;
+    let settings = load_settings(cli, &cwd)?;
     apply_settings_env(&settings);
 
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -133,6 +137,62 @@ fn run(cli: &Cli) -> Result<ExitCode> {
     } else {
         runtime.block_on(repl::run(cli, &cwd, &settings))
     }
+}
+
+/// The settings files `--setting-sources` names (all three by default), then
+/// `--settings` (a file or inline JSON) over them.
+fn load_settings(cli: &Cli, cwd: &Path) -> Result<Settings> {
+    const SOURCES: [&str; 3] = ["user", "project", "local"];
+    let Some(sources) = &cli.setting_sources else {
+        let mut settings = Settings::load(&session::gyre_home(), cwd)?;
+        apply_settings_flag(cli, &mut settings)?;
+        return Ok(settings);
+    };
+    let wanted: Vec<&str> = sources
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    if let Some(bad) = wanted.iter().find(|s| !SOURCES.contains(s)) {
+        anyhow::bail!("--setting-sources: unknown source {bad:?}; use user, project and/or local");
+    }
+    let mut settings = Settings::default();
+    for (source, path) in SOURCES
+        .iter()
+        .zip(Settings::paths(&session::gyre_home(), cwd))
+    {
+        if !wanted.contains(source) {
+            continue;
+        }
+        match std::fs::read_to_string(&path) {
+            Ok(text) => settings.merge(Settings::parse(&path, &text)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(anyhow::anyhow!(
+                    "{}: could not read settings: {e}",
+                    path.display()
+                ));
+            }
+        }
+    }
+    apply_settings_flag(cli, &mut settings)?;
+    Ok(settings)
+}
+
+fn apply_settings_flag(cli: &Cli, settings: &mut Settings) -> Result<()> {
+    let Some(value) = &cli.settings else {
+        return Ok(());
+    };
+    let (path, text) = if value.trim_start().starts_with('{') {
+        (Path::new("--settings").to_path_buf(), value.clone())
+    } else {
+        let path = Path::new(value).to_path_buf();
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("could not read --settings {}", path.display()))?;
+        (path, text)
+    };
+    settings.merge(Settings::parse(&path, &text)?);
+    Ok(())
 }
 
 fn apply_settings_env(settings: &Settings) {
@@ -180,15 +240,37 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
     };
     let mut session = session::build(cli, cwd, settings, false, None)?;
     let interrupt = session.engine.interrupt_handle();
-    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ctrl_c = tokio_util::sync::CancellationToken::new();
     {
-        let interrupted = std::sync::Arc::clone(&interrupted);
+        let ctrl_c = ctrl_c.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
+                ctrl_c.cancel();
                 interrupt.interrupt();
             }
         });
+    }
+    if cli.input_format == InputFormat::StreamJson {
+        let out = control::LineOut::new(Box::new(std::io::stdout()));
+        let ask_over_stdio = match cli.permission_prompt_tool.as_deref() {
+            Some("stdio") => true,
+            Some(other) => {
+                eprintln!(
+                    "gyre: warning: --permission-prompt-tool {other} is not supported (only stdio); permission questions are denied"
+                );
+                false
+            }
+            None => false,
+        };
+        let last_error = sdk::run(
+            &mut session,
+            out,
+            ask_over_stdio,
+            cli.include_partial_messages,
+            &ctrl_c,
+        )
+        .await?;
+        return Ok(exit_code(ctrl_c.is_cancelled(), last_error));
     }
     let stdout = std::io::stdout().lock();
     let mut output = Output::new(stdout, cli.output_format, cli.include_partial_messages);
@@ -203,39 +285,16 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
         )
         .await?;
         last_error = result.is_error;
-    } else {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for turn in headless::read_input_lines(std::io::stdin().lock()) {
-                if tx.send(turn).is_err() {
-                    break;
-                }
-            }
-        });
-        while let Some(turn) = rx.recv().await {
-            let content = turn?;
-            let result = headless::run_turn(
-                &mut session.engine,
-                content,
-                &mut session.facts,
-                &mut output,
-            )
-            .await?;
-            last_error = result.is_error;
-            if matches!(
-                result.terminal.reason,
-                TerminalReason::AbortedStreaming | TerminalReason::AbortedTools
-            ) {
-                break;
-            }
-        }
     }
-    if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
-    }
-    Ok(if last_error {
+    Ok(exit_code(ctrl_c.is_cancelled(), last_error))
+}
+
+fn exit_code(interrupted: bool, last_error: bool) -> ExitCode {
+    if interrupted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else if last_error {
         ExitCode::from(EXIT_ERROR)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }

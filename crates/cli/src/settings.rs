@@ -30,6 +30,9 @@ pub struct Settings {
     pub permissions: PermissionSettings,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// Hook commands by event, as Claude Code's settings write them (read by `hooks.rs`).
+    #[serde(default)]
+    pub hooks: BTreeMap<String, Vec<serde_json::Value>>,
 }
 
 /// A settings file that could not be used: which file, which line, what was wrong.
@@ -107,6 +110,15 @@ impl Settings {
         self.permissions.ask.extend(other.permissions.ask);
         self.permissions.deny.extend(other.permissions.deny);
         self.env.extend(other.env);
+        for (event, matchers) in other.hooks {
+            self.hooks.entry(event).or_default().extend(matchers);
+        }
+    }
+
+    /// The merged `hooks` as one JSON object.
+    #[must_use]
+    pub fn hooks_value(&self) -> serde_json::Value {
+        serde_json::json!(self.hooks)
     }
 }
 

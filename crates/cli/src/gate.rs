@@ -1,0 +1,375 @@
+//! The session's gate around each tool call: PreToolUse hooks, then the permission
+//! policy, then — for an "ask" — the SDK's `can_use_tool` (with
+//! `--permission-prompt-tool stdio`) or the terminal prompt; PostToolUse and Stop hooks
+//! after. One object, so a permission mode set over the control protocol and hooks
+//! registered in `initialize` apply to the running session.
+
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+
+use gyre_loop::{InterruptHandle, StopHook, StopHookOutcome, ToolHook};
+use gyre_protocol::{Message, Role};
+use gyre_tools::{
+    BoxFuture, CanUseTool, PermissionDecision, PermissionMode, PermissionPrompt, Permissions, Tool,
+    ToolCall, ToolCallOutcome, ToolContext,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::control::ControlChannel;
+use crate::hooks::{HookEvent, Hooks};
+
+/// A permission mode by its Claude Code name. `dontAsk` is the default policy that never
+/// asks (an "ask" is a denial); `auto` is the default policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModeName {
+    pub name: String,
+    mode: PermissionMode,
+    never_ask: bool,
+}
+
+impl std::str::FromStr for ModeName {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (mode, never_ask) = match s {
+            "dontAsk" => (PermissionMode::Default, true),
+            "auto" => (PermissionMode::Default, false),
+            other => (
+                other.parse().map_err(|_| {
+                    format!(
+                        "unknown permission mode {other:?}: use default, acceptEdits, plan, bypassPermissions, dontAsk or auto"
+                    )
+                })?,
+                false,
+            ),
+        };
+        Ok(Self {
+            name: s.to_owned(),
+            mode,
+            never_ask,
+        })
+    }
+}
+
+/// The rule strings a policy is built from, kept so a mode change can rebuild it.
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    pub allow: Vec<String>,
+    pub ask: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+struct Policy {
+    mode: ModeName,
+    permissions: Arc<Permissions>,
+}
+
+/// See the module docs.
+pub struct Gate {
+    rules: Rules,
+    prompt: Option<Arc<dyn PermissionPrompt>>,
+    policy: RwLock<Policy>,
+    hooks: RwLock<Hooks>,
+    sdk_prompt: OnceLock<ControlChannel>,
+    interrupt: OnceLock<InterruptHandle>,
+    /// A hook's `continue: false`, waiting for the end of the tool round.
+    stop: Mutex<Option<String>>,
+}
+
+impl Gate {
+    /// # Errors
+    /// A malformed rule.
+    pub fn new(
+        mode: ModeName,
+        rules: Rules,
+        prompt: Option<Arc<dyn PermissionPrompt>>,
+        hooks: Hooks,
+    ) -> Result<Self, String> {
+        let permissions = Arc::new(build_permissions(&mode, &rules, prompt.as_ref())?);
+        Ok(Self {
+            rules,
+            prompt,
+            policy: RwLock::new(Policy { mode, permissions }),
+            hooks: RwLock::new(hooks),
+            sdk_prompt: OnceLock::new(),
+            interrupt: OnceLock::new(),
+            stop: Mutex::new(None),
+        })
+    }
+
+    /// The policy now in force (for filters computed once, like hidden paths).
+    #[must_use]
+    pub fn permissions(&self) -> Arc<Permissions> {
+        Arc::clone(
+            &self
+                .policy
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .permissions,
+        )
+    }
+
+    #[must_use]
+    pub fn mode_name(&self) -> String {
+        self.policy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .mode
+            .name
+            .clone()
+    }
+
+    /// `set_permission_mode`.
+    ///
+    /// # Errors
+    /// An unknown mode name.
+    pub fn set_mode(&self, name: &str) -> Result<(), String> {
+        let mode: ModeName = name.parse()?;
+        let permissions = Arc::new(build_permissions(&mode, &self.rules, self.prompt.as_ref())?);
+        *self.policy.write().unwrap_or_else(PoisonError::into_inner) = Policy { mode, permissions };
+        Ok(())
+    }
+
+    /// Permission questions go to the SDK as `can_use_tool` requests.
+    pub fn ask_over(&self, channel: ControlChannel) {
+        let _ = self.sdk_prompt.set(channel);
+    }
+
+    /// The engine's interrupt, for a `can_use_tool` denial with `interrupt: true`.
+    pub fn set_interrupt(&self, handle: InterruptHandle) {
+        let _ = self.interrupt.set(handle);
+    }
+
+    /// Registers the SDK's hooks from `initialize`.
+    pub fn add_sdk_hooks(&self, config: &Value, channel: ControlChannel) {
+        self.hooks
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add_sdk_callbacks(config, channel);
+    }
+
+    /// The hooks now registered (cheap: a few strings per hook).
+    #[must_use]
+    pub fn hooks(&self) -> Hooks {
+        self.hooks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    async fn decide(
+        &self,
+        tool: &dyn Tool,
+        call: &ToolCall,
+        ctx: &ToolContext,
+    ) -> PermissionDecision {
+        let (mode, permissions) = {
+            let p = self.policy.read().unwrap_or_else(PoisonError::into_inner);
+            (p.mode.clone(), Arc::clone(&p.permissions))
+        };
+        let hooks = self.hooks();
+        let mut verdict = None;
+        if hooks.has(HookEvent::PreToolUse) {
+            let fields =
+                json!({ "tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id });
+            let v = hooks
+                .run(
+                    HookEvent::PreToolUse,
+                    Some(&call.name),
+                    Some(&call.id),
+                    &mode.name,
+                    fields,
+                    &ctx.cancel,
+                )
+                .await;
+            if let Some(reason) = &v.stop {
+                *self.stop.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason.clone());
+                return PermissionDecision::Deny {
+                    reason: reason.clone(),
+                };
+            }
+            if let Some(reason) = v.block {
+                return PermissionDecision::Deny { reason };
+            }
+            if v.updated_input.is_some() {
+                tracing::warn!(tool = %call.name, "a PreToolUse hook's updatedInput is not applied by gyre yet");
+            }
+            verdict = Some((v.allow, v.ask));
+        }
+        let decision = match (permissions.evaluate(tool, call, ctx), verdict) {
+            // A hook's "allow" answers the question; deny rules still win.
+            (PermissionDecision::Ask { .. }, Some((true, _))) => PermissionDecision::Allow,
+            (PermissionDecision::Allow, Some((_, true))) => PermissionDecision::Ask {
+                reason: "a PreToolUse hook asked for confirmation".to_owned(),
+            },
+            (decision, _) => decision,
+        };
+        let PermissionDecision::Ask { reason } = decision else {
+            return decision;
+        };
+        if mode.never_ask {
+            return PermissionDecision::Deny {
+                reason: format!(
+                    "Permission to use {} was not granted in advance (dontAsk mode: {reason}).",
+                    call.name
+                ),
+            };
+        }
+        match self.sdk_prompt.get() {
+            Some(channel) => self.ask_sdk(channel, call, &reason, &ctx.cancel).await,
+            None => permissions.can_use_tool(tool, call, ctx).await,
+        }
+    }
+
+    async fn ask_sdk(
+        &self,
+        channel: &ControlChannel,
+        call: &ToolCall,
+        reason: &str,
+        cancel: &CancellationToken,
+    ) -> PermissionDecision {
+        let request = json!({
+            "subtype": "can_use_tool",
+            "tool_name": call.name,
+            "input": call.input,
+            "permission_suggestions": [],
+            "tool_use_id": call.id,
+            "decision_reason": reason,
+        });
+        let answer = match channel.request(request, cancel).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                return PermissionDecision::Deny {
+                    reason: format!("Permission to use {} could not be asked: {e}", call.name),
+                };
+            }
+        };
+        match answer.get("behavior").and_then(Value::as_str) {
+            Some("allow") => {
+                if answer.get("updatedInput").is_some_and(|u| u != &call.input) {
+                    tracing::warn!(tool = %call.name, "can_use_tool's updatedInput is not applied by gyre yet");
+                }
+                PermissionDecision::Allow
+            }
+            Some("deny") => {
+                if answer.get("interrupt") == Some(&Value::Bool(true))
+                    && let Some(handle) = self.interrupt.get()
+                {
+                    handle.interrupt();
+                }
+                let message = answer
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .filter(|m| !m.is_empty())
+                    .map_or_else(
+                        || format!("The user denied permission to use {}.", call.name),
+                        str::to_owned,
+                    );
+                PermissionDecision::Deny { reason: message }
+            }
+            other => PermissionDecision::Deny {
+                reason: format!(
+                    "Permission to use {} was not granted: the SDK answered behavior {other:?}, expected allow or deny",
+                    call.name
+                ),
+            },
+        }
+    }
+}
+
+fn build_permissions(
+    mode: &ModeName,
+    rules: &Rules,
+    prompt: Option<&Arc<dyn PermissionPrompt>>,
+) -> Result<Permissions, String> {
+    let permissions = Permissions::from_rules(mode.mode, &rules.allow, &rules.ask, &rules.deny)
+        .map_err(|e| e.to_string())?;
+    Ok(match prompt {
+        Some(p) => permissions.with_prompt(Arc::clone(p)),
+        None => permissions,
+    })
+}
+
+impl CanUseTool for Gate {
+    fn can_use_tool<'a>(
+        &'a self,
+        tool: &'a dyn Tool,
+        call: &'a ToolCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, PermissionDecision> {
+        Box::pin(self.decide(tool, call, ctx))
+    }
+}
+
+impl ToolHook for Gate {
+    fn after_tool<'a>(&'a self, outcome: &'a ToolCallOutcome) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let hooks = self.hooks();
+            if hooks.has(HookEvent::PostToolUse) && outcome.denial.is_none() {
+                let fields = json!({
+                    "tool_name": outcome.tool_name,
+                    "tool_input": outcome.input,
+                    "tool_response": outcome.output.content,
+                    "tool_use_id": outcome.tool_use_id,
+                });
+                let v = hooks
+                    .run(
+                        HookEvent::PostToolUse,
+                        Some(&outcome.tool_name),
+                        Some(&outcome.tool_use_id),
+                        &self.mode_name(),
+                        fields,
+                        &CancellationToken::new(),
+                    )
+                    .await;
+                if v.stop.is_some() {
+                    return v.stop;
+                }
+            }
+            self.stop
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        })
+    }
+}
+
+impl StopHook for Gate {
+    fn on_stop<'a>(
+        &'a self,
+        messages: &'a [Message],
+        stop_hook_active: bool,
+    ) -> BoxFuture<'a, StopHookOutcome> {
+        Box::pin(async move {
+            let hooks = self.hooks();
+            if !hooks.has(HookEvent::Stop) {
+                return StopHookOutcome::Allow;
+            }
+            let last = messages
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::Assistant)
+                .map(Message::text)
+                .unwrap_or_default();
+            let fields =
+                json!({ "stop_hook_active": stop_hook_active, "last_assistant_message": last });
+            let v = hooks
+                .run(
+                    HookEvent::Stop,
+                    None,
+                    None,
+                    &self.mode_name(),
+                    fields,
+                    &CancellationToken::new(),
+                )
+                .await;
+            if let Some(reason) = v.stop {
+                return StopHookOutcome::Prevent(reason);
+            }
+            match v.block {
+                Some(reason) => StopHookOutcome::Block(vec![reason]),
+                None => StopHookOutcome::Allow,
+            }
+        })
+    }
+}

@@ -1,0 +1,262 @@
+//! The Agent SDK's control protocol and flags, driven through the real binary with raw
+//! stdin lines (the Python SDK itself runs in `agent_sdk.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::process::Stdio;
+
+use gyre_e2e::{Run, Sandbox, run};
+use gyre_testkit::{Script, TestServer, Turn};
+use serde_json::{Value, json};
+
+/// Runs `gyre` in stream-json mode with `lines` on stdin (then EOF).
+fn stream(sandbox: &Sandbox, server: &TestServer, extra: &[&str], lines: &[Value]) -> Run {
+    let mut child = sandbox
+        .gyre(server)
+        .unwrap()
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    child.wait_with_output().unwrap().into()
+}
+
+fn user(content: Value) -> Value {
+    json!({"type": "user", "message": {"role": "user", "content": content}})
+}
+
+fn control(id: &str, request: Value) -> Value {
+    json!({"type": "control_request", "request_id": id, "request": request})
+}
+
+fn response_to<'a>(lines: &'a [Value], id: &str) -> &'a Value {
+    lines
+        .iter()
+        .find(|l| l["type"] == "control_response" && l["response"]["request_id"] == id)
+        .unwrap_or_else(|| panic!("no control_response for {id}: {lines:?}"))
+}
+
+#[test]
+fn control_requests_are_answered_and_garbage_is_reported_without_ending_the_session() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let out = stream(
+        &sandbox,
+        &server,
+        &[],
+        &[
+            json!("not an object"),
+            control("r1", json!({"subtype": "initialize", "hooks": null})),
+            control("r2", json!({"subtype": "frobnicate"})),
+            control("r3", json!({"subtype": "mcp_status"})),
+            control(
+                "r4",
+                json!({"subtype": "rewind_files", "user_message_id": "u"}),
+            ),
+            control(
+                "r5",
+                json!({"subtype": "set_permission_mode", "mode": "sideways"}),
+            ),
+            user(json!("hi")),
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines = out.lines().unwrap();
+    let init = response_to(&lines, "r1");
+    assert_eq!(init["response"]["subtype"], "success");
+    assert!(init["response"]["response"]["commands"].is_array());
+    let unknown = response_to(&lines, "r2");
+    assert_eq!(unknown["response"]["subtype"], "error");
+    assert!(
+        unknown["response"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("frobnicate")
+    );
+    assert_eq!(
+        response_to(&lines, "r3")["response"]["response"],
+        json!({"mcpServers": []})
+    );
+    assert_eq!(response_to(&lines, "r4")["response"]["subtype"], "error");
+    let bad_mode = response_to(&lines, "r5");
+    assert!(
+        bad_mode["response"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("sideways")
+    );
+    assert!(out.stderr.contains("stdin line has type"), "{}", out.stderr);
+    let result = out.result().unwrap();
+    assert_eq!(result["result"], "Hello.");
+    assert_eq!(result["stop_reason"], "end_turn");
+    assert!(result["modelUsage"]["claude-sonnet-4-5"]["outputTokens"].is_u64());
+    assert_eq!(lines[0]["type"], "system", "init comes first: {lines:?}");
+    assert_eq!(lines[0]["claude_code_version"], env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn an_orphan_tool_result_on_stdin_is_refused_and_never_sent_to_the_api() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Fine.")])).unwrap();
+    let orphan =
+        user(json!([{"type": "tool_result", "tool_use_id": "toolu_ghost", "content": "x"}]));
+    let out = stream(&sandbox, &server, &[], &[orphan, user(json!("hi"))]);
+    assert!(
+        out.stderr.contains("toolu_ghost") && out.stderr.contains("answers no tool_use"),
+        "{}",
+        out.stderr
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(!requests[0].body.to_string().contains("toolu_ghost"));
+    assert_eq!(out.result().unwrap()["result"], "Fine.");
+}
+
+#[test]
+fn a_settings_hook_command_gets_the_call_on_stdin_and_exit_2_blocks_it() {
+    let sandbox = Sandbox::new().unwrap();
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "cat > hook-input.json; echo 'no shell today' >&2; exit 2"}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": "touch made-by-bash"})),
+        Turn::text("Blocked."),
+    ]))
+    .unwrap();
+    let out =
+        run(sandbox
+            .gyre(&server)
+            .unwrap()
+            .args(["-p", "go", "--dangerously-skip-permissions"]))
+        .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!sandbox.project().join("made-by-bash").exists());
+    let input: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.project().join("hook-input.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(input["hook_event_name"], "PreToolUse");
+    assert_eq!(input["tool_input"]["command"], "touch made-by-bash");
+    let sent = server.requests()[1].body["messages"].to_string();
+    assert!(sent.contains("no shell today"), "{sent}");
+}
+
+#[test]
+fn setting_sources_and_inline_settings_choose_what_is_read() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox
+        .write(".gyre/settings.json", r#"{"model": "project-model"}"#)
+        .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")]).repeat_last()).unwrap();
+    for args in [
+        vec!["-p", "hi"],
+        vec!["-p", "hi", "--setting-sources", "user"],
+        vec!["-p", "hi", "--settings", r#"{"model": "inline-model"}"#],
+    ] {
+        let out = run(sandbox.gyre(&server).unwrap().args(&args)).unwrap();
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+    }
+    let models: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(
+        models,
+        [
+            json!("project-model"),
+            json!("claude-sonnet-4-5"),
+            json!("inline-model")
+        ]
+    );
+}
+
+#[test]
+fn disallowed_tools_are_not_offered_and_an_empty_system_prompt_is_not_sent() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")])).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "hi",
+        "--disallowedTools",
+        "Bash,Write",
+        "--system-prompt",
+        "",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let body = &server.requests()[0].body;
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !tools.contains(&"Bash") && !tools.contains(&"Write"),
+        "{tools:?}"
+    );
+    assert!(tools.contains(&"Read"), "{tools:?}");
+    assert!(body.get("system").is_none(), "{body}");
+}
+
+#[test]
+fn fork_session_continues_the_history_under_a_new_id_and_leaves_the_old_one() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("Noted."),
+        Turn::text("You said 7."),
+    ]))
+    .unwrap();
+    let first =
+        run(sandbox
+            .gyre(&server)
+            .unwrap()
+            .args(["-p", "Remember 7", "--output-format", "json"]))
+        .unwrap();
+    let old_id = first.result().unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let old_transcript = sandbox.transcripts().pop().unwrap();
+    let before = std::fs::read_to_string(&old_transcript).unwrap();
+    let second = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "What number?",
+        "--resume",
+        &old_id,
+        "--fork-session",
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(second.code, Some(0), "{}", second.stderr);
+    let new_id = second.result().unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(new_id, old_id);
+    assert_eq!(std::fs::read_to_string(&old_transcript).unwrap(), before);
+    assert!(
+        server.requests()[1].body["messages"]
+            .to_string()
+            .contains("Remember 7")
+    );
+}
