@@ -260,3 +260,34 @@ fn fork_session_continues_the_history_under_a_new_id_and_leaves_the_old_one() {
             .contains("Remember 7")
     );
 }
+
+#[test]
+fn max_thinking_tokens_sends_a_budget_below_max_tokens_and_thinking_blocks_go_back_signed() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::response([
+            gyre_testkit::Block::thinking("Let me look.", "sig-abc"),
+            gyre_testkit::Block::tool_use("Glob", json!({"pattern": "*"})),
+        ]),
+        Turn::text("Nothing here."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "look",
+        "--max-thinking-tokens",
+        "1000000",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let requests = server.requests();
+    let first = &requests[0].body;
+    let budget = first["thinking"]["budget_tokens"].as_u64().unwrap();
+    assert_eq!(first["thinking"]["type"], "enabled");
+    assert!(budget < first["max_tokens"].as_u64().unwrap(), "{first}");
+    let history = &requests[1].body["messages"];
+    assert_eq!(
+        history[1]["content"][0],
+        json!({"type": "thinking", "thinking": "Let me look.", "signature": "sig-abc"})
+    );
+}

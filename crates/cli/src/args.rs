@@ -164,6 +164,12 @@ pub struct Cli {
     /// Structured output: the final answer as JSON matching this schema (an object schema).
     #[arg(long)]
     pub json_schema: Option<String>,
+    /// Extended thinking with this budget (kept below each request's max_tokens; 0: off).
+    #[arg(long)]
+    pub max_thinking_tokens: Option<u32>,
+    /// Extended thinking: adaptive, enabled or disabled.
+    #[arg(long)]
+    pub thinking: Option<String>,
     /// With --resume or --continue: continue in a new session, leaving the old one as it was.
     #[arg(long)]
     pub fork_session: bool,
@@ -175,10 +181,6 @@ pub struct Cli {
     pub strict_mcp_config: bool,
     #[arg(long, hide = true, num_args = 1..)]
     pub betas: Vec<String>,
-    #[arg(long, hide = true)]
-    pub thinking: Option<String>,
-    #[arg(long, hide = true)]
-    pub max_thinking_tokens: Option<u32>,
     #[arg(long, hide = true)]
     pub effort: Option<String>,
     #[arg(long, hide = true)]
@@ -206,8 +208,6 @@ impl Cli {
         warn(!self.mcp_config.is_empty(), "--mcp-config");
         warn(self.strict_mcp_config, "--strict-mcp-config");
         warn(!self.betas.is_empty(), "--betas");
-        warn(self.thinking.is_some(), "--thinking");
-        warn(self.max_thinking_tokens.is_some(), "--max-thinking-tokens");
         warn(self.effort.is_some(), "--effort");
         warn(self.include_hook_events, "--include-hook-events");
         warn(self.task_budget.is_some(), "--task-budget");

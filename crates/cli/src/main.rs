@@ -15,6 +15,7 @@ mod settings;
 mod stream_json;
 mod structured;
 mod system_prompt;
+mod thinking;
 
 use std::io::{IsTerminal, Read};
 use std::path::Path;

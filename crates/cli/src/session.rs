@@ -23,6 +23,7 @@ use crate::settings::Settings;
 use crate::stream_json::SessionFacts;
 use crate::structured::{self, StructuredOutput};
 use crate::system_prompt::default_system_prompt;
+use crate::thinking::{Thinking, ThinkingDeps};
 
 /// The model used when neither a flag, the settings nor ANTHROPIC_MODEL names one.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
@@ -312,9 +313,16 @@ pub fn build(
             transcript_path.display()
         )
     })?;
+    // Thinking goes on the main loop's requests, not on compaction summaries.
+    let thinking = Thinking::from_flags(cli.max_thinking_tokens, cli.thinking.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    let loop_deps: Arc<dyn gyre_loop::QueryDeps> = match thinking {
+        Some(t) => Arc::new(ThinkingDeps::new(deps, t)),
+        None => deps,
+    };
     let mut engine = QueryEngine::new(
         config,
-        deps,
+        loop_deps,
         Arc::clone(&registry),
         tool_context,
         Arc::clone(&gate) as Arc<dyn gyre_tools::CanUseTool>,
