@@ -35,11 +35,11 @@ fn stream(sandbox: &Sandbox, server: &TestServer, extra: &[&str], lines: &[Value
     child.wait_with_output().unwrap().into()
 }
 
-fn user(content: Value) -> Value {
+fn user(content: &Value) -> Value {
     json!({"type": "user", "message": {"role": "user", "content": content}})
 }
 
-fn control(id: &str, request: Value) -> Value {
+fn control(id: &str, request: &Value) -> Value {
     json!({"type": "control_request", "request_id": id, "request": request})
 }
 
@@ -60,18 +60,18 @@ fn control_requests_are_answered_and_garbage_is_reported_without_ending_the_sess
         &[],
         &[
             json!("not an object"),
-            control("r1", json!({"subtype": "initialize", "hooks": null})),
-            control("r2", json!({"subtype": "frobnicate"})),
-            control("r3", json!({"subtype": "mcp_status"})),
+            control("r1", &json!({"subtype": "initialize", "hooks": null})),
+            control("r2", &json!({"subtype": "frobnicate"})),
+            control("r3", &json!({"subtype": "mcp_status"})),
             control(
                 "r4",
-                json!({"subtype": "rewind_files", "user_message_id": "u"}),
+                &json!({"subtype": "rewind_files", "user_message_id": "u"}),
             ),
             control(
                 "r5",
-                json!({"subtype": "set_permission_mode", "mode": "sideways"}),
+                &json!({"subtype": "set_permission_mode", "mode": "sideways"}),
             ),
-            user(json!("hi")),
+            user(&json!("hi")),
         ],
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
@@ -113,8 +113,8 @@ fn an_orphan_tool_result_on_stdin_is_refused_and_never_sent_to_the_api() {
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([Turn::text("Fine.")])).unwrap();
     let orphan =
-        user(json!([{"type": "tool_result", "tool_use_id": "toolu_ghost", "content": "x"}]));
-    let out = stream(&sandbox, &server, &[], &[orphan, user(json!("hi"))]);
+        user(&json!([{"type": "tool_result", "tool_use_id": "toolu_ghost", "content": "x"}]));
+    let out = stream(&sandbox, &server, &[], &[orphan, user(&json!("hi"))]);
     assert!(
         out.stderr.contains("toolu_ghost") && out.stderr.contains("answers no tool_use"),
         "{}",
