@@ -207,6 +207,29 @@ async def test_can_use_tool_allow(case):
     expect(result_of(messages).subtype == "success", "success")
 
 
+async def test_can_use_tool_updated_input(case):
+    path = os.path.join(case.project, "a.txt")
+
+    async def rewrite(tool_name, tool_input, context):
+        return PermissionResultAllow(updated_input={**tool_input, "content": "changed by the sdk\n"})
+
+    messages = await collect(query(prompt=one_prompt("Write a.txt"), options=case.options(can_use_tool=rewrite)))
+    expect(open(path).read() == "changed by the sdk\n", "the Write ran with the updated input")
+    expect(result_of(messages).subtype == "success", "success")
+
+
+async def test_pre_tool_use_hook_updated_input(case):
+    async def rewrite(hook_input, tool_use_id, context):
+        return {"hookSpecificOutput": {"hookEventName": "PreToolUse", "permissionDecision": "allow",
+                                       "updatedInput": {"command": "echo rewritten > by-hook"}}}
+
+    hooks = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[rewrite])]}
+    messages = await collect(query(prompt="Run it", options=case.options(hooks=hooks)))
+    expect(open(os.path.join(case.project, "by-hook")).read() == "rewritten\n", "the rewritten command ran")
+    expect(not os.path.exists(os.path.join(case.project, "made-by-bash")), "the original did not")
+    expect(result_of(messages).subtype == "success", "success")
+
+
 async def test_can_use_tool_deny(case):
     path = case.write("a.txt", "a\n")
 
@@ -364,6 +387,10 @@ CASES = {
         tool_turn("Write", {"file_path": "notes.txt", "content": "new\n"}), text_turn("Done.")]),
     "can_use_tool_allow": (test_can_use_tool_allow, [
         tool_turn("Write", {"file_path": "a.txt", "content": "written\n"}), text_turn("Done.")]),
+    "can_use_tool_updated_input": (test_can_use_tool_updated_input, [
+        tool_turn("Write", {"file_path": "a.txt", "content": "written\n"}), text_turn("Done.")]),
+    "pre_tool_use_hook_updated_input": (test_pre_tool_use_hook_updated_input, [
+        tool_turn("Bash", {"command": "touch made-by-bash"}), text_turn("Done.")]),
     "can_use_tool_deny": (test_can_use_tool_deny, [
         tool_turn("Write", {"file_path": "a.txt", "content": "written\n"}), text_turn("Denied.")]),
     "pre_tool_use_hook_deny": (test_pre_tool_use_hook_deny, [

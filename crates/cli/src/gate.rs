@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use gyre_loop::{InterruptHandle, StopHook, StopHookOutcome, ToolHook};
 use gyre_protocol::{Message, Role};
 use gyre_tools::{
-    BoxFuture, CanUseTool, PermissionDecision, PermissionMode, PermissionPrompt, Permissions, Tool,
-    ToolCall, ToolCallOutcome, ToolContext,
+    BoxFuture, CanUseTool, InputDecision, PermissionDecision, PermissionMode, PermissionPrompt,
+    Permissions, Tool, ToolCall, ToolCallOutcome, ToolContext,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -157,18 +157,18 @@ impl Gate {
             .clone()
     }
 
-    async fn decide(
-        &self,
-        tool: &dyn Tool,
-        call: &ToolCall,
-        ctx: &ToolContext,
-    ) -> PermissionDecision {
+    async fn decide(&self, tool: &dyn Tool, call: &ToolCall, ctx: &ToolContext) -> InputDecision {
+        let keep = |decision| InputDecision {
+            decision,
+            updated_input: None,
+        };
         let (mode, permissions) = {
             let p = self.policy.read().unwrap_or_else(PoisonError::into_inner);
             (p.mode.clone(), Arc::clone(&p.permissions))
         };
         let hooks = self.hooks();
         let mut verdict = None;
+        let mut updated = None;
         if hooks.has(HookEvent::PreToolUse) {
             let fields =
                 json!({ "tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id });
@@ -184,18 +184,22 @@ impl Gate {
                 .await;
             if let Some(reason) = &v.stop {
                 *self.stop.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason.clone());
-                return PermissionDecision::Deny {
+                return keep(PermissionDecision::Deny {
                     reason: reason.clone(),
-                };
+                });
             }
             if let Some(reason) = v.block {
-                return PermissionDecision::Deny { reason };
+                return keep(PermissionDecision::Deny { reason });
             }
-            if v.updated_input.is_some() {
-                tracing::warn!(tool = %call.name, "a PreToolUse hook's updatedInput is not applied by gyre yet");
-            }
+            updated = v.updated_input;
             verdict = Some((v.allow, v.ask));
         }
+        // What the hook changed is what the rules judge.
+        let effective = updated.as_ref().map(|input| ToolCall {
+            input: input.clone(),
+            ..call.clone()
+        });
+        let call = effective.as_ref().unwrap_or(call);
         let decision = match (permissions.evaluate(tool, call, ctx), verdict) {
             // A hook's "allow" answers the question; deny rules still win.
             (PermissionDecision::Ask { .. }, Some((true, _))) => PermissionDecision::Allow,
@@ -205,19 +209,31 @@ impl Gate {
             (decision, _) => decision,
         };
         let PermissionDecision::Ask { reason } = decision else {
-            return decision;
+            return InputDecision {
+                decision,
+                updated_input: updated,
+            };
         };
         if mode.never_ask {
-            return PermissionDecision::Deny {
+            return keep(PermissionDecision::Deny {
                 reason: format!(
                     "Permission to use {} was not granted in advance (dontAsk mode: {reason}).",
                     call.name
                 ),
-            };
+            });
         }
         match self.sdk_prompt.get() {
-            Some(channel) => self.ask_sdk(channel, call, &reason, &ctx.cancel).await,
-            None => permissions.can_use_tool(tool, call, ctx).await,
+            Some(channel) => {
+                let answer = self.ask_sdk(channel, call, &reason, &ctx.cancel).await;
+                InputDecision {
+                    updated_input: answer.updated_input.or(updated),
+                    ..answer
+                }
+            }
+            None => InputDecision {
+                decision: permissions.can_use_tool(tool, call, ctx).await,
+                updated_input: updated,
+            },
         }
     }
 
@@ -227,7 +243,11 @@ impl Gate {
         call: &ToolCall,
         reason: &str,
         cancel: &CancellationToken,
-    ) -> PermissionDecision {
+    ) -> InputDecision {
+        let deny = |reason| InputDecision {
+            decision: PermissionDecision::Deny { reason },
+            updated_input: None,
+        };
         let request = json!({
             "subtype": "can_use_tool",
             "tool_name": call.name,
@@ -239,18 +259,21 @@ impl Gate {
         let answer = match channel.request(request, cancel).await {
             Ok(answer) => answer,
             Err(e) => {
-                return PermissionDecision::Deny {
-                    reason: format!("Permission to use {} could not be asked: {e}", call.name),
-                };
+                return deny(format!(
+                    "Permission to use {} could not be asked: {e}",
+                    call.name
+                ));
             }
         };
         match answer.get("behavior").and_then(Value::as_str) {
-            Some("allow") => {
-                if answer.get("updatedInput").is_some_and(|u| u != &call.input) {
-                    tracing::warn!(tool = %call.name, "can_use_tool's updatedInput is not applied by gyre yet");
-                }
-                PermissionDecision::Allow
-            }
+            Some("allow") => InputDecision {
+                decision: PermissionDecision::Allow,
+                // The SDK echoes the input when the callback kept it.
+                updated_input: answer
+                    .get("updatedInput")
+                    .filter(|u| u.is_object() && *u != &call.input)
+                    .cloned(),
+            },
             Some("deny") => {
                 if answer.get("interrupt") == Some(&Value::Bool(true))
                     && let Some(handle) = self.interrupt.get()
@@ -265,14 +288,12 @@ impl Gate {
                         || format!("The user denied permission to use {}.", call.name),
                         str::to_owned,
                     );
-                PermissionDecision::Deny { reason: message }
+                deny(message)
             }
-            other => PermissionDecision::Deny {
-                reason: format!(
-                    "Permission to use {} was not granted: the SDK answered behavior {other:?}, expected allow or deny",
-                    call.name
-                ),
-            },
+            other => deny(format!(
+                "Permission to use {} was not granted: the SDK answered behavior {other:?}, expected allow or deny",
+                call.name
+            )),
         }
     }
 }
@@ -297,6 +318,15 @@ impl CanUseTool for Gate {
         call: &'a ToolCall,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, PermissionDecision> {
+        Box::pin(async move { self.decide(tool, call, ctx).await.decision })
+    }
+
+    fn can_use_tool_with_input<'a>(
+        &'a self,
+        tool: &'a dyn Tool,
+        call: &'a ToolCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, InputDecision> {
         Box::pin(self.decide(tool, call, ctx))
     }
 }
