@@ -25,6 +25,7 @@ from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
     ClaudeSDKClient,
+    HookEventMessage,
     HookMatcher,
     PermissionResultAllow,
     PermissionResultDeny,
@@ -255,8 +256,11 @@ async def test_pre_tool_use_hook_deny(case):
                                        "permissionDecisionReason": "no bash in tests"}}
 
     hooks = {"PreToolUse": [HookMatcher(matcher="Bash", hooks=[guard])]}
-    messages = await collect(query(prompt="Run it", options=case.options(hooks=hooks, permission_mode="bypassPermissions")))
+    messages = await collect(query(prompt="Run it", options=case.options(
+        hooks=hooks, permission_mode="bypassPermissions", include_hook_events=True)))
     expect(len(calls) == 1 and calls[0][:2] == ("PreToolUse", "Bash"), f"hook called: {calls}")
+    events = [(m.subtype, m.hook_event_name) for m in messages if isinstance(m, HookEventMessage)]
+    expect(events == [("hook_started", "PreToolUse"), ("hook_response", "PreToolUse")], f"hook events {events}")
     content, is_error = last_tool_result_sent(case)
     expect(is_error and "no bash in tests" in content, f"hook reason reaches the model: {content}")
     expect(not os.path.exists(os.path.join(case.project, "made-by-bash")), "the command did not run")

@@ -164,6 +164,9 @@ pub struct Cli {
     /// Structured output: the final answer as JSON matching this schema (an object schema).
     #[arg(long)]
     pub json_schema: Option<String>,
+    /// With stream-json input: print `system/hook_started` and `hook_response` lines.
+    #[arg(long)]
+    pub include_hook_events: bool,
     /// Extended thinking with this budget (kept below each request's max_tokens; 0: off).
     #[arg(long)]
     pub max_thinking_tokens: Option<u32>,
@@ -183,8 +186,6 @@ pub struct Cli {
     pub betas: Vec<String>,
     #[arg(long, hide = true)]
     pub effort: Option<String>,
-    #[arg(long, hide = true)]
-    pub include_hook_events: bool,
     #[arg(long, hide = true)]
     pub task_budget: Option<u64>,
     #[arg(long, hide = true)]
@@ -209,7 +210,6 @@ impl Cli {
         warn(self.strict_mcp_config, "--strict-mcp-config");
         warn(!self.betas.is_empty(), "--betas");
         warn(self.effort.is_some(), "--effort");
-        warn(self.include_hook_events, "--include-hook-events");
         warn(self.task_budget.is_some(), "--task-budget");
         warn(self.resume_session_at.is_some(), "--resume-session-at");
         warn(!self.plugin_dir.is_empty(), "--plugin-dir");

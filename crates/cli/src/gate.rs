@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::control::ControlChannel;
-use crate::hooks::{HookEvent, Hooks};
+use crate::hooks::{HookEvent, HookEventSink, Hooks};
 
 /// A permission mode by its Claude Code name. `dontAsk` is the default policy that never
 /// asks (an "ask" is a denial); `auto` is the default policy.
@@ -146,6 +146,14 @@ impl Gate {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .add_sdk_callbacks(config, channel);
+    }
+
+    /// `--include-hook-events`: each hook's start and end go to `sink`.
+    pub fn report_hooks_to(&self, sink: HookEventSink) {
+        self.hooks
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .report_to(sink);
     }
 
     /// The hooks now registered (cheap: a few strings per hook).

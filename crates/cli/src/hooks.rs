@@ -2,6 +2,7 @@
 //! `hook_callback` requests) and shell commands from the settings' `hooks`, both fed the
 //! same JSON input and read the same JSON output as Claude Code's hooks.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -134,12 +135,16 @@ pub struct HookBase {
     pub cwd: String,
 }
 
+/// Where `--include-hook-events` lines go (`system/hook_started`, `system/hook_response`).
+pub type HookEventSink = Arc<dyn Fn(Value) + Send + Sync>;
+
 /// The registered hooks of a session and how to run them.
 #[derive(Clone, Default)]
 pub struct Hooks {
     hooks: Vec<Hook>,
     channel: Option<ControlChannel>,
     base: HookBase,
+    events: Option<HookEventSink>,
 }
 
 impl Hooks {
@@ -149,6 +154,11 @@ impl Hooks {
             base,
             ..Self::default()
         }
+    }
+
+    /// Reports each hook's start and end to `sink`.
+    pub fn report_to(&mut self, sink: HookEventSink) {
+        self.events = Some(sink);
     }
 
     /// Whether any hook listens to `event`.
@@ -229,7 +239,16 @@ impl Hooks {
         if let (Some(obj), Value::Object(extra)) = (input.as_object_mut(), fields) {
             obj.extend(extra);
         }
+        let hook_name = match tool_name {
+            Some(tool) => format!("{}:{tool}", event.name()),
+            None => event.name().to_owned(),
+        };
         for hook in matching {
+            let hook_id = uuid::Uuid::new_v4().to_string();
+            self.report(json!({
+                "subtype": "hook_started", "hook_id": hook_id, "hook_name": hook_name,
+                "hook_event": event.name(),
+            }));
             let outcome = match &hook.runner {
                 Runner::Callback(id) => {
                     self.run_callback(id, tool_use_id, &input, hook.timeout, cancel)
@@ -239,12 +258,30 @@ impl Hooks {
                     self.run_command(command, event, &input, hook.timeout).await
                 }
             };
+            let (output, outcome_name) = match &outcome {
+                Ok(output) => (output.to_string(), "success"),
+                Err(e) => (e.clone(), "error"),
+            };
+            self.report(json!({
+                "subtype": "hook_response", "hook_id": hook_id, "hook_name": hook_name,
+                "hook_event": event.name(), "output": output, "stdout": "", "stderr": "",
+                "outcome": outcome_name,
+            }));
             match outcome {
                 Ok(output) => verdict.absorb(&output),
                 Err(e) => tracing::warn!(event = event.name(), error = %e, "hook failed"),
             }
         }
         verdict
+    }
+
+    fn report(&self, mut line: Value) {
+        if let Some(sink) = &self.events {
+            line["type"] = json!("system");
+            line["session_id"] = json!(self.base.session_id);
+            line["uuid"] = json!(uuid::Uuid::new_v4().to_string());
+            sink(line);
+        }
     }
 
     async fn run_callback(

@@ -268,6 +268,7 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
             out,
             ask_over_stdio,
             cli.include_partial_messages,
+            cli.include_hook_events,
             &ctrl_c,
         )
         .await?;

@@ -152,8 +152,17 @@ pub async fn run(
     out: LineOut,
     ask_over_stdio: bool,
     partial: bool,
+    hook_events: bool,
     ctrl_c: &CancellationToken,
 ) -> Result<bool> {
+    if hook_events {
+        let out = out.clone();
+        session.gate.report_hooks_to(Arc::new(move |line| {
+            if let Err(e) = out.line(&line) {
+                eprintln!("gyre: could not write a hook event: {e}");
+            }
+        }));
+    }
     let (inbound_tx, mut inbound_rx) = mpsc::unbounded_channel();
     std::thread::spawn(move || {
         for line in std::io::stdin().lock().lines() {
