@@ -291,3 +291,66 @@ fn max_thinking_tokens_sends_a_budget_below_max_tokens_and_thinking_blocks_go_ba
         json!({"type": "thinking", "thinking": "Let me look.", "signature": "sig-abc"})
     );
 }
+
+#[test]
+fn project_memory_follows_setting_sources_even_with_a_custom_system_prompt() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox
+        .write("CLAUDE.md", "Always answer in haiku.")
+        .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")]).repeat_last()).unwrap();
+    for args in [
+        vec![
+            "-p",
+            "hi",
+            "--system-prompt",
+            "Be brief.",
+            "--setting-sources",
+            "user,project",
+        ],
+        vec!["-p", "hi", "--setting-sources", "user"],
+        vec!["-p", "hi", "--system-prompt", "Be brief."],
+    ] {
+        let out = run(sandbox.gyre(&server).unwrap().args(&args)).unwrap();
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+    }
+    let systems: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.body["system"].to_string())
+        .collect();
+    assert!(systems[0].contains("Be brief.") && systems[0].contains("Always answer in haiku."));
+    assert!(!systems[1].contains("haiku"), "{}", systems[1]);
+    assert!(!systems[2].contains("haiku"), "{}", systems[2]);
+}
+
+#[test]
+fn user_prompt_submit_hooks_add_context_or_block_the_prompt() {
+    let sandbox = Sandbox::new().unwrap();
+    let settings = json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "grep -q forbidden && { echo 'not that' >&2; exit 2; }; echo 'Context: it is Tuesday.'"}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")]).repeat_last()).unwrap();
+    let ok = run(sandbox.gyre(&server).unwrap().args(["-p", "what day?"])).unwrap();
+    assert_eq!(ok.code, Some(0), "{}", ok.stderr);
+    let sent = server.requests()[0].body["messages"].to_string();
+    assert!(
+        sent.contains("what day?") && sent.contains("it is Tuesday"),
+        "{sent}"
+    );
+    let blocked = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "forbidden thing"]))
+    .unwrap();
+    assert_eq!(blocked.code, Some(1));
+    assert!(blocked.stderr.contains("not that"), "{}", blocked.stderr);
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the blocked prompt was not sent"
+    );
+}

@@ -279,9 +279,18 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
     headless::print_init(&mut output, &session.facts)?;
     let mut last_error = false;
     if let Some(prompt) = prompt {
+        let content = sdk::prompt_hooks(
+            &session.gate,
+            &session.engine,
+            vec![ContentBlock::text(prompt)],
+        )
+        .await
+        .map_err(|reason| {
+            anyhow::anyhow!("the prompt was blocked by a UserPromptSubmit hook: {reason}")
+        })?;
         let result = headless::run_turn(
             &mut session.engine,
-            vec![ContentBlock::text(prompt)],
+            content,
             &mut session.facts,
             &mut output,
         )

@@ -255,7 +255,7 @@ pub async fn run(
 
 /// UserPromptSubmit hooks: a block refuses the prompt; additional context rides along
 /// as another text block of the same message.
-async fn prompt_hooks(
+pub async fn prompt_hooks(
     gate: &Gate,
     engine: &QueryEngine,
     mut content: Vec<ContentBlock>,

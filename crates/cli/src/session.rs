@@ -22,7 +22,7 @@ use crate::hooks::{HookBase, Hooks};
 use crate::settings::Settings;
 use crate::stream_json::SessionFacts;
 use crate::structured::{self, StructuredOutput};
-use crate::system_prompt::default_system_prompt;
+use crate::system_prompt::{default_system_prompt, project_memory};
 use crate::thinking::{Thinking, ThinkingDeps};
 
 /// The model used when neither a flag, the settings nor ANTHROPIC_MODEL names one.
@@ -261,6 +261,17 @@ pub fn build(
         (None, Some(path)) => std::fs::read_to_string(path)
             .with_context(|| format!("could not read --system-prompt-file {}", path.display()))?,
         (None, None) => default_system_prompt(cwd, &registry.names(), SystemTime::now()),
+    };
+    // Project memory (AGENTS.md / CLAUDE.md) follows --setting-sources, with a custom
+    // system prompt too; without the flag it goes with the default prompt only.
+    let memory = match &cli.setting_sources {
+        Some(sources) => sources.split(',').any(|s| s.trim() == "project"),
+        None => cli.system_prompt.is_none() && cli.system_prompt_file.is_none(),
+    };
+    let system_text = if memory {
+        format!("{system_text}{}", project_memory(cwd))
+    } else {
+        system_text
     };
     let parts: Vec<&str> = [
         Some(system_text.as_str()),
