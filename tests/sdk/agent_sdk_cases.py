@@ -379,6 +379,9 @@ async def test_client_context_usage_and_mcp_status(case):
         expect(status.get("mcpServers") == [], f"no servers: {status}")
         await client.query("One")
         await collect(client.receive_response())
+        usage = await client.get_context_usage()
+    expect(usage["model"] == "claude-sonnet-4-5" and usage["maxTokens"] == 200000, f"usage {usage}")
+    expect(isinstance(usage["totalTokens"], int) and usage["totalTokens"] > 0, f"tokens {usage}")
 
 
 CASES = {
@@ -415,7 +418,8 @@ CASES = {
         tool_turn("Write", {"file_path": "notes.txt", "content": "new\n"}), text_turn("Denied."),
         tool_turn("Write", {"file_path": "notes.txt", "content": "new\n"}), text_turn("Done.")]),
     "client_set_model": (test_client_set_model, [text_turn("One."), text_turn("Two.")]),
-    "client_context_usage_and_mcp_status": (test_client_context_usage_and_mcp_status, [text_turn("One.")]),
+    "client_context_usage_and_mcp_status": (test_client_context_usage_and_mcp_status, [
+        text_turn("One.", usage={"input_tokens": 1200, "output_tokens": 30})]),
 }
 
 

@@ -354,3 +354,42 @@ fn user_prompt_submit_hooks_add_context_or_block_the_prompt() {
         "the blocked prompt was not sent"
     );
 }
+
+#[test]
+fn ctrl_c_between_turns_ends_a_stream_json_session_with_130() {
+    use std::io::{BufRead, BufReader};
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let mut child = sandbox
+        .gyre(&server)
+        .unwrap()
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{}", user(&json!("hi"))).unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Wait for the turn's result; stdin stays open, so gyre waits for the next line.
+    for line in lines.by_ref() {
+        if line.unwrap().contains(r#""type":"result""#) {
+            break;
+        }
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    drop(stdin);
+    assert_eq!(status.code(), Some(130));
+}

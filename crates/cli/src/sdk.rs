@@ -127,6 +127,11 @@ impl Dispatcher {
                     "rawMaxTokens": CONTEXT_WINDOW,
                     "percentage": percentage,
                     "model": shared.model,
+                    "isAutoCompactEnabled": std::env::var_os("GYRE_DISABLE_AUTOCOMPACT").is_none(),
+                    "memoryFiles": [],
+                    "mcpTools": [],
+                    "agents": [],
+                    "gridRows": [],
                 }))
             }
             "mcp_reconnect" | "mcp_toggle" => Err(format!(
@@ -202,7 +207,15 @@ pub async fn run(
     let mut output = Output::new(out, crate::args::OutputFormat::StreamJson, partial);
     headless::print_init(&mut output, &session.facts)?;
     let mut last_error = false;
-    while let Some(content) = turns_rx.recv().await {
+    loop {
+        // Ctrl+C between turns ends the session too, not only during one.
+        let content = tokio::select! {
+            next = turns_rx.recv() => match next {
+                Some(content) => content,
+                None => break,
+            },
+            () = ctrl_c.cancelled() => break,
+        };
         if let Err(e) = control::check_tool_results(session.engine.messages(), &content) {
             eprintln!("gyre: {e}");
             last_error = true;
