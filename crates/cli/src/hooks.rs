@@ -172,9 +172,14 @@ impl Hooks {
     /// Events gyre does not fire are ignored.
     pub fn add_sdk_callbacks(&mut self, config: &Value, channel: ControlChannel) {
         self.channel = Some(channel);
-        for (event, matcher, entry) in entries(config, "hookCallbackIds") {
-            if let Some(id) = entry.as_str() {
-                self.push(event, matcher, Runner::Callback(id.to_owned()), None);
+        for e in entries(config, "hookCallbackIds") {
+            if let Some(id) = e.item.as_str() {
+                self.push(
+                    e.event,
+                    e.matcher,
+                    Runner::Callback(id.to_owned()),
+                    e.timeout,
+                );
             }
         }
     }
@@ -182,13 +187,18 @@ impl Hooks {
     /// Adds the settings' command hooks: `{"PreToolUse":[{"matcher":"Bash","hooks":
     /// [{"type":"command","command":"…","timeout":30}]}]}`.
     pub fn add_settings_commands(&mut self, config: &Value) {
-        for (event, matcher, entry) in entries(config, "hooks") {
-            if entry.get("type").and_then(Value::as_str) != Some("command") {
+        for e in entries(config, "hooks") {
+            if e.item.get("type").and_then(Value::as_str) != Some("command") {
                 continue;
             }
-            if let Some(command) = entry.get("command").and_then(Value::as_str) {
-                let timeout = entry.get("timeout").and_then(Value::as_u64);
-                self.push(event, matcher, Runner::Command(command.to_owned()), timeout);
+            if let Some(command) = e.item.get("command").and_then(Value::as_str) {
+                let timeout = e.item.get("timeout").and_then(Value::as_u64).or(e.timeout);
+                self.push(
+                    e.event,
+                    e.matcher,
+                    Runner::Command(command.to_owned()),
+                    timeout,
+                );
             }
         }
     }
@@ -355,8 +365,17 @@ impl Hooks {
     }
 }
 
-/// `(event, matcher, entry)` for each entry of each matcher of a hooks map.
-fn entries<'a>(config: &'a Value, list_key: &str) -> Vec<(HookEvent, Option<String>, &'a Value)> {
+/// One entry of a matcher of a hooks map, with the matcher's fields.
+struct Entry<'a> {
+    event: HookEvent,
+    matcher: Option<String>,
+    /// The matcher's `timeout` in seconds.
+    timeout: Option<u64>,
+    item: &'a Value,
+}
+
+/// Each entry (under `list_key`) of each matcher of a hooks map.
+fn entries<'a>(config: &'a Value, list_key: &str) -> Vec<Entry<'a>> {
     let mut out = Vec::new();
     let Some(map) = config.as_object() else {
         return out;
@@ -368,13 +387,19 @@ fn entries<'a>(config: &'a Value, list_key: &str) -> Vec<(HookEvent, Option<Stri
         };
         for m in matchers.as_array().into_iter().flatten() {
             let matcher = m.get("matcher").and_then(Value::as_str).map(str::to_owned);
-            for entry in m
+            let timeout = m.get("timeout").and_then(Value::as_u64);
+            for item in m
                 .get(list_key)
                 .and_then(Value::as_array)
                 .into_iter()
                 .flatten()
             {
-                out.push((event, matcher.clone(), entry));
+                out.push(Entry {
+                    event,
+                    matcher: matcher.clone(),
+                    timeout,
+                    item,
+                });
             }
         }
     }

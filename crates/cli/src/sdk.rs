@@ -39,7 +39,6 @@ struct Dispatcher {
     interrupt: InterruptHandle,
     shared: Arc<Mutex<Shared>>,
     turns: mpsc::UnboundedSender<Vec<ContentBlock>>,
-    ask_over_stdio: bool,
     default_model: String,
 }
 
@@ -79,9 +78,6 @@ impl Dispatcher {
             "initialize" => {
                 if let Some(hooks) = request.get("hooks").filter(|h| h.is_object()) {
                     self.gate.add_sdk_hooks(hooks, self.channel.clone());
-                }
-                if self.ask_over_stdio {
-                    self.gate.ask_over(self.channel.clone());
                 }
                 let model = self
                     .shared
@@ -186,6 +182,9 @@ pub async fn run(
         model: session.engine.model().to_owned(),
         ..Shared::default()
     }));
+    if ask_over_stdio {
+        session.gate.ask_over(channel.clone());
+    }
     let (turns_tx, mut turns_rx) = mpsc::unbounded_channel();
     let dispatcher = Dispatcher {
         out: out.clone(),
@@ -194,7 +193,6 @@ pub async fn run(
         interrupt: session.engine.interrupt_handle(),
         shared: Arc::clone(&shared),
         turns: turns_tx,
-        ask_over_stdio,
         default_model: session.engine.model().to_owned(),
     };
     tokio::spawn(async move {
