@@ -111,14 +111,22 @@ pub fn check_tool_results(history: &[Message], content: &[ContentBlock]) -> Resu
                 .collect()
         })
         .unwrap_or_default();
+    let mut answered: Vec<&str> = Vec::new();
     for block in content {
-        if let ContentBlock::ToolResult { tool_use_id, .. } = block
-            && !open.contains(&tool_use_id.as_str())
-        {
+        let ContentBlock::ToolResult { tool_use_id, .. } = block else {
+            continue;
+        };
+        if !open.contains(&tool_use_id.as_str()) {
             return Err(format!(
                 "stdin user line has a tool_result for {tool_use_id}, which answers no tool_use of the conversation; send tool results only for the assistant's pending tool calls"
             ));
         }
+        if answered.contains(&tool_use_id.as_str()) {
+            return Err(format!(
+                "stdin user line answers {tool_use_id} twice; send one tool_result per tool call"
+            ));
+        }
+        answered.push(tool_use_id);
     }
     Ok(())
 }
@@ -324,13 +332,19 @@ mod tests {
     }
 
     #[test]
-    fn an_orphan_tool_result_is_refused_and_a_pending_one_accepted() {
+    fn orphan_and_duplicate_tool_results_are_refused_and_a_pending_one_accepted() {
         let history = vec![
             Message::user(vec![ContentBlock::text("go")]),
             Message::assistant(vec![ContentBlock::tool_use("toolu_1", "Read", json!({}))]),
         ];
         let answer = vec![ContentBlock::tool_result("toolu_1", "ok", false)];
         assert!(check_tool_results(&history, &answer).is_ok());
+        let twice = vec![answer[0].clone(), answer[0].clone()];
+        assert!(
+            check_tool_results(&history, &twice)
+                .unwrap_err()
+                .contains("twice")
+        );
         let orphan = vec![ContentBlock::tool_result("toolu_9", "ok", false)];
         let err = check_tool_results(&history, &orphan).unwrap_err();
         assert!(err.contains("toolu_9"), "{err}");
