@@ -393,3 +393,36 @@ fn ctrl_c_between_turns_ends_a_stream_json_session_with_130() {
     drop(stdin);
     assert_eq!(status.code(), Some(130));
 }
+
+#[test]
+fn a_turn_ending_without_the_structured_answer_is_sent_back_once_to_give_it() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("The answer is 42."),
+        Turn::tool_use("StructuredOutput", json!({"answer": 42})),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"]});
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "6*7?",
+        "--json-schema",
+        &schema.to_string(),
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let reminder = server.requests()[1].body["messages"].to_string();
+    assert!(
+        reminder.contains("without calling the StructuredOutput tool"),
+        "{reminder}"
+    );
+    assert_eq!(
+        out.result().unwrap()["structured_output"],
+        json!({"answer": 42})
+    );
+    assert_eq!(server.requests().len(), 3);
+}

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::control::ControlChannel;
 use crate::hooks::{HookEvent, HookEventSink, Hooks};
+use crate::structured;
 
 /// A permission mode by its Claude Code name. `dontAsk` is the default policy that never
 /// asks (an "ask" is a denial); `auto` is the default policy.
@@ -74,6 +75,8 @@ pub struct Gate {
     interrupt: OnceLock<InterruptHandle>,
     /// A hook's `continue: false`, waiting for the end of the tool round.
     stop: Mutex<Option<String>>,
+    /// `--json-schema`: where the StructuredOutput tool leaves the answer.
+    structured: OnceLock<structured::Slot>,
 }
 
 impl Gate {
@@ -94,6 +97,7 @@ impl Gate {
             sdk_prompt: OnceLock::new(),
             interrupt: OnceLock::new(),
             stop: Mutex::new(None),
+            structured: OnceLock::new(),
         })
     }
 
@@ -133,6 +137,11 @@ impl Gate {
     /// Permission questions go to the SDK as `can_use_tool` requests.
     pub fn ask_over(&self, channel: ControlChannel) {
         let _ = self.sdk_prompt.set(channel);
+    }
+
+    /// `--json-schema`: a turn may not end before the StructuredOutput tool filled `slot`.
+    pub fn require_structured_output(&self, slot: structured::Slot) {
+        let _ = self.structured.set(slot);
     }
 
     /// The engine's interrupt, for a `can_use_tool` denial with `interrupt: true`.
@@ -379,34 +388,47 @@ impl StopHook for Gate {
         stop_hook_active: bool,
     ) -> BoxFuture<'a, StopHookOutcome> {
         Box::pin(async move {
+            let mut blocking = Vec::new();
             let hooks = self.hooks();
-            if !hooks.has(HookEvent::Stop) {
-                return StopHookOutcome::Allow;
+            if hooks.has(HookEvent::Stop) {
+                let last = messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == Role::Assistant)
+                    .map(Message::text)
+                    .unwrap_or_default();
+                let fields =
+                    json!({ "stop_hook_active": stop_hook_active, "last_assistant_message": last });
+                let v = hooks
+                    .run(
+                        HookEvent::Stop,
+                        None,
+                        None,
+                        &self.mode_name(),
+                        fields,
+                        &CancellationToken::new(),
+                    )
+                    .await;
+                if let Some(reason) = v.stop {
+                    return StopHookOutcome::Prevent(reason);
+                }
+                blocking.extend(v.block);
             }
-            let last = messages
-                .iter()
-                .rev()
-                .find(|m| m.role == Role::Assistant)
-                .map(Message::text)
-                .unwrap_or_default();
-            let fields =
-                json!({ "stop_hook_active": stop_hook_active, "last_assistant_message": last });
-            let v = hooks
-                .run(
-                    HookEvent::Stop,
-                    None,
-                    None,
-                    &self.mode_name(),
-                    fields,
-                    &CancellationToken::new(),
-                )
-                .await;
-            if let Some(reason) = v.stop {
-                return StopHookOutcome::Prevent(reason);
+            // --json-schema: a turn that ends without the structured answer is sent back
+            // once to give it (not again, so a model that will not cannot loop forever).
+            if !stop_hook_active
+                && self.structured.get().is_some_and(|slot| {
+                    slot.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .is_none()
+                })
+            {
+                blocking.push(structured::MISSING.to_owned());
             }
-            match v.block {
-                Some(reason) => StopHookOutcome::Block(vec![reason]),
-                None => StopHookOutcome::Allow,
+            if blocking.is_empty() {
+                StopHookOutcome::Allow
+            } else {
+                StopHookOutcome::Block(blocking)
             }
         })
     }

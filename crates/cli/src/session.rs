@@ -343,6 +343,9 @@ pub fn build(
     .with_stop_hook(Arc::clone(&gate) as Arc<dyn gyre_loop::StopHook>)
     .with_tool_hook(Arc::clone(&gate) as Arc<dyn gyre_loop::ToolHook>);
     gate.set_interrupt(engine.interrupt_handle());
+    if cli.json_schema.is_some() {
+        gate.require_structured_output(Arc::clone(&structured_slot));
+    }
     if let Some(l) = &loaded {
         engine = engine.with_history(l.messages.clone(), l.last_uuid.clone());
     }

@@ -14,6 +14,9 @@ pub const NAME: &str = "StructuredOutput";
 /// What the model reads in the system prompt when a schema is given.
 pub const INSTRUCTION: &str = "When you have the final answer, call the StructuredOutput tool exactly once with it; its input must match the tool's schema.";
 
+/// What the model is told when it ends a turn without the structured answer.
+pub const MISSING: &str = "You ended without calling the StructuredOutput tool. Call it now with your final answer; its input must match the tool's schema.";
+
 /// The last accepted structured output of the turn.
 pub type Slot = Arc<Mutex<Option<Value>>>;
 
