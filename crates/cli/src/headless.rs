@@ -152,6 +152,7 @@ pub async fn run_turn<W: Write>(
                         .or_default()
                         .add(&model, &usage);
                     last_stop_reason.clone_from(&stop_reason);
+                    facts.last_usage = usage;
                     meta = ResponseMeta {
                         id,
                         model,

@@ -251,12 +251,12 @@ pub async fn run(
         )
         .await?;
         last_error = result.is_error;
+        let used = session.facts.last_usage;
         shared
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .context_tokens = result.usage.input_tokens
-            + result.usage.cache_read_input_tokens
-            + result.usage.cache_creation_input_tokens;
+            .context_tokens =
+            used.input_tokens + used.cache_read_input_tokens + used.cache_creation_input_tokens;
         if ctrl_c.is_cancelled() {
             break;
         }

@@ -357,6 +357,7 @@ pub fn build(
         permission_mode,
         structured: cli.json_schema.is_some().then_some(structured_slot),
         model_usage: std::collections::BTreeMap::new(),
+        last_usage: gyre_protocol::Usage::default(),
     };
     Ok(Session {
         engine,

@@ -22,6 +22,8 @@ pub struct SessionFacts {
     pub structured: Option<structured::Slot>,
     /// Usage and cost per model over the session (`modelUsage`).
     pub model_usage: BTreeMap<String, ModelUsage>,
+    /// The usage of the last response: its input side is the context now in use.
+    pub last_usage: Usage,
 }
 
 /// One model's share of the session, with Claude Code's `modelUsage` field names.
@@ -262,6 +264,7 @@ mod tests {
             permission_mode: "default".into(),
             structured: None,
             model_usage: BTreeMap::new(),
+            last_usage: Usage::default(),
         }
     }
 
