@@ -208,6 +208,21 @@ async def test_can_use_tool_allow(case):
     expect(result_of(messages).subtype == "success", "success")
 
 
+async def test_can_use_tool_allow_always(case):
+    asked = []
+
+    async def allow_always(tool_name, tool_input, context):
+        asked.append((tool_name, [s.to_dict() for s in context.suggestions]))
+        return PermissionResultAllow(updated_permissions=context.suggestions)
+
+    messages = await collect(query(prompt=one_prompt("Write twice"), options=case.options(can_use_tool=allow_always)))
+    expect(len(asked) == 1, f"asked once, the suggestion covered the second: {asked}")
+    expect(asked[0][1][0]["rules"] == [{"toolName": "Write"}], f"suggestion {asked[0][1]}")
+    for name in ("a.txt", "b.txt"):
+        expect(os.path.exists(os.path.join(case.project, name)), f"{name} written")
+    expect(result_of(messages).subtype == "success", "success")
+
+
 async def test_can_use_tool_updated_input(case):
     path = os.path.join(case.project, "a.txt")
 
@@ -394,6 +409,9 @@ CASES = {
         tool_turn("Write", {"file_path": "notes.txt", "content": "new\n"}), text_turn("Done.")]),
     "can_use_tool_allow": (test_can_use_tool_allow, [
         tool_turn("Write", {"file_path": "a.txt", "content": "written\n"}), text_turn("Done.")]),
+    "can_use_tool_allow_always": (test_can_use_tool_allow_always, [
+        tool_turn("Write", {"file_path": "a.txt", "content": "a\n"}),
+        tool_turn("Write", {"file_path": "b.txt", "content": "b\n"}), text_turn("Done.")]),
     "can_use_tool_updated_input": (test_can_use_tool_updated_input, [
         tool_turn("Write", {"file_path": "a.txt", "content": "written\n"}), text_turn("Done.")]),
     "pre_tool_use_hook_updated_input": (test_pre_tool_use_hook_updated_input, [

@@ -62,12 +62,12 @@ pub struct Rules {
 
 struct Policy {
     mode: ModeName,
+    rules: Rules,
     permissions: Arc<Permissions>,
 }
 
 /// See the module docs.
 pub struct Gate {
-    rules: Rules,
     prompt: Option<Arc<dyn PermissionPrompt>>,
     policy: RwLock<Policy>,
     hooks: RwLock<Hooks>,
@@ -90,9 +90,12 @@ impl Gate {
     ) -> Result<Self, String> {
         let permissions = Arc::new(build_permissions(&mode, &rules, prompt.as_ref())?);
         Ok(Self {
-            rules,
             prompt,
-            policy: RwLock::new(Policy { mode, permissions }),
+            policy: RwLock::new(Policy {
+                mode,
+                rules,
+                permissions,
+            }),
             hooks: RwLock::new(hooks),
             sdk_prompt: OnceLock::new(),
             interrupt: OnceLock::new(),
@@ -129,9 +132,79 @@ impl Gate {
     /// An unknown mode name.
     pub fn set_mode(&self, name: &str) -> Result<(), String> {
         let mode: ModeName = name.parse()?;
-        let permissions = Arc::new(build_permissions(&mode, &self.rules, self.prompt.as_ref())?);
-        *self.policy.write().unwrap_or_else(PoisonError::into_inner) = Policy { mode, permissions };
+        self.rebuild(|policy| {
+            policy.mode = mode;
+            Ok(())
+        })
+    }
+
+    /// Changes the mode or rules and rebuilds the policy from them.
+    fn rebuild(
+        &self,
+        change: impl FnOnce(&mut Policy) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut policy = self.policy.write().unwrap_or_else(PoisonError::into_inner);
+        let mut next = Policy {
+            mode: policy.mode.clone(),
+            rules: policy.rules.clone(),
+            permissions: Arc::clone(&policy.permissions),
+        };
+        change(&mut next)?;
+        next.permissions = Arc::new(build_permissions(
+            &next.mode,
+            &next.rules,
+            self.prompt.as_ref(),
+        )?);
+        *policy = next;
         Ok(())
+    }
+
+    /// A `can_use_tool` answer's `updatedPermissions`: `addRules` (allow, deny or ask)
+    /// and `setMode` apply to the rest of the session; other kinds are logged and
+    /// skipped.
+    ///
+    /// # Errors
+    /// A malformed rule or an unknown mode; nothing is applied then.
+    pub fn apply_updates(&self, updates: &[Value]) -> Result<(), String> {
+        self.rebuild(|policy| {
+            for update in updates {
+                let kind = update.get("type").and_then(Value::as_str).unwrap_or("");
+                match kind {
+                    "addRules" => {
+                        let list = match update.get("behavior").and_then(Value::as_str) {
+                            Some("allow") => &mut policy.rules.allow,
+                            Some("deny") => &mut policy.rules.deny,
+                            Some("ask") => &mut policy.rules.ask,
+                            other => return Err(format!("addRules with behavior {other:?}")),
+                        };
+                        for rule in update
+                            .get("rules")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                        {
+                            let tool = rule.get("toolName").and_then(Value::as_str).unwrap_or("");
+                            list.push(match rule.get("ruleContent").and_then(Value::as_str) {
+                                Some(content) => format!("{tool}({content})"),
+                                None => tool.to_owned(),
+                            });
+                        }
+                    }
+                    "setMode" => {
+                        policy.mode = update
+                            .get("mode")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .parse()?;
+                    }
+                    other => tracing::warn!(
+                        kind = other,
+                        "permission update not supported by gyre; skipped"
+                    ),
+                }
+            }
+            Ok(())
+        })
     }
 
     /// Permission questions go to the SDK as `can_use_tool` requests.
@@ -269,7 +342,7 @@ impl Gate {
             "subtype": "can_use_tool",
             "tool_name": call.name,
             "input": call.input,
-            "permission_suggestions": [],
+            "permission_suggestions": [suggestion(call)],
             "tool_use_id": call.id,
             "decision_reason": reason,
         });
@@ -283,14 +356,21 @@ impl Gate {
             }
         };
         match answer.get("behavior").and_then(Value::as_str) {
-            Some("allow") => InputDecision {
-                decision: PermissionDecision::Allow,
-                // The SDK echoes the input when the callback kept it.
-                updated_input: answer
-                    .get("updatedInput")
-                    .filter(|u| u.is_object() && *u != &call.input)
-                    .cloned(),
-            },
+            Some("allow") => {
+                if let Some(updates) = answer.get("updatedPermissions").and_then(Value::as_array)
+                    && let Err(e) = self.apply_updates(updates)
+                {
+                    eprintln!("gyre: the SDK's updatedPermissions were not applied: {e}");
+                }
+                InputDecision {
+                    decision: PermissionDecision::Allow,
+                    // The SDK echoes the input when the callback kept it.
+                    updated_input: answer
+                        .get("updatedInput")
+                        .filter(|u| u.is_object() && *u != &call.input)
+                        .cloned(),
+                }
+            }
             Some("deny") => {
                 if answer.get("interrupt") == Some(&Value::Bool(true))
                     && let Some(handle) = self.interrupt.get()
@@ -313,6 +393,18 @@ impl Gate {
             )),
         }
     }
+}
+
+/// The update an "allow always" would make: this exact command for Bash, the tool
+/// otherwise, for the rest of the session.
+fn suggestion(call: &ToolCall) -> Value {
+    let mut rule = json!({ "toolName": call.name });
+    if call.name == "Bash"
+        && let Some(command) = call.input.get("command").and_then(Value::as_str)
+    {
+        rule["ruleContent"] = json!(command.trim());
+    }
+    json!({ "type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session" })
 }
 
 fn build_permissions(
@@ -431,5 +523,55 @@ impl StopHook for Gate {
                 StopHookOutcome::Block(blocking)
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate() -> Gate {
+        Gate::new(
+            "default".parse().unwrap(),
+            Rules::default(),
+            None,
+            Hooks::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn permission_updates_add_rules_and_set_the_mode_or_change_nothing() {
+        let g = gate();
+        g.apply_updates(&[
+            json!({"type": "addRules", "behavior": "deny", "destination": "session",
+                "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}]}),
+            json!({"type": "setMode", "mode": "acceptEdits", "destination": "session"}),
+        ])
+        .unwrap();
+        assert_eq!(g.mode_name(), "acceptEdits");
+        let deny: Vec<String> = g
+            .permissions()
+            .deny_rules()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(deny, ["Bash(rm:*)"]);
+        let err = g
+            .apply_updates(&[
+                json!({"type": "setMode", "mode": "plan"}),
+                json!({"type": "addRules", "behavior": "maybe", "rules": []}),
+            ])
+            .unwrap_err();
+        assert!(err.contains("maybe"), "{err}");
+        assert_eq!(g.mode_name(), "acceptEdits", "a bad update applies nothing");
+    }
+
+    #[test]
+    fn modes_by_claude_code_name() {
+        assert!("dontAsk".parse::<ModeName>().unwrap().never_ask);
+        assert!(!"auto".parse::<ModeName>().unwrap().never_ask);
+        let err = "sideways".parse::<ModeName>().unwrap_err();
+        assert!(err.contains("dontAsk"), "{err}");
     }
 }
