@@ -123,7 +123,22 @@ fn an_orphan_tool_result_on_stdin_is_refused_and_never_sent_to_the_api() {
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
     assert!(!requests[0].body.to_string().contains("toolu_ghost"));
-    assert_eq!(out.result().unwrap()["result"], "Fine.");
+    // The refused line still gets its result line, so a driver is not left waiting.
+    let results: Vec<Value> = out
+        .lines()
+        .unwrap()
+        .into_iter()
+        .filter(|l| l["type"] == "result")
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0]["is_error"], true);
+    assert!(
+        results[0]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("toolu_ghost")
+    );
+    assert_eq!(results[1]["result"], "Fine.");
 }
 
 #[test]

@@ -20,7 +20,7 @@ use crate::gate::Gate;
 use crate::headless::{self, Output};
 use crate::hooks::HookEvent;
 use crate::session::Session;
-use crate::stream_json::CONTEXT_WINDOW;
+use crate::stream_json::{self, CONTEXT_WINDOW};
 
 /// What the dispatcher shares with the turn loop.
 #[derive(Default)]
@@ -202,6 +202,7 @@ pub async fn run(
         dispatcher.channel.close();
     });
 
+    let output_line = out.clone();
     let mut output = Output::new(out, crate::args::OutputFormat::StreamJson, partial);
     headless::print_init(&mut output, &session.facts)?;
     let mut last_error = false;
@@ -215,7 +216,7 @@ pub async fn run(
             () = ctrl_c.cancelled() => break,
         };
         if let Err(e) = control::check_tool_results(session.engine.messages(), &content) {
-            eprintln!("gyre: {e}");
+            refuse(&output_line, session, &e)?;
             last_error = true;
             continue;
         }
@@ -238,7 +239,8 @@ pub async fn run(
         let content = match prompt_hooks(&session.gate, &session.engine, content).await {
             Ok(content) => content,
             Err(reason) => {
-                eprintln!("gyre: the prompt was blocked by a UserPromptSubmit hook: {reason}");
+                let text = format!("the prompt was blocked by a UserPromptSubmit hook: {reason}");
+                refuse(&output_line, session, &text)?;
                 last_error = true;
                 continue;
             }
@@ -262,6 +264,20 @@ pub async fn run(
         }
     }
     Ok(last_error)
+}
+
+/// A stdin message that will not run: said on stderr, and answered with an error result
+/// line so the driver is not left waiting.
+fn refuse(out: &LineOut, session: &Session, reason: &str) -> Result<()> {
+    eprintln!("gyre: {reason}");
+    out.line(&stream_json::refused(
+        reason,
+        &session.engine.total_usage(),
+        session.engine.total_cost_usd(),
+        &session.facts.session_id,
+        &uuid::Uuid::new_v4().to_string(),
+    ))?;
+    Ok(())
 }
 
 /// UserPromptSubmit hooks: a block refuses the prompt; additional context rides along

@@ -244,6 +244,33 @@ pub fn result(result: &TurnResult, extras: &ResultExtras, session_id: &str, uuid
     v
 }
 
+/// The result line of a stdin message that never became a turn (an orphan tool_result,
+/// a prompt a UserPromptSubmit hook blocked), so a driver waiting for a result gets one.
+#[must_use]
+pub fn refused(
+    reason: &str,
+    usage: &Usage,
+    total_cost_usd: f64,
+    session_id: &str,
+    uuid: &str,
+) -> Value {
+    json!({
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": true,
+        "duration_ms": 0,
+        "duration_api_ms": 0,
+        "num_turns": 0,
+        "result": reason,
+        "session_id": session_id,
+        "total_cost_usd": total_cost_usd,
+        "usage": usage,
+        "permission_denials": [],
+        "errors": [reason],
+        "uuid": uuid,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use gyre_loop::{Terminal, TerminalReason, Transition};
