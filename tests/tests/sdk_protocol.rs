@@ -441,3 +441,40 @@ fn a_turn_ending_without_the_structured_answer_is_sent_back_once_to_give_it() {
     );
     assert_eq!(server.requests().len(), 3);
 }
+
+#[test]
+fn an_interrupt_sent_right_after_a_message_interrupts_that_turn_and_the_next_one_runs() {
+    let sandbox = Sandbox::new().unwrap();
+    // A slow UserPromptSubmit hook holds the first message before its turn starts, so
+    // the interrupt arrives in that gap.
+    let settings = json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "cat > /dev/null; sleep 1"}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Short.")]).repeat_last()).unwrap();
+    let out = stream(
+        &sandbox,
+        &server,
+        &[],
+        &[
+            user(&json!("tell a long story")),
+            control("r1", &json!({"subtype": "interrupt"})),
+            user(&json!("short then")),
+        ],
+    );
+    let lines = out.lines().unwrap();
+    assert_eq!(response_to(&lines, "r1")["response"]["subtype"], "success");
+    let results: Vec<&Value> = lines.iter().filter(|l| l["type"] == "result").collect();
+    assert_eq!(results.len(), 2, "{lines:?}");
+    assert!(
+        results[0]["terminal_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("aborted"),
+        "{}",
+        results[0]
+    );
+    assert_eq!(results[1]["result"], "Short.");
+}

@@ -54,12 +54,15 @@ pub fn print_init<W: Write>(output: &mut Output<W>, facts: &SessionFacts) -> Res
 }
 
 /// Runs one turn and prints what the format asks for. Returns the turn's result.
+/// `started` runs once the turn is under way (its interrupt handle armed).
 pub async fn run_turn<W: Write>(
     engine: &mut QueryEngine,
     content: Vec<ContentBlock>,
     facts: &mut SessionFacts,
     output: &mut Output<W>,
+    started: impl FnOnce(),
 ) -> Result<TurnResult> {
+    let mut started = Some(started);
     let session_id = facts.session_id.clone();
     let events = engine.submit_message(content);
     futures::pin_mut!(events);
@@ -79,6 +82,9 @@ pub async fn run_turn<W: Write>(
             } => {
                 // The prompt itself is the driver's own input: not echoed back.
                 if std::mem::take(&mut first_user) {
+                    if let Some(started) = started.take() {
+                        started();
+                    }
                     continue;
                 }
                 if output.streaming() {

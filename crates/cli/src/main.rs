@@ -293,6 +293,7 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
             content,
             &mut session.facts,
             &mut output,
+            || {},
         )
         .await?;
         last_error = result.is_error;

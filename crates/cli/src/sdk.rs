@@ -22,11 +22,20 @@ use crate::hooks::HookEvent;
 use crate::session::Session;
 use crate::stream_json::{self, CONTEXT_WINDOW};
 
+/// A user message waiting to run, with the `interrupt` count when it arrived.
+struct Turn {
+    content: Vec<ContentBlock>,
+    interrupts: u64,
+}
+
 /// What the dispatcher shares with the turn loop.
 #[derive(Default)]
 struct Shared {
     /// `set_model`: the model for the next turn (`None` inside: back to the default).
     next_model: Option<Option<String>>,
+    /// Counts `interrupt` requests: one that came after a message was sent but before
+    /// its turn got under way still interrupts that turn.
+    interrupts: u64,
     /// Tokens of the last request's context, for `get_context_usage`.
     context_tokens: u64,
     model: String,
@@ -38,7 +47,7 @@ struct Dispatcher {
     gate: Arc<Gate>,
     interrupt: InterruptHandle,
     shared: Arc<Mutex<Shared>>,
-    turns: mpsc::UnboundedSender<Vec<ContentBlock>>,
+    turns: mpsc::UnboundedSender<Turn>,
     default_model: String,
 }
 
@@ -46,7 +55,15 @@ impl Dispatcher {
     fn handle(&self, inbound: Inbound) {
         match inbound {
             Inbound::User(content) => {
-                let _ = self.turns.send(content);
+                let interrupts = self
+                    .shared
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .interrupts;
+                let _ = self.turns.send(Turn {
+                    content,
+                    interrupts,
+                });
             }
             Inbound::Request {
                 request_id,
@@ -96,6 +113,10 @@ impl Dispatcher {
                 }))
             }
             "interrupt" => {
+                self.shared
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .interrupts += 1;
                 self.interrupt.interrupt();
                 Ok(json!({}))
             }
@@ -208,9 +229,12 @@ pub async fn run(
     let mut last_error = false;
     loop {
         // Ctrl+C between turns ends the session too, not only during one.
-        let content = tokio::select! {
+        let Turn {
+            content,
+            interrupts: seen,
+        } = tokio::select! {
             next = turns_rx.recv() => match next {
-                Some(content) => content,
+                Some(turn) => turn,
                 None => break,
             },
             () = ctrl_c.cancelled() => break,
@@ -245,11 +269,24 @@ pub async fn run(
                 continue;
             }
         };
+        let interrupt = session.engine.interrupt_handle();
+        let started = || {
+            // An interrupt sent after this message but before its turn was under way.
+            if shared
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .interrupts
+                != seen
+            {
+                interrupt.interrupt();
+            }
+        };
         let result = headless::run_turn(
             &mut session.engine,
             content,
             &mut session.facts,
             &mut output,
+            started,
         )
         .await?;
         last_error = result.is_error;
