@@ -173,7 +173,9 @@ fn deny_rules_win_in_every_mode() {
             "--allowedTools",
             "Read Grep Bash Write",
             "--disallowedTools",
-            "Read(secret/**) Bash Edit(secret/**)",
+            // `Bash(touch:*)`, not bare `Bash`: a bare name takes the tool out of the
+            // request, and this test is about calls the deny rules refuse.
+            "Read(secret/**) Bash(touch:*) Edit(secret/**)",
             "--output-format",
             "json",
         ]))

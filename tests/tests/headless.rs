@@ -378,11 +378,13 @@ fn sdk_flags_are_accepted_with_a_one_line_warning() {
         "hi",
         "--setting-sources",
         "user,project",
+        "--betas",
+        "x",
         "--output-format",
         "json",
     ]))
     .unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
-    assert!(out.stderr.contains("--setting-sources"), "{}", out.stderr);
+    assert!(out.stderr.contains("--betas"), "{}", out.stderr);
 }

@@ -100,7 +100,8 @@ fn deny_rules_win_over_bypass_permissions() {
         "touch a file",
         "--dangerously-skip-permissions",
         "--disallowedTools",
-        "Bash",
+        // A rule, not the bare name: a bare `Bash` takes the tool out of the request.
+        "Bash(touch:*)",
         "--output-format",
         "json",
     ]))

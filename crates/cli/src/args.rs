@@ -156,33 +156,51 @@ pub struct Cli {
     #[arg(long, num_args = 1.., value_name = "TOOLS")]
     pub tools: Vec<String>,
 
-    // Flags that Claude Code's Agent SDKs pass: accepted so drivers keep working.
-    #[arg(long, hide = true)]
+    /// Which settings files to read, comma-separated: user, project, local (default all).
+    #[arg(long)]
     pub setting_sources: Option<String>,
-    #[arg(long, hide = true)]
+    /// More settings over the files: a JSON file or inline JSON.
+    #[arg(long)]
     pub settings: Option<String>,
+    /// Where permission questions go in headless mode: `stdio` asks the driving SDK.
+    #[arg(long)]
+    pub permission_prompt_tool: Option<String>,
+    /// Structured output: the final answer as JSON matching this schema (an object schema).
+    #[arg(long)]
+    pub json_schema: Option<String>,
+    /// With stream-json input: print `system/hook_started` and `hook_response` lines.
+    #[arg(long)]
+    pub include_hook_events: bool,
+    /// Extended thinking with this budget (kept below each request's max_tokens; 0: off).
+    #[arg(long)]
+    pub max_thinking_tokens: Option<u32>,
+    /// Extended thinking: adaptive, enabled or disabled.
+    #[arg(long)]
+    pub thinking: Option<String>,
+    /// With --resume or --continue: continue in a new session, leaving the old one as it was.
+    #[arg(long)]
+    pub fork_session: bool,
+
     /// MCP servers: a JSON file or inline JSON, {"mcpServers": {…}} (repeatable).
     #[arg(long, num_args = 1.., value_name = "FILE|JSON")]
     pub mcp_config: Vec<String>,
     /// Use only the --mcp-config servers, not the project's .mcp.json.
     #[arg(long)]
     pub strict_mcp_config: bool,
-    #[arg(long, hide = true)]
-    pub permission_prompt_tool: Option<String>,
+
+    // Flags that Claude Code's Agent SDKs pass: accepted so drivers keep working.
     #[arg(long, hide = true, num_args = 1..)]
     pub betas: Vec<String>,
     #[arg(long, hide = true)]
-    pub thinking: Option<String>,
-    #[arg(long, hide = true)]
-    pub max_thinking_tokens: Option<u32>,
-    #[arg(long, hide = true)]
     pub effort: Option<String>,
     #[arg(long, hide = true)]
-    pub json_schema: Option<String>,
+    pub task_budget: Option<u64>,
     #[arg(long, hide = true)]
-    pub include_hook_events: bool,
+    pub resume_session_at: Option<String>,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub plugin_dir: Vec<String>,
     #[arg(long, hide = true)]
-    pub fork_session: bool,
+    pub thinking_display: Option<String>,
 }
 
 impl Cli {
@@ -195,19 +213,12 @@ impl Cli {
                 out.push(name);
             }
         };
-        warn(self.setting_sources.is_some(), "--setting-sources");
-        warn(self.settings.is_some(), "--settings");
-        warn(
-            self.permission_prompt_tool.is_some(),
-            "--permission-prompt-tool",
-        );
         warn(!self.betas.is_empty(), "--betas");
-        warn(self.thinking.is_some(), "--thinking");
-        warn(self.max_thinking_tokens.is_some(), "--max-thinking-tokens");
         warn(self.effort.is_some(), "--effort");
-        warn(self.json_schema.is_some(), "--json-schema");
-        warn(self.include_hook_events, "--include-hook-events");
-        warn(self.fork_session, "--fork-session");
+        warn(self.task_budget.is_some(), "--task-budget");
+        warn(self.resume_session_at.is_some(), "--resume-session-at");
+        warn(!self.plugin_dir.is_empty(), "--plugin-dir");
+        warn(self.thinking_display.is_some(), "--thinking-display");
         out
     }
 }
@@ -291,11 +302,10 @@ mod tests {
             "user",
             "--betas",
             "a",
+            "--plugin-dir",
+            "p",
         ])
         .unwrap();
-        assert_eq!(
-            cli.ignored_flag_warnings(),
-            ["--setting-sources", "--betas"]
-        );
+        assert_eq!(cli.ignored_flag_warnings(), ["--betas", "--plugin-dir"]);
     }
 }

@@ -1,6 +1,6 @@
 //! `gyre -p`: run turns without a terminal and print text, json or stream-json.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
@@ -16,7 +16,7 @@ use gyre_tools::PermissionDenial;
 use crate::args::OutputFormat;
 use crate::repl::style::Palette;
 use crate::repl::tool_line::{call_summary, outcome_summary, render_call, render_outcome};
-use crate::stream_json::{self, ResponseMeta, SessionFacts};
+use crate::stream_json::{self, ResponseMeta, ResultExtras, SessionFacts};
 
 /// Where headless output goes; every line is flushed as it is written, so a driver
 /// reading our stdout sees each event when it happens.
@@ -99,12 +99,15 @@ pub fn print_init<W: Write>(output: &mut Output<W>, facts: &SessionFacts) -> Res
 }
 
 /// Runs one turn and prints what the format asks for. Returns the turn's result.
+/// `started` runs once the turn is under way (its interrupt handle armed).
 pub async fn run_turn<W: Write>(
     engine: &mut QueryEngine,
     content: Vec<ContentBlock>,
     facts: &mut SessionFacts,
     output: &mut Output<W>,
+    started: impl FnOnce(),
 ) -> Result<TurnResult> {
+    let mut started = Some(started);
     let session_id = facts.session_id.clone();
     let events = engine.submit_message(content);
     futures::pin_mut!(events);
@@ -116,6 +119,7 @@ pub async fn run_turn<W: Write>(
     let mut result: Option<TurnResult> = None;
     // Calls by id (name, summary), for the outcome lines of `--verbose` text mode.
     let mut calls: Vec<(String, String, String)> = Vec::new();
+    let mut last_stop_reason = None;
     while let Some(event) = events.next().await {
         match event {
             EngineEvent::Message {
@@ -125,6 +129,9 @@ pub async fn run_turn<W: Write>(
             } => {
                 // The prompt itself is the driver's own input: not echoed back.
                 if std::mem::take(&mut first_user) {
+                    if let Some(started) = started.take() {
+                        started();
+                    }
                     continue;
                 }
                 output.tool_line(|| outcome_lines(&message, &calls));
@@ -205,6 +212,13 @@ pub async fn run_turn<W: Write>(
                     stop_reason,
                     usage,
                 } => {
+                    facts
+                        .model_usage
+                        .entry(model.clone())
+                        .or_default()
+                        .add(&model, &usage);
+                    last_stop_reason.clone_from(&stop_reason);
+                    facts.last_usage = usage;
                     meta = ResponseMeta {
                         id,
                         model,
@@ -229,7 +243,12 @@ pub async fn run_turn<W: Write>(
             }
         }
         OutputFormat::Json | OutputFormat::StreamJson => {
-            output.line(&stream_json::result(&result, &session_id, &uuid()))?;
+            let extras = ResultExtras {
+                stop_reason: last_stop_reason,
+                model_usage: facts.model_usage.clone(),
+                structured_output: facts.structured.as_ref().and_then(crate::structured::take),
+            };
+            output.line(&stream_json::result(&result, &extras, &session_id, &uuid()))?;
         }
     }
     if result.is_error {
@@ -321,40 +340,6 @@ fn outcome_lines(message: &Message, calls: &[(String, String, String)]) -> Strin
     lines.join("\n")
 }
 
-/// Reads one `--input-format stream-json` line: `{"type":"user","message":{…}}`.
-///
-/// # Errors
-/// A line that is not a user message, with what was expected.
-pub fn parse_input_line(line: &str) -> Result<Vec<ContentBlock>> {
-    let v: Value = serde_json::from_str(line)
-        .with_context(|| format!("stdin line is not JSON: {}", truncate(line, 80)))?;
-    if v.get("type").and_then(Value::as_str) != Some("user") {
-        anyhow::bail!(
-            "stdin line has type {}, expected {{\"type\":\"user\",\"message\":{{\"role\":\"user\",\"content\":…}}}}",
-            v.get("type")
-                .map_or_else(|| "(none)".to_owned(), Value::to_string)
-        );
-    }
-    let message: Message = serde_json::from_value(v.get("message").cloned().unwrap_or(Value::Null))
-        .context(
-            "stdin line has no valid `message` (expected {\"role\":\"user\",\"content\":…})",
-        )?;
-    Ok(message.content)
-}
-
-fn truncate(s: &str, n: usize) -> String {
-    s.chars().take(n).collect()
-}
-
-/// Reads user turns from stdin as JSON lines until EOF.
-pub fn read_input_lines(stdin: impl BufRead) -> impl Iterator<Item = Result<Vec<ContentBlock>>> {
-    stdin.lines().filter_map(|line| match line {
-        Ok(l) if l.trim().is_empty() => None,
-        Ok(l) => Some(parse_input_line(&l)),
-        Err(e) => Some(Err(e.into())),
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -395,27 +380,5 @@ mod tests {
             }),
             "denied Bash rm -rf build: Permission to run `rm -rf build` was denied."
         );
-    }
-
-    #[test]
-    fn input_lines_accept_string_or_block_content() {
-        let a = parse_input_line(r#"{"type":"user","message":{"role":"user","content":"hi"}}"#)
-            .unwrap();
-        assert_eq!(a, vec![ContentBlock::text("hi")]);
-        let b = parse_input_line(
-            r#"{"type":"user","message":{"role":"user","content":[{"type":"text","text":"yo"}]},"session_id":"x"}"#,
-        )
-        .unwrap();
-        assert_eq!(b, vec![ContentBlock::text("yo")]);
-    }
-
-    #[test]
-    fn input_lines_that_are_not_user_messages_are_clear_errors() {
-        let err = parse_input_line(r#"{"type":"assistant"}"#)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("expected"), "{err}");
-        let err = parse_input_line("not json").unwrap_err().to_string();
-        assert!(err.contains("not JSON"), "{err}");
     }
 }

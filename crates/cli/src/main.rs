@@ -3,14 +3,20 @@
 //! This binary is thin: flags, settings, rendering. The loop lives in `gyre-loop`.
 
 mod args;
+mod control;
+mod gate;
 mod headless;
+mod hooks;
 mod mcp_config;
 mod repl;
+mod sdk;
 mod session;
 mod sessions;
 mod settings;
 mod stream_json;
+mod structured;
 mod system_prompt;
+mod thinking;
 
 use std::io::{IsTerminal, Read};
 use std::path::Path;
@@ -18,7 +24,6 @@ use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
-use gyre_loop::TerminalReason;
 use gyre_protocol::ContentBlock;
 
 use crate::args::{Cli, Command, InputFormat, OutputFormat};
@@ -128,7 +133,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             "--input-format stream-json requires --output-format stream-json",
         ));
     }
-    let settings = Settings::load(&session::gyre_home(), &cwd)?;
+    let settings = load_settings(cli, &cwd)?;
     for warning in &settings.ignored {
         eprintln!("{warning}");
     }
@@ -143,6 +148,46 @@ fn run(cli: &Cli) -> Result<ExitCode> {
     } else {
         runtime.block_on(repl::run(cli, &cwd, &settings))
     }
+}
+
+/// The settings files `--setting-sources` names (all three by default), then
+/// `--settings` (a file or inline JSON) over them.
+fn load_settings(cli: &Cli, cwd: &Path) -> Result<Settings> {
+    let home = session::gyre_home();
+    let mut settings = match &cli.setting_sources {
+        None => Settings::load(&home, cwd)?,
+        Some(sources) => {
+            let wanted: Vec<&str> = sources
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect();
+            if let Some(bad) = wanted.iter().find(|s| !settings::SOURCES.contains(s)) {
+                anyhow::bail!(
+                    "--setting-sources: unknown source {bad:?}; use user, project and/or local"
+                );
+            }
+            Settings::load_sources(&home, cwd, &wanted)?
+        }
+    };
+    apply_settings_flag(cli, &mut settings)?;
+    Ok(settings)
+}
+
+fn apply_settings_flag(cli: &Cli, settings: &mut Settings) -> Result<()> {
+    let Some(value) = &cli.settings else {
+        return Ok(());
+    };
+    let (path, text) = if value.trim_start().starts_with('{') {
+        (Path::new("--settings").to_path_buf(), value.clone())
+    } else {
+        let path = Path::new(value).to_path_buf();
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("could not read --settings {}", path.display()))?;
+        (path, text)
+    };
+    settings.merge(Settings::parse(&path, &text)?);
+    Ok(())
 }
 
 fn apply_settings_env(settings: &Settings) {
@@ -191,15 +236,38 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
     let mcp = mcp_config::start(cli, cwd, &session::gyre_home()).await?;
     let mut session = session::build(cli, cwd, settings, false, None, mcp)?;
     let interrupt = session.engine.interrupt_handle();
-    let interrupted = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ctrl_c = tokio_util::sync::CancellationToken::new();
     {
-        let interrupted = std::sync::Arc::clone(&interrupted);
+        let ctrl_c = ctrl_c.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
-                interrupted.store(true, std::sync::atomic::Ordering::SeqCst);
+                ctrl_c.cancel();
                 interrupt.interrupt();
             }
         });
+    }
+    if cli.input_format == InputFormat::StreamJson {
+        let out = control::LineOut::new(Box::new(std::io::stdout()));
+        let ask_over_stdio = match cli.permission_prompt_tool.as_deref() {
+            Some("stdio") => true,
+            Some(other) => {
+                eprintln!(
+                    "gyre: warning: --permission-prompt-tool {other} is not supported (only stdio); permission questions are denied"
+                );
+                false
+            }
+            None => false,
+        };
+        let last_error = sdk::run(
+            &mut session,
+            out,
+            ask_over_stdio,
+            cli.include_partial_messages,
+            cli.include_hook_events,
+            &ctrl_c,
+        )
+        .await?;
+        return Ok(exit_code(ctrl_c.is_cancelled(), last_error));
     }
     let stdout = std::io::stdout().lock();
     let mut output = Output::new(stdout, cli.output_format, cli.include_partial_messages)
@@ -208,53 +276,34 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
     headless::print_init(&mut output, &session.facts)?;
     let mut last_error = false;
     if let Some(prompt) = prompt {
+        let content = sdk::prompt_hooks(
+            &session.gate,
+            &session.engine,
+            vec![ContentBlock::text(prompt)],
+        )
+        .await
+        .map_err(|reason| {
+            anyhow::anyhow!("the prompt was blocked by a UserPromptSubmit hook: {reason}")
+        })?;
         let result = headless::run_turn(
             &mut session.engine,
-            vec![ContentBlock::text(prompt)],
+            content,
             &mut session.facts,
             &mut output,
+            || {},
         )
         .await?;
         last_error = result.is_error || session.transcript_health.failure().is_some();
-    } else {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-        std::thread::spawn(move || {
-            for turn in headless::read_input_lines(std::io::stdin().lock()) {
-                if tx.send(turn).is_err() {
-                    break;
-                }
-            }
-        });
-        while let Some(turn) = rx.recv().await {
-            let content = turn?;
-            let result = headless::run_turn(
-                &mut session.engine,
-                content,
-                &mut session.facts,
-                &mut output,
-            )
-            .await?;
-            last_error = result.is_error;
-            // A session that cannot be recorded stops: its failure was reported on
-            // stderr when it happened.
-            if session.transcript_health.failure().is_some() {
-                last_error = true;
-                break;
-            }
-            if matches!(
-                result.terminal.reason,
-                TerminalReason::AbortedStreaming | TerminalReason::AbortedTools
-            ) {
-                break;
-            }
-        }
     }
-    if interrupted.load(std::sync::atomic::Ordering::SeqCst) {
-        return Ok(ExitCode::from(EXIT_INTERRUPTED));
-    }
-    Ok(if last_error {
+    Ok(exit_code(ctrl_c.is_cancelled(), last_error))
+}
+
+fn exit_code(interrupted: bool, last_error: bool) -> ExitCode {
+    if interrupted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else if last_error {
         ExitCode::from(EXIT_ERROR)
     } else {
         ExitCode::SUCCESS
-    })
+    }
 }

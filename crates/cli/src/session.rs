@@ -15,12 +15,16 @@ use gyre_loop::{
 };
 use gyre_mcp::McpServers;
 use gyre_protocol::{CacheControl, SystemBlock};
-use gyre_tools::{PermissionMode, PermissionPrompt, Permissions, ToolContext, ToolRegistry};
+use gyre_tools::{PermissionPrompt, ToolContext, ToolRegistry};
 
 use crate::args::{Cli, split_tool_list};
+use crate::gate::{Gate, ModeName, Rules};
+use crate::hooks::{HookBase, Hooks};
 use crate::settings::Settings;
 use crate::stream_json::SessionFacts;
-use crate::system_prompt::default_system_prompt;
+use crate::structured::{self, StructuredOutput};
+use crate::system_prompt::{default_system_prompt, project_memory};
+use crate::thinking::{Thinking, ThinkingDeps};
 
 /// The model used when neither a flag, the settings nor ANTHROPIC_MODEL names one.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
@@ -76,7 +80,8 @@ fn model_client() -> Result<Arc<dyn ModelClient>> {
     }
 }
 
-/// A ready session: the engine and what the output lines repeat.
+/// A ready session: the engine, what the output lines repeat, and the gate every tool
+/// call passes (permissions and hooks, changed by the SDK's control requests).
 pub struct Session {
     pub engine: QueryEngine,
     pub facts: SessionFacts,
@@ -84,6 +89,7 @@ pub struct Session {
     pub transcript_health: TranscriptHealth,
     /// The MCP servers, for `mcp_status`; their tools are in the engine's registry.
     pub mcp: Arc<McpServers>,
+    pub gate: Arc<Gate>,
 }
 
 fn parse_session_id(raw: &str) -> Result<String> {
@@ -129,7 +135,7 @@ pub fn build(
     } else {
         (uuid::Uuid::new_v4().to_string(), false)
     };
-    let transcript_path = JsonlTranscript::path_for(&gyre_home(), cwd, &session_id);
+    let mut transcript_path = JsonlTranscript::path_for(&gyre_home(), cwd, &session_id);
     let loaded = if resumed {
         if !transcript_path.is_file() {
             bail!(
@@ -137,17 +143,32 @@ pub fn build(
                 cwd.display()
             );
         }
-        Some(load_transcript(&transcript_path).with_context(|| {
+        let loaded = load_transcript(&transcript_path).with_context(|| {
             format!(
                 "could not read the transcript {}",
                 transcript_path.display()
             )
-        })?)
+        })?;
+        Some(loaded)
     } else {
         if cli.session_id.is_some() && transcript_path.exists() {
             bail!("session {session_id} already exists; resume it with --resume {session_id}");
         }
         None
+    };
+
+    // --fork-session: the history goes on in a new session; the old transcript stays as
+    // it was. The copy makes the new one resumable with everything before the fork.
+    let session_id = if resumed && cli.fork_session {
+        let fork = uuid::Uuid::new_v4().to_string();
+        let fork_path = JsonlTranscript::path_for(&gyre_home(), cwd, &fork);
+        std::fs::copy(&transcript_path, &fork_path).with_context(|| {
+            format!("could not fork the transcript into {}", fork_path.display())
+        })?;
+        transcript_path = fork_path;
+        fork
+    } else {
+        session_id
     };
 
     let model = cli
@@ -160,11 +181,31 @@ pub fn build(
 
     let mut registry = ToolRegistry::with_default_tools();
     let only = split_tool_list(&cli.tools);
-    if !cli.tools.is_empty() {
+    if !cli.tools.is_empty() && only != ["default"] {
         registry = registry.filtered(&only);
     }
     for tool in mcp.tools() {
         registry.register(tool);
+    }
+    // A bare tool name in --disallowedTools takes the tool out of the request; a rule
+    // with a specifier (`Bash(rm:*)`) only denies matching calls.
+    let removed = split_tool_list(&cli.disallowed_tools);
+    let kept: Vec<&str> = registry
+        .names()
+        .into_iter()
+        .filter(|n| !removed.iter().any(|r| r == n))
+        .collect();
+    registry = registry.filtered(&kept);
+    let structured_slot = structured::Slot::default();
+    let structured = match &cli.json_schema {
+        Some(schema) => Some(
+            StructuredOutput::from_flag(schema, Arc::clone(&structured_slot))
+                .map_err(anyhow::Error::msg)?,
+        ),
+        None => None,
+    };
+    if let Some(tool) = structured {
+        registry.register(Arc::new(tool));
     }
     let registry = Arc::new(registry);
 
@@ -175,14 +216,11 @@ pub fn build(
             .clone()
             .or_else(|| settings.permissions.default_mode.clone())
     };
-    let mode: PermissionMode = match mode_name.as_deref() {
-        None => PermissionMode::Default,
-        Some(m) => m.parse().map_err(|_| {
-            anyhow::anyhow!(
-                "unknown permission mode {m:?}: use default, acceptEdits, plan or bypassPermissions"
-            )
-        })?,
-    };
+    let mode: ModeName = mode_name
+        .as_deref()
+        .unwrap_or("default")
+        .parse()
+        .map_err(anyhow::Error::msg)?;
     let mut working_dirs = vec![cwd.to_path_buf()];
     for dir in &cli.add_dir {
         let abs = if dir.is_absolute() {
@@ -200,11 +238,23 @@ pub fn build(
     let mut deny = settings.permissions.deny.clone();
     deny.extend(split_tool_list(&cli.disallowed_tools));
     let ask = settings.permissions.ask.clone();
-    let mut permissions =
-        Permissions::from_rules(mode, &allow, &ask, &deny).map_err(|e| anyhow::anyhow!("{e}"))?;
-    if let Some(prompt) = prompt.filter(|_| interactive) {
-        permissions = permissions.with_prompt(prompt);
-    }
+    let mut hooks = Hooks::new(HookBase {
+        session_id: session_id.clone(),
+        transcript_path: transcript_path.display().to_string(),
+        cwd: cwd.display().to_string(),
+    });
+    hooks.add_settings_commands(&settings.hooks_value());
+    let permission_mode = mode.name.clone();
+    let gate = Arc::new(
+        Gate::new(
+            mode,
+            Rules { allow, ask, deny },
+            prompt.filter(|_| interactive),
+            hooks,
+        )
+        .map_err(anyhow::Error::msg)?,
+    );
+    let permissions = gate.permissions();
 
     let session_dir = project_dir(cwd).join(&session_id);
     let mut tool_context =
@@ -214,7 +264,7 @@ pub fn build(
     }
     // Searches skip what the read deny rules name.
     tool_context.hidden = permissions.read_deny_filter(&tool_context);
-    tool_context.sandbox = settings.sandbox_policy(mode);
+    tool_context.sandbox = settings.sandbox_policy(permissions.mode);
 
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),
@@ -222,11 +272,35 @@ pub fn build(
             .with_context(|| format!("could not read --system-prompt-file {}", path.display()))?,
         (None, None) => default_system_prompt(cwd, &registry.names(), SystemTime::now()),
     };
-    let mut system_block = SystemBlock::text(match &cli.append_system_prompt {
-        Some(extra) => format!("{system_text}\n\n{extra}"),
-        None => system_text,
-    });
-    system_block.cache_control = Some(CacheControl::ephemeral());
+    // Project memory (AGENTS.md / CLAUDE.md) follows --setting-sources, with a custom
+    // system prompt too; without the flag it goes with the default prompt only.
+    let memory = match &cli.setting_sources {
+        Some(sources) => sources.split(',').any(|s| s.trim() == "project"),
+        None => cli.system_prompt.is_none() && cli.system_prompt_file.is_none(),
+    };
+    let system_text = if memory {
+        format!("{system_text}{}", project_memory(cwd))
+    } else {
+        system_text
+    };
+    let parts: Vec<&str> = [
+        Some(system_text.as_str()),
+        cli.append_system_prompt.as_deref(),
+        cli.json_schema.as_ref().map(|_| structured::INSTRUCTION),
+    ]
+    .into_iter()
+    .flatten()
+    .filter(|p| !p.trim().is_empty())
+    .collect();
+    // `--system-prompt ""` (the SDK's default) means no system prompt: the API refuses
+    // an empty text block.
+    let system = if parts.is_empty() {
+        Vec::new()
+    } else {
+        let mut block = SystemBlock::text(parts.join("\n\n"));
+        block.cache_control = Some(CacheControl::ephemeral());
+        vec![block]
+    };
 
     let deps = Arc::new(ApiDeps::new(client, retry));
     let max_output_tokens: Option<u32> = std::env::var("GYRE_MAX_OUTPUT_TOKENS")
@@ -248,7 +322,7 @@ pub fn build(
         cwd: cwd.to_path_buf(),
         model: model.clone(),
         fallback_model: cli.fallback_model.clone(),
-        system: vec![system_block],
+        system,
         max_turns: cli.max_turns,
         max_budget_usd: cli.max_budget_usd,
         max_output_tokens,
@@ -263,15 +337,28 @@ pub fn build(
         })?
         .on_first_failure(|message| eprintln!("gyre: {message}"));
     let transcript_health = transcript.health();
+    // Thinking goes on the main loop's requests, not on compaction summaries.
+    let thinking = Thinking::from_flags(cli.max_thinking_tokens, cli.thinking.as_deref())
+        .map_err(anyhow::Error::msg)?;
+    let loop_deps: Arc<dyn gyre_loop::QueryDeps> = match thinking {
+        Some(t) => Arc::new(ThinkingDeps::new(deps, t)),
+        None => deps,
+    };
     let mut engine = QueryEngine::new(
         config,
-        deps,
+        loop_deps,
         Arc::clone(&registry),
         tool_context,
-        Arc::new(permissions),
+        Arc::clone(&gate) as Arc<dyn gyre_tools::CanUseTool>,
         compactor,
         Box::new(transcript),
-    );
+    )
+    .with_stop_hook(Arc::clone(&gate) as Arc<dyn gyre_loop::StopHook>)
+    .with_tool_hook(Arc::clone(&gate) as Arc<dyn gyre_loop::ToolHook>);
+    gate.set_interrupt(engine.interrupt_handle());
+    if cli.json_schema.is_some() {
+        gate.require_structured_output(Arc::clone(&structured_slot));
+    }
     if let Some(l) = &loaded {
         engine = engine.with_history(l.messages.clone(), l.last_uuid.clone());
     }
@@ -280,13 +367,17 @@ pub fn build(
         cwd: cwd.to_string_lossy().into_owned(),
         model,
         tools: registry.names().iter().map(|s| (*s).to_owned()).collect(),
-        permission_mode: mode.to_string(),
+        permission_mode,
         mcp_servers: crate::mcp_config::init_entries(&mcp),
+        structured: cli.json_schema.is_some().then_some(structured_slot),
+        model_usage: std::collections::BTreeMap::new(),
+        last_usage: gyre_protocol::Usage::default(),
     };
     Ok(Session {
         engine,
         facts,
         transcript_health,
         mcp: Arc::new(mcp),
+        gate,
     })
 }

@@ -48,7 +48,13 @@ pub struct Settings {
     /// What a project settings file asked for and did not get, one line each, for stderr.
     #[serde(skip)]
     pub ignored: Vec<String>,
+    /// Hook commands by event, as Claude Code's settings write them (read by `hooks.rs`).
+    #[serde(default)]
+    pub hooks: BTreeMap<String, Vec<serde_json::Value>>,
 }
+
+/// The settings sources, in the order their files are merged (`--setting-sources`).
+pub const SOURCES: [&str; 3] = ["user", "project", "local"];
 
 /// A settings file that could not be used: which file, which line, what was wrong.
 #[derive(Debug, thiserror::Error)]
@@ -101,8 +107,24 @@ impl Settings {
     /// # Errors
     /// The first file that cannot be read or parsed.
     pub fn load(gyre_home: &Path, cwd: &Path) -> Result<Self, SettingsError> {
+        Self::load_sources(gyre_home, cwd, &SOURCES)
+    }
+
+    /// Loads and merges the files of these sources (`user`, `project`, `local`), in
+    /// that order; files inside the project are restricted whichever are chosen.
+    ///
+    /// # Errors
+    /// The first file that cannot be read or parsed.
+    pub fn load_sources(
+        gyre_home: &Path,
+        cwd: &Path,
+        sources: &[&str],
+    ) -> Result<Self, SettingsError> {
         let mut merged = Self::default();
-        for path in Self::paths(gyre_home, cwd) {
+        for (source, path) in SOURCES.iter().zip(Self::paths(gyre_home, cwd)) {
+            if !sources.contains(source) {
+                continue;
+            }
             let text = match std::fs::read_to_string(&path) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
@@ -167,6 +189,15 @@ impl Settings {
         // Any file may turn the sandbox on; none may turn it off for another.
         self.sandbox.enabled |= other.sandbox.enabled;
         self.sandbox.allow_network |= other.sandbox.allow_network;
+        for (event, matchers) in other.hooks {
+            self.hooks.entry(event).or_default().extend(matchers);
+        }
+    }
+
+    /// The merged `hooks` as one JSON object.
+    #[must_use]
+    pub fn hooks_value(&self) -> serde_json::Value {
+        serde_json::json!(self.hooks)
     }
 
     /// The Landlock policy of Bash in `mode`: read-only in plan mode, the working

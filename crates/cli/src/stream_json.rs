@@ -1,10 +1,14 @@
 //! The stream-json lines of headless mode, with Claude Code's field names (SPEC §9).
 
+use std::collections::BTreeMap;
+
 use gyre_api::RetryStatus;
 use gyre_loop::{CompactionOutcome, TurnResult};
 use gyre_protocol::{Message, Role, StopReason, StreamEvent, Usage};
 use gyre_tools::PermissionDenial;
 use serde_json::{Value, json};
+
+use crate::structured;
 
 /// Facts of the session that several lines repeat.
 #[derive(Debug, Clone)]
@@ -16,6 +20,50 @@ pub struct SessionFacts {
     pub permission_mode: String,
     /// `[{"name", "status"}]` of the session's MCP servers.
     pub mcp_servers: Vec<Value>,
+    /// Where `--json-schema`'s StructuredOutput tool leaves its answer.
+    pub structured: Option<structured::Slot>,
+    /// Usage and cost per model over the session (`modelUsage`).
+    pub model_usage: BTreeMap<String, ModelUsage>,
+    /// The usage of the last response: its input side is the context now in use.
+    pub last_usage: Usage,
+}
+
+/// One model's share of the session, with Claude Code's `modelUsage` field names.
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cache_read_input_tokens: u64,
+    pub cache_creation_input_tokens: u64,
+    pub web_search_requests: u64,
+    #[serde(rename = "costUSD")]
+    pub cost_usd: f64,
+    pub context_window: u64,
+}
+
+impl ModelUsage {
+    /// Adds one response's usage.
+    pub fn add(&mut self, model: &str, usage: &Usage) {
+        self.input_tokens += usage.input_tokens;
+        self.output_tokens += usage.output_tokens;
+        self.cache_read_input_tokens += usage.cache_read_input_tokens;
+        self.cache_creation_input_tokens += usage.cache_creation_input_tokens;
+        self.cost_usd += gyre_loop::usage_cost_usd(model, usage);
+        self.context_window = CONTEXT_WINDOW;
+    }
+}
+
+/// The context window gyre assumes for every model (seed 001 §2).
+pub const CONTEXT_WINDOW: u64 = 200_000;
+
+/// What the result line adds to the turn's [`TurnResult`].
+#[derive(Debug, Clone, Default)]
+pub struct ResultExtras {
+    /// The stop reason of the last response.
+    pub stop_reason: Option<StopReason>,
+    pub model_usage: BTreeMap<String, ModelUsage>,
+    pub structured_output: Option<Value>,
 }
 
 #[must_use]
@@ -32,6 +80,8 @@ pub fn init(facts: &SessionFacts, uuid: &str) -> Value {
         "slash_commands": ["compact", "clear", "cost", "model", "help"],
         "apiKeySource": "ANTHROPIC_API_KEY",
         "output_style": "default",
+        // The Agent SDKs read this field; gyre reports its own version.
+        "claude_code_version": env!("CARGO_PKG_VERSION"),
         "gyre_version": env!("CARGO_PKG_VERSION"),
         "uuid": uuid,
     })
@@ -66,13 +116,35 @@ pub fn message(message: &Message, meta: &ResponseMeta, session_id: &str, uuid: &
             "content": message.content,
         }),
     };
-    json!({
+    let mut line = json!({
         "type": match message.role { Role::Assistant => "assistant", Role::User => "user" },
         "message": body,
         "parent_tool_use_id": null,
         "session_id": session_id,
         "uuid": uuid,
-    })
+    });
+    if let Some(result) = tool_use_result(message) {
+        line["tool_use_result"] = result;
+    }
+    line
+}
+
+/// The tool's own result for a user line carrying tool results: the text of the
+/// result (or of each, when several tools answered).
+fn tool_use_result(message: &Message) -> Option<Value> {
+    let texts: Vec<Value> = message
+        .content
+        .iter()
+        .filter_map(|b| match b {
+            gyre_protocol::ContentBlock::ToolResult { content, .. } => Some(json!(content.text())),
+            _ => None,
+        })
+        .collect();
+    match texts.len() {
+        0 => None,
+        1 => texts.into_iter().next(),
+        _ => Some(Value::Array(texts)),
+    }
 }
 
 #[must_use]
@@ -147,7 +219,7 @@ pub fn stream_event(event: &StreamEvent, session_id: &str, uuid: &str) -> Value 
 
 /// The last line (and the whole output of `--output-format json`).
 #[must_use]
-pub fn result(result: &TurnResult, session_id: &str, uuid: &str) -> Value {
+pub fn result(result: &TurnResult, extras: &ResultExtras, session_id: &str, uuid: &str) -> Value {
     let mut v = json!({
         "type": "result",
         "subtype": result.subtype,
@@ -161,12 +233,44 @@ pub fn result(result: &TurnResult, session_id: &str, uuid: &str) -> Value {
         "usage": result.usage,
         "permission_denials": result.permission_denials,
         "terminal_reason": result.terminal.reason.name(),
+        "stop_reason": extras.stop_reason,
+        "modelUsage": extras.model_usage,
         "uuid": uuid,
     });
+    if let Some(output) = &extras.structured_output {
+        v["structured_output"] = output.clone();
+    }
     if !result.errors.is_empty() {
         v["errors"] = json!(result.errors);
     }
     v
+}
+
+/// The result line of a stdin message that never became a turn (an orphan tool_result,
+/// a prompt a UserPromptSubmit hook blocked), so a driver waiting for a result gets one.
+#[must_use]
+pub fn refused(
+    reason: &str,
+    usage: &Usage,
+    total_cost_usd: f64,
+    session_id: &str,
+    uuid: &str,
+) -> Value {
+    json!({
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": true,
+        "duration_ms": 0,
+        "duration_api_ms": 0,
+        "num_turns": 0,
+        "result": reason,
+        "session_id": session_id,
+        "total_cost_usd": total_cost_usd,
+        "usage": usage,
+        "permission_denials": [],
+        "errors": [reason],
+        "uuid": uuid,
+    })
 }
 
 #[cfg(test)]
@@ -188,6 +292,9 @@ mod tests {
             tools: vec!["Bash".into(), "Read".into()],
             permission_mode: "default".into(),
             mcp_servers: Vec::new(),
+            structured: None,
+            model_usage: BTreeMap::new(),
+            last_usage: Usage::default(),
         }
     }
 
@@ -234,6 +341,7 @@ mod tests {
     fn init_line() {
         let mut line = init(&facts(), UUID);
         line["gyre_version"] = json!("[version]");
+        line["claude_code_version"] = json!("[version]");
         insta::assert_json_snapshot!(line);
     }
 
@@ -322,6 +430,7 @@ mod tests {
     fn result_line_success() {
         insta::assert_json_snapshot!(result(
             &turn_result("success", false, TerminalReason::Completed),
+            &ResultExtras::default(),
             SESSION,
             UUID
         ));
@@ -331,6 +440,7 @@ mod tests {
     fn result_line_max_turns() {
         insta::assert_json_snapshot!(result(
             &turn_result("error_max_turns", true, TerminalReason::MaxTurns),
+            &ResultExtras::default(),
             SESSION,
             UUID
         ));

@@ -41,29 +41,36 @@ fn git_state(cwd: &Path) -> String {
     format!("Is a git repository: yes (branch {branch})")
 }
 
-/// The whole default prompt for a session in `cwd` with these tools.
+/// The default prompt for a session in `cwd` with these tools, without the memory.
 #[must_use]
 pub fn default_system_prompt(cwd: &Path, tool_names: &[&str], now: SystemTime) -> String {
     let date = gyre_loop::timestamp(now);
     let date = date.get(..10).unwrap_or(&date);
-    let mut prompt = format!(
+    format!(
         "{IDENTITY}\n\n<env>\nWorking directory: {}\n{}\nPlatform: {} ({})\nToday's date: {date}\nTools available: {}\n</env>",
         cwd.display(),
         git_state(cwd),
         std::env::consts::OS,
         std::env::consts::ARCH,
         tool_names.join(", ")
-    );
+    )
+}
+
+/// The memory files' text as `<project-memory>` sections, each after a blank line
+/// (empty when there are none).
+#[must_use]
+pub fn project_memory(cwd: &Path) -> String {
+    let mut out = String::new();
     for path in memory_files(cwd) {
         if let Ok(text) = std::fs::read_to_string(&path) {
-            prompt.push_str(&format!(
+            out.push_str(&format!(
                 "\n\n<project-memory path=\"{}\">\n{}\n</project-memory>",
                 path.display(),
                 text.trim()
             ));
         }
     }
-    prompt
+    out
 }
 
 #[cfg(test)]
@@ -77,7 +84,8 @@ mod tests {
         std::fs::create_dir_all(&sub).unwrap();
         std::fs::write(dir.path().join("AGENTS.md"), "outer rule").unwrap();
         std::fs::write(sub.join("CLAUDE.md"), "inner rule").unwrap();
-        let p = default_system_prompt(&sub, &["Read", "Bash"], SystemTime::UNIX_EPOCH);
+        let p = default_system_prompt(&sub, &["Read", "Bash"], SystemTime::UNIX_EPOCH)
+            + &project_memory(&sub);
         assert!(p.contains(&format!("Working directory: {}", sub.display())));
         assert!(p.contains("Tools available: Read, Bash"));
         assert!(p.contains("Today's date: 1970-01-01"));

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use crate::schema::schema_issues;
 use crate::{
-    CanUseTool, INTERRUPTED_MESSAGE, PermissionDecision, ProgressFn, ToolContext, ToolOutput,
+    CanUseTool, INTERRUPTED_MESSAGE, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput,
     ToolRegistry,
 };
 
@@ -100,40 +100,20 @@ pub async fn run_tool_call(
             )),
         );
     };
-    let issues = schema_issues(&tool.input_schema(), &call.input);
-    if !issues.is_empty() {
-        let plural = if issues.len() == 1 { "issue" } else { "issues" };
-        return ToolCallOutcome::new(
-            call,
-            ToolOutput::tool_use_error(format_args!(
-                "InputValidationError: {} failed due to the following {plural}:\n{}",
-                call.name,
-                issues.join("\n")
-            )),
-        );
-    }
-    if let Err(message) = tool.validate_input(&call.input, ctx) {
-        return ToolCallOutcome::new(call, ToolOutput::tool_use_error(message));
-    }
-
-    let mut input = call.input.clone();
-    if let Some(field) = tool.path_field() {
-        let raw = input.get(field).and_then(Value::as_str).unwrap_or(".");
-        let resolved = ctx.resolve(raw).display().to_string();
-        if let Some(object) = input.as_object_mut() {
-            object.insert(field.to_owned(), Value::String(resolved));
-        }
-    }
+    let input = match checked_input(tool.as_ref(), &call.name, &call.input, ctx) {
+        Ok(input) => input,
+        Err(output) => return ToolCallOutcome::new(call, output),
+    };
     let resolved_call = ToolCall {
         id: call.id.clone(),
         name: call.name.clone(),
         input,
     };
 
-    match can_use
-        .can_use_tool(tool.as_ref(), &resolved_call, ctx)
-        .await
-    {
+    let verdict = can_use
+        .can_use_tool_with_input(tool.as_ref(), &resolved_call, ctx)
+        .await;
+    match verdict.decision {
         PermissionDecision::Allow => {}
         PermissionDecision::Deny { reason } | PermissionDecision::Ask { reason } => {
             // Nobody to ask at this point: an unanswered question is a refusal.
@@ -147,9 +127,47 @@ pub async fn run_tool_call(
             };
         }
     }
+    // The permission's own input (an SDK's or a hook's `updatedInput`) passes the same
+    // checks as the model's.
+    let input = match verdict.updated_input {
+        Some(updated) => match checked_input(tool.as_ref(), &call.name, &updated, ctx) {
+            Ok(input) => input,
+            Err(output) => return ToolCallOutcome::new(call, output),
+        },
+        None => resolved_call.input,
+    };
     if ctx.cancel.is_cancelled() {
         return ToolCallOutcome::new(call, ToolOutput::error(INTERRUPTED_MESSAGE));
     }
-    let output = tool.call(resolved_call.input, ctx, progress).await;
+    let output = tool.call(input, ctx, progress).await;
     ToolCallOutcome::new(call, output)
+}
+
+/// The schema and the tool's own checks, then the path field resolved: the input the
+/// permission check sees and the tool runs with. A failure is the `<tool_use_error>`.
+fn checked_input(
+    tool: &dyn Tool,
+    name: &str,
+    input: &Value,
+    ctx: &ToolContext,
+) -> Result<Value, ToolOutput> {
+    let issues = schema_issues(&tool.input_schema(), input);
+    if !issues.is_empty() {
+        let plural = if issues.len() == 1 { "issue" } else { "issues" };
+        return Err(ToolOutput::tool_use_error(format_args!(
+            "InputValidationError: {name} failed due to the following {plural}:\n{}",
+            issues.join("\n")
+        )));
+    }
+    tool.validate_input(input, ctx)
+        .map_err(ToolOutput::tool_use_error)?;
+    let mut input = input.clone();
+    if let Some(field) = tool.path_field() {
+        let raw = input.get(field).and_then(Value::as_str).unwrap_or(".");
+        let resolved = ctx.resolve(raw).display().to_string();
+        if let Some(object) = input.as_object_mut() {
+            object.insert(field.to_owned(), Value::String(resolved));
+        }
+    }
+    Ok(input)
 }

@@ -65,8 +65,8 @@ pub use permissions::{
 };
 pub use registry::ToolRegistry;
 pub use tool::{
-    BoxFuture, CanUseTool, PathFilter, PermissionDecision, ProgressFn, Tool, ToolContext,
-    ToolOutput, ToolProgress,
+    BoxFuture, CanUseTool, InputDecision, PathFilter, PermissionDecision, ProgressFn, Tool,
+    ToolContext, ToolOutput, ToolProgress,
 };
 
 /// The message of every call cut short by an abort (Ctrl+C): seed 004 §18.2.

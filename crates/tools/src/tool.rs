@@ -235,6 +235,16 @@ impl std::fmt::Debug for dyn Tool {
     }
 }
 
+/// A permission decision that may also replace the input the allowed call runs with
+/// (an Agent SDK's or a hook's `updatedInput`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct InputDecision {
+    pub decision: PermissionDecision,
+    /// Checked like the model's input (schema, `validate_input`, path resolution)
+    /// before the tool runs with it.
+    pub updated_input: Option<Value>,
+}
+
 /// Decides whether a call may run.
 pub trait CanUseTool: Send + Sync {
     fn can_use_tool<'a>(
@@ -243,6 +253,22 @@ pub trait CanUseTool: Send + Sync {
         call: &'a ToolCall,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, PermissionDecision>;
+
+    /// What the tool runner asks: the decision, and possibly another input to run the
+    /// allowed call with. The default keeps the input.
+    fn can_use_tool_with_input<'a>(
+        &'a self,
+        tool: &'a dyn Tool,
+        call: &'a ToolCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, InputDecision> {
+        Box::pin(async move {
+            InputDecision {
+                decision: self.can_use_tool(tool, call, ctx).await,
+                updated_input: None,
+            }
+        })
+    }
 }
 
 /// The shape of the file tools' `call`: parse the input as `I` (a schema mismatch is a

@@ -1,0 +1,577 @@
+//! The session's gate around each tool call: PreToolUse hooks, then the permission
+//! policy, then — for an "ask" — the SDK's `can_use_tool` (with
+//! `--permission-prompt-tool stdio`) or the terminal prompt; PostToolUse and Stop hooks
+//! after. One object, so a permission mode set over the control protocol and hooks
+//! registered in `initialize` apply to the running session.
+
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
+
+use gyre_loop::{InterruptHandle, StopHook, StopHookOutcome, ToolHook};
+use gyre_protocol::{Message, Role};
+use gyre_tools::{
+    BoxFuture, CanUseTool, InputDecision, PermissionDecision, PermissionMode, PermissionPrompt,
+    Permissions, Tool, ToolCall, ToolCallOutcome, ToolContext,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::control::ControlChannel;
+use crate::hooks::{HookEvent, HookEventSink, Hooks};
+use crate::structured;
+
+/// A permission mode by its Claude Code name. `dontAsk` is the default policy that never
+/// asks (an "ask" is a denial); `auto` is the default policy.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModeName {
+    pub name: String,
+    mode: PermissionMode,
+    never_ask: bool,
+}
+
+impl std::str::FromStr for ModeName {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let (mode, never_ask) = match s {
+            "dontAsk" => (PermissionMode::Default, true),
+            "auto" => (PermissionMode::Default, false),
+            other => (
+                other.parse().map_err(|_| {
+                    format!(
+                        "unknown permission mode {other:?}: use default, acceptEdits, plan, bypassPermissions, dontAsk or auto"
+                    )
+                })?,
+                false,
+            ),
+        };
+        Ok(Self {
+            name: s.to_owned(),
+            mode,
+            never_ask,
+        })
+    }
+}
+
+/// The rule strings a policy is built from, kept so a mode change can rebuild it.
+#[derive(Debug, Clone, Default)]
+pub struct Rules {
+    pub allow: Vec<String>,
+    pub ask: Vec<String>,
+    pub deny: Vec<String>,
+}
+
+struct Policy {
+    mode: ModeName,
+    rules: Rules,
+    permissions: Arc<Permissions>,
+}
+
+/// See the module docs.
+pub struct Gate {
+    prompt: Option<Arc<dyn PermissionPrompt>>,
+    policy: RwLock<Policy>,
+    hooks: RwLock<Hooks>,
+    sdk_prompt: OnceLock<ControlChannel>,
+    interrupt: OnceLock<InterruptHandle>,
+    /// A hook's `continue: false`, waiting for the end of the tool round.
+    stop: Mutex<Option<String>>,
+    /// `--json-schema`: where the StructuredOutput tool leaves the answer.
+    structured: OnceLock<structured::Slot>,
+}
+
+impl Gate {
+    /// # Errors
+    /// A malformed rule.
+    pub fn new(
+        mode: ModeName,
+        rules: Rules,
+        prompt: Option<Arc<dyn PermissionPrompt>>,
+        hooks: Hooks,
+    ) -> Result<Self, String> {
+        let permissions = Arc::new(build_permissions(&mode, &rules, prompt.as_ref())?);
+        Ok(Self {
+            prompt,
+            policy: RwLock::new(Policy {
+                mode,
+                rules,
+                permissions,
+            }),
+            hooks: RwLock::new(hooks),
+            sdk_prompt: OnceLock::new(),
+            interrupt: OnceLock::new(),
+            stop: Mutex::new(None),
+            structured: OnceLock::new(),
+        })
+    }
+
+    /// The policy now in force (for filters computed once, like hidden paths).
+    #[must_use]
+    pub fn permissions(&self) -> Arc<Permissions> {
+        Arc::clone(
+            &self
+                .policy
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .permissions,
+        )
+    }
+
+    #[must_use]
+    pub fn mode_name(&self) -> String {
+        self.policy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .mode
+            .name
+            .clone()
+    }
+
+    /// `set_permission_mode`.
+    ///
+    /// # Errors
+    /// An unknown mode name.
+    pub fn set_mode(&self, name: &str) -> Result<(), String> {
+        let mode: ModeName = name.parse()?;
+        self.rebuild(|policy| {
+            policy.mode = mode;
+            Ok(())
+        })
+    }
+
+    /// Changes the mode or rules and rebuilds the policy from them.
+    fn rebuild(
+        &self,
+        change: impl FnOnce(&mut Policy) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let mut policy = self.policy.write().unwrap_or_else(PoisonError::into_inner);
+        let mut next = Policy {
+            mode: policy.mode.clone(),
+            rules: policy.rules.clone(),
+            permissions: Arc::clone(&policy.permissions),
+        };
+        change(&mut next)?;
+        next.permissions = Arc::new(build_permissions(
+            &next.mode,
+            &next.rules,
+            self.prompt.as_ref(),
+        )?);
+        *policy = next;
+        Ok(())
+    }
+
+    /// A `can_use_tool` answer's `updatedPermissions`: `addRules` (allow, deny or ask)
+    /// and `setMode` apply to the rest of the session; other kinds are logged and
+    /// skipped.
+    ///
+    /// # Errors
+    /// A malformed rule or an unknown mode; nothing is applied then.
+    pub fn apply_updates(&self, updates: &[Value]) -> Result<(), String> {
+        self.rebuild(|policy| {
+            for update in updates {
+                let kind = update.get("type").and_then(Value::as_str).unwrap_or("");
+                match kind {
+                    "addRules" => {
+                        let list = match update.get("behavior").and_then(Value::as_str) {
+                            Some("allow") => &mut policy.rules.allow,
+                            Some("deny") => &mut policy.rules.deny,
+                            Some("ask") => &mut policy.rules.ask,
+                            other => return Err(format!("addRules with behavior {other:?}")),
+                        };
+                        for rule in update
+                            .get("rules")
+                            .and_then(Value::as_array)
+                            .into_iter()
+                            .flatten()
+                        {
+                            let tool = rule.get("toolName").and_then(Value::as_str).unwrap_or("");
+                            list.push(match rule.get("ruleContent").and_then(Value::as_str) {
+                                Some(content) => format!("{tool}({content})"),
+                                None => tool.to_owned(),
+                            });
+                        }
+                    }
+                    "setMode" => {
+                        policy.mode = update
+                            .get("mode")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .parse()?;
+                    }
+                    other => tracing::warn!(
+                        kind = other,
+                        "permission update not supported by gyre; skipped"
+                    ),
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Permission questions go to the SDK as `can_use_tool` requests.
+    pub fn ask_over(&self, channel: ControlChannel) {
+        let _ = self.sdk_prompt.set(channel);
+    }
+
+    /// `--json-schema`: a turn may not end before the StructuredOutput tool filled `slot`.
+    pub fn require_structured_output(&self, slot: structured::Slot) {
+        let _ = self.structured.set(slot);
+    }
+
+    /// The engine's interrupt, for a `can_use_tool` denial with `interrupt: true`.
+    pub fn set_interrupt(&self, handle: InterruptHandle) {
+        let _ = self.interrupt.set(handle);
+    }
+
+    /// Registers the SDK's hooks from `initialize`.
+    pub fn add_sdk_hooks(&self, config: &Value, channel: ControlChannel) {
+        self.hooks
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .add_sdk_callbacks(config, channel);
+    }
+
+    /// `--include-hook-events`: each hook's start and end go to `sink`.
+    pub fn report_hooks_to(&self, sink: HookEventSink) {
+        self.hooks
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .report_to(sink);
+    }
+
+    /// The hooks now registered (cheap: a few strings per hook).
+    #[must_use]
+    pub fn hooks(&self) -> Hooks {
+        self.hooks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    async fn decide(&self, tool: &dyn Tool, call: &ToolCall, ctx: &ToolContext) -> InputDecision {
+        let keep = |decision| InputDecision {
+            decision,
+            updated_input: None,
+        };
+        let (mode, permissions) = {
+            let p = self.policy.read().unwrap_or_else(PoisonError::into_inner);
+            (p.mode.clone(), Arc::clone(&p.permissions))
+        };
+        let hooks = self.hooks();
+        let mut verdict = None;
+        let mut updated = None;
+        if hooks.has(HookEvent::PreToolUse) {
+            let fields =
+                json!({ "tool_name": call.name, "tool_input": call.input, "tool_use_id": call.id });
+            let v = hooks
+                .run(
+                    HookEvent::PreToolUse,
+                    Some(&call.name),
+                    Some(&call.id),
+                    &mode.name,
+                    fields,
+                    &ctx.cancel,
+                )
+                .await;
+            if let Some(reason) = &v.stop {
+                *self.stop.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason.clone());
+                return keep(PermissionDecision::Deny {
+                    reason: reason.clone(),
+                });
+            }
+            if let Some(reason) = v.block {
+                return keep(PermissionDecision::Deny { reason });
+            }
+            updated = v.updated_input;
+            verdict = Some((v.allow, v.ask));
+        }
+        // What the hook changed is what the rules judge.
+        let effective = updated.as_ref().map(|input| ToolCall {
+            input: input.clone(),
+            ..call.clone()
+        });
+        let call = effective.as_ref().unwrap_or(call);
+        let decision = match (permissions.evaluate(tool, call, ctx), verdict) {
+            // A hook's "allow" answers the question; deny rules still win.
+            (PermissionDecision::Ask { .. }, Some((true, _))) => PermissionDecision::Allow,
+            (PermissionDecision::Allow, Some((_, true))) => PermissionDecision::Ask {
+                reason: "a PreToolUse hook asked for confirmation".to_owned(),
+            },
+            (decision, _) => decision,
+        };
+        let PermissionDecision::Ask { reason } = decision else {
+            return InputDecision {
+                decision,
+                updated_input: updated,
+            };
+        };
+        if mode.never_ask {
+            return keep(PermissionDecision::Deny {
+                reason: format!(
+                    "Permission to use {} was not granted in advance (dontAsk mode: {reason}).",
+                    call.name
+                ),
+            });
+        }
+        match self.sdk_prompt.get() {
+            Some(channel) => {
+                let answer = self.ask_sdk(channel, call, &reason, &ctx.cancel).await;
+                InputDecision {
+                    updated_input: answer.updated_input.or(updated),
+                    ..answer
+                }
+            }
+            None => InputDecision {
+                decision: permissions.can_use_tool(tool, call, ctx).await,
+                updated_input: updated,
+            },
+        }
+    }
+
+    async fn ask_sdk(
+        &self,
+        channel: &ControlChannel,
+        call: &ToolCall,
+        reason: &str,
+        cancel: &CancellationToken,
+    ) -> InputDecision {
+        let deny = |reason| InputDecision {
+            decision: PermissionDecision::Deny { reason },
+            updated_input: None,
+        };
+        let request = json!({
+            "subtype": "can_use_tool",
+            "tool_name": call.name,
+            "input": call.input,
+            "permission_suggestions": [suggestion(call)],
+            "tool_use_id": call.id,
+            "decision_reason": reason,
+        });
+        let answer = match channel.request(request, cancel).await {
+            Ok(answer) => answer,
+            Err(e) => {
+                return deny(format!(
+                    "Permission to use {} could not be asked: {e}",
+                    call.name
+                ));
+            }
+        };
+        match answer.get("behavior").and_then(Value::as_str) {
+            Some("allow") => {
+                if let Some(updates) = answer.get("updatedPermissions").and_then(Value::as_array)
+                    && let Err(e) = self.apply_updates(updates)
+                {
+                    eprintln!("gyre: the SDK's updatedPermissions were not applied: {e}");
+                }
+                InputDecision {
+                    decision: PermissionDecision::Allow,
+                    // The SDK echoes the input when the callback kept it.
+                    updated_input: answer
+                        .get("updatedInput")
+                        .filter(|u| u.is_object() && *u != &call.input)
+                        .cloned(),
+                }
+            }
+            Some("deny") => {
+                if answer.get("interrupt") == Some(&Value::Bool(true))
+                    && let Some(handle) = self.interrupt.get()
+                {
+                    handle.interrupt();
+                }
+                let message = answer
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .filter(|m| !m.is_empty())
+                    .map_or_else(
+                        || format!("The user denied permission to use {}.", call.name),
+                        str::to_owned,
+                    );
+                deny(message)
+            }
+            other => deny(format!(
+                "Permission to use {} was not granted: the SDK answered behavior {other:?}, expected allow or deny",
+                call.name
+            )),
+        }
+    }
+}
+
+/// The update an "allow always" would make: this exact command for Bash, the tool
+/// otherwise, for the rest of the session.
+fn suggestion(call: &ToolCall) -> Value {
+    let mut rule = json!({ "toolName": call.name });
+    if call.name == "Bash"
+        && let Some(command) = call.input.get("command").and_then(Value::as_str)
+    {
+        rule["ruleContent"] = json!(command.trim());
+    }
+    json!({ "type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session" })
+}
+
+fn build_permissions(
+    mode: &ModeName,
+    rules: &Rules,
+    prompt: Option<&Arc<dyn PermissionPrompt>>,
+) -> Result<Permissions, String> {
+    let permissions = Permissions::from_rules(mode.mode, &rules.allow, &rules.ask, &rules.deny)
+        .map_err(|e| e.to_string())?;
+    Ok(match prompt {
+        Some(p) => permissions.with_prompt(Arc::clone(p)),
+        None => permissions,
+    })
+}
+
+impl CanUseTool for Gate {
+    fn can_use_tool<'a>(
+        &'a self,
+        tool: &'a dyn Tool,
+        call: &'a ToolCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, PermissionDecision> {
+        Box::pin(async move { self.decide(tool, call, ctx).await.decision })
+    }
+
+    fn can_use_tool_with_input<'a>(
+        &'a self,
+        tool: &'a dyn Tool,
+        call: &'a ToolCall,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, InputDecision> {
+        Box::pin(self.decide(tool, call, ctx))
+    }
+}
+
+impl ToolHook for Gate {
+    fn after_tool<'a>(&'a self, outcome: &'a ToolCallOutcome) -> BoxFuture<'a, Option<String>> {
+        Box::pin(async move {
+            let hooks = self.hooks();
+            if hooks.has(HookEvent::PostToolUse) && outcome.denial.is_none() {
+                let fields = json!({
+                    "tool_name": outcome.tool_name,
+                    "tool_input": outcome.input,
+                    "tool_response": outcome.output.content,
+                    "tool_use_id": outcome.tool_use_id,
+                });
+                let v = hooks
+                    .run(
+                        HookEvent::PostToolUse,
+                        Some(&outcome.tool_name),
+                        Some(&outcome.tool_use_id),
+                        &self.mode_name(),
+                        fields,
+                        &CancellationToken::new(),
+                    )
+                    .await;
+                if v.stop.is_some() {
+                    return v.stop;
+                }
+            }
+            self.stop
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take()
+        })
+    }
+}
+
+impl StopHook for Gate {
+    fn on_stop<'a>(
+        &'a self,
+        messages: &'a [Message],
+        stop_hook_active: bool,
+    ) -> BoxFuture<'a, StopHookOutcome> {
+        Box::pin(async move {
+            let mut blocking = Vec::new();
+            let hooks = self.hooks();
+            if hooks.has(HookEvent::Stop) {
+                let last = messages
+                    .iter()
+                    .rev()
+                    .find(|m| m.role == Role::Assistant)
+                    .map(Message::text)
+                    .unwrap_or_default();
+                let fields =
+                    json!({ "stop_hook_active": stop_hook_active, "last_assistant_message": last });
+                let v = hooks
+                    .run(
+                        HookEvent::Stop,
+                        None,
+                        None,
+                        &self.mode_name(),
+                        fields,
+                        &CancellationToken::new(),
+                    )
+                    .await;
+                if let Some(reason) = v.stop {
+                    return StopHookOutcome::Prevent(reason);
+                }
+                blocking.extend(v.block);
+            }
+            // --json-schema: a turn that ends without the structured answer is sent back
+            // once to give it (not again, so a model that will not cannot loop forever).
+            if !stop_hook_active
+                && self.structured.get().is_some_and(|slot| {
+                    slot.lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .is_none()
+                })
+            {
+                blocking.push(structured::MISSING.to_owned());
+            }
+            if blocking.is_empty() {
+                StopHookOutcome::Allow
+            } else {
+                StopHookOutcome::Block(blocking)
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate() -> Gate {
+        Gate::new(
+            "default".parse().unwrap(),
+            Rules::default(),
+            None,
+            Hooks::default(),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn permission_updates_add_rules_and_set_the_mode_or_change_nothing() {
+        let g = gate();
+        g.apply_updates(&[
+            json!({"type": "addRules", "behavior": "deny", "destination": "session",
+                "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}]}),
+            json!({"type": "setMode", "mode": "acceptEdits", "destination": "session"}),
+        ])
+        .unwrap();
+        assert_eq!(g.mode_name(), "acceptEdits");
+        let deny: Vec<String> = g
+            .permissions()
+            .deny_rules()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(deny, ["Bash(rm:*)"]);
+        let err = g
+            .apply_updates(&[
+                json!({"type": "setMode", "mode": "plan"}),
+                json!({"type": "addRules", "behavior": "maybe", "rules": []}),
+            ])
+            .unwrap_err();
+        assert!(err.contains("maybe"), "{err}");
+        assert_eq!(g.mode_name(), "acceptEdits", "a bad update applies nothing");
+    }
+
+    #[test]
+    fn modes_by_claude_code_name() {
+        assert!("dontAsk".parse::<ModeName>().unwrap().never_ask);
+        assert!(!"auto".parse::<ModeName>().unwrap().never_ask);
+        let err = "sideways".parse::<ModeName>().unwrap_err();
+        assert!(err.contains("dontAsk"), "{err}");
+    }
+}

@@ -1,0 +1,494 @@
+//! Hooks: callbacks an SDK registered in `initialize` (run over the control protocol as
+//! `hook_callback` requests) and shell commands from the settings' `hooks`, both fed the
+//! same JSON input and read the same JSON output as Claude Code's hooks.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+use tokio_util::sync::CancellationToken;
+
+use crate::control::ControlChannel;
+
+/// The events gyre fires.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookEvent {
+    PreToolUse,
+    PostToolUse,
+    UserPromptSubmit,
+    Stop,
+}
+
+impl HookEvent {
+    #[must_use]
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PreToolUse => "PreToolUse",
+            Self::PostToolUse => "PostToolUse",
+            Self::UserPromptSubmit => "UserPromptSubmit",
+            Self::Stop => "Stop",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        [
+            Self::PreToolUse,
+            Self::PostToolUse,
+            Self::UserPromptSubmit,
+            Self::Stop,
+        ]
+        .into_iter()
+        .find(|e| e.name() == name)
+    }
+}
+
+/// What runs for a matching hook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Runner {
+    /// An SDK callback, by the id the SDK gave it in `initialize`.
+    Callback(String),
+    /// A settings command, run with `sh -c`.
+    Command(String),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Hook {
+    event: HookEvent,
+    /// `None`, `""` or `"*"`: every tool; otherwise tool names separated by `|`.
+    matcher: Option<String>,
+    runner: Runner,
+    timeout: Duration,
+}
+
+impl Hook {
+    fn matches(&self, tool_name: Option<&str>) -> bool {
+        match (self.matcher.as_deref(), tool_name) {
+            (None | Some("" | "*"), _) | (Some(_), None) => true,
+            (Some(m), Some(tool)) => m.split('|').any(|alt| alt.trim() == tool),
+        }
+    }
+}
+
+/// Claude Code's default hook timeout: 60 s.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// What the hooks that ran decided, merged.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HookVerdict {
+    /// Block the action (`decision: "block"`, `permissionDecision: "deny"`, exit 2).
+    pub block: Option<String>,
+    /// `permissionDecision: "allow"` (or `decision: "approve"`): no permission question.
+    pub allow: bool,
+    /// `permissionDecision: "ask"`: ask even when the rules would allow.
+    pub ask: bool,
+    /// `hookSpecificOutput.updatedInput`.
+    pub updated_input: Option<Value>,
+    /// `hookSpecificOutput.additionalContext` (and a UserPromptSubmit command's stdout).
+    pub context: Vec<String>,
+    /// `continue: false`: stop the query, with this reason.
+    pub stop: Option<String>,
+}
+
+impl HookVerdict {
+    fn absorb(&mut self, output: &Value) {
+        let text = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
+        if output.get("continue") == Some(&Value::Bool(false)) {
+            self.stop =
+                Some(text(output, "stopReason").unwrap_or_else(|| "stopped by a hook".into()));
+        }
+        let reason = text(output, "reason");
+        match output.get("decision").and_then(Value::as_str) {
+            Some("block") => {
+                self.block = Some(reason.clone().unwrap_or_else(|| "blocked by a hook".into()));
+            }
+            Some("approve") => self.allow = true,
+            _ => {}
+        }
+        let specific = output
+            .get("hookSpecificOutput")
+            .cloned()
+            .unwrap_or_default();
+        let why = text(&specific, "permissionDecisionReason").or(reason);
+        match specific.get("permissionDecision").and_then(Value::as_str) {
+            Some("deny") => {
+                self.block = Some(why.unwrap_or_else(|| "denied by a PreToolUse hook".into()));
+            }
+            Some("allow") => self.allow = true,
+            Some("ask") => self.ask = true,
+            _ => {}
+        }
+        if let Some(input) = specific.get("updatedInput").filter(|v| v.is_object()) {
+            self.updated_input = Some(input.clone());
+        }
+        if let Some(context) = text(&specific, "additionalContext") {
+            self.context.push(context);
+        }
+    }
+}
+
+/// Fields every hook input carries.
+#[derive(Debug, Clone, Default)]
+pub struct HookBase {
+    pub session_id: String,
+    pub transcript_path: String,
+    pub cwd: String,
+}
+
+/// Where `--include-hook-events` lines go (`system/hook_started`, `system/hook_response`).
+pub type HookEventSink = Arc<dyn Fn(Value) + Send + Sync>;
+
+/// The registered hooks of a session and how to run them.
+#[derive(Clone, Default)]
+pub struct Hooks {
+    hooks: Vec<Hook>,
+    channel: Option<ControlChannel>,
+    base: HookBase,
+    events: Option<HookEventSink>,
+}
+
+impl Hooks {
+    #[must_use]
+    pub fn new(base: HookBase) -> Self {
+        Self {
+            base,
+            ..Self::default()
+        }
+    }
+
+    /// Reports each hook's start and end to `sink`.
+    pub fn report_to(&mut self, sink: HookEventSink) {
+        self.events = Some(sink);
+    }
+
+    /// Whether any hook listens to `event`.
+    #[must_use]
+    pub fn has(&self, event: HookEvent) -> bool {
+        self.hooks.iter().any(|h| h.event == event)
+    }
+
+    /// Adds the SDK's hooks from `initialize`'s `hooks` map:
+    /// `{"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["hook_0"],"timeout":5}]}`.
+    /// Events gyre does not fire are ignored.
+    pub fn add_sdk_callbacks(&mut self, config: &Value, channel: ControlChannel) {
+        self.channel = Some(channel);
+        for e in entries(config, "hookCallbackIds") {
+            if let Some(id) = e.item.as_str() {
+                self.push(
+                    e.event,
+                    e.matcher,
+                    Runner::Callback(id.to_owned()),
+                    e.timeout,
+                );
+            }
+        }
+    }
+
+    /// Adds the settings' command hooks: `{"PreToolUse":[{"matcher":"Bash","hooks":
+    /// [{"type":"command","command":"…","timeout":30}]}]}`.
+    pub fn add_settings_commands(&mut self, config: &Value) {
+        for e in entries(config, "hooks") {
+            if e.item.get("type").and_then(Value::as_str) != Some("command") {
+                continue;
+            }
+            if let Some(command) = e.item.get("command").and_then(Value::as_str) {
+                let timeout = e.item.get("timeout").and_then(Value::as_u64).or(e.timeout);
+                self.push(
+                    e.event,
+                    e.matcher,
+                    Runner::Command(command.to_owned()),
+                    timeout,
+                );
+            }
+        }
+    }
+
+    fn push(
+        &mut self,
+        event: HookEvent,
+        matcher: Option<String>,
+        runner: Runner,
+        secs: Option<u64>,
+    ) {
+        self.hooks.push(Hook {
+            event,
+            matcher,
+            runner,
+            timeout: secs.map_or(DEFAULT_TIMEOUT, Duration::from_secs),
+        });
+    }
+
+    /// Runs every hook of `event` that matches `tool_name`, in order, and merges what
+    /// they decided. `fields` are the event's own input fields. A hook that fails
+    /// (error, timeout, bad output) is logged and decides nothing.
+    pub async fn run(
+        &self,
+        event: HookEvent,
+        tool_name: Option<&str>,
+        tool_use_id: Option<&str>,
+        permission_mode: &str,
+        fields: Value,
+        cancel: &CancellationToken,
+    ) -> HookVerdict {
+        let mut verdict = HookVerdict::default();
+        let matching: Vec<&Hook> = self
+            .hooks
+            .iter()
+            .filter(|h| h.event == event && h.matches(tool_name))
+            .collect();
+        if matching.is_empty() {
+            return verdict;
+        }
+        let mut input = json!({
+            "session_id": self.base.session_id,
+            "transcript_path": self.base.transcript_path,
+            "cwd": self.base.cwd,
+            "permission_mode": permission_mode,
+            "hook_event_name": event.name(),
+        });
+        if let (Some(obj), Value::Object(extra)) = (input.as_object_mut(), fields) {
+            obj.extend(extra);
+        }
+        let hook_name = match tool_name {
+            Some(tool) => format!("{}:{tool}", event.name()),
+            None => event.name().to_owned(),
+        };
+        for hook in matching {
+            let hook_id = uuid::Uuid::new_v4().to_string();
+            self.report(json!({
+                "subtype": "hook_started", "hook_id": hook_id, "hook_name": hook_name,
+                "hook_event": event.name(),
+            }));
+            let outcome = match &hook.runner {
+                Runner::Callback(id) => {
+                    self.run_callback(id, tool_use_id, &input, hook.timeout, cancel)
+                        .await
+                }
+                Runner::Command(command) => {
+                    self.run_command(command, event, &input, hook.timeout).await
+                }
+            };
+            let (output, outcome_name) = match &outcome {
+                Ok(output) => (output.to_string(), "success"),
+                Err(e) => (e.clone(), "error"),
+            };
+            self.report(json!({
+                "subtype": "hook_response", "hook_id": hook_id, "hook_name": hook_name,
+                "hook_event": event.name(), "output": output, "stdout": "", "stderr": "",
+                "outcome": outcome_name,
+            }));
+            match outcome {
+                Ok(output) => verdict.absorb(&output),
+                Err(e) => tracing::warn!(event = event.name(), error = %e, "hook failed"),
+            }
+        }
+        verdict
+    }
+
+    fn report(&self, mut line: Value) {
+        if let Some(sink) = &self.events {
+            line["type"] = json!("system");
+            line["session_id"] = json!(self.base.session_id);
+            line["uuid"] = json!(uuid::Uuid::new_v4().to_string());
+            sink(line);
+        }
+    }
+
+    async fn run_callback(
+        &self,
+        id: &str,
+        tool_use_id: Option<&str>,
+        input: &Value,
+        timeout: Duration,
+        cancel: &CancellationToken,
+    ) -> Result<Value, String> {
+        let Some(channel) = &self.channel else {
+            return Err("no SDK to call".to_owned());
+        };
+        let request = json!({
+            "subtype": "hook_callback",
+            "callback_id": id,
+            "input": input,
+            "tool_use_id": tool_use_id,
+        });
+        tokio::time::timeout(timeout, channel.request(request, cancel))
+            .await
+            .map_err(|_| format!("the hook callback {id} did not answer in {timeout:?}"))?
+    }
+
+    async fn run_command(
+        &self,
+        command: &str,
+        event: HookEvent,
+        input: &Value,
+        timeout: Duration,
+    ) -> Result<Value, String> {
+        let mut child = tokio::process::Command::new("sh")
+            .arg("-c")
+            .arg(command)
+            .current_dir(&self.base.cwd)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("could not start hook `{command}`: {e}"))?;
+        if let Some(mut stdin) = child.stdin.take() {
+            // A hook that does not read its input is fine: ignore a broken pipe.
+            let _ = stdin.write_all(input.to_string().as_bytes()).await;
+        }
+        let out = tokio::time::timeout(timeout, child.wait_with_output())
+            .await
+            .map_err(|_| format!("hook `{command}` timed out after {timeout:?}"))?
+            .map_err(|e| format!("hook `{command}`: {e}"))?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        match out.status.code() {
+            // Exit 2 blocks, with stderr as the reason (Claude Code's hook contract).
+            Some(2) => Ok(json!({ "decision": "block", "reason": stderr.trim() })),
+            Some(0) => {
+                let trimmed = stdout.trim();
+                if trimmed.starts_with('{') {
+                    serde_json::from_str(trimmed)
+                        .map_err(|e| format!("hook `{command}` printed invalid JSON: {e}"))
+                } else if event == HookEvent::UserPromptSubmit && !trimmed.is_empty() {
+                    Ok(json!({ "hookSpecificOutput": { "additionalContext": trimmed } }))
+                } else {
+                    Ok(json!({}))
+                }
+            }
+            code => Err(format!(
+                "hook `{command}` exited with {code:?}: {}",
+                stderr.trim()
+            )),
+        }
+    }
+}
+
+/// One entry of a matcher of a hooks map, with the matcher's fields.
+struct Entry<'a> {
+    event: HookEvent,
+    matcher: Option<String>,
+    /// The matcher's `timeout` in seconds.
+    timeout: Option<u64>,
+    item: &'a Value,
+}
+
+/// Each entry (under `list_key`) of each matcher of a hooks map.
+fn entries<'a>(config: &'a Value, list_key: &str) -> Vec<Entry<'a>> {
+    let mut out = Vec::new();
+    let Some(map) = config.as_object() else {
+        return out;
+    };
+    for (name, matchers) in map {
+        let Some(event) = HookEvent::parse(name) else {
+            tracing::warn!(event = %name, "hook event not supported by gyre; ignored");
+            continue;
+        };
+        for m in matchers.as_array().into_iter().flatten() {
+            let matcher = m.get("matcher").and_then(Value::as_str).map(str::to_owned);
+            let timeout = m.get("timeout").and_then(Value::as_u64);
+            for item in m
+                .get(list_key)
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                out.push(Entry {
+                    event,
+                    matcher: matcher.clone(),
+                    timeout,
+                    item,
+                });
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn verdict(output: &Value) -> HookVerdict {
+        let mut v = HookVerdict::default();
+        v.absorb(output);
+        v
+    }
+
+    #[test]
+    fn outputs_map_to_decisions() {
+        let deny = verdict(
+            &json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+            "permissionDecision": "deny", "permissionDecisionReason": "no"}}),
+        );
+        assert_eq!(deny.block.as_deref(), Some("no"));
+        let block = verdict(&json!({"decision": "block", "reason": "again"}));
+        assert_eq!(block.block.as_deref(), Some("again"));
+        let stop = verdict(&json!({"continue": false, "stopReason": "enough"}));
+        assert_eq!(stop.stop.as_deref(), Some("enough"));
+        let allow = verdict(
+            &json!({"hookSpecificOutput": {"permissionDecision": "allow",
+            "updatedInput": {"command": "ls"}, "additionalContext": "fyi"}}),
+        );
+        assert!(allow.allow && allow.block.is_none());
+        assert_eq!(allow.updated_input, Some(json!({"command": "ls"})));
+        assert_eq!(allow.context, ["fyi"]);
+        assert_eq!(verdict(&json!({})), HookVerdict::default());
+    }
+
+    #[test]
+    fn matchers_name_tools_or_everything() {
+        let hook = |m: Option<&str>| Hook {
+            event: HookEvent::PreToolUse,
+            matcher: m.map(str::to_owned),
+            runner: Runner::Command("true".into()),
+            timeout: DEFAULT_TIMEOUT,
+        };
+        assert!(hook(None).matches(Some("Bash")));
+        assert!(hook(Some("*")).matches(Some("Bash")));
+        assert!(hook(Some("Write|Edit")).matches(Some("Edit")));
+        assert!(!hook(Some("Write|Edit")).matches(Some("Bash")));
+    }
+
+    #[tokio::test]
+    async fn settings_commands_get_the_input_on_stdin_and_exit_2_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut hooks = Hooks::new(HookBase {
+            cwd: dir.path().display().to_string(),
+            ..HookBase::default()
+        });
+        hooks.add_settings_commands(&json!({
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command",
+                "command": "cat > input.json; echo 'no rm' >&2; exit 2"}]}]
+        }));
+        let cancel = CancellationToken::new();
+        let v = hooks
+            .run(
+                HookEvent::PreToolUse,
+                Some("Bash"),
+                Some("toolu_1"),
+                "default",
+                json!({"tool_name": "Bash", "tool_input": {"command": "rm -rf x"}}),
+                &cancel,
+            )
+            .await;
+        assert_eq!(v.block.as_deref(), Some("no rm"));
+        let input: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.path().join("input.json")).unwrap())
+                .unwrap();
+        assert_eq!(input["hook_event_name"], "PreToolUse");
+        assert_eq!(input["tool_input"]["command"], "rm -rf x");
+        let other = hooks
+            .run(
+                HookEvent::PreToolUse,
+                Some("Read"),
+                None,
+                "default",
+                json!({}),
+                &cancel,
+            )
+            .await;
+        assert_eq!(other, HookVerdict::default());
+    }
+}

@@ -1,0 +1,360 @@
+//! `--input-format stream-json`: the session an Agent SDK drives.
+//!
+//! A thread reads stdin for the whole session and a dispatcher task answers control
+//! requests at once — also while a turn runs, so `interrupt` and `can_use_tool` answers
+//! get through — and queues user messages for the turn loop, which runs them one after
+//! the other until stdin ends.
+
+use std::io::BufRead;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use anyhow::Result;
+use gyre_loop::{InterruptHandle, QueryEngine};
+use gyre_protocol::ContentBlock;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::control::{self, ControlChannel, Inbound, LineOut};
+use crate::gate::Gate;
+use crate::headless::{self, Output};
+use crate::hooks::HookEvent;
+use crate::session::Session;
+use crate::stream_json::{self, CONTEXT_WINDOW};
+
+/// A user message waiting to run, with the `interrupt` count when it arrived.
+struct Turn {
+    content: Vec<ContentBlock>,
+    interrupts: u64,
+}
+
+/// What the dispatcher shares with the turn loop.
+#[derive(Default)]
+struct Shared {
+    /// `set_model`: the model for the next turn (`None` inside: back to the default).
+    next_model: Option<Option<String>>,
+    /// Counts `interrupt` requests: one that came after a message was sent but before
+    /// its turn got under way still interrupts that turn.
+    interrupts: u64,
+    /// Tokens of the last request's context, for `get_context_usage`.
+    context_tokens: u64,
+    model: String,
+}
+
+struct Dispatcher {
+    out: LineOut,
+    channel: ControlChannel,
+    gate: Arc<Gate>,
+    interrupt: InterruptHandle,
+    shared: Arc<Mutex<Shared>>,
+    turns: mpsc::UnboundedSender<Turn>,
+    default_model: String,
+}
+
+impl Dispatcher {
+    fn handle(&self, inbound: Inbound) {
+        match inbound {
+            Inbound::User(content) => {
+                let interrupts = self
+                    .shared
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .interrupts;
+                let _ = self.turns.send(Turn {
+                    content,
+                    interrupts,
+                });
+            }
+            Inbound::Request {
+                request_id,
+                request,
+            } => {
+                let reply = match self.answer(&request) {
+                    Ok(body) => control::success(&request_id, &body),
+                    Err(e) => control::error(&request_id, &e),
+                };
+                if let Err(e) = self.out.line(&reply) {
+                    eprintln!("gyre: could not write a control response: {e}");
+                }
+            }
+            Inbound::Response { request_id, result } => {
+                if !self.channel.resolve(&request_id, result) {
+                    eprintln!("gyre: control_response for unknown request {request_id:?}; ignored");
+                }
+            }
+            // gyre's answers to the SDK's requests are immediate: nothing to cancel.
+            Inbound::Cancel { .. } => {}
+            Inbound::Invalid(message) => eprintln!("gyre: {message}; line ignored"),
+        }
+    }
+
+    fn answer(&self, request: &Value) -> Result<Value, String> {
+        let subtype = request.get("subtype").and_then(Value::as_str).unwrap_or("");
+        let text = |key: &str| request.get(key).and_then(Value::as_str);
+        match subtype {
+            "initialize" => {
+                if let Some(hooks) = request.get("hooks").filter(|h| h.is_object()) {
+                    self.gate.add_sdk_hooks(hooks, self.channel.clone());
+                }
+                let model = self
+                    .shared
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .model
+                    .clone();
+                Ok(json!({
+                    "commands": [],
+                    "agents": [],
+                    "output_style": "default",
+                    "available_output_styles": ["default"],
+                    "models": [{ "value": model, "displayName": model, "description": "" }],
+                    "account": {},
+                    "pid": std::process::id(),
+                }))
+            }
+            "interrupt" => {
+                self.shared
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .interrupts += 1;
+                self.interrupt.interrupt();
+                Ok(json!({}))
+            }
+            "set_permission_mode" => {
+                let mode = text("mode").ok_or("set_permission_mode needs a `mode`")?;
+                self.gate.set_mode(mode)?;
+                Ok(json!({}))
+            }
+            "set_model" => {
+                let model = text("model").map(str::to_owned);
+                let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                shared.model = model.clone().unwrap_or_else(|| self.default_model.clone());
+                shared.next_model = Some(model);
+                Ok(json!({}))
+            }
+            "mcp_status" => Ok(json!({ "mcpServers": [] })),
+            "get_context_usage" => {
+                let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                #[allow(clippy::cast_precision_loss)]
+                let percentage = shared.context_tokens as f64 * 100.0 / CONTEXT_WINDOW as f64;
+                Ok(json!({
+                    "categories": [],
+                    "totalTokens": shared.context_tokens,
+                    "maxTokens": CONTEXT_WINDOW,
+                    "rawMaxTokens": CONTEXT_WINDOW,
+                    "percentage": percentage,
+                    "model": shared.model,
+                    "isAutoCompactEnabled": std::env::var_os("GYRE_DISABLE_AUTOCOMPACT").is_none(),
+                    "memoryFiles": [],
+                    "mcpTools": [],
+                    "agents": [],
+                    "gridRows": [],
+                }))
+            }
+            "mcp_reconnect" | "mcp_toggle" => Err(format!(
+                "no MCP server named {:?}: gyre has no MCP servers configured",
+                text("serverName").unwrap_or("")
+            )),
+            "rewind_files" => Err(
+                "rewind_files is not supported by gyre: it keeps no file checkpoints".to_owned(),
+            ),
+            "stop_task" => Err(format!(
+                "no task {:?}: gyre runs no background tasks",
+                text("task_id").unwrap_or("")
+            )),
+            other => Err(format!("unknown control request subtype {other:?}")),
+        }
+    }
+}
+
+/// Runs the session until stdin ends (or Ctrl+C). Returns whether the last turn was an
+/// error.
+pub async fn run(
+    session: &mut Session,
+    out: LineOut,
+    ask_over_stdio: bool,
+    partial: bool,
+    hook_events: bool,
+    ctrl_c: &CancellationToken,
+) -> Result<bool> {
+    if hook_events {
+        let out = out.clone();
+        session.gate.report_hooks_to(Arc::new(move |line| {
+            if let Err(e) = out.line(&line) {
+                eprintln!("gyre: could not write a hook event: {e}");
+            }
+        }));
+    }
+    let (inbound_tx, mut inbound_rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let inbound = match line {
+                Ok(l) if l.trim().is_empty() => continue,
+                Ok(l) => control::parse_inbound(&l),
+                Err(e) => Inbound::Invalid(format!("could not read stdin: {e}")),
+            };
+            if inbound_tx.send(inbound).is_err() {
+                break;
+            }
+        }
+    });
+    let channel = ControlChannel::new(out.clone());
+    let shared = Arc::new(Mutex::new(Shared {
+        model: session.engine.model().to_owned(),
+        ..Shared::default()
+    }));
+    if ask_over_stdio {
+        session.gate.ask_over(channel.clone());
+    }
+    let (turns_tx, mut turns_rx) = mpsc::unbounded_channel();
+    let dispatcher = Dispatcher {
+        out: out.clone(),
+        channel: channel.clone(),
+        gate: Arc::clone(&session.gate),
+        interrupt: session.engine.interrupt_handle(),
+        shared: Arc::clone(&shared),
+        turns: turns_tx,
+        default_model: session.engine.model().to_owned(),
+    };
+    tokio::spawn(async move {
+        while let Some(inbound) = inbound_rx.recv().await {
+            dispatcher.handle(inbound);
+        }
+        dispatcher.channel.close();
+    });
+
+    let output_line = out.clone();
+    let mut output = Output::new(out, crate::args::OutputFormat::StreamJson, partial);
+    headless::print_init(&mut output, &session.facts)?;
+    let mut last_error = false;
+    loop {
+        // Ctrl+C between turns ends the session too, not only during one.
+        let Turn {
+            content,
+            interrupts: seen,
+        } = tokio::select! {
+            next = turns_rx.recv() => match next {
+                Some(turn) => turn,
+                None => break,
+            },
+            () = ctrl_c.cancelled() => break,
+        };
+        if let Err(e) = control::check_tool_results(session.engine.messages(), &content) {
+            refuse(&output_line, session, &e)?;
+            last_error = true;
+            continue;
+        }
+        let next_model = shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_model
+            .take();
+        if let Some(model) = next_model {
+            let model = model.unwrap_or_else(|| {
+                shared
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .model
+                    .clone()
+            });
+            session.facts.model.clone_from(&model);
+            session.engine.set_model(model);
+        }
+        let content = match prompt_hooks(&session.gate, &session.engine, content).await {
+            Ok(content) => content,
+            Err(reason) => {
+                let text = format!("the prompt was blocked by a UserPromptSubmit hook: {reason}");
+                refuse(&output_line, session, &text)?;
+                last_error = true;
+                continue;
+            }
+        };
+        let interrupt = session.engine.interrupt_handle();
+        let started = || {
+            // An interrupt sent after this message but before its turn was under way.
+            if shared
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .interrupts
+                != seen
+            {
+                interrupt.interrupt();
+            }
+        };
+        let result = headless::run_turn(
+            &mut session.engine,
+            content,
+            &mut session.facts,
+            &mut output,
+            started,
+        )
+        .await?;
+        last_error = result.is_error;
+        // A session that cannot be recorded stops: its failure was reported on stderr
+        // when it happened.
+        if session.transcript_health.failure().is_some() {
+            last_error = true;
+            break;
+        }
+        let used = session.facts.last_usage;
+        shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .context_tokens =
+            used.input_tokens + used.cache_read_input_tokens + used.cache_creation_input_tokens;
+        if ctrl_c.is_cancelled() {
+            break;
+        }
+    }
+    Ok(last_error)
+}
+
+/// A stdin message that will not run: said on stderr, and answered with an error result
+/// line so the driver is not left waiting.
+fn refuse(out: &LineOut, session: &Session, reason: &str) -> Result<()> {
+    eprintln!("gyre: {reason}");
+    out.line(&stream_json::refused(
+        reason,
+        &session.engine.total_usage(),
+        session.engine.total_cost_usd(),
+        &session.facts.session_id,
+        &uuid::Uuid::new_v4().to_string(),
+    ))?;
+    Ok(())
+}
+
+/// UserPromptSubmit hooks: a block refuses the prompt; additional context rides along
+/// as another text block of the same message.
+pub async fn prompt_hooks(
+    gate: &Gate,
+    engine: &QueryEngine,
+    mut content: Vec<ContentBlock>,
+) -> Result<Vec<ContentBlock>, String> {
+    let hooks = gate.hooks();
+    if !hooks.has(HookEvent::UserPromptSubmit) {
+        return Ok(content);
+    }
+    let prompt: String = content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let verdict = hooks
+        .run(
+            HookEvent::UserPromptSubmit,
+            None,
+            None,
+            &gate.mode_name(),
+            json!({ "prompt": prompt, "session_id": engine.session_id() }),
+            &CancellationToken::new(),
+        )
+        .await;
+    if let Some(reason) = verdict.block.or(verdict.stop) {
+        return Err(reason);
+    }
+    content.extend(verdict.context.into_iter().map(ContentBlock::text));
+    Ok(content)
+}

@@ -1,0 +1,145 @@
+//! `--max-thinking-tokens` / `--thinking`: extended thinking on every main-loop request.
+//!
+//! The loop builds requests without a `thinking` parameter; [`ThinkingDeps`] wraps the
+//! model seam and adds it, with the budget kept below each request's `max_tokens` (the
+//! API refuses a budget at or above it). Thinking blocks and their signatures come back
+//! in the assistant message and are sent again as they were.
+
+use std::sync::Arc;
+
+use gyre_loop::{ModelStream, QueryDeps};
+use gyre_protocol::{MessagesRequest, ThinkingConfig};
+use tokio_util::sync::CancellationToken;
+
+/// The smallest budget the API accepts.
+const MIN_BUDGET: u32 = 1024;
+
+/// The budget of `--thinking enabled` without `--max-thinking-tokens`.
+const DEFAULT_BUDGET: u32 = 10_000;
+
+/// What the flags ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Thinking {
+    /// `{"type":"enabled","budget_tokens":N}`.
+    Budget(u32),
+    /// `{"type":"adaptive"}`: the model decides.
+    Adaptive,
+}
+
+impl Thinking {
+    /// From `--max-thinking-tokens N` and `--thinking adaptive|enabled|disabled`.
+    /// `None`: no thinking (`0`, `disabled`, or neither flag).
+    ///
+    /// # Errors
+    /// An unknown `--thinking` value.
+    pub fn from_flags(max_tokens: Option<u32>, mode: Option<&str>) -> Result<Option<Self>, String> {
+        match (mode, max_tokens) {
+            (Some("disabled"), _) | (None, None | Some(0)) => Ok(None),
+            (Some("adaptive"), _) => Ok(Some(Self::Adaptive)),
+            (Some("enabled"), None | Some(0)) => Ok(Some(Self::Budget(DEFAULT_BUDGET))),
+            (Some("enabled") | None, Some(n)) => Ok(Some(Self::Budget(n))),
+            (Some(other), _) => Err(format!(
+                "--thinking {other:?}: use adaptive, enabled or disabled"
+            )),
+        }
+    }
+
+    /// The parameter for a request with `max_tokens`; `None` when no budget fits.
+    #[must_use]
+    pub fn config(self, max_tokens: u32) -> Option<ThinkingConfig> {
+        match self {
+            Self::Adaptive => Some(ThinkingConfig {
+                kind: "adaptive".to_owned(),
+                budget_tokens: None,
+            }),
+            Self::Budget(n) => {
+                let budget = n.min(max_tokens.saturating_sub(1));
+                (budget >= MIN_BUDGET).then(|| ThinkingConfig {
+                    kind: "enabled".to_owned(),
+                    budget_tokens: Some(budget),
+                })
+            }
+        }
+    }
+}
+
+/// The model seam with thinking added to each request.
+pub struct ThinkingDeps {
+    inner: Arc<dyn QueryDeps>,
+    thinking: Thinking,
+}
+
+impl ThinkingDeps {
+    #[must_use]
+    pub fn new(inner: Arc<dyn QueryDeps>, thinking: Thinking) -> Self {
+        Self { inner, thinking }
+    }
+}
+
+impl QueryDeps for ThinkingDeps {
+    fn call_model(
+        &self,
+        request: Arc<MessagesRequest>,
+        fallback_model: Option<String>,
+        cancel: CancellationToken,
+    ) -> ModelStream {
+        let config = self.thinking.config(request.max_tokens);
+        let request = if request.thinking.is_none() && config.is_some() {
+            let mut with = (*request).clone();
+            with.thinking = config;
+            // Thinking does not combine with a custom temperature.
+            with.temperature = None;
+            Arc::new(with)
+        } else {
+            request
+        };
+        self.inner.call_model(request, fallback_model, cancel)
+    }
+
+    fn uuid(&self) -> String {
+        self.inner.uuid()
+    }
+
+    fn now(&self) -> std::time::SystemTime {
+        self.inner.now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flags_choose_the_mode() {
+        assert_eq!(Thinking::from_flags(None, None), Ok(None));
+        assert_eq!(Thinking::from_flags(Some(0), None), Ok(None));
+        assert_eq!(
+            Thinking::from_flags(Some(8000), None),
+            Ok(Some(Thinking::Budget(8000)))
+        );
+        assert_eq!(
+            Thinking::from_flags(None, Some("adaptive")),
+            Ok(Some(Thinking::Adaptive))
+        );
+        assert_eq!(Thinking::from_flags(Some(8000), Some("disabled")), Ok(None));
+        assert!(
+            Thinking::from_flags(None, Some("loud"))
+                .unwrap_err()
+                .contains("adaptive")
+        );
+    }
+
+    #[test]
+    fn the_budget_stays_below_max_tokens_or_thinking_is_left_out() {
+        let c = Thinking::Budget(50_000).config(32_000).unwrap();
+        assert_eq!(c.budget_tokens, Some(31_999));
+        assert_eq!(
+            Thinking::Budget(4_000)
+                .config(32_000)
+                .unwrap()
+                .budget_tokens,
+            Some(4_000)
+        );
+        assert_eq!(Thinking::Budget(4_000).config(1_000), None);
+    }
+}

@@ -1,0 +1,480 @@
+//! The Agent SDK's control protocol and flags, driven through the real binary with raw
+//! stdin lines (the Python SDK itself runs in `agent_sdk.rs`).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write;
+use std::process::Stdio;
+
+use gyre_e2e::{Run, Sandbox, run};
+use gyre_testkit::{Script, TestServer, Turn};
+use serde_json::{Value, json};
+
+/// Runs `gyre` in stream-json mode with `lines` on stdin (then EOF).
+fn stream(sandbox: &Sandbox, server: &TestServer, extra: &[&str], lines: &[Value]) -> Run {
+    let mut child = sandbox
+        .gyre(server)
+        .unwrap()
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    child.wait_with_output().unwrap().into()
+}
+
+fn user(content: &Value) -> Value {
+    json!({"type": "user", "message": {"role": "user", "content": content}})
+}
+
+fn control(id: &str, request: &Value) -> Value {
+    json!({"type": "control_request", "request_id": id, "request": request})
+}
+
+fn response_to<'a>(lines: &'a [Value], id: &str) -> &'a Value {
+    lines
+        .iter()
+        .find(|l| l["type"] == "control_response" && l["response"]["request_id"] == id)
+        .unwrap_or_else(|| panic!("no control_response for {id}: {lines:?}"))
+}
+
+#[test]
+fn control_requests_are_answered_and_garbage_is_reported_without_ending_the_session() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let out = stream(
+        &sandbox,
+        &server,
+        &[],
+        &[
+            json!("not an object"),
+            control("r1", &json!({"subtype": "initialize", "hooks": null})),
+            control("r2", &json!({"subtype": "frobnicate"})),
+            control("r3", &json!({"subtype": "mcp_status"})),
+            control(
+                "r4",
+                &json!({"subtype": "rewind_files", "user_message_id": "u"}),
+            ),
+            control(
+                "r5",
+                &json!({"subtype": "set_permission_mode", "mode": "sideways"}),
+            ),
+            user(&json!("hi")),
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines = out.lines().unwrap();
+    let init = response_to(&lines, "r1");
+    assert_eq!(init["response"]["subtype"], "success");
+    assert!(init["response"]["response"]["commands"].is_array());
+    let unknown = response_to(&lines, "r2");
+    assert_eq!(unknown["response"]["subtype"], "error");
+    assert!(
+        unknown["response"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("frobnicate")
+    );
+    assert_eq!(
+        response_to(&lines, "r3")["response"]["response"],
+        json!({"mcpServers": []})
+    );
+    assert_eq!(response_to(&lines, "r4")["response"]["subtype"], "error");
+    let bad_mode = response_to(&lines, "r5");
+    assert!(
+        bad_mode["response"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("sideways")
+    );
+    assert!(out.stderr.contains("stdin line has type"), "{}", out.stderr);
+    let result = out.result().unwrap();
+    assert_eq!(result["result"], "Hello.");
+    assert_eq!(result["stop_reason"], "end_turn");
+    assert!(result["modelUsage"]["claude-sonnet-4-5"]["outputTokens"].is_u64());
+    assert_eq!(lines[0]["type"], "system", "init comes first: {lines:?}");
+    assert_eq!(lines[0]["claude_code_version"], env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn an_orphan_tool_result_on_stdin_is_refused_and_never_sent_to_the_api() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Fine.")])).unwrap();
+    let orphan =
+        user(&json!([{"type": "tool_result", "tool_use_id": "toolu_ghost", "content": "x"}]));
+    let out = stream(&sandbox, &server, &[], &[orphan, user(&json!("hi"))]);
+    assert!(
+        out.stderr.contains("toolu_ghost") && out.stderr.contains("answers no tool_use"),
+        "{}",
+        out.stderr
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert!(!requests[0].body.to_string().contains("toolu_ghost"));
+    // The refused line still gets its result line, so a driver is not left waiting.
+    let results: Vec<Value> = out
+        .lines()
+        .unwrap()
+        .into_iter()
+        .filter(|l| l["type"] == "result")
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    assert_eq!(results[0]["is_error"], true);
+    assert!(
+        results[0]["errors"][0]
+            .as_str()
+            .unwrap()
+            .contains("toolu_ghost")
+    );
+    assert_eq!(results[1]["result"], "Fine.");
+}
+
+#[test]
+fn a_settings_hook_command_gets_the_call_on_stdin_and_exit_2_blocks_it() {
+    let sandbox = Sandbox::new().unwrap();
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": "cat > hook-input.json; echo 'no shell today' >&2; exit 2"}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": "touch made-by-bash"})),
+        Turn::text("Blocked."),
+    ]))
+    .unwrap();
+    let out =
+        run(sandbox
+            .gyre(&server)
+            .unwrap()
+            .args(["-p", "go", "--dangerously-skip-permissions"]))
+        .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!sandbox.project().join("made-by-bash").exists());
+    let input: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.project().join("hook-input.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(input["hook_event_name"], "PreToolUse");
+    assert_eq!(input["tool_input"]["command"], "touch made-by-bash");
+    let sent = server.requests()[1].body["messages"].to_string();
+    assert!(sent.contains("no shell today"), "{sent}");
+}
+
+#[test]
+fn setting_sources_and_inline_settings_choose_what_is_read() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox
+        .write(".gyre/settings.json", r#"{"model": "project-model"}"#)
+        .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")]).repeat_last()).unwrap();
+    for args in [
+        vec!["-p", "hi"],
+        vec!["-p", "hi", "--setting-sources", "user"],
+        vec!["-p", "hi", "--settings", r#"{"model": "inline-model"}"#],
+    ] {
+        let out = run(sandbox.gyre(&server).unwrap().args(&args)).unwrap();
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+    }
+    let models: Vec<Value> = server
+        .requests()
+        .iter()
+        .map(|r| r.body["model"].clone())
+        .collect();
+    assert_eq!(
+        models,
+        [
+            json!("project-model"),
+            json!("claude-sonnet-4-5"),
+            json!("inline-model")
+        ]
+    );
+}
+
+#[test]
+fn disallowed_tools_are_not_offered_and_an_empty_system_prompt_is_not_sent() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")])).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "hi",
+        "--disallowedTools",
+        "Bash,Write",
+        "--system-prompt",
+        "",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let body = &server.requests()[0].body;
+    let tools: Vec<&str> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        !tools.contains(&"Bash") && !tools.contains(&"Write"),
+        "{tools:?}"
+    );
+    assert!(tools.contains(&"Read"), "{tools:?}");
+    assert!(body.get("system").is_none(), "{body}");
+}
+
+#[test]
+fn fork_session_continues_the_history_under_a_new_id_and_leaves_the_old_one() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("Noted."),
+        Turn::text("You said 7."),
+    ]))
+    .unwrap();
+    let first =
+        run(sandbox
+            .gyre(&server)
+            .unwrap()
+            .args(["-p", "Remember 7", "--output-format", "json"]))
+        .unwrap();
+    let old_id = first.result().unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let old_transcript = sandbox.transcripts().pop().unwrap();
+    let before = std::fs::read_to_string(&old_transcript).unwrap();
+    let second = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "What number?",
+        "--resume",
+        &old_id,
+        "--fork-session",
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(second.code, Some(0), "{}", second.stderr);
+    let new_id = second.result().unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(new_id, old_id);
+    assert_eq!(std::fs::read_to_string(&old_transcript).unwrap(), before);
+    assert!(
+        server.requests()[1].body["messages"]
+            .to_string()
+            .contains("Remember 7")
+    );
+}
+
+#[test]
+fn max_thinking_tokens_sends_a_budget_below_max_tokens_and_thinking_blocks_go_back_signed() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::response([
+            gyre_testkit::Block::thinking("Let me look.", "sig-abc"),
+            gyre_testkit::Block::tool_use("Glob", json!({"pattern": "*"})),
+        ]),
+        Turn::text("Nothing here."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "look",
+        "--max-thinking-tokens",
+        "1000000",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let requests = server.requests();
+    let first = &requests[0].body;
+    let budget = first["thinking"]["budget_tokens"].as_u64().unwrap();
+    assert_eq!(first["thinking"]["type"], "enabled");
+    assert!(budget < first["max_tokens"].as_u64().unwrap(), "{first}");
+    let history = &requests[1].body["messages"];
+    assert_eq!(
+        history[1]["content"][0],
+        json!({"type": "thinking", "thinking": "Let me look.", "signature": "sig-abc"})
+    );
+}
+
+#[test]
+fn project_memory_follows_setting_sources_even_with_a_custom_system_prompt() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox
+        .write("CLAUDE.md", "Always answer in haiku.")
+        .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")]).repeat_last()).unwrap();
+    for args in [
+        vec![
+            "-p",
+            "hi",
+            "--system-prompt",
+            "Be brief.",
+            "--setting-sources",
+            "user,project",
+        ],
+        vec!["-p", "hi", "--setting-sources", "user"],
+        vec!["-p", "hi", "--system-prompt", "Be brief."],
+    ] {
+        let out = run(sandbox.gyre(&server).unwrap().args(&args)).unwrap();
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+    }
+    let systems: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.body["system"].to_string())
+        .collect();
+    assert!(systems[0].contains("Be brief.") && systems[0].contains("Always answer in haiku."));
+    assert!(!systems[1].contains("haiku"), "{}", systems[1]);
+    assert!(!systems[2].contains("haiku"), "{}", systems[2]);
+}
+
+#[test]
+fn user_prompt_submit_hooks_add_context_or_block_the_prompt() {
+    let sandbox = Sandbox::new().unwrap();
+    let settings = json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "grep -q forbidden && { echo 'not that' >&2; exit 2; }; echo 'Context: it is Tuesday.'"}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")]).repeat_last()).unwrap();
+    let ok = run(sandbox.gyre(&server).unwrap().args(["-p", "what day?"])).unwrap();
+    assert_eq!(ok.code, Some(0), "{}", ok.stderr);
+    let sent = server.requests()[0].body["messages"].to_string();
+    assert!(
+        sent.contains("what day?") && sent.contains("it is Tuesday"),
+        "{sent}"
+    );
+    let blocked = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "forbidden thing"]))
+    .unwrap();
+    assert_eq!(blocked.code, Some(1));
+    assert!(blocked.stderr.contains("not that"), "{}", blocked.stderr);
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "the blocked prompt was not sent"
+    );
+}
+
+#[test]
+fn ctrl_c_between_turns_ends_a_stream_json_session_with_130() {
+    use std::io::{BufRead, BufReader};
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let mut child = sandbox
+        .gyre(&server)
+        .unwrap()
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    writeln!(stdin, "{}", user(&json!("hi"))).unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    // Wait for the turn's result; stdin stays open, so gyre waits for the next line.
+    for line in lines.by_ref() {
+        if line.unwrap().contains(r#""type":"result""#) {
+            break;
+        }
+    }
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    drop(stdin);
+    assert_eq!(status.code(), Some(130));
+}
+
+#[test]
+fn a_turn_ending_without_the_structured_answer_is_sent_back_once_to_give_it() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("The answer is 42."),
+        Turn::tool_use("StructuredOutput", json!({"answer": 42})),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let schema = json!({"type": "object", "properties": {"answer": {"type": "integer"}},
+        "required": ["answer"]});
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "6*7?",
+        "--json-schema",
+        &schema.to_string(),
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let reminder = server.requests()[1].body["messages"].to_string();
+    assert!(
+        reminder.contains("without calling the StructuredOutput tool"),
+        "{reminder}"
+    );
+    assert_eq!(
+        out.result().unwrap()["structured_output"],
+        json!({"answer": 42})
+    );
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn an_interrupt_sent_right_after_a_message_interrupts_that_turn_and_the_next_one_runs() {
+    let sandbox = Sandbox::new().unwrap();
+    // A slow UserPromptSubmit hook holds the first message before its turn starts, so
+    // the interrupt arrives in that gap.
+    let settings = json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+        {"type": "command", "command": "cat > /dev/null; sleep 1"}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Short.")]).repeat_last()).unwrap();
+    let out = stream(
+        &sandbox,
+        &server,
+        &[],
+        &[
+            user(&json!("tell a long story")),
+            control("r1", &json!({"subtype": "interrupt"})),
+            user(&json!("short then")),
+        ],
+    );
+    let lines = out.lines().unwrap();
+    assert_eq!(response_to(&lines, "r1")["response"]["subtype"], "success");
+    let results: Vec<&Value> = lines.iter().filter(|l| l["type"] == "result").collect();
+    assert_eq!(results.len(), 2, "{lines:?}");
+    assert!(
+        results[0]["terminal_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("aborted"),
+        "{}",
+        results[0]
+    );
+    assert_eq!(results[1]["result"], "Short.");
+}
