@@ -478,3 +478,41 @@ fn an_interrupt_sent_right_after_a_message_interrupts_that_turn_and_the_next_one
     );
     assert_eq!(results[1]["result"], "Short.");
 }
+
+#[test]
+fn mcp_status_lists_the_sessions_servers_their_state_and_tools() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let mcp = json!({"mcpServers": {
+        "test": {"command": gyre_e2e::test_mcp_binary().unwrap(), "args": []},
+        "broken": {"command": "/nonexistent/mcp-server"}
+    }})
+    .to_string();
+    let out = stream(
+        &sandbox,
+        &server,
+        &["--mcp-config", &mcp, "--strict-mcp-config"],
+        &[control("s1", &json!({"subtype": "mcp_status"}))],
+    );
+    let lines = out.lines().unwrap();
+    let reply = response_to(&lines, "s1");
+    assert_eq!(reply["response"]["subtype"], "success", "{reply}");
+    let servers = reply["response"]["response"]["mcpServers"]
+        .as_array()
+        .unwrap();
+    let by_name = |name: &str| servers.iter().find(|s| s["name"] == name).unwrap();
+    assert_eq!(by_name("test")["status"], "connected");
+    let tools: Vec<&str> = by_name("test")["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(tools.contains(&"mcp__test__echo"), "{tools:?}");
+    assert_eq!(by_name("broken")["status"], "failed");
+    assert!(
+        by_name("broken")["error"]
+            .as_str()
+            .is_some_and(|e| !e.is_empty())
+    );
+}

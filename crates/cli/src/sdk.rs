@@ -49,6 +49,7 @@ struct Dispatcher {
     shared: Arc<Mutex<Shared>>,
     turns: mpsc::UnboundedSender<Turn>,
     default_model: String,
+    mcp: Arc<gyre_mcp::McpServers>,
 }
 
 impl Dispatcher {
@@ -132,7 +133,9 @@ impl Dispatcher {
                 shared.next_model = Some(model);
                 Ok(json!({}))
             }
-            "mcp_status" => Ok(json!({ "mcpServers": [] })),
+            "mcp_status" => Ok(json!({
+                "mcpServers": crate::mcp_config::sdk_status_entries(&self.mcp)
+            })),
             "get_context_usage" => {
                 let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
                 #[allow(clippy::cast_precision_loss)]
@@ -215,6 +218,7 @@ pub async fn run(
         shared: Arc::clone(&shared),
         turns: turns_tx,
         default_model: session.engine.model().to_owned(),
+        mcp: Arc::clone(&session.mcp),
     };
     tokio::spawn(async move {
         while let Some(inbound) = inbound_rx.recv().await {
