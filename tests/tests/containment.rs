@@ -266,7 +266,9 @@ fn swapper(path: PathBuf, target: PathBuf, stop: Arc<AtomicBool>) -> std::thread
             let tmp = dir.join(".swap-file");
             std::fs::write(&tmp, "inside\n").unwrap();
             std::fs::rename(&tmp, &path).unwrap();
-            std::thread::sleep(HOLD);
+            // The file stays longer than the link: writing it already kept the link in
+            // place, and on a loaded machine a burst of Reads otherwise can meet only links.
+            std::thread::sleep(HOLD * 3);
             swaps += 1;
         }
         swaps

@@ -342,18 +342,19 @@ fn permission_rules_match_servers_and_tools() {
     let denials = out.result().unwrap()["permission_denials"].clone();
     assert_eq!(denials.as_array().unwrap().len(), 2);
 
-    // The server allowed, one tool denied.
+    // The server allowed, one tool denied by a settings rule.
+    sandbox
+        .write(
+            ".gyre/settings.json",
+            r#"{"permissions": {"deny": ["mcp__test__echo"]}}"#,
+        )
+        .unwrap();
     let server = TestServer::spawn(script()).unwrap();
     let out = gyre(
         &sandbox,
         &server,
         &config(json!({"test": stdio(&[])})),
-        &[
-            "--allowedTools",
-            "mcp__test",
-            "--disallowedTools",
-            "mcp__test__echo",
-        ],
+        &["--allowedTools", "mcp__test"],
     );
     let results = tool_results(&server);
     assert_eq!(results[0]["is_error"], true);
@@ -365,6 +366,29 @@ fn permission_rules_match_servers_and_tools() {
     assert_eq!(
         out.result().unwrap()["permission_denials"][0]["tool_name"],
         "mcp__test__echo"
+    );
+
+    // A bare name in --disallowedTools takes the tool out of the request altogether.
+    let server = TestServer::spawn(script()).unwrap();
+    gyre(
+        &sandbox,
+        &server,
+        &config(json!({"test": stdio(&[])})),
+        &["--disallowedTools", "mcp__test__echo"],
+    );
+    let offered: Vec<String> = server.requests()[0].body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect();
+    assert!(
+        offered.contains(&"mcp__test__add".to_owned()),
+        "{offered:?}"
+    );
+    assert!(
+        !offered.contains(&"mcp__test__echo".to_owned()),
+        "{offered:?}"
     );
 }
 

@@ -550,6 +550,33 @@ fn a_prompt_on_the_command_line_is_sent_first() {
     assert_eq!(sandbox.transcripts().len(), 1);
 }
 
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn shift_tab_cycles_the_permission_mode_and_the_next_call_follows_it() {
+    let sandbox = Sandbox::new().unwrap();
+    let note = sandbox.project().join("note.txt");
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Write", json!({"file_path": note, "content": "hi\n"})),
+        Turn::text("Wrote the note."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.key("BTab");
+    tmux.wait_for("acceptEdits mode");
+    // acceptEdits writes without asking.
+    tmux.type_line("write a note");
+    let pane = tmux.wait_for("Wrote the note.");
+    assert!(!pane.contains("needs permission"), "{pane}");
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "hi\n");
+    tmux.key("BTab");
+    tmux.wait_for("plan mode");
+    tmux.key("BTab");
+    tmux.wait_until("back to default", |p| p.contains("mode: default"));
+    tmux.key("C-d");
+    let pane = tmux.wait_for("gyre exited with status");
+    assert!(pane.contains("gyre exited with status 0"), "{pane}");
+}
+
 fn write_docs(asking: &str, pane: &str, project: &Path) {
     let asking = asking
         .trim_end()

@@ -129,7 +129,19 @@ enum Flow {
 enum Typed {
     Nothing,
     Submit(String),
+    /// Shift+Tab: the next permission mode.
+    CycleMode,
     Quit,
+}
+
+/// The permission mode Shift+Tab switches to from `mode` (Claude Code's cycle;
+/// bypassPermissions is never entered this way).
+fn next_mode(mode: &str) -> &'static str {
+    match mode {
+        "default" => "acceptEdits",
+        "acceptEdits" => "plan",
+        _ => "default",
+    }
 }
 
 /// What a key typed during a turn asks for.
@@ -302,6 +314,9 @@ impl Front {
             self.expand()?;
             return Ok(Typed::Nothing);
         }
+        if key.code == KeyCode::BackTab {
+            return Ok(Typed::CycleMode);
+        }
         if key.code == KeyCode::Enter && key.modifiers.is_empty() {
             // A line ending in `\` goes on at the next one (as in a shell).
             let (row, col) = self.editor.cursor();
@@ -460,6 +475,7 @@ impl Repl {
             };
             match self.front.on_idle_event(event)? {
                 Typed::Nothing => {}
+                Typed::CycleMode => self.cycle_mode(),
                 Typed::Quit => return Ok(()),
                 Typed::Submit(text) => {
                     if self.send(text).await? == Flow::Quit {
@@ -467,6 +483,19 @@ impl Repl {
                     }
                 }
             }
+        }
+    }
+
+    /// Shift+Tab: switches the permission mode for the following calls and shows it.
+    fn cycle_mode(&mut self) {
+        let next = next_mode(&self.session.gate.mode_name());
+        match self.session.gate.set_mode(next) {
+            Ok(()) => {
+                next.clone_into(&mut self.session.facts.permission_mode);
+                next.clone_into(&mut self.front.status.mode);
+                self.front.hint = Some(format!("permission mode: {next} (Shift+Tab to change)"));
+            }
+            Err(e) => self.front.hint = Some(e),
         }
     }
 
@@ -667,4 +696,18 @@ fn display_dir(dir: &Path) -> String {
             || dir.display().to_string(),
             |rel| format!("~/{}", rel.display()),
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_mode;
+
+    #[test]
+    fn shift_tab_cycles_default_accept_edits_plan_and_leaves_bypass() {
+        assert_eq!(next_mode("default"), "acceptEdits");
+        assert_eq!(next_mode("acceptEdits"), "plan");
+        assert_eq!(next_mode("plan"), "default");
+        assert_eq!(next_mode("bypassPermissions"), "default");
+        assert_eq!(next_mode("dontAsk"), "default");
+    }
 }
