@@ -562,16 +562,16 @@ fn shift_tab_cycles_the_permission_mode_and_the_next_call_follows_it() {
     .unwrap();
     let tmux = start_gyre(&sandbox, &server);
     tmux.key("BTab");
-    tmux.wait_for("acceptEdits mode");
+    tmux.wait_for("permission mode: acceptEdits");
     // acceptEdits writes without asking.
     tmux.type_line("write a note");
     let pane = tmux.wait_for("Wrote the note.");
     assert!(!pane.contains("needs permission"), "{pane}");
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "hi\n");
     tmux.key("BTab");
-    tmux.wait_for("plan mode");
+    tmux.wait_for("permission mode: plan");
     tmux.key("BTab");
-    tmux.wait_until("back to default", |p| p.contains("mode: default"));
+    tmux.wait_for("permission mode: default");
     tmux.key("C-d");
     let pane = tmux.wait_for("gyre exited with status");
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
