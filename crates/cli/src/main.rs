@@ -2,6 +2,7 @@
 //!
 //! This binary is thin: flags, settings, rendering. The loop lives in `gyre-loop`.
 
+mod agents;
 mod args;
 mod headless;
 mod repl;

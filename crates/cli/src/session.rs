@@ -10,11 +10,13 @@ use gyre_api::{
     RetryPolicy,
 };
 use gyre_loop::{
-    ApiDeps, ContextCompactor, EngineConfig, JsonlTranscript, PipelineCompactor, QueryEngine,
-    load_transcript, project_dir_name,
+    AgentSetup, ApiDeps, ContextCompactor, DEFAULT_SUBAGENT_MAX_TURNS, EngineConfig,
+    JsonlTranscript, PipelineCompactor, QueryEngine, load_transcript, project_dir_name,
 };
 use gyre_protocol::{CacheControl, SystemBlock};
-use gyre_tools::{PermissionMode, PermissionPrompt, Permissions, ToolContext, ToolRegistry};
+use gyre_tools::{
+    CanUseTool, PermissionMode, PermissionPrompt, Permissions, ToolContext, ToolRegistry,
+};
 
 use crate::args::{Cli, split_tool_list};
 use crate::settings::Settings;
@@ -157,7 +159,6 @@ pub fn build(
     if !cli.tools.is_empty() {
         registry = registry.filtered(&only);
     }
-    let registry = Arc::new(registry);
 
     let mode_name = if cli.dangerously_skip_permissions {
         Some("bypassPermissions".to_owned())
@@ -219,6 +220,20 @@ pub fn build(
     system_block.cache_control = Some(CacheControl::ephemeral());
 
     let deps = Arc::new(ApiDeps::new(client, retry));
+    let can_use_tool: Arc<dyn CanUseTool> = Arc::new(permissions);
+    let agent_setup = AgentSetup {
+        definitions: crate::agents::definitions(cli.agents.as_deref(), cwd)?,
+        tools: registry.clone(),
+        deps: Arc::clone(&deps) as Arc<dyn gyre_loop::QueryDeps>,
+        can_use_tool: Arc::clone(&can_use_tool),
+        model: model.clone(),
+        max_turns: DEFAULT_SUBAGENT_MAX_TURNS,
+        session_id: session_id.clone(),
+        sidechain_dir: Some(session_dir.join("subagents")),
+    };
+    let wants_agents = cli.tools.is_empty() || only.iter().any(|t| t == "Agent" || t == "Task");
+    let (registry, subagents) = crate::agents::with_agent_tool(registry, wants_agents, agent_setup);
+    let registry = Arc::new(registry);
     let max_output_tokens: Option<u32> = std::env::var("GYRE_MAX_OUTPUT_TOKENS")
         .ok()
         .and_then(|v| v.parse().ok());
@@ -255,10 +270,13 @@ pub fn build(
         deps,
         Arc::clone(&registry),
         tool_context,
-        Arc::new(permissions),
+        can_use_tool,
         compactor,
         Box::new(transcript),
     );
+    if let Some(events) = subagents {
+        engine = engine.with_subagent_events(events);
+    }
     if let Some(l) = &loaded {
         engine = engine.with_history(l.messages.clone(), l.last_uuid.clone());
     }

@@ -18,6 +18,8 @@
 #[cfg(test)]
 extern crate self as gyre_loop;
 
+mod agent_tool;
+mod agents;
 mod compaction;
 mod cost;
 mod deps;
@@ -32,6 +34,14 @@ mod query;
 mod state;
 mod transcript;
 
+pub use agent_tool::{
+    AGENT_TOOL_NAME, AgentSetup, AgentTool, DEFAULT_SUBAGENT_MAX_TURNS, SubagentEvent,
+    SubagentEvents,
+};
+pub use agents::{
+    AgentDefinition, AgentDefinitionError, general_purpose, load_agent_dirs, merge,
+    parse_agent_file, parse_agents_json,
+};
 pub use compaction::{
     CompactNowResult, CompactionOutcome, ContextCompactor, NoCompaction, PreparedContext,
 };

@@ -53,7 +53,9 @@ impl ToolRegistry {
 
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.iter().find(|t| t.name() == name)
+        self.tools
+            .iter()
+            .find(|t| t.name() == name || t.aliases().contains(&name))
     }
 
     #[must_use]

@@ -85,6 +85,9 @@ pub struct ToolContext {
     /// Paths that read deny rules name: Grep and Glob skip them while walking, so a
     /// search of a parent directory cannot read what `Read(secrets/**)` denies.
     pub hidden: Option<PathFilter>,
+    /// The id of the call being run, set by the runner (the Agent tool tags its
+    /// sub-agent's messages with it).
+    pub tool_use_id: Option<String>,
 }
 
 /// A predicate over resolved paths, shareable across walker threads.
@@ -127,6 +130,7 @@ impl ToolContext {
             cancel: CancellationToken::new(),
             output_dir: std::env::temp_dir().join("gyre-tool-output"),
             hidden: None,
+            tool_use_id: None,
         }
     }
 
@@ -215,6 +219,11 @@ pub trait Tool: Send + Sync {
     /// tool the resolved path, so what is checked is what is opened.
     fn path_field(&self) -> Option<&'static str> {
         None
+    }
+
+    /// Other names the tool answers to (old transcripts call Agent `Task`).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
     }
 }
 
