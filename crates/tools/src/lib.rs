@@ -44,6 +44,7 @@ pub mod permissions;
 pub mod read;
 mod registry;
 mod schema;
+pub mod todo;
 mod tool;
 mod walk;
 pub mod write;

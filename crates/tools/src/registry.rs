@@ -25,7 +25,7 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// Read, Edit, Write, Grep, Glob, Bash.
+    /// Read, Edit, Write, Grep, Glob, Bash, TodoWrite.
     #[must_use]
     pub fn with_default_tools() -> Self {
         let mut registry = Self::new();
@@ -35,6 +35,7 @@ impl ToolRegistry {
         registry.register(Arc::new(crate::read::ReadTool));
         registry.register(Arc::new(crate::edit::EditTool));
         registry.register(Arc::new(crate::write::WriteTool));
+        registry.register(Arc::new(crate::todo::TodoWriteTool::default()));
         registry
     }
 
@@ -118,12 +119,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_registry_has_the_six_tools() {
+    fn default_registry_has_the_seed_tools_and_todo_write() {
         let r = ToolRegistry::with_default_tools();
         let mut names = r.names();
         names.sort_unstable();
-        assert_eq!(names, vec!["Bash", "Edit", "Glob", "Grep", "Read", "Write"]);
-        assert_eq!(r.definitions().len(), 6);
+        assert_eq!(
+            names,
+            vec!["Bash", "Edit", "Glob", "Grep", "Read", "TodoWrite", "Write"]
+        );
+        assert_eq!(r.definitions().len(), 7);
         assert!(
             r.definitions()
                 .iter()
