@@ -14,6 +14,7 @@ use gyre_loop::{
     JsonlTranscript, PipelineCompactor, QueryEngine, load_transcript, project_dir_name,
 };
 use gyre_protocol::{CacheControl, SystemBlock};
+use gyre_tools::plan::ExitPlanModeTool;
 use gyre_tools::{
     CanUseTool, PermissionMode, PermissionPrompt, Permissions, ToolContext, ToolRegistry,
 };
@@ -197,6 +198,10 @@ pub fn build(
     if let Some(prompt) = prompt.filter(|_| interactive) {
         permissions = permissions.with_prompt(prompt);
     }
+    let offered = |name: &str| cli.tools.is_empty() || only.iter().any(|t| t == name);
+    if offered("ExitPlanMode") {
+        registry.register(Arc::new(ExitPlanModeTool::new(permissions.mode_handle())));
+    }
 
     let session_dir = project_dir(cwd).join(&session_id);
     let mut tool_context =
@@ -231,7 +236,7 @@ pub fn build(
         session_id: session_id.clone(),
         sidechain_dir: Some(session_dir.join("subagents")),
     };
-    let wants_agents = cli.tools.is_empty() || only.iter().any(|t| t == "Agent" || t == "Task");
+    let wants_agents = offered("Agent") || offered("Task");
     let (registry, subagents) = crate::agents::with_agent_tool(registry, wants_agents, agent_setup);
     let registry = Arc::new(registry);
     let max_output_tokens: Option<u32> = std::env::var("GYRE_MAX_OUTPUT_TOKENS")

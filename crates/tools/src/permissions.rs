@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use globset::GlobBuilder;
 use serde_json::Value;
 
+use crate::mode::ModeHandle;
 use crate::{BoxFuture, CanUseTool, PathFilter, PermissionDecision, Tool, ToolCall, ToolContext};
 
 /// How much is allowed without a rule.
@@ -240,7 +241,8 @@ enum RuleKind {
 
 /// The permission policy of a session. Implements [`CanUseTool`].
 pub struct Permissions {
-    pub mode: PermissionMode,
+    /// Shared and changeable mid-session ([`Permissions::mode_handle`]).
+    mode: ModeHandle,
     allow: Vec<PermissionRule>,
     ask: Vec<PermissionRule>,
     deny: Vec<PermissionRule>,
@@ -257,7 +259,7 @@ impl Default for Permissions {
 impl fmt::Debug for Permissions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permissions")
-            .field("mode", &self.mode)
+            .field("mode", &self.mode.get())
             .field("allow", &self.allow)
             .field("ask", &self.ask)
             .field("deny", &self.deny)
@@ -271,13 +273,25 @@ impl Permissions {
     #[must_use]
     pub fn new(mode: PermissionMode) -> Self {
         Self {
-            mode,
+            mode: ModeHandle::new(mode),
             allow: Vec::new(),
             ask: Vec::new(),
             deny: Vec::new(),
             session_allow: Mutex::new(Vec::new()),
             prompt: None,
         }
+    }
+
+    /// The mode now.
+    #[must_use]
+    pub fn mode(&self) -> PermissionMode {
+        self.mode.get()
+    }
+
+    /// The shared mode: setting it switches this policy's mode (ExitPlanMode).
+    #[must_use]
+    pub fn mode_handle(&self) -> ModeHandle {
+        self.mode.clone()
     }
 
     /// A policy from rule strings (settings files, `--allowedTools`, `--disallowedTools`).
@@ -388,7 +402,8 @@ impl Permissions {
         if target.allowed_by(&allow) {
             return PermissionDecision::Allow;
         }
-        if self.mode == PermissionMode::BypassPermissions {
+        let mode = self.mode.get();
+        if mode == PermissionMode::BypassPermissions {
             return PermissionDecision::Allow;
         }
         if let Some(path) = &path
@@ -406,7 +421,7 @@ impl Permissions {
                 ),
             };
         }
-        match self.mode {
+        match mode {
             PermissionMode::Plan => {
                 return if tool.is_read_only(input) {
                     PermissionDecision::Allow
