@@ -30,6 +30,7 @@
 //! # }
 //! ```
 
+pub mod background;
 pub mod bash;
 pub mod bench_support;
 mod call;

@@ -25,7 +25,8 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// Read, Edit, Write, Grep, Glob, Bash, TodoWrite.
+    /// Read, Edit, Write, Grep, Glob, Bash (with `run_in_background`), BashOutput,
+    /// KillShell, TodoWrite.
     #[must_use]
     pub fn with_default_tools() -> Self {
         let mut registry = Self::new();
@@ -36,6 +37,7 @@ impl ToolRegistry {
         registry.register(Arc::new(crate::edit::EditTool));
         registry.register(Arc::new(crate::write::WriteTool));
         registry.register(Arc::new(crate::todo::TodoWriteTool::default()));
+        crate::background::add_background_shells(&mut registry);
         registry
     }
 
@@ -119,15 +121,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_registry_has_the_seed_tools_and_todo_write() {
+    fn default_registry_has_the_seed_tools_and_the_added_ones() {
         let r = ToolRegistry::with_default_tools();
         let mut names = r.names();
         names.sort_unstable();
         assert_eq!(
             names,
-            vec!["Bash", "Edit", "Glob", "Grep", "Read", "TodoWrite", "Write"]
+            vec![
+                "Bash",
+                "BashOutput",
+                "Edit",
+                "Glob",
+                "Grep",
+                "KillShell",
+                "Read",
+                "TodoWrite",
+                "Write"
+            ]
         );
-        assert_eq!(r.definitions().len(), 7);
+        assert_eq!(r.definitions().len(), 9);
         assert!(
             r.definitions()
                 .iter()
