@@ -11,6 +11,7 @@ mod sessions;
 mod settings;
 mod stream_json;
 mod system_prompt;
+mod web_fetch;
 
 use std::io::{IsTerminal, Read};
 use std::path::Path;

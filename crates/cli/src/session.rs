@@ -226,6 +226,13 @@ pub fn build(
 
     let deps = Arc::new(ApiDeps::new(client, retry));
     let can_use_tool: Arc<dyn CanUseTool> = Arc::new(permissions);
+    if offered("WebFetch") {
+        let small = std::env::var("ANTHROPIC_SMALL_FAST_MODEL")
+            .unwrap_or_else(|_| crate::web_fetch::DEFAULT_SMALL_FAST_MODEL.to_owned());
+        let fetch = crate::web_fetch::WebFetchTool::new(Arc::clone(&deps) as _, small)
+            .context("could not set up WebFetch's HTTP client")?;
+        registry.register(Arc::new(fetch));
+    }
     let agent_setup = AgentSetup {
         definitions: crate::agents::definitions(cli.agents.as_deref(), cwd)?,
         tools: registry.clone(),

@@ -353,11 +353,6 @@ impl Tool for AgentTool {
         ctx: &'a ToolContext,
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            match serde_json::from_value::<AgentInput>(input) {
-                Ok(input) => self.run(input, ctx).await,
-                Err(e) => ToolOutput::tool_use_error(e),
-            }
-        })
+        gyre_tools::call_with_input(input, move |input: AgentInput| self.run(input, ctx))
     }
 }

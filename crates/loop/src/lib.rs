@@ -31,6 +31,7 @@ mod fakes;
 mod hooks;
 mod pipeline_compactor;
 mod query;
+mod side_query;
 mod state;
 mod transcript;
 
@@ -57,6 +58,7 @@ pub use query::{
     DEFAULT_MAX_OUTPUT_TOKENS, INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE,
     MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, QueryParams, REFUSAL_MESSAGE, query,
 };
+pub use side_query::side_query;
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{
     JsonlTranscript, LoadedSession, MemoryTranscript, TranscriptEntry, TranscriptStore,

@@ -428,12 +428,10 @@ impl Tool for BashOutputTool {
         _ctx: &'a ToolContext,
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            match serde_json::from_value::<OutputInput>(input) {
-                Ok(input) => self.read(&input),
-                Err(e) => ToolOutput::tool_use_error(e),
-            }
-        })
+        crate::call_with_input(
+            input,
+            move |input: OutputInput| async move { self.read(&input) },
+        )
     }
 }
 
@@ -516,11 +514,8 @@ impl Tool for KillShellTool {
         _ctx: &'a ToolContext,
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            match serde_json::from_value::<KillInput>(input) {
-                Ok(input) => self.kill(&input.shell_id),
-                Err(e) => ToolOutput::tool_use_error(e),
-            }
+        crate::call_with_input(input, move |input: KillInput| async move {
+            self.kill(&input.shell_id)
         })
     }
 }

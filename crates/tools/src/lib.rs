@@ -34,6 +34,7 @@ pub mod background;
 pub mod bash;
 pub mod bench_support;
 mod call;
+pub mod domain;
 pub mod edit;
 mod executor;
 pub mod file_state;
@@ -65,7 +66,7 @@ pub use permissions::{
 pub use registry::ToolRegistry;
 pub use tool::{
     BoxFuture, CanUseTool, PathFilter, PermissionDecision, ProgressFn, Tool, ToolContext,
-    ToolOutput, ToolProgress,
+    ToolOutput, ToolProgress, call_with_input,
 };
 
 /// The message of every call cut short by an abort (Ctrl+C): seed 004 §18.2.

@@ -663,6 +663,9 @@ impl Target<'_> {
                 .unwrap_or("");
             return bash_rule_matches(spec, command, kind);
         }
+        if let Some(domain) = spec.strip_prefix("domain:") {
+            return crate::domain::domain_rule_matches(domain, self.input);
+        }
         match self.path {
             Some(path) => path_rule_matches(spec, path, self.ctx),
             None => false,

@@ -87,17 +87,12 @@ impl Tool for ExitPlanModeTool {
         _ctx: &'a ToolContext,
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            match serde_json::from_value::<ExitPlanInput>(input) {
-                Ok(input) => {
-                    self.mode.set(PermissionMode::Default);
-                    ToolOutput::ok(format!(
-                        "User has approved your plan. You can now start coding. Start with updating your todo list if applicable\n\n## Approved Plan:\n{}",
-                        input.plan
-                    ))
-                }
-                Err(e) => ToolOutput::tool_use_error(e),
-            }
+        crate::call_with_input(input, move |input: ExitPlanInput| async move {
+            self.mode.set(PermissionMode::Default);
+            ToolOutput::ok(format!(
+                "User has approved your plan. You can now start coding. Start with updating your todo list if applicable\n\n## Approved Plan:\n{}",
+                input.plan
+            ))
         })
     }
 }

@@ -127,14 +127,9 @@ impl Tool for TodoWriteTool {
         _ctx: &'a ToolContext,
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
-        Box::pin(async move {
-            match serde_json::from_value::<TodoInput>(input) {
-                Ok(input) => {
-                    *self.todos.lock().unwrap_or_else(PoisonError::into_inner) = input.todos;
-                    ToolOutput::ok(UPDATED)
-                }
-                Err(e) => ToolOutput::tool_use_error(e),
-            }
+        crate::call_with_input(input, move |input: TodoInput| async move {
+            *self.todos.lock().unwrap_or_else(PoisonError::into_inner) = input.todos;
+            ToolOutput::ok(UPDATED)
         })
     }
 }

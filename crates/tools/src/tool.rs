@@ -243,6 +243,22 @@ pub trait CanUseTool: Send + Sync {
     ) -> BoxFuture<'a, PermissionDecision>;
 }
 
+/// The shape of most tools' `call`: parse the input as `I` (a schema mismatch is a
+/// `<tool_use_error>`), then run `work` on it.
+pub fn call_with_input<'a, I, F, Fut>(input: Value, work: F) -> BoxFuture<'a, ToolOutput>
+where
+    I: serde::de::DeserializeOwned + Send + 'a,
+    F: FnOnce(I) -> Fut + Send + 'a,
+    Fut: std::future::Future<Output = ToolOutput> + Send + 'a,
+{
+    Box::pin(async move {
+        match serde_json::from_value::<I>(input) {
+            Ok(input) => work(input).await,
+            Err(e) => ToolOutput::tool_use_error(e),
+        }
+    })
+}
+
 /// The shape of the file tools' `call`: parse the input as `I` (a schema mismatch is a
 /// `<tool_use_error>`), then run `work` on a blocking thread, since it does file I/O.
 pub(crate) fn call_blocking<'a, I>(
