@@ -142,3 +142,36 @@ fn without_a_rule_headless_refuses_the_fetch() {
     assert_eq!(denials[0]["tool_name"], "WebFetch", "{denials}");
     assert!(hits.lock().unwrap().is_empty());
 }
+
+#[test]
+fn web_search_is_offered_as_the_api_s_server_tool_only_when_a_rule_allows_it() {
+    let tools_sent = |args: &[&str]| {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([Turn::text("ok")])).unwrap();
+        let out = run(sandbox
+            .gyre(&server)
+            .unwrap()
+            .args(["-p", "search"])
+            .args(args))
+        .unwrap();
+        assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+        server.requests()[0].body["tools"].clone()
+    };
+    let search = |tools: &serde_json::Value| {
+        tools
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "web_search")
+            .cloned()
+    };
+    assert_eq!(search(&tools_sent(&[])), None);
+    let offered = search(&tools_sent(&[
+        "--allowedTools",
+        "WebSearch(domain:docs.rs)",
+    ]))
+    .unwrap();
+    assert_eq!(offered["type"], "web_search_20250305");
+    assert_eq!(offered["allowed_domains"], json!(["docs.rs"]));
+    assert!(offered.get("input_schema").is_none(), "{offered}");
+}

@@ -12,6 +12,7 @@ mod settings;
 mod stream_json;
 mod system_prompt;
 mod web_fetch;
+mod web_search;
 
 use std::io::{IsTerminal, Read};
 use std::path::Path;

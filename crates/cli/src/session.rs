@@ -202,6 +202,12 @@ pub fn build(
     if offered("ExitPlanMode") {
         registry.register(Arc::new(ExitPlanModeTool::new(permissions.mode_handle())));
     }
+    if offered("WebSearch")
+        && let Some(search) =
+            crate::web_search::definition(&allow, &deny, mode == PermissionMode::BypassPermissions)
+    {
+        registry.add_server_tool(search);
+    }
 
     let session_dir = project_dir(cwd).join(&session_id);
     let mut tool_context =

@@ -10,6 +10,8 @@ use crate::Tool;
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    /// Tools the API runs itself (WebSearch): offered, never called here.
+    server_tools: Vec<ToolDefinition>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -45,6 +47,12 @@ impl ToolRegistry {
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         self.tools.retain(|t| t.name() != tool.name());
         self.tools.push(tool);
+    }
+
+    /// Offers a server tool (the API runs it; its blocks come back in the response).
+    pub fn add_server_tool(&mut self, definition: ToolDefinition) {
+        self.server_tools.retain(|t| t.name != definition.name);
+        self.server_tools.push(definition);
     }
 
     /// The registry builder-style: `ToolRegistry::new().with(tool)`.
@@ -98,6 +106,7 @@ impl ToolRegistry {
                 .filter(|t| names.contains(&t.name()))
                 .cloned()
                 .collect(),
+            server_tools: self.server_tools.clone(),
         }
     }
 
@@ -111,7 +120,10 @@ impl ToolRegistry {
                 description: t.description().to_owned(),
                 input_schema: t.input_schema(),
                 cache_control: None,
+                kind: None,
+                options: serde_json::Map::new(),
             })
+            .chain(self.server_tools.iter().cloned())
             .collect()
     }
 }
