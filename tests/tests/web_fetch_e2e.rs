@@ -60,18 +60,21 @@ fn web_fetch_answers_from_the_page_follows_same_host_redirects_and_reports_other
         Turn::tool_use(
             "WebFetch",
             json!({"url": format!("{base}/hop"), "prompt": "what is the answer?"}),
-        ),
-        Turn::text("The answer is 42."),
+        )
+        .with_tokens(10, 1),
+        Turn::text("The answer is 42.").with_tokens(500, 5),
         Turn::tool_use(
             "WebFetch",
             json!({"url": format!("{base}/hop"), "prompt": "and again?"}),
-        ),
-        Turn::text("Still 42."),
+        )
+        .with_tokens(10, 1),
+        Turn::text("Still 42.").with_tokens(500, 5),
         Turn::tool_use(
             "WebFetch",
             json!({"url": format!("{base}/moved"), "prompt": "what now?"}),
-        ),
-        Turn::text("done"),
+        )
+        .with_tokens(10, 1),
+        Turn::text("done").with_tokens(10, 1),
     ]))
     .unwrap();
     let out = run(sandbox.gyre(&server).unwrap().args([
@@ -86,6 +89,8 @@ fn web_fetch_answers_from_the_page_follows_same_host_redirects_and_reports_other
     assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
     let requests = server.requests();
     assert_eq!(requests.len(), 6);
+    // The side requests' usage adds to the session's.
+    assert_eq!(out.result().unwrap()["usage"]["input_tokens"], 1040);
 
     // The side request: the small model, the page as Markdown, the prompt.
     let side = &requests[1].body;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Result;
-use gyre_loop::{AgentDefinition, AgentSetup, AgentTool, SubagentEvents};
+use gyre_loop::{AgentDefinition, AgentSetup, AgentTool, SubagentSender};
 use gyre_tools::ToolRegistry;
 
 /// Every sub-agent definition this session offers. Unreadable agent files are reported
@@ -36,17 +36,17 @@ pub fn definitions(flag: Option<&str>, cwd: &Path) -> Result<Vec<AgentDefinition
     Ok(all)
 }
 
-/// `registry` with the Agent tool added (unless `--tools` left it out), and the events
-/// its sub-agents send, for the engine.
+/// `registry` with the Agent tool added (unless `--tools` left it out); its sub-agents
+/// report to `events`.
 #[must_use]
 pub fn with_agent_tool(
     registry: ToolRegistry,
     wanted: bool,
     setup: AgentSetup,
-) -> (ToolRegistry, Option<SubagentEvents>) {
+    events: SubagentSender,
+) -> ToolRegistry {
     if !wanted {
-        return (registry, None);
+        return registry;
     }
-    let (tool, events) = AgentTool::new(setup);
-    (registry.with(Arc::new(tool)), Some(events))
+    registry.with(Arc::new(AgentTool::new(setup, events)))
 }

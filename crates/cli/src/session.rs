@@ -232,11 +232,14 @@ pub fn build(
 
     let deps = Arc::new(ApiDeps::new(client, retry));
     let can_use_tool: Arc<dyn CanUseTool> = Arc::new(permissions);
+    // Sub-agents and side requests report their messages and usage to the engine.
+    let (side_events, side_rx) = gyre_loop::subagent_channel();
     if offered("WebFetch") {
         let small = std::env::var("ANTHROPIC_SMALL_FAST_MODEL")
             .unwrap_or_else(|_| crate::web_fetch::DEFAULT_SMALL_FAST_MODEL.to_owned());
-        let fetch = crate::web_fetch::WebFetchTool::new(Arc::clone(&deps) as _, small)
-            .context("could not set up WebFetch's HTTP client")?;
+        let fetch =
+            crate::web_fetch::WebFetchTool::new(Arc::clone(&deps) as _, small, side_events.clone())
+                .context("could not set up WebFetch's HTTP client")?;
         registry.register(Arc::new(fetch));
     }
     let agent_setup = AgentSetup {
@@ -250,7 +253,7 @@ pub fn build(
         sidechain_dir: Some(session_dir.join("subagents")),
     };
     let wants_agents = offered("Agent") || offered("Task");
-    let (registry, subagents) = crate::agents::with_agent_tool(registry, wants_agents, agent_setup);
+    let registry = crate::agents::with_agent_tool(registry, wants_agents, agent_setup, side_events);
     let registry = Arc::new(registry);
     let max_output_tokens: Option<u32> = std::env::var("GYRE_MAX_OUTPUT_TOKENS")
         .ok()
@@ -292,9 +295,7 @@ pub fn build(
         compactor,
         Box::new(transcript),
     );
-    if let Some(events) = subagents {
-        engine = engine.with_subagent_events(events);
-    }
+    engine = engine.with_subagent_events(side_rx);
     if let Some(l) = &loaded {
         engine = engine.with_history(l.messages.clone(), l.last_uuid.clone());
     }

@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use gyre_loop::QueryDeps;
+use gyre_loop::{QueryDeps, SubagentEvent, SubagentSender};
 use gyre_protocol::{ContentBlock, Message};
 use gyre_tools::domain::url_host;
 use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
@@ -54,6 +54,8 @@ pub struct WebFetchTool {
     deps: Arc<dyn QueryDeps>,
     model: String,
     cache: Mutex<HashMap<String, (Instant, String)>>,
+    /// Where the side requests' usage goes (it adds to the session's).
+    usage: SubagentSender,
 }
 
 impl std::fmt::Debug for WebFetchTool {
@@ -105,7 +107,11 @@ fn same_host(a: &Url, b: &Url) -> bool {
 impl WebFetchTool {
     /// # Errors
     /// When the HTTP client cannot be built (TLS initialisation).
-    pub fn new(deps: Arc<dyn QueryDeps>, model: String) -> Result<Self, reqwest::Error> {
+    pub fn new(
+        deps: Arc<dyn QueryDeps>,
+        model: String,
+        usage: SubagentSender,
+    ) -> Result<Self, reqwest::Error> {
         let http = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(FETCH_TIMEOUT)
@@ -116,6 +122,7 @@ impl WebFetchTool {
             deps,
             model,
             cache: Mutex::new(HashMap::new()),
+            usage,
         })
     }
 
@@ -227,7 +234,14 @@ impl WebFetchTool {
         )
         .await
         {
-            Ok(answer) => ToolOutput::ok(answer),
+            Ok(answer) => {
+                // The session is gone only when nobody is left to bill.
+                let _ = self.usage.send(SubagentEvent::Usage {
+                    model: self.model.clone(),
+                    usage: answer.usage,
+                });
+                ToolOutput::ok(answer.text)
+            }
             Err(e) => ToolOutput::error(format!("Fetched {url} but could not answer: {e}")),
         }
     }

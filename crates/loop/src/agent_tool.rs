@@ -34,7 +34,7 @@ pub const DEFAULT_SUBAGENT_MAX_TURNS: u32 = 50;
 /// The longest result kept inline; longer ones are persisted by the result budget.
 const MAX_RESULT_CHARS: usize = 100_000;
 
-/// What a running sub-agent reports to the session.
+/// What work beside the main loop (sub-agents, side requests) reports to the session.
 #[derive(Debug, Clone)]
 pub enum SubagentEvent {
     /// A message of the sub-agent's own conversation (written to its sidechain).
@@ -49,6 +49,14 @@ pub enum SubagentEvent {
 
 /// The receiving end the engine drains ([`crate::QueryEngine::with_subagent_events`]).
 pub type SubagentEvents = mpsc::UnboundedReceiver<SubagentEvent>;
+/// The sending end: the Agent tool, and tools that make side requests (WebFetch).
+pub type SubagentSender = mpsc::UnboundedSender<SubagentEvent>;
+
+/// A channel for [`SubagentEvent`]s: senders for the tools, the receiver for the engine.
+#[must_use]
+pub fn subagent_channel() -> (SubagentSender, SubagentEvents) {
+    mpsc::unbounded_channel()
+}
 
 /// What every sub-agent of a session shares.
 pub struct AgentSetup {
@@ -78,7 +86,7 @@ impl std::fmt::Debug for AgentSetup {
 /// The Agent tool.
 pub struct AgentTool {
     setup: AgentSetup,
-    events: mpsc::UnboundedSender<SubagentEvent>,
+    events: SubagentSender,
     description: &'static str,
 }
 
@@ -97,9 +105,9 @@ struct AgentInput {
 }
 
 impl AgentTool {
-    /// The tool and the events its sub-agents send, for the engine.
+    /// The tool; its sub-agents report to `events` (the engine holds the receiver).
     #[must_use]
-    pub fn new(mut setup: AgentSetup) -> (Self, SubagentEvents) {
+    pub fn new(mut setup: AgentSetup, events: SubagentSender) -> Self {
         // Sub-agents cannot start sub-agents.
         let names: Vec<&str> = setup
             .tools
@@ -108,17 +116,13 @@ impl AgentTool {
             .filter(|n| *n != AGENT_TOOL_NAME && !AGENT_TOOL_ALIASES.contains(n))
             .collect();
         setup.tools = setup.tools.filtered(&names);
-        let (tx, rx) = mpsc::unbounded_channel();
         // Built once per session: the trait hands out `&'static str`.
         let description: &'static str = Box::leak(describe(&setup.definitions).into_boxed_str());
-        (
-            Self {
-                setup,
-                events: tx,
-                description,
-            },
-            rx,
-        )
+        Self {
+            setup,
+            events,
+            description,
+        }
     }
 
     fn definition(&self, name: &str) -> Option<&AgentDefinition> {
@@ -233,7 +237,7 @@ impl AgentTool {
 struct Sidechain<'a> {
     recorder: Recorder,
     deps: &'a dyn QueryDeps,
-    events: &'a mpsc::UnboundedSender<SubagentEvent>,
+    events: &'a SubagentSender,
     parent_id: &'a str,
     model: &'a str,
 }

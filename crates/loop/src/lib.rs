@@ -37,7 +37,7 @@ mod transcript;
 
 pub use agent_tool::{
     AGENT_TOOL_NAME, AgentSetup, AgentTool, DEFAULT_SUBAGENT_MAX_TURNS, SubagentEvent,
-    SubagentEvents,
+    SubagentEvents, SubagentSender, subagent_channel,
 };
 pub use agents::{
     AgentDefinition, AgentDefinitionError, general_purpose, load_agent_dirs, merge,
@@ -58,7 +58,7 @@ pub use query::{
     DEFAULT_MAX_OUTPUT_TOKENS, INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE,
     MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, QueryParams, REFUSAL_MESSAGE, query,
 };
-pub use side_query::side_query;
+pub use side_query::{SideAnswer, side_query};
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{
     JsonlTranscript, LoadedSession, MemoryTranscript, TranscriptEntry, TranscriptStore,

@@ -42,6 +42,7 @@ impl Summarizer for ModelSummarizer {
                 CancellationToken::new(),
             )
             .await
+            .map(|answer| answer.text)
             .map_err(SummarizeError::new)
         })
     }

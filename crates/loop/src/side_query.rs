@@ -5,12 +5,19 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use gyre_api::ModelEvent;
-use gyre_protocol::{Message, MessagesRequest, SystemBlock};
+use gyre_protocol::{Message, MessagesRequest, SystemBlock, Usage};
 use tokio_util::sync::CancellationToken;
 
 use crate::deps::QueryDeps;
 
-/// Sends `messages` to `model` with `system` and returns the response's text.
+/// A side request's answer and what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SideAnswer {
+    pub text: String,
+    pub usage: Usage,
+}
+
+/// Sends `messages` to `model` with `system` and returns the response's text and usage.
 ///
 /// # Errors
 /// The API error's text, or a stream that ended without a message.
@@ -21,13 +28,18 @@ pub async fn side_query(
     messages: Vec<Message>,
     max_tokens: u32,
     cancel: CancellationToken,
-) -> Result<String, String> {
+) -> Result<SideAnswer, String> {
     let mut body = MessagesRequest::new(model.to_owned(), max_tokens, messages);
     body.system = vec![SystemBlock::text(system)];
     let mut stream = deps.call_model(Arc::new(body), None, cancel);
     while let Some(event) = stream.next().await {
         match event {
-            Ok(ModelEvent::Message(response)) => return Ok(response.to_message().text()),
+            Ok(ModelEvent::Message(response)) => {
+                return Ok(SideAnswer {
+                    usage: response.usage,
+                    text: response.to_message().text(),
+                });
+            }
             Ok(ModelEvent::Stream(_) | ModelEvent::BlockComplete { .. } | ModelEvent::Retry(_)) => {
             }
             Err(e) => return Err(e.to_string()),
