@@ -116,7 +116,12 @@ fn three_parallel_sub_agents_return_their_answers_and_one_failure_as_results() {
         );
         let tools = tool_names(&sub.body);
         assert!(!tools.contains(&"Agent".to_owned()), "{tools:?}");
-        if system_text(&sub.body) == REVIEWER_PROMPT {
+        let system = system_text(&sub.body);
+        assert!(
+            system.contains(&sandbox.project().display().to_string()),
+            "{system}"
+        );
+        if system.starts_with(REVIEWER_PROMPT) {
             assert_eq!(tools, ["Read"]);
         } else {
             assert!(tools.contains(&"Bash".to_owned()), "{tools:?}");

@@ -10,7 +10,7 @@ use gyre_api::{
     RetryPolicy,
 };
 use gyre_loop::{
-    AgentSetup, ApiDeps, ContextCompactor, DEFAULT_SUBAGENT_MAX_TURNS, EngineConfig,
+    AgentCatalog, AgentSetup, ApiDeps, ContextCompactor, DEFAULT_SUBAGENT_MAX_TURNS, EngineConfig,
     JsonlTranscript, PipelineCompactor, QueryEngine, load_transcript, project_dir_name,
 };
 use gyre_protocol::{CacheControl, SystemBlock};
@@ -243,7 +243,8 @@ pub fn build(
         registry.register(Arc::new(fetch));
     }
     let agent_setup = AgentSetup {
-        definitions: crate::agents::definitions(cli.agents.as_deref(), cwd)?,
+        // A shared catalog: the SDK's `agents` from `initialize` can be added to it.
+        definitions: AgentCatalog::new(crate::agents::definitions(cli.agents.as_deref(), cwd)?),
         tools: registry.clone(),
         deps: Arc::clone(&deps) as Arc<dyn gyre_loop::QueryDeps>,
         can_use_tool: Arc::clone(&can_use_tool),

@@ -17,7 +17,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc};
 
-use crate::agents::AgentDefinition;
+use crate::agents::{AgentCatalog, AgentDefinition};
 use crate::compaction::NoCompaction;
 use crate::deps::QueryDeps;
 use crate::engine::record::Recorder;
@@ -60,7 +60,7 @@ pub fn subagent_channel() -> (SubagentSender, SubagentEvents) {
 
 /// What every sub-agent of a session shares.
 pub struct AgentSetup {
-    pub definitions: Vec<AgentDefinition>,
+    pub definitions: AgentCatalog,
     /// The session's tools; the Agent tool itself is never offered to a sub-agent.
     pub tools: ToolRegistry,
     pub deps: Arc<dyn QueryDeps>,
@@ -87,7 +87,6 @@ impl std::fmt::Debug for AgentSetup {
 pub struct AgentTool {
     setup: AgentSetup,
     events: SubagentSender,
-    description: &'static str,
 }
 
 impl std::fmt::Debug for AgentTool {
@@ -116,26 +115,15 @@ impl AgentTool {
             .filter(|n| *n != AGENT_TOOL_NAME && !AGENT_TOOL_ALIASES.contains(n))
             .collect();
         setup.tools = setup.tools.filtered(&names);
-        // Built once per session: the trait hands out `&'static str`.
-        let description: &'static str = Box::leak(describe(&setup.definitions).into_boxed_str());
-        Self {
-            setup,
-            events,
-            description,
-        }
+        Self { setup, events }
     }
 
-    fn definition(&self, name: &str) -> Option<&AgentDefinition> {
-        self.setup.definitions.iter().find(|d| d.name == name)
+    fn definition(&self, name: &str) -> Option<AgentDefinition> {
+        self.setup.definitions.get(name)
     }
 
     fn unknown(&self, kind: &str) -> String {
-        let known: Vec<&str> = self
-            .setup
-            .definitions
-            .iter()
-            .map(|d| d.name.as_str())
-            .collect();
+        let known = self.setup.definitions.names();
         format!(
             "Agent type '{kind}' not found. Available agents: {}",
             known.join(", ")
@@ -181,7 +169,11 @@ impl AgentTool {
         sidechain.message(prompt.clone(), false);
         let params = QueryParams {
             messages: vec![prompt],
-            system: vec![SystemBlock::text(def.prompt.clone())],
+            system: vec![SystemBlock::text(format!(
+                "{}\n\nNotes:\n- Working directory: {}\n- Your final message is all the caller sees: make it a complete report, with absolute file paths.",
+                def.prompt,
+                ctx.cwd.display()
+            ))],
             model: model.clone(),
             fallback_model: None,
             max_turns: Some(self.setup.max_turns),
@@ -281,7 +273,7 @@ fn outcome(description: &str, terminal: Option<Terminal>, last_text: String) -> 
 }
 
 /// The description the model reads, listing the agents on offer.
-fn describe(definitions: &[AgentDefinition]) -> String {
+pub(crate) fn describe(definitions: &[AgentDefinition]) -> String {
     let mut text = String::from(
         "Launch a sub-agent to handle a complex, multi-step task on its own: it gets a fresh context, works with its own tools, and returns one final report as this tool's result (the user does not see it; relay what matters).\n\nAvailable agent types (subagent_type):\n",
     );
@@ -311,7 +303,7 @@ impl Tool for AgentTool {
     }
 
     fn description(&self) -> &'static str {
-        self.description
+        self.setup.definitions.description()
     }
 
     fn input_schema(&self) -> Value {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, PoisonError, RwLock};
 
 use serde::Deserialize;
 
@@ -190,6 +191,66 @@ pub fn merge(agents: &mut Vec<AgentDefinition>, def: AgentDefinition) {
     agents.push(def);
 }
 
+/// The definitions a session offers, shared: a driver may add some mid-session (the
+/// SDK's `agents` from `initialize`); the Agent tool reads them at each call and its
+/// description at each request.
+#[derive(Debug, Clone)]
+pub struct AgentCatalog(Arc<RwLock<Catalog>>);
+
+#[derive(Debug)]
+struct Catalog {
+    definitions: Vec<AgentDefinition>,
+    /// `describe(definitions)`, leaked once per change: the Tool trait hands out
+    /// `&'static str`, and definitions change at most a few times per session.
+    description: &'static str,
+}
+
+impl AgentCatalog {
+    /// A catalog of `definitions`; `describe` renders the Agent tool's description.
+    #[must_use]
+    pub fn new(definitions: Vec<AgentDefinition>) -> Self {
+        let description = leak_description(&definitions);
+        Self(Arc::new(RwLock::new(Catalog {
+            definitions,
+            description,
+        })))
+    }
+
+    /// Adds definitions, replacing those of the same name.
+    pub fn add(&self, definitions: impl IntoIterator<Item = AgentDefinition>) {
+        let mut catalog = self.0.write().unwrap_or_else(PoisonError::into_inner);
+        for def in definitions {
+            merge(&mut catalog.definitions, def);
+        }
+        catalog.description = leak_description(&catalog.definitions);
+    }
+
+    #[must_use]
+    pub fn get(&self, name: &str) -> Option<AgentDefinition> {
+        let catalog = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        catalog.definitions.iter().find(|d| d.name == name).cloned()
+    }
+
+    #[must_use]
+    pub fn names(&self) -> Vec<String> {
+        let catalog = self.0.read().unwrap_or_else(PoisonError::into_inner);
+        catalog.definitions.iter().map(|d| d.name.clone()).collect()
+    }
+
+    /// The Agent tool's description, listing every definition.
+    #[must_use]
+    pub fn description(&self) -> &'static str {
+        self.0
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .description
+    }
+}
+
+fn leak_description(definitions: &[AgentDefinition]) -> &'static str {
+    Box::leak(crate::agent_tool::describe(definitions).into_boxed_str())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +280,19 @@ mod tests {
         assert!(e.to_string().contains("x.md: no front matter"), "{e}");
         let e = parse_agent_file(Path::new("y.md"), "---\nname: y\n---\nbody").unwrap_err();
         assert!(e.to_string().contains("no `description`"), "{e}");
+    }
+
+    #[test]
+    fn a_catalog_takes_new_definitions_and_lists_them_in_the_description() {
+        let catalog = AgentCatalog::new(vec![general_purpose()]);
+        assert!(!catalog.description().contains("- tester:"));
+        catalog.add(
+            parse_agents_json(r#"{"tester": {"description": "runs tests", "prompt": "p"}}"#)
+                .unwrap(),
+        );
+        assert_eq!(catalog.names(), ["general-purpose", "tester"]);
+        assert!(catalog.description().contains("- tester: runs tests"));
+        assert_eq!(catalog.get("tester").unwrap().prompt, "p");
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub use agent_tool::{
     SubagentEvents, SubagentSender, subagent_channel,
 };
 pub use agents::{
-    AgentDefinition, AgentDefinitionError, general_purpose, load_agent_dirs, merge,
+    AgentCatalog, AgentDefinition, AgentDefinitionError, general_purpose, load_agent_dirs, merge,
     parse_agent_file, parse_agents_json,
 };
 pub use compaction::{
