@@ -51,6 +51,8 @@ mod tests {
             description: "d".into(),
             input_schema: json!({"type": "object"}),
             cache_control: None,
+            kind: None,
+            options: serde_json::Map::new(),
         }
     }
 

@@ -174,6 +174,8 @@ mod tests {
                 description: "Reads a file".into(),
                 input_schema: json!({"type": "object", "properties": {"messages": {"default": []}}}),
                 cache_control: Some(CacheControl::ephemeral()),
+                kind: None,
+                options: serde_json::Map::new(),
             }],
             stream: true,
             metadata: Some(Metadata {

@@ -606,6 +606,8 @@ async fn cache_markers_reach_the_server() {
         description: "Reads a file".into(),
         input_schema: json!({"type": "object"}),
         cache_control: None,
+        kind: None,
+        options: serde_json::Map::new(),
     }];
     add_cache_markers(&mut req);
     let items: Vec<_> = stream_with_retry(

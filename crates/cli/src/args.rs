@@ -152,6 +152,10 @@ pub struct Cli {
     #[arg(long)]
     pub debug_file: Option<PathBuf>,
 
+    /// Sub-agents as JSON: `{"reviewer": {"description": "…", "prompt": "…", "tools": ["Read"]}}`.
+    #[arg(long, value_name = "JSON")]
+    pub agents: Option<String>,
+
     /// Only these tools are available, comma- or space-separated ("" for none).
     #[arg(long, num_args = 1.., value_name = "TOOLS")]
     pub tools: Vec<String>,

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use gyre_loop::{InterruptHandle, StopHook, StopHookOutcome, ToolHook};
 use gyre_protocol::{Message, Role};
 use gyre_tools::{
-    BoxFuture, CanUseTool, InputDecision, PermissionDecision, PermissionMode, PermissionPrompt,
-    Permissions, Tool, ToolCall, ToolCallOutcome, ToolContext,
+    BoxFuture, CanUseTool, InputDecision, ModeHandle, PermissionDecision, PermissionMode,
+    PermissionPrompt, Permissions, Tool, ToolCall, ToolCallOutcome, ToolContext,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -69,6 +69,8 @@ struct Policy {
 /// See the module docs.
 pub struct Gate {
     prompt: Option<Arc<dyn PermissionPrompt>>,
+    /// The mode every policy this gate builds reads, shared with ExitPlanMode.
+    mode: ModeHandle,
     policy: RwLock<Policy>,
     hooks: RwLock<Hooks>,
     sdk_prompt: OnceLock<ControlChannel>,
@@ -88,9 +90,11 @@ impl Gate {
         prompt: Option<Arc<dyn PermissionPrompt>>,
         hooks: Hooks,
     ) -> Result<Self, String> {
-        let permissions = Arc::new(build_permissions(&mode, &rules, prompt.as_ref())?);
+        let handle = ModeHandle::default();
+        let permissions = Arc::new(build_permissions(&mode, &rules, prompt.as_ref(), &handle)?);
         Ok(Self {
             prompt,
+            mode: handle,
             policy: RwLock::new(Policy {
                 mode,
                 rules,
@@ -116,14 +120,23 @@ impl Gate {
         )
     }
 
+    /// The mode's name as the user gave it (`dontAsk`, `auto` included), or the mode
+    /// ExitPlanMode switched to since.
     #[must_use]
     pub fn mode_name(&self) -> String {
-        self.policy
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .mode
-            .name
-            .clone()
+        let policy = self.policy.read().unwrap_or_else(PoisonError::into_inner);
+        let now = self.mode.get();
+        if now == policy.mode.mode {
+            policy.mode.name.clone()
+        } else {
+            now.to_string()
+        }
+    }
+
+    /// The shared mode handle (ExitPlanMode switches it).
+    #[must_use]
+    pub fn mode_handle(&self) -> ModeHandle {
+        self.mode.clone()
     }
 
     /// `set_permission_mode`.
@@ -154,6 +167,7 @@ impl Gate {
             &next.mode,
             &next.rules,
             self.prompt.as_ref(),
+            &self.mode,
         )?);
         *policy = next;
         Ok(())
@@ -411,9 +425,11 @@ fn build_permissions(
     mode: &ModeName,
     rules: &Rules,
     prompt: Option<&Arc<dyn PermissionPrompt>>,
+    handle: &ModeHandle,
 ) -> Result<Permissions, String> {
     let permissions = Permissions::from_rules(mode.mode, &rules.allow, &rules.ask, &rules.deny)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())?
+        .with_mode_handle(handle.clone());
     Ok(match prompt {
         Some(p) => permissions.with_prompt(Arc::clone(p)),
         None => permissions,

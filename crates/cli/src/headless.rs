@@ -227,6 +227,22 @@ pub async fn run_turn<W: Write>(
                     };
                 }
             },
+            EngineEvent::Subagent {
+                parent_tool_use_id,
+                uuid,
+                message,
+            } => {
+                if output.streaming() {
+                    let mut line = stream_json::message(
+                        &message,
+                        &ResponseMeta::default(),
+                        &session_id,
+                        &uuid,
+                    );
+                    line["parent_tool_use_id"] = parent_tool_use_id.into();
+                    output.line(&line)?;
+                }
+            }
             EngineEvent::Result(r) => result = Some(r),
         }
     }

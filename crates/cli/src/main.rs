@@ -2,6 +2,7 @@
 //!
 //! This binary is thin: flags, settings, rendering. The loop lives in `gyre-loop`.
 
+mod agents;
 mod args;
 mod control;
 mod gate;
@@ -17,6 +18,8 @@ mod stream_json;
 mod structured;
 mod system_prompt;
 mod thinking;
+mod web_fetch;
+mod web_search;
 
 use std::io::{IsTerminal, Read};
 use std::path::Path;

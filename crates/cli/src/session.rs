@@ -10,12 +10,14 @@ use gyre_api::{
     RetryPolicy,
 };
 use gyre_loop::{
-    ApiDeps, ContextCompactor, EngineConfig, JsonlTranscript, PipelineCompactor, QueryEngine,
-    TranscriptHealth, load_transcript, project_dir_name,
+    AgentCatalog, AgentSetup, ApiDeps, ContextCompactor, DEFAULT_SUBAGENT_MAX_TURNS, EngineConfig,
+    JsonlTranscript, PipelineCompactor, QueryEngine, TranscriptHealth, load_transcript,
+    project_dir_name,
 };
 use gyre_mcp::McpServers;
 use gyre_protocol::{CacheControl, SystemBlock};
-use gyre_tools::{PermissionPrompt, ToolContext, ToolRegistry};
+use gyre_tools::plan::ExitPlanModeTool;
+use gyre_tools::{PermissionMode, PermissionPrompt, ToolContext, ToolRegistry};
 
 use crate::args::{Cli, split_tool_list};
 use crate::gate::{Gate, ModeName, Rules};
@@ -187,15 +189,6 @@ pub fn build(
     for tool in mcp.tools() {
         registry.register(tool);
     }
-    // A bare tool name in --disallowedTools takes the tool out of the request; a rule
-    // with a specifier (`Bash(rm:*)`) only denies matching calls.
-    let removed = split_tool_list(&cli.disallowed_tools);
-    let kept: Vec<&str> = registry
-        .names()
-        .into_iter()
-        .filter(|n| !removed.iter().any(|r| r == n))
-        .collect();
-    registry = registry.filtered(&kept);
     let structured_slot = structured::Slot::default();
     let structured = match &cli.json_schema {
         Some(schema) => Some(
@@ -207,7 +200,6 @@ pub fn build(
     if let Some(tool) = structured {
         registry.register(Arc::new(tool));
     }
-    let registry = Arc::new(registry);
 
     let mode_name = if cli.dangerously_skip_permissions {
         Some("bypassPermissions".to_owned())
@@ -233,10 +225,10 @@ pub fn build(
         }
         working_dirs.push(abs);
     }
-    let mut allow = settings.permissions.allow.clone();
-    allow.extend(split_tool_list(&cli.allowed_tools));
-    let mut deny = settings.permissions.deny.clone();
-    deny.extend(split_tool_list(&cli.disallowed_tools));
+    let mut allow_rules = settings.permissions.allow.clone();
+    allow_rules.extend(split_tool_list(&cli.allowed_tools));
+    let mut deny_rules = settings.permissions.deny.clone();
+    deny_rules.extend(split_tool_list(&cli.disallowed_tools));
     let ask = settings.permissions.ask.clone();
     let mut hooks = Hooks::new(HookBase {
         session_id: session_id.clone(),
@@ -248,13 +240,30 @@ pub fn build(
     let gate = Arc::new(
         Gate::new(
             mode,
-            Rules { allow, ask, deny },
+            Rules {
+                allow: allow_rules.clone(),
+                ask,
+                deny: deny_rules.clone(),
+            },
             prompt.filter(|_| interactive),
             hooks,
         )
         .map_err(anyhow::Error::msg)?,
     );
     let permissions = gate.permissions();
+    let offered = |name: &str| cli.tools.is_empty() || only.iter().any(|t| t == name);
+    if offered("ExitPlanMode") {
+        registry.register(Arc::new(ExitPlanModeTool::new(gate.mode_handle())));
+    }
+    if offered("WebSearch")
+        && let Some(search) = crate::web_search::definition(
+            &allow_rules,
+            &deny_rules,
+            permissions.mode() == PermissionMode::BypassPermissions,
+        )
+    {
+        registry.add_server_tool(search);
+    }
 
     let session_dir = project_dir(cwd).join(&session_id);
     let mut tool_context =
@@ -264,7 +273,7 @@ pub fn build(
     }
     // Searches skip what the read deny rules name.
     tool_context.hidden = permissions.read_deny_filter(&tool_context);
-    tool_context.sandbox = settings.sandbox_policy(permissions.mode);
+    tool_context.sandbox = settings.sandbox_policy(permissions.mode());
 
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),
@@ -303,6 +312,41 @@ pub fn build(
     };
 
     let deps = Arc::new(ApiDeps::new(client, retry));
+    let can_use_tool = Arc::clone(&gate) as Arc<dyn gyre_tools::CanUseTool>;
+    // Sub-agents and side requests report their messages and usage to the engine.
+    let (side_events, side_rx) = gyre_loop::subagent_channel();
+    if offered("WebFetch") {
+        let small = std::env::var("ANTHROPIC_SMALL_FAST_MODEL")
+            .unwrap_or_else(|_| crate::web_fetch::DEFAULT_SMALL_FAST_MODEL.to_owned());
+        let fetch =
+            crate::web_fetch::WebFetchTool::new(Arc::clone(&deps) as _, small, side_events.clone())
+                .context("could not set up WebFetch's HTTP client")?;
+        registry.register(Arc::new(fetch));
+    }
+    // A bare tool name in --disallowedTools takes the tool out of the request; a rule
+    // with a specifier (`Bash(rm:*)`) only denies matching calls.
+    let removed = split_tool_list(&cli.disallowed_tools);
+    let kept: Vec<&str> = registry
+        .names()
+        .into_iter()
+        .filter(|n| !removed.iter().any(|r| r == n))
+        .collect();
+    registry = registry.filtered(&kept);
+    let agent_setup = AgentSetup {
+        // A shared catalog: the SDK's `agents` from `initialize` can be added to it.
+        definitions: AgentCatalog::new(crate::agents::definitions(cli.agents.as_deref(), cwd)?),
+        tools: registry.clone(),
+        deps: Arc::clone(&deps) as Arc<dyn gyre_loop::QueryDeps>,
+        can_use_tool: Arc::clone(&can_use_tool),
+        model: model.clone(),
+        max_turns: DEFAULT_SUBAGENT_MAX_TURNS,
+        session_id: session_id.clone(),
+        sidechain_dir: Some(session_dir.join("subagents")),
+    };
+    let wants_agents = (offered("Agent") || offered("Task"))
+        && !removed.iter().any(|r| r == "Agent" || r == "Task");
+    let registry = crate::agents::with_agent_tool(registry, wants_agents, agent_setup, side_events);
+    let registry = Arc::new(registry);
     let max_output_tokens: Option<u32> = std::env::var("GYRE_MAX_OUTPUT_TOKENS")
         .ok()
         .and_then(|v| v.parse().ok());
@@ -349,7 +393,7 @@ pub fn build(
         loop_deps,
         Arc::clone(&registry),
         tool_context,
-        Arc::clone(&gate) as Arc<dyn gyre_tools::CanUseTool>,
+        can_use_tool,
         compactor,
         Box::new(transcript),
     )
@@ -359,6 +403,7 @@ pub fn build(
     if cli.json_schema.is_some() {
         gate.require_structured_output(Arc::clone(&structured_slot));
     }
+    engine = engine.with_subagent_events(side_rx);
     if let Some(l) = &loaded {
         engine = engine.with_history(l.messages.clone(), l.last_uuid.clone());
     }

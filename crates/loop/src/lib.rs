@@ -18,6 +18,8 @@
 #[cfg(test)]
 extern crate self as gyre_loop;
 
+mod agent_tool;
+mod agents;
 mod compaction;
 mod cost;
 mod deps;
@@ -29,9 +31,18 @@ mod fakes;
 mod hooks;
 mod pipeline_compactor;
 mod query;
+mod side_query;
 mod state;
 mod transcript;
 
+pub use agent_tool::{
+    AGENT_TOOL_NAME, AgentSetup, AgentTool, DEFAULT_SUBAGENT_MAX_TURNS, SubagentEvent,
+    SubagentEvents, SubagentSender, subagent_channel,
+};
+pub use agents::{
+    AgentCatalog, AgentDefinition, AgentDefinitionError, general_purpose, load_agent_dirs, merge,
+    parse_agent_file, parse_agents_json,
+};
 pub use compaction::{
     CompactNowResult, CompactionOutcome, ContextCompactor, NoCompaction, PreparedContext,
 };
@@ -47,6 +58,7 @@ pub use query::{
     DEFAULT_MAX_OUTPUT_TOKENS, INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE,
     MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, QueryParams, REFUSAL_MESSAGE, query,
 };
+pub use side_query::{SideAnswer, side_query};
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{
     JsonlTranscript, LoadedSession, MemoryTranscript, TranscriptEntry, TranscriptHealth,

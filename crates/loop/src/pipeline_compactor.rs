@@ -5,13 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use futures::StreamExt;
-use gyre_api::ModelEvent;
 use gyre_compact::{
     CompactConfig, CompactError, Pipeline, PrepareContext, Prepared, RecentFile, SummarizeError,
     Summarizer, SummaryRequest, TiktokenCounter, Trigger, UsageAnchor,
 };
-use gyre_protocol::{Message, MessagesRequest, SystemBlock};
+use gyre_protocol::Message;
 use gyre_tools::{BoxFuture, FileStateCache};
 use tokio_util::sync::CancellationToken;
 
@@ -35,33 +33,17 @@ impl Summarizer for ModelSummarizer {
         request: &'a SummaryRequest,
     ) -> BoxFuture<'a, Result<String, SummarizeError>> {
         Box::pin(async move {
-            let mut body = MessagesRequest::new(
-                self.model.clone(),
-                SUMMARY_MAX_TOKENS,
-                request.to_messages(),
-            );
-            body.system = vec![SystemBlock::text(
+            crate::side_query::side_query(
+                self.deps.as_ref(),
+                &self.model,
                 "You are summarizing a coding session so that it can continue in a fresh context. Follow the requested format exactly.",
-            )];
-            let mut stream = self
-                .deps
-                .call_model(Arc::new(body), None, CancellationToken::new());
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(ModelEvent::Message(response)) => {
-                        return Ok(response.to_message().text());
-                    }
-                    Ok(
-                        ModelEvent::Stream(_)
-                        | ModelEvent::BlockComplete { .. }
-                        | ModelEvent::Retry(_),
-                    ) => {}
-                    Err(e) => return Err(SummarizeError::new(e.to_string())),
-                }
-            }
-            Err(SummarizeError::new(
-                "the summary stream ended without a message",
-            ))
+                request.to_messages(),
+                SUMMARY_MAX_TOKENS,
+                CancellationToken::new(),
+            )
+            .await
+            .map(|answer| answer.text)
+            .map_err(SummarizeError::new)
         })
     }
 }

@@ -26,14 +26,60 @@ impl SystemBlock {
     }
 }
 
-/// A tool offered to the model.
+/// A tool offered to the model: a client tool (name, description, input schema) or a
+/// server tool the API runs itself (`type` such as `web_search_20250305`, its options in
+/// `options`, no description or schema).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolDefinition {
+    /// A server tool's type; `None` for client tools.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+    #[serde(default, skip_serializing_if = "Value::is_null")]
     pub input_schema: Value,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_control: Option<CacheControl>,
+    /// A server tool's own fields (`max_uses`, `allowed_domains`, …).
+    #[serde(flatten, default, skip_serializing_if = "serde_json::Map::is_empty")]
+    pub options: serde_json::Map<String, Value>,
+}
+
+impl ToolDefinition {
+    /// A client tool.
+    #[must_use]
+    pub fn client(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        input_schema: Value,
+    ) -> Self {
+        Self {
+            kind: None,
+            name: name.into(),
+            description: description.into(),
+            input_schema,
+            cache_control: None,
+            options: serde_json::Map::new(),
+        }
+    }
+
+    /// A server tool: `{"type": kind, "name": name, …options}`.
+    #[must_use]
+    pub fn server(
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        options: serde_json::Map<String, Value>,
+    ) -> Self {
+        Self {
+            kind: Some(kind.into()),
+            name: name.into(),
+            description: String::new(),
+            input_schema: Value::Null,
+            cache_control: None,
+            options,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -251,6 +251,8 @@ fn request_body_serializes_like_the_api_expects() {
         description: "Reads a file".into(),
         input_schema: json!({"type":"object","properties":{"file_path":{"type":"string"}},"required":["file_path"]}),
         cache_control: None,
+        kind: None,
+        options: serde_json::Map::new(),
     }];
     let v = serde_json::to_value(&req).unwrap();
     assert_eq!(v["stream"], true);
@@ -343,4 +345,24 @@ fn non_streaming_response_parses() {
     .unwrap();
     assert_eq!(resp.to_message().text(), "done");
     assert_eq!(resp.stop_reason, Some(StopReason::EndTurn));
+}
+
+#[test]
+fn a_server_tool_serializes_as_its_type_name_and_options_only() {
+    let mut options = serde_json::Map::new();
+    options.insert("max_uses".into(), json!(5));
+    options.insert("allowed_domains".into(), json!(["docs.rs"]));
+    let def = ToolDefinition::server("web_search_20250305", "web_search", options);
+    let v = serde_json::to_value(&def).unwrap();
+    assert_eq!(
+        v,
+        json!({"type": "web_search_20250305", "name": "web_search", "max_uses": 5, "allowed_domains": ["docs.rs"]})
+    );
+    assert_eq!(serde_json::from_value::<ToolDefinition>(v).unwrap(), def);
+    let client = ToolDefinition::client("Read", "Reads", json!({"type": "object"}));
+    let v = serde_json::to_value(&client).unwrap();
+    assert_eq!(
+        v,
+        json!({"name": "Read", "description": "Reads", "input_schema": {"type": "object"}})
+    );
 }

@@ -139,7 +139,11 @@ pub async fn run_tool_call(
     if ctx.cancel.is_cancelled() {
         return ToolCallOutcome::new(call, ToolOutput::error(INTERRUPTED_MESSAGE));
     }
-    let output = tool.call(input, ctx, progress).await;
+    let ctx = ToolContext {
+        tool_use_id: Some(call.id.clone()),
+        ..ctx.clone()
+    };
+    let output = tool.call(input, &ctx, progress).await;
     ToolCallOutcome::new(call, output)
 }
 

@@ -30,18 +30,22 @@
 //! # }
 //! ```
 
+pub mod background;
 pub mod bash;
 mod bash_rules;
 pub mod bench_support;
 mod call;
+pub mod domain;
 pub mod edit;
 mod executor;
 pub mod file_state;
 pub mod glob;
 pub mod grep;
+mod mode;
 mod partition;
 mod paths;
 pub mod permissions;
+pub mod plan;
 pub mod process_tree;
 pub mod protected;
 pub mod read;
@@ -50,6 +54,7 @@ mod registry;
 pub mod sandbox;
 mod schema;
 pub mod shell;
+pub mod todo;
 mod tool;
 mod walk;
 pub mod write;
@@ -57,6 +62,7 @@ pub mod write;
 pub use call::{PermissionDenial, ToolCall, ToolCallOutcome, run_tool_call};
 pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus};
 pub use file_state::{FileState, FileStateCache};
+pub use mode::ModeHandle;
 pub use partition::{ToolBatch, partition};
 pub use paths::resolve_path;
 pub use permissions::{
@@ -66,7 +72,7 @@ pub use permissions::{
 pub use registry::ToolRegistry;
 pub use tool::{
     BoxFuture, CanUseTool, InputDecision, PathFilter, PermissionDecision, ProgressFn, Tool,
-    ToolContext, ToolOutput, ToolProgress,
+    ToolContext, ToolOutput, ToolProgress, call_with_input,
 };
 
 /// The message of every call cut short by an abort (Ctrl+C): seed 004 §18.2.

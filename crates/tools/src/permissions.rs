@@ -15,6 +15,7 @@ use globset::GlobBuilder;
 use serde_json::Value;
 
 use crate::bash_rules;
+use crate::mode::ModeHandle;
 use crate::protected::protected_reason;
 use crate::{BoxFuture, CanUseTool, PathFilter, PermissionDecision, Tool, ToolCall, ToolContext};
 
@@ -242,7 +243,8 @@ enum RuleKind {
 
 /// The permission policy of a session. Implements [`CanUseTool`].
 pub struct Permissions {
-    pub mode: PermissionMode,
+    /// Shared and changeable mid-session ([`Permissions::mode_handle`]).
+    mode: ModeHandle,
     allow: Vec<PermissionRule>,
     ask: Vec<PermissionRule>,
     deny: Vec<PermissionRule>,
@@ -259,7 +261,7 @@ impl Default for Permissions {
 impl fmt::Debug for Permissions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Permissions")
-            .field("mode", &self.mode)
+            .field("mode", &self.mode.get())
             .field("allow", &self.allow)
             .field("ask", &self.ask)
             .field("deny", &self.deny)
@@ -273,13 +275,35 @@ impl Permissions {
     #[must_use]
     pub fn new(mode: PermissionMode) -> Self {
         Self {
-            mode,
+            mode: ModeHandle::new(mode),
             allow: Vec::new(),
             ask: Vec::new(),
             deny: Vec::new(),
             session_allow: Mutex::new(Vec::new()),
             prompt: None,
         }
+    }
+
+    /// The mode now.
+    #[must_use]
+    pub fn mode(&self) -> PermissionMode {
+        self.mode.get()
+    }
+
+    /// This policy with its mode held in `handle` (set to the policy's mode now), so a
+    /// switch through any clone of the handle reaches it: a session that rebuilds its
+    /// policy keeps one handle for ExitPlanMode and the UI.
+    #[must_use]
+    pub fn with_mode_handle(mut self, handle: ModeHandle) -> Self {
+        handle.set(self.mode.get());
+        self.mode = handle;
+        self
+    }
+
+    /// The shared mode: setting it switches this policy's mode (ExitPlanMode).
+    #[must_use]
+    pub fn mode_handle(&self) -> ModeHandle {
+        self.mode.clone()
     }
 
     /// A policy from rule strings (settings files, `--allowedTools`, `--disallowedTools`).
@@ -387,7 +411,7 @@ impl Permissions {
         }
         // Before allow rules and the mode: a rule or acceptEdits written by a model must
         // not let it rewrite the settings that decide its next session.
-        if self.mode != PermissionMode::BypassPermissions
+        if self.mode.get() != PermissionMode::BypassPermissions
             && !tool.is_read_only(input)
             && let Some(reason) = path.as_deref().and_then(protected_reason)
         {
@@ -398,7 +422,8 @@ impl Permissions {
         if target.allowed_by(&allow) {
             return PermissionDecision::Allow;
         }
-        if self.mode == PermissionMode::BypassPermissions {
+        let mode = self.mode.get();
+        if mode == PermissionMode::BypassPermissions {
             return PermissionDecision::Allow;
         }
         if let Some(path) = &path
@@ -416,7 +441,7 @@ impl Permissions {
                 ),
             };
         }
-        match self.mode {
+        match mode {
             PermissionMode::Plan => {
                 if !tool.is_read_only(input) {
                     return PermissionDecision::Ask {
@@ -681,6 +706,9 @@ impl Target<'_> {
                 RuleKind::Allow => bash_rules::allowed(&[spec], self.command()),
                 RuleKind::Ask | RuleKind::Deny => bash_rules::deny_matches(spec, self.command()),
             };
+        }
+        if let Some(domain) = spec.strip_prefix("domain:") {
+            return crate::domain::domain_rule_matches(domain, self.input);
         }
         match self.path {
             Some(path) => path_rule_matches(spec, path, self.ctx),

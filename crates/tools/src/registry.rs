@@ -10,6 +10,8 @@ use crate::Tool;
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
+    /// Tools the API runs itself (WebSearch): offered, never called here.
+    server_tools: Vec<ToolDefinition>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -25,7 +27,8 @@ impl ToolRegistry {
         Self::default()
     }
 
-    /// Read, Edit, Write, Grep, Glob, Bash.
+    /// Read, Edit, Write, Grep, Glob, Bash (with `run_in_background`), BashOutput,
+    /// KillShell, TodoWrite.
     #[must_use]
     pub fn with_default_tools() -> Self {
         let mut registry = Self::new();
@@ -35,6 +38,8 @@ impl ToolRegistry {
         registry.register(Arc::new(crate::read::ReadTool));
         registry.register(Arc::new(crate::edit::EditTool));
         registry.register(Arc::new(crate::write::WriteTool));
+        registry.register(Arc::new(crate::todo::TodoWriteTool::default()));
+        crate::background::add_background_shells(&mut registry);
         registry
     }
 
@@ -42,6 +47,12 @@ impl ToolRegistry {
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
         self.tools.retain(|t| t.name() != tool.name());
         self.tools.push(tool);
+    }
+
+    /// Offers a server tool (the API runs it; its blocks come back in the response).
+    pub fn add_server_tool(&mut self, definition: ToolDefinition) {
+        self.server_tools.retain(|t| t.name != definition.name);
+        self.server_tools.push(definition);
     }
 
     /// The registry builder-style: `ToolRegistry::new().with(tool)`.
@@ -53,7 +64,9 @@ impl ToolRegistry {
 
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools.iter().find(|t| t.name() == name)
+        self.tools
+            .iter()
+            .find(|t| t.name() == name || t.aliases().contains(&name))
     }
 
     #[must_use]
@@ -93,6 +106,7 @@ impl ToolRegistry {
                 .filter(|t| names.contains(&t.name()))
                 .cloned()
                 .collect(),
+            server_tools: self.server_tools.clone(),
         }
     }
 
@@ -106,7 +120,10 @@ impl ToolRegistry {
                 description: t.description().to_owned(),
                 input_schema: t.input_schema(),
                 cache_control: None,
+                kind: None,
+                options: serde_json::Map::new(),
             })
+            .chain(self.server_tools.iter().cloned())
             .collect()
     }
 }
@@ -116,12 +133,25 @@ mod tests {
     use super::*;
 
     #[test]
-    fn default_registry_has_the_six_tools() {
+    fn default_registry_has_the_seed_tools_and_the_added_ones() {
         let r = ToolRegistry::with_default_tools();
         let mut names = r.names();
         names.sort_unstable();
-        assert_eq!(names, vec!["Bash", "Edit", "Glob", "Grep", "Read", "Write"]);
-        assert_eq!(r.definitions().len(), 6);
+        assert_eq!(
+            names,
+            vec![
+                "Bash",
+                "BashOutput",
+                "Edit",
+                "Glob",
+                "Grep",
+                "KillShell",
+                "Read",
+                "TodoWrite",
+                "Write"
+            ]
+        );
+        assert_eq!(r.definitions().len(), 9);
         assert!(
             r.definitions()
                 .iter()

@@ -88,6 +88,9 @@ pub struct ToolContext {
     /// The Landlock policy Bash runs under (plan mode, or `sandbox.enabled`); `None`
     /// runs commands unconfined.
     pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+    /// The id of the call being run, set by the runner (the Agent tool tags its
+    /// sub-agent's messages with it).
+    pub tool_use_id: Option<String>,
 }
 
 /// A predicate over resolved paths, shareable across walker threads.
@@ -131,6 +134,7 @@ impl ToolContext {
             output_dir: std::env::temp_dir().join("gyre-tool-output"),
             hidden: None,
             sandbox: None,
+            tool_use_id: None,
         }
     }
 
@@ -227,6 +231,11 @@ pub trait Tool: Send + Sync {
     fn path_field(&self) -> Option<&'static str> {
         None
     }
+
+    /// Other names the tool answers to (old transcripts call Agent `Task`).
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
 }
 
 impl std::fmt::Debug for dyn Tool {
@@ -269,6 +278,22 @@ pub trait CanUseTool: Send + Sync {
             }
         })
     }
+}
+
+/// The shape of most tools' `call`: parse the input as `I` (a schema mismatch is a
+/// `<tool_use_error>`), then run `work` on it.
+pub fn call_with_input<'a, I, F, Fut>(input: Value, work: F) -> BoxFuture<'a, ToolOutput>
+where
+    I: serde::de::DeserializeOwned + Send + 'a,
+    F: FnOnce(I) -> Fut + Send + 'a,
+    Fut: std::future::Future<Output = ToolOutput> + Send + 'a,
+{
+    Box::pin(async move {
+        match serde_json::from_value::<I>(input) {
+            Ok(input) => work(input).await,
+            Err(e) => ToolOutput::tool_use_error(e),
+        }
+    })
 }
 
 /// The shape of the file tools' `call`: parse the input as `I` (a schema mismatch is a

@@ -136,6 +136,8 @@ impl TurnView {
                 Role::Assistant => self.on_assistant(&message),
                 Role::User => self.on_tool_results(&message),
             },
+            // A sub-agent's work shows as its Agent call's result.
+            EngineEvent::Subagent { .. } => {}
             EngineEvent::Result(result) => self.on_result(&result),
         }
     }

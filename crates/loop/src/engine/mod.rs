@@ -10,7 +10,7 @@
 //! - `denials`: the permission denials of the session.
 
 mod denials;
-mod record;
+pub(crate) mod record;
 mod turn;
 mod usage;
 
@@ -23,6 +23,7 @@ use gyre_tools::{CanUseTool, PermissionDenial, ToolContext, ToolRegistry};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
+use crate::agent_tool::SubagentEvents;
 use crate::compaction::{CompactionOutcome, ContextCompactor};
 use crate::deps::QueryDeps;
 use crate::hooks::{StopHook, ToolHook};
@@ -85,6 +86,8 @@ pub struct QueryEngine {
     usage: UsageTotals,
     denials: Denials,
     interrupt: InterruptHandle,
+    /// What the Agent tool's sub-agents report (messages, usage), drained during a turn.
+    subagents: Option<SubagentEvents>,
 }
 
 impl std::fmt::Debug for QueryEngine {
@@ -123,6 +126,7 @@ impl QueryEngine {
             usage: UsageTotals::default(),
             denials: Denials::default(),
             interrupt: InterruptHandle::default(),
+            subagents: None,
         }
     }
 
@@ -131,6 +135,14 @@ impl QueryEngine {
     pub fn with_history(mut self, messages: Vec<Message>, last_uuid: Option<String>) -> Self {
         self.messages = messages;
         self.recorder.resume(last_uuid);
+        self
+    }
+
+    /// Receives the Agent tool's sub-agent events: their messages are yielded as
+    /// [`EngineEvent::Subagent`] and their usage adds to the session's.
+    #[must_use]
+    pub fn with_subagent_events(mut self, events: SubagentEvents) -> Self {
+        self.subagents = Some(events);
         self
     }
 

@@ -10,7 +10,7 @@ use crate::deps::QueryDeps;
 use crate::transcript::{TranscriptEntry, TranscriptStore, timestamp};
 
 /// Writes a conversation's transcript lines, chained by `parent_uuid`.
-pub(super) struct Recorder {
+pub(crate) struct Recorder {
     store: Box<dyn TranscriptStore>,
     session_id: String,
     cwd: String,
@@ -20,7 +20,7 @@ pub(super) struct Recorder {
 }
 
 impl Recorder {
-    pub(super) fn new(store: Box<dyn TranscriptStore>, session_id: &str, cwd: &Path) -> Self {
+    pub(crate) fn new(store: Box<dyn TranscriptStore>, session_id: &str, cwd: &Path) -> Self {
         Self {
             store,
             session_id: session_id.to_owned(),
@@ -37,7 +37,7 @@ impl Recorder {
     }
 
     /// Writes `message`; returns the uuid of its line. The first line names `model`.
-    pub(super) fn message(
+    pub(crate) fn message(
         &mut self,
         deps: &dyn QueryDeps,
         message: &Message,

@@ -13,6 +13,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::QueryEngine;
+use crate::agent_tool::SubagentEvent;
 use crate::event::LoopEvent;
 use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
@@ -28,6 +29,13 @@ pub enum EngineEvent {
     },
     /// Any other loop event (retries, fallback, compaction, denials, raw stream events…).
     Loop(LoopEvent),
+    /// A message of a sub-agent's conversation (written to its sidechain transcript),
+    /// tagged with the Agent call that runs it.
+    Subagent {
+        parent_tool_use_id: String,
+        uuid: String,
+        message: Message,
+    },
     /// The end of the turn.
     Result(TurnResult),
 }
@@ -88,11 +96,32 @@ impl QueryEngine {
             yield self.join(prompt, false);
             let events = query(self.query_params(&tally.cancel));
             futures::pin_mut!(events);
-            while let Some(event) = events.next().await {
-                if let Some(out) = self.on_loop_event(event, &mut tally) {
-                    yield out;
+            let mut subagents = self.subagents.take();
+            loop {
+                let event = match subagents.as_mut() {
+                    // Sub-agent events first: what a sub-agent said comes before its result.
+                    Some(rx) => tokio::select! {
+                        biased;
+                        Some(sub) = rx.recv() => Err(sub),
+                        event = events.next() => Ok(event),
+                    },
+                    None => Ok(events.next().await),
+                };
+                match event {
+                    Ok(Some(event)) => {
+                        if let Some(out) = self.on_loop_event(event, &mut tally) {
+                            yield out;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(sub) => {
+                        if let Some(out) = self.on_subagent_event(sub, &mut tally) {
+                            yield out;
+                        }
+                    }
                 }
             }
+            self.subagents = subagents;
             yield EngineEvent::Result(self.turn_result(tally));
         }
     }
@@ -152,16 +181,12 @@ impl QueryEngine {
                 if let Some(t) = tally.request_started.take() {
                     tally.api_ms += millis(t);
                 }
-                self.usage.add(model, &usage);
+                self.add_usage(model, &usage, tally);
                 // The response's message is the next one in the history.
                 self.anchor = Some(UsageAnchor {
                     usage,
                     message_index: self.messages.len(),
                 });
-                if self.usage.over_budget(self.config.max_budget_usd) && !tally.budget_exceeded {
-                    tally.budget_exceeded = true;
-                    tally.cancel.cancel();
-                }
             }
             LoopEvent::Fallback { ref fallback, .. } => {
                 self.config.model.clone_from(fallback);
@@ -191,6 +216,38 @@ impl QueryEngine {
             | LoopEvent::Transition(_) => {}
         }
         Some(EngineEvent::Loop(event))
+    }
+
+    /// A sub-agent's usage adds to the session's; its messages are passed on.
+    fn on_subagent_event(
+        &mut self,
+        event: SubagentEvent,
+        tally: &mut TurnTally,
+    ) -> Option<EngineEvent> {
+        match event {
+            SubagentEvent::Message {
+                parent_tool_use_id,
+                uuid,
+                message,
+            } => Some(EngineEvent::Subagent {
+                parent_tool_use_id,
+                uuid,
+                message,
+            }),
+            SubagentEvent::Usage { model, usage } => {
+                self.add_usage(&model, &usage, tally);
+                None
+            }
+        }
+    }
+
+    /// Adds a response's usage; going over `--max-budget-usd` cancels the turn.
+    fn add_usage(&mut self, model: &str, usage: &Usage, tally: &mut TurnTally) {
+        self.usage.add(model, usage);
+        if self.usage.over_budget(self.config.max_budget_usd) && !tally.budget_exceeded {
+            tally.budget_exceeded = true;
+            tally.cancel.cancel();
+        }
     }
 
     fn turn_result(&self, tally: TurnTally) -> TurnResult {

@@ -1,0 +1,372 @@
+//! WebFetch: fetch a URL, turn HTML into Markdown, and answer the model's prompt about
+//! it with a side request to the small, fast model (the page itself never enters the
+//! conversation). Redirects to another host are reported, not followed; http is
+//! upgraded to https except for localhost; pages are cached for 15 minutes.
+//!
+//! It lives in the binary because it needs HTTP and the model, which gyre-tools
+//! deliberately knows nothing of.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use gyre_loop::{QueryDeps, SubagentEvent, SubagentSender};
+use gyre_protocol::{ContentBlock, Message};
+use gyre_tools::domain::url_host;
+use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use reqwest::Url;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// The side model unless `ANTHROPIC_SMALL_FAST_MODEL` names another.
+pub const DEFAULT_SMALL_FAST_MODEL: &str = "claude-haiku-4-5";
+/// How long a fetched page is reused: Claude Code's WebFetch cache.
+const CACHE_TTL: Duration = Duration::from_secs(15 * 60);
+/// The largest body read (bytes); beyond it the fetch fails.
+const MAX_BODY_BYTES: usize = 10 * 1024 * 1024;
+/// The Markdown handed to the side model is cut here (characters).
+const MAX_MARKDOWN_CHARS: usize = 100_000;
+/// Same-host redirects followed before giving up.
+const MAX_REDIRECTS: usize = 10;
+const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
+const ANSWER_MAX_TOKENS: u32 = 4096;
+
+#[derive(Debug, Deserialize)]
+struct WebFetchInput {
+    url: String,
+    prompt: String,
+}
+
+/// What a fetch gave: the page as Markdown, or a redirect to another host.
+#[derive(Debug, Clone)]
+enum Fetched {
+    Page(String),
+    Redirect {
+        from: String,
+        to: String,
+        status: u16,
+    },
+}
+
+/// The WebFetch tool of a session.
+pub struct WebFetchTool {
+    http: reqwest::Client,
+    deps: Arc<dyn QueryDeps>,
+    model: String,
+    cache: Mutex<HashMap<String, (Instant, String)>>,
+    /// Where the side requests' usage goes (it adds to the session's).
+    usage: SubagentSender,
+}
+
+impl std::fmt::Debug for WebFetchTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebFetchTool")
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+fn is_local(host: &str) -> bool {
+    matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
+}
+
+/// `url` parsed, http upgraded to https unless the host is this machine.
+fn normalize(raw: &str) -> Result<Url, String> {
+    let mut url = Url::parse(raw).map_err(|e| format!("Invalid URL {raw:?}: {e}"))?;
+    match url.scheme() {
+        "https" => {}
+        "http" => {
+            if !url.host_str().is_some_and(is_local) {
+                url.set_scheme("https")
+                    .map_err(|()| format!("Cannot upgrade {raw} to https"))?;
+            }
+        }
+        other => {
+            return Err(format!(
+                "Unsupported URL scheme {other:?}: use http or https"
+            ));
+        }
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(format!("The URL {raw:?} has no host"));
+    }
+    Ok(url)
+}
+
+/// The same site: equal hosts, `www.` aside.
+fn same_host(a: &Url, b: &Url) -> bool {
+    let strip = |u: &Url| {
+        u.host_str()
+            .unwrap_or_default()
+            .trim_start_matches("www.")
+            .to_ascii_lowercase()
+    };
+    strip(a) == strip(b)
+}
+
+impl WebFetchTool {
+    /// # Errors
+    /// When the HTTP client cannot be built (TLS initialisation).
+    pub fn new(
+        deps: Arc<dyn QueryDeps>,
+        model: String,
+        usage: SubagentSender,
+    ) -> Result<Self, reqwest::Error> {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(FETCH_TIMEOUT)
+            .user_agent(concat!("gyre/", env!("CARGO_PKG_VERSION"), " (WebFetch)"))
+            .build()?;
+        Ok(Self {
+            http,
+            deps,
+            model,
+            cache: Mutex::new(HashMap::new()),
+            usage,
+        })
+    }
+
+    fn cached(&self, url: &str) -> Option<String> {
+        let cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        cache
+            .get(url)
+            .filter(|(at, _)| at.elapsed() < CACHE_TTL)
+            .map(|(_, page)| page.clone())
+    }
+
+    async fn fetch(&self, start: Url) -> Result<Fetched, String> {
+        let mut url = start.clone();
+        for _ in 0..=MAX_REDIRECTS {
+            let response = self
+                .http
+                .get(url.clone())
+                .send()
+                .await
+                .map_err(|e| format!("Failed to fetch {url}: {e}"))?;
+            let status = response.status();
+            if status.is_redirection() {
+                let location = response
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .ok_or_else(|| format!("{url} answered {status} without a Location"))?;
+                let next = url
+                    .join(location)
+                    .map_err(|e| format!("{url} redirects to a bad URL {location:?}: {e}"))?;
+                if !same_host(&url, &next) {
+                    return Ok(Fetched::Redirect {
+                        from: start.to_string(),
+                        to: next.to_string(),
+                        status: status.as_u16(),
+                    });
+                }
+                url = next;
+                continue;
+            }
+            if !status.is_success() {
+                return Err(format!("Failed to fetch {url}: HTTP {status}"));
+            }
+            let is_html = response
+                .headers()
+                .get(reqwest::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_none_or(|t| t.contains("html"));
+            if response
+                .content_length()
+                .is_some_and(|n| n > MAX_BODY_BYTES as u64)
+            {
+                return Err(format!("{url} is larger than {MAX_BODY_BYTES} bytes"));
+            }
+            let body = read_capped(response).await?;
+            let text = String::from_utf8_lossy(&body).into_owned();
+            let page = if is_html {
+                htmd::convert(&text).map_err(|e| format!("Could not convert {url}: {e}"))?
+            } else {
+                text
+            };
+            return Ok(Fetched::Page(cut(page)));
+        }
+        Err(format!(
+            "{start} redirected more than {MAX_REDIRECTS} times"
+        ))
+    }
+
+    async fn run(&self, input: WebFetchInput, ctx: &ToolContext) -> ToolOutput {
+        let url = match normalize(&input.url) {
+            Ok(u) => u,
+            Err(e) => return ToolOutput::tool_use_error(e),
+        };
+        let key = url.to_string();
+        let page = if let Some(page) = self.cached(&key) {
+            page
+        } else {
+            let fetched = tokio::select! {
+                () = ctx.cancel.cancelled() => return ToolOutput::error(gyre_tools::INTERRUPTED_MESSAGE),
+                fetched = self.fetch(url.clone()) => fetched,
+            };
+            match fetched {
+                Ok(Fetched::Page(page)) => {
+                    self.cache
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(key, (Instant::now(), page.clone()));
+                    page
+                }
+                Ok(Fetched::Redirect { from, to, status }) => {
+                    return ToolOutput::ok(format!(
+                        "REDIRECT DETECTED: The URL redirects to a different host.\n\nOriginal URL: {from}\nRedirect URL: {to}\nStatus: {status}\n\nTo read it, call WebFetch again with the redirect URL."
+                    ));
+                }
+                Err(e) => return ToolOutput::error(e),
+            }
+        };
+        let question = format!(
+            "Web page content:\n---\n{page}\n---\n\n{}\n\nAnswer from the content above only, concisely. Quote at most a few sentences verbatim.",
+            input.prompt
+        );
+        match gyre_loop::side_query(
+            self.deps.as_ref(),
+            &self.model,
+            "You answer questions about a web page's content.",
+            vec![Message::user(vec![ContentBlock::text(question)])],
+            ANSWER_MAX_TOKENS,
+            ctx.cancel.clone(),
+        )
+        .await
+        {
+            Ok(answer) => {
+                // The session is gone only when nobody is left to bill.
+                let _ = self.usage.send(SubagentEvent::Usage {
+                    model: self.model.clone(),
+                    usage: answer.usage,
+                });
+                ToolOutput::ok(answer.text)
+            }
+            Err(e) => ToolOutput::error(format!("Fetched {url} but could not answer: {e}")),
+        }
+    }
+}
+
+/// The body, failing past [`MAX_BODY_BYTES`].
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
+        .await
+        .map_err(|e| format!("Failed to read the page: {e}"))?
+    {
+        if body.len() + chunk.len() > MAX_BODY_BYTES {
+            return Err(format!("The page is larger than {MAX_BODY_BYTES} bytes"));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+fn cut(mut page: String) -> String {
+    if let Some((at, _)) = page.char_indices().nth(MAX_MARKDOWN_CHARS) {
+        page.truncate(at);
+        page.push_str("\n\n[Content truncated]");
+    }
+    page
+}
+
+impl Tool for WebFetchTool {
+    fn name(&self) -> &'static str {
+        "WebFetch"
+    }
+
+    fn description(&self) -> &'static str {
+        "Fetches a URL and answers a prompt about its content: the page (HTML turned into Markdown) goes to a small, fast model with your prompt, and its answer is the result. http is upgraded to https; a redirect to another host is reported with the new URL instead of followed (fetch that URL to go on). Pages are cached for 15 minutes. Read-only; for public pages, not for authenticated ones."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "url": {"type": "string", "description": "The URL to fetch (http or https)"},
+                "prompt": {"type": "string", "description": "What to find out from the page"}
+            },
+            "required": ["url", "prompt"],
+            "additionalProperties": false
+        })
+    }
+
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+        let raw = input.get("url").and_then(Value::as_str).unwrap_or_default();
+        normalize(raw).map(|_| ())
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        // It reaches the network: plan mode asks as default mode does.
+        false
+    }
+
+    fn check_permissions(&self, input: &Value, _ctx: &ToolContext) -> PermissionDecision {
+        let host = input
+            .get("url")
+            .and_then(Value::as_str)
+            .and_then(url_host)
+            .unwrap_or_default();
+        PermissionDecision::Ask {
+            reason: format!(
+                "fetching from {host} needs permission (rule: WebFetch(domain:{host}))"
+            ),
+        }
+    }
+
+    fn max_result_size_chars(&self) -> usize {
+        100_000
+    }
+
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        _progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput> {
+        gyre_tools::call_with_input(input, move |input: WebFetchInput| self.run(input, ctx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_is_upgraded_except_on_this_machine() {
+        assert_eq!(normalize("http://example.com/a").unwrap().scheme(), "https");
+        assert_eq!(
+            normalize("http://localhost:8080/").unwrap().scheme(),
+            "http"
+        );
+        assert_eq!(normalize("http://127.0.0.1:9/").unwrap().scheme(), "http");
+        assert!(
+            normalize("ftp://example.com")
+                .unwrap_err()
+                .contains("scheme")
+        );
+        assert!(normalize("nonsense").unwrap_err().contains("Invalid URL"));
+    }
+
+    #[test]
+    fn www_does_not_make_another_host() {
+        let a = Url::parse("https://example.com/a").unwrap();
+        assert!(same_host(
+            &a,
+            &Url::parse("https://www.example.com/b").unwrap()
+        ));
+        assert!(!same_host(&a, &Url::parse("https://other.com/").unwrap()));
+    }
+
+    #[test]
+    fn long_pages_are_cut_with_a_note() {
+        let page = cut("x".repeat(MAX_MARKDOWN_CHARS + 5));
+        assert!(page.ends_with("[Content truncated]"));
+        assert_eq!(cut("short".to_owned()), "short");
+    }
+}

@@ -1,0 +1,354 @@
+//! The Agent tool (alias `Task`): a sub-agent is one more [`query`] with its own history,
+//! system prompt, tools, model and max turns, the parent's permission policy and abort
+//! signal. Its final text is the tool result; its messages and usage reach the session
+//! through a [`SubagentEvent`] channel the engine drains; its transcript is a sidechain
+//! file beside the session's.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use futures::StreamExt;
+use gyre_protocol::{ContentBlock, Message, Role, SystemBlock, Usage};
+use gyre_tools::{
+    BoxFuture, CanUseTool, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput,
+    ToolRegistry,
+};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::sync::{Mutex, mpsc};
+
+use crate::agents::{AgentCatalog, AgentDefinition};
+use crate::compaction::NoCompaction;
+use crate::deps::QueryDeps;
+use crate::engine::record::Recorder;
+use crate::event::LoopEvent;
+use crate::query::{QueryParams, query};
+use crate::state::{Terminal, TerminalReason};
+use crate::transcript::{JsonlTranscript, MemoryTranscript, TranscriptStore};
+
+/// The tool's name, and the old name transcripts may still call it by.
+pub const AGENT_TOOL_NAME: &str = "Agent";
+const AGENT_TOOL_ALIASES: &[&str] = &["Task"];
+/// Turns a sub-agent may take unless its caller says otherwise.
+pub const DEFAULT_SUBAGENT_MAX_TURNS: u32 = 50;
+/// The longest result kept inline; longer ones are persisted by the result budget.
+const MAX_RESULT_CHARS: usize = 100_000;
+
+/// What work beside the main loop (sub-agents, side requests) reports to the session.
+#[derive(Debug, Clone)]
+pub enum SubagentEvent {
+    /// A message of the sub-agent's own conversation (written to its sidechain).
+    Message {
+        parent_tool_use_id: String,
+        uuid: String,
+        message: Message,
+    },
+    /// A sub-agent response's usage: it adds to the session's usage and cost.
+    Usage { model: String, usage: Usage },
+}
+
+/// The receiving end the engine drains ([`crate::QueryEngine::with_subagent_events`]).
+pub type SubagentEvents = mpsc::UnboundedReceiver<SubagentEvent>;
+/// The sending end: the Agent tool, and tools that make side requests (WebFetch).
+pub type SubagentSender = mpsc::UnboundedSender<SubagentEvent>;
+
+/// A channel for [`SubagentEvent`]s: senders for the tools, the receiver for the engine.
+#[must_use]
+pub fn subagent_channel() -> (SubagentSender, SubagentEvents) {
+    mpsc::unbounded_channel()
+}
+
+/// What every sub-agent of a session shares.
+pub struct AgentSetup {
+    pub definitions: AgentCatalog,
+    /// The session's tools; the Agent tool itself is never offered to a sub-agent.
+    pub tools: ToolRegistry,
+    pub deps: Arc<dyn QueryDeps>,
+    pub can_use_tool: Arc<dyn CanUseTool>,
+    /// The session's model, for definitions that inherit it.
+    pub model: String,
+    pub max_turns: u32,
+    pub session_id: String,
+    /// Where sidechain transcripts go (`<session dir>/subagents`); `None` keeps them in memory.
+    pub sidechain_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for AgentSetup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentSetup")
+            .field("definitions", &self.definitions)
+            .field("tools", &self.tools)
+            .field("model", &self.model)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The Agent tool.
+pub struct AgentTool {
+    setup: AgentSetup,
+    events: SubagentSender,
+}
+
+impl std::fmt::Debug for AgentTool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentTool").finish_non_exhaustive()
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct AgentInput {
+    description: String,
+    prompt: String,
+    #[serde(default)]
+    subagent_type: Option<String>,
+}
+
+impl AgentTool {
+    /// The tool; its sub-agents report to `events` (the engine holds the receiver).
+    #[must_use]
+    pub fn new(mut setup: AgentSetup, events: SubagentSender) -> Self {
+        // Sub-agents cannot start sub-agents.
+        let names: Vec<&str> = setup
+            .tools
+            .names()
+            .into_iter()
+            .filter(|n| *n != AGENT_TOOL_NAME && !AGENT_TOOL_ALIASES.contains(n))
+            .collect();
+        setup.tools = setup.tools.filtered(&names);
+        Self { setup, events }
+    }
+
+    fn definition(&self, name: &str) -> Option<AgentDefinition> {
+        self.setup.definitions.get(name)
+    }
+
+    fn unknown(&self, kind: &str) -> String {
+        let known = self.setup.definitions.names();
+        format!(
+            "Agent type '{kind}' not found. Available agents: {}",
+            known.join(", ")
+        )
+    }
+
+    fn sidechain(&self, id: &str) -> Box<dyn TranscriptStore> {
+        let Some(dir) = &self.setup.sidechain_dir else {
+            return Box::new(MemoryTranscript::default());
+        };
+        let path = dir.join(format!("agent-{id}.jsonl"));
+        match JsonlTranscript::open(path.clone()) {
+            Ok(t) => Box::new(t),
+            Err(e) => {
+                tracing::warn!("sub-agent transcript {}: {e}", path.display());
+                Box::new(MemoryTranscript::default())
+            }
+        }
+    }
+
+    async fn run(&self, input: AgentInput, ctx: &ToolContext) -> ToolOutput {
+        let kind = input.subagent_type.as_deref().unwrap_or("general-purpose");
+        let Some(def) = self.definition(kind) else {
+            return ToolOutput::tool_use_error(self.unknown(kind));
+        };
+        let tools = match &def.tools {
+            Some(names) => self.setup.tools.filtered(names),
+            None => self.setup.tools.clone(),
+        };
+        let model = def.model_or(&self.setup.model);
+        let parent_id = ctx
+            .tool_use_id
+            .clone()
+            .unwrap_or_else(|| self.setup.deps.uuid());
+        let mut sidechain = Sidechain {
+            recorder: Recorder::new(self.sidechain(&parent_id), &self.setup.session_id, &ctx.cwd),
+            deps: self.setup.deps.as_ref(),
+            events: &self.events,
+            parent_id: &parent_id,
+            model: &model,
+        };
+        let prompt = Message::user(vec![ContentBlock::text(input.prompt)]);
+        sidechain.message(prompt.clone(), false);
+        let params = QueryParams {
+            messages: vec![prompt],
+            system: vec![SystemBlock::text(format!(
+                "{}\n\nNotes:\n- Working directory: {}\n- Your final message is all the caller sees: make it a complete report, with absolute file paths.",
+                def.prompt,
+                ctx.cwd.display()
+            ))],
+            model: model.clone(),
+            fallback_model: None,
+            max_turns: Some(self.setup.max_turns),
+            max_output_tokens: None,
+            token_budget: None,
+            deps: Arc::clone(&self.setup.deps),
+            tools: Arc::new(tools),
+            tool_context: ctx.clone(),
+            can_use_tool: Arc::clone(&self.setup.can_use_tool),
+            compactor: Arc::new(Mutex::new(Box::new(NoCompaction))),
+            stop_hooks: Vec::new(),
+            tool_hooks: Vec::new(),
+            anchor: None,
+            // The parent's abort (Ctrl+C, a sibling's failure) stops the sub-agent too.
+            cancel: ctx.cancel.clone(),
+        };
+        let mut last_text = String::new();
+        let mut terminal: Option<Terminal> = None;
+        let events = query(params);
+        futures::pin_mut!(events);
+        while let Some(event) = events.next().await {
+            match event {
+                LoopEvent::Message { message, is_meta } => {
+                    if message.role == Role::Assistant {
+                        let text = message.text();
+                        if !text.is_empty() {
+                            last_text = text;
+                        }
+                    }
+                    sidechain.message(message, is_meta);
+                }
+                LoopEvent::Usage { model, usage, .. } => {
+                    let _ = self.events.send(SubagentEvent::Usage { model, usage });
+                }
+                LoopEvent::Terminal(t) => terminal = Some(t),
+                LoopEvent::RequestStart { .. }
+                | LoopEvent::Stream(_)
+                | LoopEvent::ToolStarted { .. }
+                | LoopEvent::Retry(_)
+                | LoopEvent::Tombstone
+                | LoopEvent::Fallback { .. }
+                | LoopEvent::HistoryReplaced(_)
+                | LoopEvent::Compacted(_)
+                | LoopEvent::PermissionDenied { .. }
+                | LoopEvent::Transition(_) => {}
+            }
+        }
+        outcome(&input.description, terminal, last_text)
+    }
+}
+
+/// Where a sub-agent's messages go: its sidechain transcript, then the session.
+struct Sidechain<'a> {
+    recorder: Recorder,
+    deps: &'a dyn QueryDeps,
+    events: &'a SubagentSender,
+    parent_id: &'a str,
+    model: &'a str,
+}
+
+impl Sidechain<'_> {
+    fn message(&mut self, message: Message, is_meta: bool) {
+        let uuid = self
+            .recorder
+            .message(self.deps, &message, is_meta, self.model);
+        // The engine is gone only when the session is: nobody left to tell.
+        let _ = self.events.send(SubagentEvent::Message {
+            parent_tool_use_id: self.parent_id.to_owned(),
+            uuid,
+            message,
+        });
+    }
+}
+
+/// The tool result of a finished sub-agent.
+fn outcome(description: &str, terminal: Option<Terminal>, last_text: String) -> ToolOutput {
+    let Some(terminal) = terminal else {
+        return ToolOutput::error(format!("Agent \"{description}\" ended without a result"));
+    };
+    if terminal.reason.is_error() {
+        let why = terminal
+            .error
+            .unwrap_or_else(|| format!("{:?}", terminal.reason));
+        let what = if terminal.reason == TerminalReason::MaxTurns {
+            "stopped at its turn limit"
+        } else {
+            "failed"
+        };
+        return ToolOutput::error(format!("Agent \"{description}\" {what}: {why}"));
+    }
+    if last_text.is_empty() {
+        return ToolOutput::ok(format!(
+            "Agent \"{description}\" finished without a text answer."
+        ));
+    }
+    ToolOutput::ok(last_text)
+}
+
+/// The description the model reads, listing the agents on offer.
+pub(crate) fn describe(definitions: &[AgentDefinition]) -> String {
+    let mut text = String::from(
+        "Launch a sub-agent to handle a complex, multi-step task on its own: it gets a fresh context, works with its own tools, and returns one final report as this tool's result (the user does not see it; relay what matters).\n\nAvailable agent types (subagent_type):\n",
+    );
+    for d in definitions {
+        let tools = d
+            .tools
+            .as_ref()
+            .map_or_else(|| "all tools".to_owned(), |t| t.join(", "));
+        text.push_str(&format!(
+            "- {}: {} (Tools: {tools})\n",
+            d.name, d.description
+        ));
+    }
+    text.push_str(
+        "\nUsage:\n- Give a short description (3-5 words) and a self-contained prompt: the agent sees nothing of this conversation.\n- Launch several agents in one message to run them concurrently.\n- Each call is stateless; its result is the agent's final message.",
+    );
+    text
+}
+
+impl Tool for AgentTool {
+    fn name(&self) -> &'static str {
+        AGENT_TOOL_NAME
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        AGENT_TOOL_ALIASES
+    }
+
+    fn description(&self) -> &'static str {
+        self.setup.definitions.description()
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "description": {"type": "string", "description": "A short (3-5 word) description of the task"},
+                "prompt": {"type": "string", "description": "The task for the agent to perform"},
+                "subagent_type": {"type": "string", "description": "The type of agent to use (default general-purpose)"}
+            },
+            "required": ["description", "prompt"],
+            "additionalProperties": false
+        })
+    }
+
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+        match input.get("subagent_type").and_then(Value::as_str) {
+            Some(kind) if self.definition(kind).is_none() => Err(self.unknown(kind)),
+            _ => Ok(()),
+        }
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        // The agent's own tool calls are checked one by one under the session's policy.
+        true
+    }
+
+    fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {
+        PermissionDecision::Allow
+    }
+
+    fn max_result_size_chars(&self) -> usize {
+        MAX_RESULT_CHARS
+    }
+
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        _progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput> {
+        gyre_tools::call_with_input(input, move |input: AgentInput| self.run(input, ctx))
+    }
+}

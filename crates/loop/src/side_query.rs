@@ -1,0 +1,49 @@
+//! One-off requests beside the conversation (compaction summaries, WebFetch answers):
+//! one request through the same [`QueryDeps`], its text back.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use gyre_api::ModelEvent;
+use gyre_protocol::{Message, MessagesRequest, SystemBlock, Usage};
+use tokio_util::sync::CancellationToken;
+
+use crate::deps::QueryDeps;
+
+/// A side request's answer and what it cost.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SideAnswer {
+    pub text: String,
+    pub usage: Usage,
+}
+
+/// Sends `messages` to `model` with `system` and returns the response's text and usage.
+///
+/// # Errors
+/// The API error's text, or a stream that ended without a message.
+pub async fn side_query(
+    deps: &dyn QueryDeps,
+    model: &str,
+    system: &str,
+    messages: Vec<Message>,
+    max_tokens: u32,
+    cancel: CancellationToken,
+) -> Result<SideAnswer, String> {
+    let mut body = MessagesRequest::new(model.to_owned(), max_tokens, messages);
+    body.system = vec![SystemBlock::text(system)];
+    let mut stream = deps.call_model(Arc::new(body), None, cancel);
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(ModelEvent::Message(response)) => {
+                return Ok(SideAnswer {
+                    usage: response.usage,
+                    text: response.to_message().text(),
+                });
+            }
+            Ok(ModelEvent::Stream(_) | ModelEvent::BlockComplete { .. } | ModelEvent::Retry(_)) => {
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("the response ended without a message".to_owned())
+}

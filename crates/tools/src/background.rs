@@ -1,0 +1,718 @@
+//! Background shells: `Bash` with `run_in_background: true` starts the command in its
+//! own process group and returns a shell id at once; `BashOutput` reads what it printed
+//! since the last read, `KillShell` stops it. Every shell still running is killed with
+//! its process group when the session's tools are dropped (the session ends).
+//!
+//! The foreground `Bash` is untouched: [`BackgroundBash`] wraps it, adds the
+//! `run_in_background` field to its schema and hands every other call, check and
+//! permission question to it.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use grep_matcher::Matcher as _;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncRead, AsyncReadExt as _};
+use tokio::process::Command;
+
+use crate::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput, ToolRegistry,
+};
+
+/// Output kept per stream of a shell; beyond it the oldest unread text is dropped.
+const MAX_KEPT_BYTES: usize = 8 * 1024 * 1024;
+/// The most a BashOutput result returns (the rest is cut from the front).
+const MAX_RESULT_CHARS: usize = 30_000;
+
+/// How a background shell stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShellStatus {
+    Running,
+    Completed { exit_code: Option<i32> },
+    Killed,
+}
+
+impl ShellStatus {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Running => "running",
+            Self::Completed { .. } => "completed",
+            Self::Killed => "killed",
+        }
+    }
+}
+
+/// One stream's text and how much of it the model has read.
+#[derive(Debug, Default)]
+struct Stream {
+    text: String,
+    read: usize,
+}
+
+impl Stream {
+    fn push(&mut self, chunk: &str) {
+        self.text.push_str(chunk);
+        if self.text.len() > MAX_KEPT_BYTES {
+            let mut cut = self.text.len() - MAX_KEPT_BYTES;
+            while !self.text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            self.text.drain(..cut);
+            self.read = self.read.saturating_sub(cut);
+        }
+    }
+
+    fn unread(&mut self) -> String {
+        let new = self.text[self.read..].to_owned();
+        self.read = self.text.len();
+        new
+    }
+}
+
+#[derive(Debug)]
+struct Shell {
+    command: String,
+    /// The process group (the leader's pid).
+    pgid: u32,
+    stdout: Stream,
+    stderr: Stream,
+    status: ShellStatus,
+    /// The sandbox's private temp dir, removed with the shell.
+    _temp_dir: Option<tempfile::TempDir>,
+}
+
+/// The session's background shells.
+#[derive(Debug, Default)]
+pub struct ShellTable {
+    shells: Mutex<BTreeMap<String, Arc<Mutex<Shell>>>>,
+    next: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Sends SIGKILL to a process group; a group that is already gone is no error worth
+/// reporting.
+fn kill_group(pgid: u32) {
+    let pid = i32::try_from(pgid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+impl ShellTable {
+    /// Starts `command` in the background; returns its shell id.
+    ///
+    /// # Errors
+    /// When bash cannot be started.
+    pub fn spawn(&self, command: &str, ctx: &ToolContext) -> Result<String, String> {
+        let mut bash = Command::new("bash");
+        bash.arg("-c")
+            .arg(command)
+            .current_dir(&ctx.cwd)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        // As in the foreground: the session's credentials are not the command's, and
+        // the sandbox of the mode (plan mode, `sandbox.enabled`) holds here too.
+        for name in crate::sandbox::SECRET_ENV {
+            bash.env_remove(name);
+        }
+        let confinement = crate::sandbox::confinement(ctx.sandbox.as_ref(), &ctx.working_dirs)
+            .map_err(|e| e.to_string())?;
+        let mut temp_dir = None;
+        if let Some(c) = confinement {
+            if let Some(dir) = &c.temp_dir {
+                bash.env("TMPDIR", dir.path());
+            }
+            temp_dir = c.temp_dir;
+            crate::sandbox::confine_child(&mut bash, c.ruleset);
+        }
+        let mut child = bash
+            .spawn()
+            .map_err(|e| format!("Failed to start bash: {e}"))?;
+        let pgid = child.id().ok_or("the command ended before it started")?;
+        let id = format!("bash_{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
+        let shell = Arc::new(Mutex::new(Shell {
+            command: command.to_owned(),
+            pgid,
+            stdout: Stream::default(),
+            stderr: Stream::default(),
+            status: ShellStatus::Running,
+            _temp_dir: temp_dir,
+        }));
+        let out = child
+            .stdout
+            .take()
+            .map(|s| pump(s, Arc::clone(&shell), true));
+        let err = child
+            .stderr
+            .take()
+            .map(|s| pump(s, Arc::clone(&shell), false));
+        let waited = Arc::clone(&shell);
+        tokio::spawn(async move {
+            let status = child.wait().await;
+            // The output is complete once both pipes are closed.
+            for task in [out, err].into_iter().flatten() {
+                let _ = task.await;
+            }
+            let mut shell = lock(&waited);
+            if shell.status == ShellStatus::Running {
+                shell.status = ShellStatus::Completed {
+                    exit_code: status.ok().and_then(|s| s.code()),
+                };
+            }
+        });
+        lock(&self.shells).insert(id.clone(), shell);
+        Ok(id)
+    }
+
+    fn get(&self, id: &str) -> Option<Arc<Mutex<Shell>>> {
+        lock(&self.shells).get(id).cloned()
+    }
+
+    fn unknown(&self, id: &str) -> String {
+        let ids: Vec<String> = lock(&self.shells).keys().cloned().collect();
+        if ids.is_empty() {
+            format!("No shell found with ID: {id} (no background shells were started)")
+        } else {
+            format!(
+                "No shell found with ID: {id}; the shells are {}",
+                ids.join(", ")
+            )
+        }
+    }
+
+    /// Kills every shell still running, with its process group.
+    pub fn kill_all(&self) {
+        for shell in lock(&self.shells).values() {
+            let mut shell = lock(shell);
+            if shell.status == ShellStatus::Running {
+                kill_group(shell.pgid);
+                shell.status = ShellStatus::Killed;
+            }
+        }
+    }
+}
+
+impl Drop for ShellTable {
+    fn drop(&mut self) {
+        self.kill_all();
+    }
+}
+
+/// Copies a pipe into the shell's stream until it closes.
+fn pump(
+    mut pipe: impl AsyncRead + Unpin + Send + 'static,
+    shell: Arc<Mutex<Shell>>,
+    is_stdout: bool,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match pipe.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    let chunk = String::from_utf8_lossy(&buf[..n]);
+                    let mut shell = lock(&shell);
+                    if is_stdout {
+                        shell.stdout.push(&chunk);
+                    } else {
+                        shell.stderr.push(&chunk);
+                    }
+                }
+            }
+        }
+    })
+}
+
+/// `Bash` with `run_in_background`: the wrapped tool does everything else.
+pub struct BackgroundBash {
+    inner: Arc<dyn Tool>,
+    shells: Arc<ShellTable>,
+}
+
+impl std::fmt::Debug for BackgroundBash {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackgroundBash").finish_non_exhaustive()
+    }
+}
+
+/// The input without `run_in_background`, as the wrapped Bash knows it.
+fn foreground(input: &Value) -> Value {
+    let mut input = input.clone();
+    if let Some(object) = input.as_object_mut() {
+        object.remove("run_in_background");
+    }
+    input
+}
+
+fn in_background(input: &Value) -> bool {
+    input.get("run_in_background").and_then(Value::as_bool) == Some(true)
+}
+
+impl Tool for BackgroundBash {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    fn description(&self) -> &'static str {
+        self.inner.description()
+    }
+
+    fn input_schema(&self) -> Value {
+        let mut schema = self.inner.input_schema();
+        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+            props.insert(
+                "run_in_background".to_owned(),
+                json!({"type": "boolean", "description": "Run the command in the background and return a shell id at once; read its output with BashOutput, stop it with KillShell"}),
+            );
+        }
+        schema
+    }
+
+    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), String> {
+        self.inner.validate_input(&foreground(input), ctx)
+    }
+
+    fn is_concurrency_safe(&self, input: &Value) -> bool {
+        self.inner.is_concurrency_safe(&foreground(input))
+    }
+
+    fn is_read_only(&self, input: &Value) -> bool {
+        self.inner.is_read_only(&foreground(input))
+    }
+
+    fn check_permissions(&self, input: &Value, ctx: &ToolContext) -> PermissionDecision {
+        self.inner.check_permissions(&foreground(input), ctx)
+    }
+
+    fn max_result_size_chars(&self) -> usize {
+        self.inner.max_result_size_chars()
+    }
+
+    fn path_field(&self) -> Option<&'static str> {
+        self.inner.path_field()
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        self.inner.aliases()
+    }
+
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        ctx: &'a ToolContext,
+        progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput> {
+        if !in_background(&input) {
+            return self.inner.call(foreground(&input), ctx, progress);
+        }
+        Box::pin(async move {
+            let Some(command) = input.get("command").and_then(Value::as_str) else {
+                return ToolOutput::tool_use_error("The required parameter `command` is missing");
+            };
+            match self.shells.spawn(command, ctx) {
+                Ok(id) => ToolOutput::ok(format!(
+                    "Command running in background with ID: {id}. Read its output with BashOutput, stop it with KillShell."
+                )),
+                Err(e) => ToolOutput::error(e),
+            }
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct OutputInput {
+    bash_id: String,
+    #[serde(default)]
+    filter: Option<String>,
+}
+
+/// `BashOutput`: what a background shell printed since the last read.
+#[derive(Debug)]
+pub struct BashOutputTool {
+    shells: Arc<ShellTable>,
+}
+
+/// Only the lines `filter` matches (the others are read and gone).
+fn keep_matching(text: &str, filter: Option<&grep_regex::RegexMatcher>) -> String {
+    let Some(m) = filter else {
+        return text.to_owned();
+    };
+    text.lines()
+        .filter(|l| m.is_match(l.as_bytes()).unwrap_or(false))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
+
+/// The last `MAX_RESULT_CHARS` characters, saying how much was cut.
+fn tail(text: String) -> String {
+    let chars = text.chars().count();
+    if chars <= MAX_RESULT_CHARS {
+        return text;
+    }
+    let cut = chars - MAX_RESULT_CHARS;
+    let rest: String = text.chars().skip(cut).collect();
+    format!("[{cut} earlier characters cut]\n{rest}")
+}
+
+impl BashOutputTool {
+    fn read(&self, input: &OutputInput) -> ToolOutput {
+        let filter = match input.filter.as_deref().filter(|f| !f.is_empty()) {
+            None => None,
+            Some(f) => match grep_regex::RegexMatcher::new(f) {
+                Ok(m) => Some(m),
+                Err(e) => {
+                    return ToolOutput::tool_use_error(format!("Invalid filter regex {f:?}: {e}"));
+                }
+            },
+        };
+        let Some(shell) = self.shells.get(&input.bash_id) else {
+            return ToolOutput::error(self.shells.unknown(&input.bash_id));
+        };
+        let mut shell = lock(&shell);
+        let stdout = tail(keep_matching(&shell.stdout.unread(), filter.as_ref()));
+        let stderr = tail(keep_matching(&shell.stderr.unread(), filter.as_ref()));
+        let mut text = format!("<status>{}</status>\n", shell.status.name());
+        if let ShellStatus::Completed {
+            exit_code: Some(code),
+        } = shell.status
+        {
+            text.push_str(&format!("<exit_code>{code}</exit_code>\n"));
+        }
+        if !stdout.is_empty() {
+            text.push_str(&format!("<stdout>\n{}\n</stdout>\n", stdout.trim_end()));
+        }
+        if !stderr.is_empty() {
+            text.push_str(&format!("<stderr>\n{}\n</stderr>\n", stderr.trim_end()));
+        }
+        ToolOutput::ok(text.trim_end().to_owned())
+    }
+}
+
+impl Tool for BashOutputTool {
+    fn name(&self) -> &'static str {
+        "BashOutput"
+    }
+
+    fn description(&self) -> &'static str {
+        "Reads the output a background shell (started with Bash run_in_background) printed since the last read, with its status (running, completed, killed) and exit code. An optional regex `filter` keeps only matching lines; the others are consumed."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "bash_id": {"type": "string", "description": "The id of the background shell"},
+                "filter": {"type": "string", "description": "Optional regular expression: only matching lines are shown"}
+            },
+            "required": ["bash_id"],
+            "additionalProperties": false
+        })
+    }
+
+    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        true
+    }
+
+    fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {
+        PermissionDecision::Allow
+    }
+
+    fn max_result_size_chars(&self) -> usize {
+        MAX_RESULT_CHARS * 2 + 200
+    }
+
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        _ctx: &'a ToolContext,
+        _progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput> {
+        crate::call_with_input(
+            input,
+            move |input: OutputInput| async move { self.read(&input) },
+        )
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct KillInput {
+    shell_id: String,
+}
+
+/// `KillShell`: stops a background shell and its process group.
+#[derive(Debug)]
+pub struct KillShellTool {
+    shells: Arc<ShellTable>,
+}
+
+impl KillShellTool {
+    fn kill(&self, id: &str) -> ToolOutput {
+        let Some(shell) = self.shells.get(id) else {
+            return ToolOutput::error(self.shells.unknown(id));
+        };
+        let mut shell = lock(&shell);
+        if shell.status != ShellStatus::Running {
+            return ToolOutput::error(format!(
+                "Shell {id} is not running (status: {})",
+                shell.status.name()
+            ));
+        }
+        kill_group(shell.pgid);
+        shell.status = ShellStatus::Killed;
+        ToolOutput::ok(format!(
+            "Successfully killed shell: {id} ({})",
+            shell.command
+        ))
+    }
+}
+
+impl Tool for KillShellTool {
+    fn name(&self) -> &'static str {
+        "KillShell"
+    }
+
+    fn description(&self) -> &'static str {
+        "Kills a background shell (started with Bash run_in_background) and every process it started, by its shell id."
+    }
+
+    fn input_schema(&self) -> Value {
+        json!({
+            "type": "object",
+            "properties": {
+                "shell_id": {"type": "string", "description": "The id of the background shell to kill"}
+            },
+            "required": ["shell_id"],
+            "additionalProperties": false
+        })
+    }
+
+    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        false
+    }
+
+    fn is_read_only(&self, _input: &Value) -> bool {
+        // It only stops what the session itself started in the background.
+        true
+    }
+
+    fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {
+        PermissionDecision::Allow
+    }
+
+    fn max_result_size_chars(&self) -> usize {
+        10_000
+    }
+
+    fn call<'a>(
+        &'a self,
+        input: Value,
+        _ctx: &'a ToolContext,
+        _progress: &'a ProgressFn,
+    ) -> BoxFuture<'a, ToolOutput> {
+        crate::call_with_input(input, move |input: KillInput| async move {
+            self.kill(&input.shell_id)
+        })
+    }
+}
+
+/// Gives `registry`'s Bash the `run_in_background` field and adds BashOutput and
+/// KillShell, all sharing one new shell table. Without Bash, nothing changes.
+pub fn add_background_shells(registry: &mut ToolRegistry) {
+    add_with_table(registry, Arc::new(ShellTable::default()));
+}
+
+fn add_with_table(registry: &mut ToolRegistry, shells: Arc<ShellTable>) {
+    let Some(inner) = registry.get("Bash").cloned() else {
+        return;
+    };
+    registry.register(Arc::new(BackgroundBash {
+        inner,
+        shells: Arc::clone(&shells),
+    }));
+    registry.register(Arc::new(BashOutputTool {
+        shells: Arc::clone(&shells),
+    }));
+    registry.register(Arc::new(KillShellTool { shells }));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{AllowAll, ToolCall, run_tool_call};
+
+    async fn call(registry: &ToolRegistry, name: &str, input: Value) -> ToolOutput {
+        let ctx = ToolContext::new(std::env::temp_dir());
+        let call = ToolCall::new("t", name, input);
+        run_tool_call(registry, &call, &ctx, &AllowAll, &|_| {})
+            .await
+            .output
+    }
+
+    fn registry() -> (ToolRegistry, Arc<ShellTable>) {
+        let mut r = ToolRegistry::new().with(Arc::new(crate::bash::BashTool));
+        let shells = Arc::new(ShellTable::default());
+        add_with_table(&mut r, Arc::clone(&shells));
+        (r, shells)
+    }
+
+    async fn until_done(r: &ToolRegistry, id: &str) -> String {
+        let mut seen = String::new();
+        for _ in 0..500 {
+            let out = call(r, "BashOutput", json!({"bash_id": id})).await;
+            seen.push_str(&out.content);
+            if !out.content.contains("<status>running</status>") {
+                return seen;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("still running: {seen}");
+    }
+
+    #[tokio::test]
+    async fn a_background_command_returns_an_id_then_its_output_once_with_the_exit_code() {
+        let (r, _shells) = registry();
+        let started = call(
+            &r,
+            "Bash",
+            json!({"command": "echo one; echo two >&2; exit 3", "run_in_background": true}),
+        )
+        .await;
+        assert!(started.content.contains("ID: bash_1"), "{started:?}");
+        let seen = until_done(&r, "bash_1").await;
+        assert!(seen.contains("<stdout>\none\n</stdout>"), "{seen}");
+        assert!(seen.contains("<stderr>\ntwo\n</stderr>"), "{seen}");
+        assert!(seen.contains("<exit_code>3</exit_code>"), "{seen}");
+        let again = call(&r, "BashOutput", json!({"bash_id": "bash_1"})).await;
+        assert_eq!(
+            again.content,
+            "<status>completed</status>\n<exit_code>3</exit_code>"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_background_shell_runs_under_the_modes_sandbox() {
+        assert!(
+            crate::sandbox::landlock_abi().is_some(),
+            "this kernel has no Landlock: the sandbox tests need Linux 5.13 or later"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::new(dir.path().to_path_buf()).with_sandbox(
+            crate::sandbox::SandboxPolicy::ReadOnly {
+                allow_network: false,
+            },
+        );
+        let shells = ShellTable::default();
+        let id = shells.spawn("touch made-it; echo done", &ctx).unwrap();
+        let shell = shells.get(&id).unwrap();
+        while lock(&shell).status == ShellStatus::Running {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(!dir.path().join("made-it").exists());
+        assert_ne!(lock(&shell).status, ShellStatus::Running);
+    }
+
+    #[tokio::test]
+    async fn a_filter_keeps_matching_lines_and_a_bad_one_is_an_input_error() {
+        let (r, shells) = registry();
+        let _ = call(
+            &r,
+            "Bash",
+            json!({"command": "printf 'ok 1\\nerr 2\\nok 3\\n'", "run_in_background": true}),
+        )
+        .await;
+        // Wait for completion without reading: a read consumes.
+        let shell = shells.get("bash_1").unwrap();
+        while lock(&shell).status == ShellStatus::Running {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        let out = call(
+            &r,
+            "BashOutput",
+            json!({"bash_id": "bash_1", "filter": "^ok"}),
+        )
+        .await;
+        assert!(
+            out.content.contains("<stdout>\nok 1\nok 3\n</stdout>"),
+            "{out:?}"
+        );
+        let bad = call(
+            &r,
+            "BashOutput",
+            json!({"bash_id": "bash_1", "filter": "("}),
+        )
+        .await;
+        assert!(
+            bad.is_error && bad.content.contains("Invalid filter"),
+            "{bad:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn kill_shell_stops_the_group_and_an_unknown_id_names_the_shells() {
+        let (r, shells) = registry();
+        let _ = call(
+            &r,
+            "Bash",
+            json!({"command": "sleep 30 & sleep 30", "run_in_background": true}),
+        )
+        .await;
+        let killed = call(&r, "KillShell", json!({"shell_id": "bash_1"})).await;
+        assert!(
+            killed.content.contains("Successfully killed shell: bash_1"),
+            "{killed:?}"
+        );
+        let out = call(&r, "BashOutput", json!({"bash_id": "bash_1"})).await;
+        assert!(
+            out.content.starts_with("<status>killed</status>"),
+            "{out:?}"
+        );
+        let pgid = lock(&shells.get("bash_1").unwrap()).pgid;
+        // The whole group is gone, the backgrounded `sleep` included.
+        let mut alive = true;
+        for _ in 0..500 {
+            alive = std::process::Command::new("kill")
+                .args(["-0", "--", &format!("-{pgid}")])
+                .stderr(Stdio::null())
+                .status()
+                .unwrap()
+                .success();
+            if !alive {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(!alive, "process group {pgid} still alive");
+        let again = call(&r, "KillShell", json!({"shell_id": "bash_1"})).await;
+        assert!(
+            again.is_error && again.content.contains("not running"),
+            "{again:?}"
+        );
+        let unknown = call(&r, "BashOutput", json!({"bash_id": "bash_9"})).await;
+        assert!(
+            unknown.content.contains("the shells are bash_1"),
+            "{unknown:?}"
+        );
+    }
+}
