@@ -516,3 +516,41 @@ fn mcp_status_lists_the_sessions_servers_their_state_and_tools() {
             .is_some_and(|e| !e.is_empty())
     );
 }
+
+#[test]
+fn agents_from_initialize_are_offered_by_the_agent_tool() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let agents = json!({"reviewer": {
+        "description": "Reviews a diff for bugs",
+        "prompt": "You review code.",
+        "tools": ["Read", "Grep"]
+    }});
+    let out = stream(
+        &sandbox,
+        &server,
+        &[],
+        &[
+            control("i1", &json!({"subtype": "initialize", "agents": agents})),
+            user(&json!("hi")),
+        ],
+    );
+    let lines = out.lines().unwrap();
+    let reply = response_to(&lines, "i1");
+    assert_eq!(reply["response"]["subtype"], "success", "{reply}");
+    let names = reply["response"]["response"]["agents"].as_array().unwrap();
+    assert!(names.iter().any(|n| n == "reviewer"), "{names:?}");
+    let request = &server.requests()[0].body;
+    let agent_tool = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Agent")
+        .expect("the Agent tool is offered");
+    let description = agent_tool["description"].as_str().unwrap();
+    assert!(description.contains("reviewer"), "{description}");
+    assert!(
+        description.contains("Reviews a diff for bugs"),
+        "{description}"
+    );
+}

@@ -50,6 +50,7 @@ struct Dispatcher {
     turns: mpsc::UnboundedSender<Turn>,
     default_model: String,
     mcp: Arc<gyre_mcp::McpServers>,
+    agents: gyre_loop::AgentCatalog,
 }
 
 impl Dispatcher {
@@ -97,6 +98,12 @@ impl Dispatcher {
                 if let Some(hooks) = request.get("hooks").filter(|h| h.is_object()) {
                     self.gate.add_sdk_hooks(hooks, self.channel.clone());
                 }
+                // The SDK's `agents={…}`: sub-agents the Agent tool offers from now on.
+                if let Some(agents) = request.get("agents").filter(|a| a.is_object()) {
+                    let definitions = gyre_loop::parse_agents_json(&agents.to_string())
+                        .map_err(|e| format!("initialize: invalid `agents`: {e}"))?;
+                    self.agents.add(definitions);
+                }
                 let model = self
                     .shared
                     .lock()
@@ -105,7 +112,7 @@ impl Dispatcher {
                     .clone();
                 Ok(json!({
                     "commands": [],
-                    "agents": [],
+                    "agents": self.agents.names(),
                     "output_style": "default",
                     "available_output_styles": ["default"],
                     "models": [{ "value": model, "displayName": model, "description": "" }],
@@ -219,6 +226,7 @@ pub async fn run(
         turns: turns_tx,
         default_model: session.engine.model().to_owned(),
         mcp: Arc::clone(&session.mcp),
+        agents: session.agents.clone(),
     };
     tokio::spawn(async move {
         while let Some(inbound) = inbound_rx.recv().await {

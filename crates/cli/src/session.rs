@@ -92,6 +92,8 @@ pub struct Session {
     /// The MCP servers, for `mcp_status`; their tools are in the engine's registry.
     pub mcp: Arc<McpServers>,
     pub gate: Arc<Gate>,
+    /// The sub-agent definitions the Agent tool offers; the SDK's `initialize` adds to them.
+    pub agents: AgentCatalog,
 }
 
 fn parse_session_id(raw: &str) -> Result<String> {
@@ -332,9 +334,10 @@ pub fn build(
         .filter(|n| !removed.iter().any(|r| r == n))
         .collect();
     registry = registry.filtered(&kept);
+    // A shared catalog: the SDK's `agents` from `initialize` are added to it.
+    let agents = AgentCatalog::new(crate::agents::definitions(cli.agents.as_deref(), cwd)?);
     let agent_setup = AgentSetup {
-        // A shared catalog: the SDK's `agents` from `initialize` can be added to it.
-        definitions: AgentCatalog::new(crate::agents::definitions(cli.agents.as_deref(), cwd)?),
+        definitions: agents.clone(),
         tools: registry.clone(),
         deps: Arc::clone(&deps) as Arc<dyn gyre_loop::QueryDeps>,
         can_use_tool: Arc::clone(&can_use_tool),
@@ -424,5 +427,6 @@ pub fn build(
         transcript_health,
         mcp: Arc::new(mcp),
         gate,
+        agents,
     })
 }
