@@ -577,6 +577,32 @@ fn shift_tab_cycles_the_permission_mode_and_the_next_call_follows_it() {
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
 }
 
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn todo_write_shows_as_a_checklist() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "TodoWrite",
+            json!({"todos": [
+                {"content": "Read the parser", "status": "completed", "activeForm": "Reading the parser"},
+                {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
+                {"content": "Run the tests", "status": "pending", "activeForm": "Running the tests"}
+            ]}),
+        ),
+        Turn::text("Planned."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("plan the fix");
+    let pane = tmux.wait_for("Planned.");
+    for line in ["☒ Read the parser", "◼ Fixing the bug", "☐ Run the tests"] {
+        assert!(pane.contains(line), "{line:?} missing:\n{pane}");
+    }
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status");
+}
+
 fn write_docs(asking: &str, pane: &str, project: &Path) {
     let asking = asking
         .trim_end()

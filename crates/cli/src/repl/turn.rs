@@ -153,6 +153,9 @@ impl TurnView {
         for line in call_diff(self.p, name, input, path.as_deref()) {
             self.line(line);
         }
+        for line in todo_checklist(self.p, name, input) {
+            self.line(line);
+        }
         self.calls.push(Call {
             id: id.to_owned(),
             name: name.to_owned(),
@@ -379,4 +382,53 @@ fn context_tokens(usage: &Usage) -> u64 {
 #[must_use]
 pub fn expanded(p: Palette, output: &str) -> Vec<String> {
     output.lines().map(|l| p.dim(&format!("    {l}"))).collect()
+}
+
+/// TodoWrite's list as a checklist under its call line: `☒` done (dim), `◼` the task
+/// in progress (its `activeForm`, bold), `☐` pending.
+fn todo_checklist(p: Palette, name: &str, input: &Value) -> Vec<String> {
+    if name != "TodoWrite" {
+        return Vec::new();
+    }
+    let Some(todos) = input.get("todos").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    todos
+        .iter()
+        .map(|todo| {
+            let field = |key: &str| todo.get(key).and_then(Value::as_str);
+            let content = field("content").unwrap_or_default();
+            match field("status") {
+                Some("completed") => p.dim(&format!("    ☒ {content}")),
+                Some("in_progress") => {
+                    p.bold(&format!("    ◼ {}", field("activeForm").unwrap_or(content)))
+                }
+                _ => format!("    ☐ {content}"),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn todo_write_shows_as_a_checklist_and_other_calls_do_not() {
+        let input = serde_json::json!({"todos": [
+            {"content": "Read the parser", "status": "completed", "activeForm": "Reading the parser"},
+            {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
+            {"content": "Run the tests", "status": "pending", "activeForm": "Running the tests"}
+        ]});
+        let plain = Palette::new(false);
+        assert_eq!(
+            todo_checklist(plain, "TodoWrite", &input),
+            vec![
+                "    ☒ Read the parser",
+                "    ◼ Fixing the bug",
+                "    ☐ Run the tests"
+            ]
+        );
+        assert!(todo_checklist(plain, "Bash", &input).is_empty());
+    }
 }
