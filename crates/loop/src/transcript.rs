@@ -5,7 +5,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use gyre_protocol::{ContentBlock, Message, Role};
 use serde::{Deserialize, Serialize};
@@ -328,33 +328,10 @@ pub fn repair_pairing(messages: &mut Vec<Message>) -> usize {
 /// An RFC 3339 UTC timestamp with milliseconds, as transcripts use.
 #[must_use]
 pub fn timestamp(now: SystemTime) -> String {
-    let d = now.duration_since(UNIX_EPOCH).unwrap_or_default();
-    let secs = d.as_secs();
-    let (y, m, day) = civil_from_days(i64::try_from(secs / 86_400).unwrap_or(0));
-    let rem = secs % 86_400;
-    format!(
-        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        d.subsec_millis()
-    )
+    chrono::DateTime::<chrono::Utc>::from(now).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// Days since 1970-01-01 to (year, month, day), after Howard Hinnant's algorithm.
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
-    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
-}
-
 /// The first user prompt of a transcript and its number of lines, for `gyre sessions`.
 #[must_use]
 pub fn summarize_entry_value(v: &Value) -> Option<String> {
@@ -376,9 +353,9 @@ mod tests {
 
     #[test]
     fn timestamps_are_rfc3339_utc() {
-        let t = UNIX_EPOCH + std::time::Duration::from_millis(1_795_000_000_123);
+        let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_795_000_000_123);
         assert_eq!(timestamp(t), "2026-11-18T11:06:40.123Z");
-        assert_eq!(timestamp(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(timestamp(std::time::UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
     }
 
     #[test]

@@ -6,49 +6,21 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, bail};
+use anyhow::Context;
 use gyre_testkit::{Script, TestServer};
 
-const USAGE: &str = "usage: gyre-testkit --script FILE [--port PORT]
-
-Serves a scripted Anthropic Messages API on 127.0.0.1 (random port unless --port).
-Prints `PORT <n>` on stdout, then serves until SIGTERM or SIGINT.
-The script format is documented in the gyre-testkit crate docs.";
-
-#[derive(Debug)]
+/// Serves a scripted Anthropic Messages API on 127.0.0.1 (a random port unless
+/// --port). Prints `PORT <n>` on stdout, then serves until SIGTERM or SIGINT. The
+/// script format is documented in the gyre-testkit crate docs.
+#[derive(Debug, clap::Parser)]
+#[command(name = "gyre-testkit", version)]
 struct Args {
+    /// The session script (JSON) to serve.
+    #[arg(long, value_name = "FILE")]
     script: PathBuf,
+    /// The port to listen on (0: any free port).
+    #[arg(long, default_value_t = 0)]
     port: u16,
-}
-
-fn parse_args(mut args: impl Iterator<Item = String>) -> anyhow::Result<Option<Args>> {
-    let mut script = None;
-    let mut port = 0;
-    while let Some(arg) = args.next() {
-        let (flag, inline) = match arg.split_once('=') {
-            Some((flag, value)) => (flag.to_owned(), Some(value.to_owned())),
-            None => (arg, None),
-        };
-        let mut value = || {
-            inline
-                .clone()
-                .or_else(|| args.next())
-                .with_context(|| format!("{flag} needs a value\n\n{USAGE}"))
-        };
-        match flag.as_str() {
-            "-h" | "--help" => return Ok(None),
-            "--script" => script = Some(PathBuf::from(value()?)),
-            "--port" => {
-                let text = value()?;
-                port = text
-                    .parse()
-                    .with_context(|| format!("--port: `{text}` is not a port number"))?;
-            }
-            other => bail!("unknown argument `{other}`\n\n{USAGE}"),
-        }
-    }
-    let script = script.with_context(|| format!("--script is required\n\n{USAGE}"))?;
-    Ok(Some(Args { script, port }))
 }
 
 /// Resolves on SIGTERM or SIGINT. Handlers are installed when this is called, not when
@@ -86,10 +58,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 async fn run() -> anyhow::Result<()> {
-    let Some(args) = parse_args(std::env::args().skip(1))? else {
-        println!("{USAGE}");
-        return Ok(());
-    };
+    let args = <Args as clap::Parser>::parse();
     let script = Script::from_file(&args.script)?;
     let server = TestServer::start_on(script, args.port)?;
     let shutdown = shutdown_signal()?;
@@ -105,19 +74,18 @@ async fn run() -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser as _;
 
-    fn parse(args: &[&str]) -> anyhow::Result<Option<Args>> {
-        parse_args(args.iter().map(|s| (*s).to_owned()))
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        Args::try_parse_from(std::iter::once("gyre-testkit").chain(args.iter().copied()))
     }
 
     #[test]
     fn parses_both_flags_in_both_spellings() {
-        let args = parse(&["--script", "s.json", "--port=8080"])
-            .unwrap()
-            .unwrap();
+        let args = parse(&["--script", "s.json", "--port=8080"]).unwrap();
         assert_eq!(args.script, PathBuf::from("s.json"));
         assert_eq!(args.port, 8080);
-        let args = parse(&["--script=s.json"]).unwrap().unwrap();
+        let args = parse(&["--script=s.json"]).unwrap();
         assert_eq!(args.port, 0);
     }
 
@@ -127,6 +95,7 @@ mod tests {
         assert!(parse(&["--script"]).is_err());
         assert!(parse(&["--script", "s", "--verbose"]).is_err());
         assert!(parse(&["--script", "s", "--port", "x"]).is_err());
-        assert!(parse(&["--help"]).unwrap().is_none());
+        let help = parse(&["--help"]).unwrap_err();
+        assert_eq!(help.kind(), clap::error::ErrorKind::DisplayHelp);
     }
 }

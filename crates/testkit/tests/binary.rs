@@ -112,6 +112,6 @@ fn missing_script_flag_prints_usage() {
     assert!(
         String::from_utf8(output.stderr)
             .unwrap()
-            .contains("usage: gyre-testkit")
+            .contains("Usage: gyre-testkit --script <FILE>")
     );
 }
