@@ -93,3 +93,37 @@ fn an_approved_plan_ends_plan_mode() {
         "{again}"
     );
 }
+
+#[test]
+fn after_an_approved_plan_bash_is_no_longer_held_read_only_by_the_kernel() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": "touch during-plan.txt"})),
+        Turn::tool_use("ExitPlanMode", json!({ "plan": PLAN })),
+        Turn::tool_use("Bash", json!({"command": "touch after-plan.txt"})),
+        Turn::text("Built."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "plan, then build",
+        "--permission-mode",
+        "plan",
+        "--allowedTools",
+        "ExitPlanMode",
+        "Bash(touch:*)",
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "stderr: {}", out.stderr);
+    // In plan mode the rule lets `touch` run, and the read-only sandbox stops it.
+    assert!(!sandbox.project().join("during-plan.txt").exists());
+    assert_eq!(result_before(&server, 1)["is_error"], true);
+    // After the approval the mode is default, and so is the sandbox: the file is made.
+    assert!(
+        sandbox.project().join("after-plan.txt").exists(),
+        "{:#}",
+        result_before(&server, 3)
+    );
+}

@@ -4,8 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use gyre_tools::ModeHandle;
 use gyre_tools::PermissionMode;
-use gyre_tools::sandbox::SandboxPolicy;
+use gyre_tools::sandbox::{SandboxByMode, SandboxPolicy};
 use serde::Deserialize;
 
 /// Permission rules and the default mode from settings.
@@ -200,34 +201,27 @@ impl Settings {
         serde_json::json!(self.hooks)
     }
 
-    /// The Landlock policy of Bash in `mode`: read-only in plan mode, the working
-    /// directories when `sandbox.enabled`. Without Landlock in the kernel, says so once
-    /// on stderr and returns `None`: plan mode then asks before every command, and a
-    /// sandboxed session asks as its mode says.
+    /// The Landlock policies of Bash, chosen at each command from the session's mode
+    /// (`mode`, shared with the permission policy): read-only in plan mode, the working
+    /// directories in the others when `sandbox.enabled`. Without Landlock in the kernel
+    /// there are none; if the mode now needs one, that is said once on stderr (plan
+    /// mode then asks before every command, a sandboxed session as its mode says).
     #[must_use]
-    pub fn sandbox_policy(&self, mode: PermissionMode) -> Option<SandboxPolicy> {
+    pub fn sandbox_by_mode(&self, mode: ModeHandle) -> SandboxByMode {
         let allow_network = self.sandbox.allow_network;
-        let policy = match mode {
-            PermissionMode::Plan => SandboxPolicy::ReadOnly { allow_network },
-            PermissionMode::Default
-            | PermissionMode::AcceptEdits
-            | PermissionMode::BypassPermissions => {
-                if !self.sandbox.enabled {
-                    return None;
-                }
-                SandboxPolicy::Workspace { allow_network }
-            }
-        };
-        if gyre_tools::sandbox::landlock_abi().is_none() {
-            static SAID: std::sync::Once = std::sync::Once::new();
-            SAID.call_once(|| {
-                eprintln!(
-                    "warning: this kernel has no Landlock, so Bash cannot be sandboxed; commands will be asked about instead"
-                );
-            });
-            return None;
+        let available = gyre_tools::sandbox::landlock_abi().is_some();
+        let needed = self.sandbox.enabled || mode.get() == PermissionMode::Plan;
+        if needed && !available {
+            eprintln!(
+                "warning: this kernel has no Landlock, so Bash cannot be sandboxed; commands will be asked about instead"
+            );
         }
-        Some(policy)
+        SandboxByMode {
+            mode,
+            plan: available.then_some(SandboxPolicy::ReadOnly { allow_network }),
+            other: (available && self.sandbox.enabled)
+                .then_some(SandboxPolicy::Workspace { allow_network }),
+        }
     }
 }
 

@@ -165,7 +165,8 @@ async fn run_command(
     for name in sandbox::SECRET_ENV {
         bash.env_remove(name);
     }
-    let confinement = match sandbox::confinement(ctx.sandbox.as_ref(), &ctx.working_dirs) {
+    let policy = ctx.sandbox_now();
+    let confinement = match sandbox::confinement(policy.as_ref(), &ctx.working_dirs) {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(e.to_string()),
     };
@@ -180,7 +181,7 @@ async fn run_command(
     }
     let mut child = match bash.spawn() {
         Ok(c) => c,
-        Err(e) if ctx.sandbox.is_some() => {
+        Err(e) if policy.is_some() => {
             return ToolOutput::error(format!("Failed to start bash in the sandbox: {e}"));
         }
         Err(e) => return ToolOutput::error(format!("Failed to start bash: {e}")),

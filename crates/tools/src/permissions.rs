@@ -472,7 +472,7 @@ impl Permissions {
     /// read-only sandbox, and only when it names no path outside the working
     /// directories or under a `Read(…)` deny rule.
     fn plan_mode_bash(&self, command: &str, ctx: &ToolContext) -> PermissionDecision {
-        if ctx.sandbox.is_none() {
+        if ctx.sandbox_now().is_none() {
             return PermissionDecision::Ask {
                 reason: "plan mode runs Bash without asking only inside the Landlock sandbox, which is not available".to_owned(),
             };

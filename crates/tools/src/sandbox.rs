@@ -32,6 +32,28 @@ pub enum SandboxPolicy {
     Workspace { allow_network: bool },
 }
 
+/// The policies of a session whose mode can change: `plan` while the shared mode is
+/// plan, `other` in every other mode (`None`: unconfined, or no Landlock here).
+#[derive(Debug, Clone)]
+pub struct SandboxByMode {
+    pub mode: crate::ModeHandle,
+    pub plan: Option<SandboxPolicy>,
+    pub other: Option<SandboxPolicy>,
+}
+
+impl SandboxByMode {
+    /// The policy for the mode now.
+    #[must_use]
+    pub fn now(&self) -> Option<SandboxPolicy> {
+        match self.mode.get() {
+            crate::PermissionMode::Plan => self.plan.clone(),
+            crate::PermissionMode::Default
+            | crate::PermissionMode::AcceptEdits
+            | crate::PermissionMode::BypassPermissions => self.other.clone(),
+        }
+    }
+}
+
 impl SandboxPolicy {
     fn allow_network(&self) -> bool {
         match self {

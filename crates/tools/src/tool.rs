@@ -86,8 +86,13 @@ pub struct ToolContext {
     /// search of a parent directory cannot read what `Read(secrets/**)` denies.
     pub hidden: Option<PathFilter>,
     /// The Landlock policy Bash runs under (plan mode, or `sandbox.enabled`); `None`
-    /// runs commands unconfined.
+    /// runs commands unconfined. A session whose mode can change sets `sandbox_by_mode`
+    /// instead; read it through [`ToolContext::sandbox_now`].
     pub sandbox: Option<crate::sandbox::SandboxPolicy>,
+    /// The policy chosen at each call from the session's mode now, so a switch into or
+    /// out of plan mode (ExitPlanMode, the SDK, Shift+Tab) changes what the kernel
+    /// enforces for the next command.
+    pub sandbox_by_mode: Option<crate::sandbox::SandboxByMode>,
     /// The id of the call being run, set by the runner (the Agent tool tags its
     /// sub-agent's messages with it).
     pub tool_use_id: Option<String>,
@@ -134,7 +139,18 @@ impl ToolContext {
             output_dir: std::env::temp_dir().join("gyre-tool-output"),
             hidden: None,
             sandbox: None,
+            sandbox_by_mode: None,
             tool_use_id: None,
+        }
+    }
+
+    /// The policy for a command started now: the mode's when the session set
+    /// `sandbox_by_mode`, else `sandbox`.
+    #[must_use]
+    pub fn sandbox_now(&self) -> Option<crate::sandbox::SandboxPolicy> {
+        match &self.sandbox_by_mode {
+            Some(by_mode) => by_mode.now(),
+            None => self.sandbox.clone(),
         }
     }
 

@@ -195,3 +195,29 @@ proptest! {
         }
     }
 }
+
+#[tokio::test]
+async fn the_sandbox_follows_the_mode_the_session_switches_to() {
+    require_landlock();
+    let dir = project();
+    let mode = gyre_tools::ModeHandle::new(gyre_tools::PermissionMode::Plan);
+    let mut c = ctx(dir.path());
+    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode {
+        mode: mode.clone(),
+        plan: Some(READ_ONLY),
+        other: None,
+    });
+    let out = run(&c, "Bash", json!({"command": "echo x > planned.txt"})).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(!dir.path().join("planned.txt").exists());
+    // ExitPlanMode (or the SDK, or Shift+Tab) leaves plan mode: the next command writes.
+    mode.set(gyre_tools::PermissionMode::Default);
+    let out = run(&c, "Bash", json!({"command": "echo x > built.txt"})).await;
+    assert!(!out.is_error, "{}", out.content);
+    assert!(dir.path().join("built.txt").exists());
+    // And back into plan mode, the kernel holds again.
+    mode.set(gyre_tools::PermissionMode::Plan);
+    let out = run(&c, "Bash", json!({"command": "rm built.txt"})).await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(dir.path().join("built.txt").exists());
+}
