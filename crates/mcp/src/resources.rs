@@ -147,10 +147,6 @@ impl Tool for McpResourceTool {
         }
     }
 
-    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
-        Ok(())
-    }
-
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
         true
     }

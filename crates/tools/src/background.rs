@@ -420,10 +420,6 @@ impl Tool for BashOutputTool {
         })
     }
 
-    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
-        Ok(())
-    }
-
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
         true
     }
@@ -503,10 +499,6 @@ impl Tool for KillShellTool {
             "required": ["shell_id"],
             "additionalProperties": false
         })
-    }
-
-    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
-        Ok(())
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {

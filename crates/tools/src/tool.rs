@@ -223,8 +223,10 @@ pub trait Tool: Send + Sync {
     fn description(&self) -> &'static str;
     /// The JSON schema of the input.
     fn input_schema(&self) -> Value;
-    /// Checks beyond the schema; the message names the field at fault.
-    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), String>;
+    /// Checks beyond the schema; the message names the field at fault. None by default.
+    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+        Ok(())
+    }
     /// Whether this call may run alongside other safe calls.
     fn is_concurrency_safe(&self, input: &Value) -> bool;
     /// Whether this call changes nothing (plan mode allows only these).

@@ -57,10 +57,6 @@ Usage:\n\
         })
     }
 
-    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
-        Ok(())
-    }
-
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
         false
     }

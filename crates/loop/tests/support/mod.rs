@@ -211,9 +211,6 @@ impl Tool for EchoTool {
     fn input_schema(&self) -> Value {
         json!({"type": "object"})
     }
-    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
-        Ok(())
-    }
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
         self.safe
     }
