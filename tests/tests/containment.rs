@@ -321,7 +321,9 @@ fn a_symlink_swapped_in_during_the_call_does_not_leak_the_target() {
     stop.store(true, Ordering::Relaxed);
     let swaps = swaps.join().unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert!(swaps > 100, "the swapper barely ran ({swaps} swaps)");
+    // The run lasts a few hundred milliseconds; how many swaps fit in it depends on the
+    // machine's load, so this only checks that the swapper was running throughout.
+    assert!(swaps > 20, "the swapper barely ran ({swaps} swaps)");
     let results = tool_results(&server.requests());
     let read_inside = results
         .iter()
