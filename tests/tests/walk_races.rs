@@ -81,7 +81,7 @@ fn walks_and_writes_racing_a_directory_swap_stay_inside() {
     )
     .unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
-    assert!(swaps > 100, "the swapper barely ran ({swaps} swaps)");
+    assert!(swaps > 20, "the swapper barely ran ({swaps} swaps)");
 
     let mut saw_inside = false;
     for request in server.requests() {

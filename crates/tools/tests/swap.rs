@@ -281,7 +281,7 @@ async fn grep_and_glob_walks_never_enter_a_directory_swapped_for_a_symlink_while
         saw_inside += usize::from(text.contains("f1"));
     }
     let swaps = swapper.stop(&s);
-    assert!(swaps > 100, "the swapper barely ran ({swaps} swaps)");
+    assert!(swaps > 20, "the swapper barely ran ({swaps} swaps)");
     assert!(saw_inside > 0, "no walk ever saw the inside directory");
 }
 
