@@ -203,24 +203,32 @@ impl Settings {
 
     /// The Landlock policies of Bash, chosen at each command from the session's mode
     /// (`mode`, shared with the permission policy): read-only in plan mode, the working
-    /// directories in the others when `sandbox.enabled`. Without Landlock in the kernel
-    /// there are none; if the mode now needs one, that is said once on stderr (plan
-    /// mode then asks before every command, a sandboxed session as its mode says).
+    /// directories in the others when `sandbox.enabled`; neither may read what
+    /// `read_denied` names. Without Landlock in the kernel, if the mode now needs a
+    /// sandbox, that is said once on stderr; the permission check then asks before every
+    /// command the sandbox would have confined.
     #[must_use]
-    pub fn sandbox_by_mode(&self, mode: ModeHandle) -> SandboxByMode {
+    pub fn sandbox_by_mode(
+        &self,
+        mode: ModeHandle,
+        read_denied: gyre_tools::sandbox::ReadDenied,
+    ) -> SandboxByMode {
         let allow_network = self.sandbox.allow_network;
         let available = gyre_tools::sandbox::landlock_abi().is_some();
         let needed = self.sandbox.enabled || mode.get() == PermissionMode::Plan;
         if needed && !available {
             eprintln!(
-                "warning: this kernel has no Landlock, so Bash cannot be sandboxed; commands will be asked about instead"
+                "warning: this kernel has no Landlock, so Bash cannot be sandboxed; every command the sandbox would confine will be asked about instead"
             );
         }
         SandboxByMode {
             mode,
-            plan: available.then_some(SandboxPolicy::ReadOnly { allow_network }),
-            other: (available && self.sandbox.enabled)
+            plan: Some(SandboxPolicy::ReadOnly { allow_network }),
+            other: self
+                .sandbox
+                .enabled
                 .then_some(SandboxPolicy::Workspace { allow_network }),
+            read_denied,
         }
     }
 }

@@ -4,11 +4,14 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use gyre_tools::read_only::is_read_only_command;
-use gyre_tools::sandbox::{SandboxPolicy, landlock_abi, network_rules_supported};
+use gyre_tools::sandbox::{
+    DeniedPath, ReadDenied, ReadGrant, SandboxPolicy, landlock_abi, network_rules_supported,
+    read_grants,
+};
 use proptest::prelude::*;
 use serde_json::json;
 use support::{ctx, run};
@@ -207,6 +210,7 @@ async fn the_sandbox_follows_the_mode_the_session_switches_to() {
         mode: mode.clone(),
         plan: Some(READ_ONLY),
         other: None,
+        read_denied: gyre_tools::sandbox::ReadDenied::default(),
     });
     let out = run(&c, "Bash", json!({"command": "echo x > planned.txt"})).await;
     assert!(out.is_error, "{}", out.content);
@@ -221,4 +225,151 @@ async fn the_sandbox_follows_the_mode_the_session_switches_to() {
     let out = run(&c, "Bash", json!({"command": "rm built.txt"})).await;
     assert!(out.is_error, "{}", out.content);
     assert!(dir.path().join("built.txt").exists());
+}
+
+/// A context whose Bash runs under `policy` (whatever the mode) and may not read what
+/// `denied` names.
+fn denying(dir: &Path, policy: SandboxPolicy, denied: Vec<DeniedPath>) -> gyre_tools::ToolContext {
+    let mut c = ctx(dir);
+    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode {
+        mode: gyre_tools::ModeHandle::new(gyre_tools::PermissionMode::Default),
+        plan: None,
+        other: Some(policy),
+        read_denied: ReadDenied { paths: denied },
+    });
+    c
+}
+
+#[tokio::test]
+async fn read_denied_paths_are_unreadable_in_both_sandboxes_and_their_siblings_are_not() {
+    require_landlock();
+    let dir = project();
+    std::fs::create_dir(dir.path().join("config")).unwrap();
+    std::fs::write(dir.path().join("config/secret.env"), "TOKEN=hunter2\n").unwrap();
+    std::fs::write(dir.path().join("config/app.toml"), "name = 1\n").unwrap();
+    let secret = dir.path().canonicalize().unwrap().join("config/secret.env");
+    for policy in [
+        READ_ONLY,
+        SandboxPolicy::Workspace {
+            allow_network: false,
+        },
+    ] {
+        let c = denying(
+            dir.path(),
+            policy.clone(),
+            vec![DeniedPath::Exact(secret.clone())],
+        );
+        for command in [
+            "cat config/secret.env",
+            "cat ./config/../config/secret.env",
+            "head -c 5 < config/secret.env",
+            "ln -s config/secret.env link; cat link",
+        ] {
+            let out = run(&c, "Bash", json!({"command": command})).await;
+            assert!(out.is_error, "{policy:?} `{command}`: {}", out.content);
+            assert!(
+                out.content.contains("Permission denied") && !out.content.contains("hunter2"),
+                "{policy:?} `{command}`: {}",
+                out.content
+            );
+        }
+        let out = run(
+            &c,
+            "Bash",
+            json!({"command": "cat config/app.toml data.txt src/lib.rs && ls config"}),
+        )
+        .await;
+        assert!(!out.is_error, "{policy:?}: {}", out.content);
+        assert!(out.content.contains("name = 1") && out.content.contains("secret.env"));
+    }
+    // In the workspace sandbox the command may write, yet not move the secret somewhere
+    // readable: the kernel refuses a rename that would grant more than it had.
+    let c = denying(
+        dir.path(),
+        SandboxPolicy::Workspace {
+            allow_network: false,
+        },
+        vec![DeniedPath::Exact(secret.clone())],
+    );
+    let out = run(
+        &c,
+        "Bash",
+        json!({"command": "mv config/secret.env src/moved; cat src/moved; echo w > written.txt"}),
+    )
+    .await;
+    assert!(!out.content.contains("hunter2"), "{}", out.content);
+    assert!(secret.exists());
+    assert!(dir.path().join("written.txt").exists());
+}
+
+#[tokio::test]
+async fn a_denied_pattern_is_searched_and_a_path_not_yet_there_stays_unreadable() {
+    require_landlock();
+    let dir = project();
+    std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+    std::fs::write(dir.path().join("a/b/.env"), "KEY=deep\n").unwrap();
+    std::fs::write(dir.path().join("a/b/ok.txt"), "fine\n").unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let later = root.join("later/secret");
+    let matches =
+        gyre_tools::PathFilter::new(|p: &Path| p.file_name().is_some_and(|n| n == ".env"));
+    let c = denying(
+        dir.path(),
+        SandboxPolicy::Workspace {
+            allow_network: false,
+        },
+        vec![
+            DeniedPath::Matching {
+                root: root.clone(),
+                matches,
+            },
+            DeniedPath::Exact(later.clone()),
+        ],
+    );
+    let out = run(&c, "Bash", json!({"command": "cat a/b/.env"})).await;
+    assert!(
+        out.is_error && !out.content.contains("deep"),
+        "{}",
+        out.content
+    );
+    let out = run(&c, "Bash", json!({"command": "cat a/b/ok.txt"})).await;
+    assert_eq!(out.content, "fine");
+    // Created after the ruleset was built (by the command itself): no rule grants it.
+    let out = run(
+        &c,
+        "Bash",
+        json!({"command": "mkdir later && echo s > later/secret && cat later/secret"}),
+    )
+    .await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(later.exists());
+    // And in the next command it is denied by name.
+    let out = run(&c, "Bash", json!({"command": "cat later/secret"})).await;
+    assert!(
+        out.is_error && out.content.contains("Permission denied"),
+        "{}",
+        out.content
+    );
+}
+
+#[test]
+fn read_grants_split_each_ancestor_of_a_denied_path() {
+    let dir = project();
+    let root = dir.path().canonicalize().unwrap();
+    let denied: BTreeSet<PathBuf> = [root.join("src/lib.rs")].into();
+    let grants = read_grants(&denied).unwrap();
+    let listed = |p: &Path| grants.iter().find(|g| g.path == p).map(|g| g.list_only);
+    assert_eq!(listed(Path::new("/")), Some(true));
+    assert_eq!(listed(&root), Some(true));
+    assert_eq!(listed(&root.join("src")), Some(true));
+    assert_eq!(listed(&root.join("data.txt")), Some(false));
+    assert_eq!(listed(&root.join("src/lib.rs")), None);
+    assert_eq!(listed(Path::new("/usr")), Some(false));
+    assert_eq!(
+        read_grants(&BTreeSet::new()).unwrap(),
+        [ReadGrant {
+            path: PathBuf::from("/"),
+            list_only: false
+        }]
+    );
 }
