@@ -118,20 +118,78 @@ async fn sandboxed_commands_cannot_connect_or_reach_into_the_parent() {
     assert!(fds.is_error, "{}", fds.content);
 }
 
-/// Commands of a small bash grammar over a fixed tree: readers, writers, executors,
-/// joined by lists, pipes, substitutions, wrappers and redirections.
+/// A project holding `./marker`, a program outside every allow-list: when it runs it
+/// says so over UDP (which Landlock does not govern, so even a sandboxed run is seen),
+/// on stdout and stderr, and by creating a file outside the project.
+struct MarkedTree {
+    dir: tempfile::TempDir,
+    outside: tempfile::TempDir,
+    socket: std::net::UdpSocket,
+}
+
+impl MarkedTree {
+    fn new() -> Self {
+        let dir = project();
+        let outside = tempfile::tempdir().unwrap();
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_nonblocking(true).unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let marker = dir.path().join("marker");
+        std::fs::write(
+            &marker,
+            format!(
+                "#!/bin/bash\necho ran > /dev/udp/127.0.0.1/{port}\necho MARKER-$((6*7))-ran-a\necho MARKER-$((6*7))-ran-a >&2\ntouch {}\n",
+                outside.path().join("ran").display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&marker, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Self {
+            dir,
+            outside,
+            socket,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Whether the marker ran, by any of its three signs.
+    fn marker_ran(&self, output: &str) -> bool {
+        let mut buf = [0u8; 16];
+        self.socket.recv(&mut buf).is_ok()
+            // Computed when it runs: reading the script does not print it.
+            || output.contains("MARKER-42")
+            || self.outside.path().join("ran").exists()
+    }
+}
+
+/// Commands of a small bash grammar over a fixed tree: readers, writers, programs that
+/// run other programs (the marker), joined by lists, pipes, substitutions, wrappers and
+/// redirections.
 fn command() -> impl Strategy<Value = String> {
     let simple = prop::sample::select(vec![
         "cat data.txt",
         "ls -la src",
         "sort data.txt",
+        "head -n 1 data.txt",
+        "grep -r a .",
+        "wc -l data.txt src/lib.rs",
         "sort -o data.txt data.txt",
         "sort --output=out.txt data.txt",
+        "sort --compress-program=./marker -S 1 data.txt",
         "uniq data.txt out.txt",
-        "rg --pre ./x a",
+        "rg --pre ./marker a",
+        "rg --pre=./marker a .",
+        "rg -n a",
         "find . -name '*.rs'",
         "find . -delete",
         "find . '-fprint' out.txt",
+        "find . -name data.txt -exec ./marker {} ';'",
+        "find . -name data.txt '-exec' ./marker '{}' +",
+        "find . -name data.txt -okdir ./marker {} ';'",
         "touch new.txt",
         "rm data.txt",
         "rm -rf src",
@@ -143,17 +201,31 @@ fn command() -> impl Strategy<Value = String> {
         "git init -q",
         "awk '{print $1}' data.txt",
         "awk '{print > \"out.txt\"}' data.txt",
+        "awk 'BEGIN{system(\"./marker\")}'",
+        "awk 'BEGIN{\"./marker\" | getline x; print x}'",
+        "sed -n '1e ./marker' data.txt",
         "ln -s data.txt link",
         "truncate -s 0 data.txt",
         "dd of=out.txt count=0",
         "python3 -c 'open(\"out.txt\",\"w\")'",
+        "./marker",
+        "env ./marker",
+        "command ./marker",
+        "nice ./marker",
+        "xargs ./marker < data.txt",
+        "bash marker",
+        "less '+!./marker' data.txt",
+        "tar -cf /dev/null --to-command=./marker data.txt",
+        "date -f data.txt",
+        "file -C -m data.txt",
     ]);
-    let wrapped = (simple, 0..6usize).prop_map(|(c, w)| match w {
+    let wrapped = (simple, 0..8usize).prop_map(|(c, w)| match w {
         0 => format!("timeout 5 {c}"),
         1 => format!("echo $({c})"),
         2 => format!("{c} > out.txt"),
         3 => format!("{{ {c}; }}"),
         4 => format!("bash -c '{}'", c.replace('\'', "")),
+        5 => format!("{c} 2>/dev/null"),
         _ => c.to_owned(),
     });
     prop::collection::vec(wrapped, 1..4).prop_flat_map(|parts| {
@@ -176,27 +248,64 @@ fn command() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
-    /// Allowed by the classifier ⇒ no write, even unconfined; and in the read-only
-    /// sandbox nothing writes, whatever the classifier said.
+    /// Allowed by the classifier ⇒ no write and no program outside its allow-list, run
+    /// for real unconfined and in the plan-mode sandbox; and in the sandbox nothing
+    /// writes, whatever the classifier said.
     #[test]
-    fn classifier_allowed_commands_write_nothing(command in command()) {
+    fn classifier_allowed_commands_neither_write_nor_run_other_programs(command in command()) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        if is_read_only_command(&command) {
-            let dir = project();
-            let before = snapshot(dir.path());
-            let _output = runtime.block_on(run(&ctx(dir.path()), "Bash", json!({"command": command})));
-            prop_assert_eq!(snapshot(dir.path()), before, "unconfined: {}", command);
+        let read_only = is_read_only_command(&command);
+        if read_only {
+            let tree = MarkedTree::new();
+            let before = snapshot(tree.path());
+            let out = runtime.block_on(run(&ctx(tree.path()), "Bash", json!({"command": command})));
+            prop_assert_eq!(snapshot(tree.path()), before, "unconfined: {}", command);
+            prop_assert!(!tree.marker_ran(&out.content), "unconfined, the marker ran: {}", command);
         }
         if landlock_abi().is_some() {
-            let dir = project();
-            let before = snapshot(dir.path());
-            let c = ctx(dir.path()).with_sandbox(READ_ONLY);
+            let tree = MarkedTree::new();
+            let before = snapshot(tree.path());
+            let c = ctx(tree.path()).with_sandbox(READ_ONLY);
             let out = runtime.block_on(run(&c, "Bash", json!({"command": command})));
             prop_assert!(!out.content.contains("Failed to start"), "{}", out.content);
-            prop_assert_eq!(snapshot(dir.path()), before, "sandboxed: {}", command);
+            prop_assert_eq!(snapshot(tree.path()), before, "sandboxed: {}", command);
+            if read_only {
+                prop_assert!(!tree.marker_ran(&out.content), "sandboxed, the marker ran: {}", command);
+            }
         }
+    }
+}
+
+/// The property's check can fail: the marker is seen when it runs, even sandboxed
+/// and silenced.
+#[tokio::test]
+async fn the_marker_is_seen_when_it_runs_even_in_the_sandbox() {
+    require_landlock();
+    for sandboxed in [false, true] {
+        let tree = MarkedTree::new();
+        let mut c = ctx(tree.path());
+        if sandboxed {
+            c = c.with_sandbox(READ_ONLY);
+        }
+        let out = run(&c, "Bash", json!({"command": "./marker >/dev/null 2>&1"})).await;
+        // Over UDP alone: silenced, and in the sandbox unable to create its file.
+        let mut buf = [0u8; 16];
+        assert!(
+            tree.socket.recv(&mut buf).is_ok(),
+            "sandboxed: {sandboxed}: {}",
+            out.content
+        );
+        // Reading it is not running it.
+        let fresh = MarkedTree::new();
+        let out = run(
+            &ctx(fresh.path()),
+            "Bash",
+            json!({"command": "cat marker; grep -r a ."}),
+        )
+        .await;
+        assert!(!fresh.marker_ran(&out.content), "{}", out.content);
     }
 }
 
