@@ -6,11 +6,11 @@
 //!   writes inside the working directories.
 //! - TCP connect and bind are refused unless the network is allowed (Landlock ABI 4+).
 //! - A sandboxed command runs in a Landlock domain of its own. Landlock forbids a domain
-//!   to ptrace processes outside it, and the kernel checks exactly that before showing
-//!   `/proc/<pid>/environ` or `mem`: it cannot read gyre's memory even as root. Outside
-//!   the sandbox, [`hide_process_environment`] scrubs the secrets from the block
-//!   `/proc/<pid>/environ` shows and makes gyre non-dumpable.
-//!
+//!   to attach to processes outside it, and the kernel checks that before opening
+//!   `/proc/<pid>/mem`: it cannot read gyre's memory even as root. Its `environ` (a
+//!   ptrace-read check, which Landlock lets through) holds no secret:
+//!   [`hide_process_environment`] scrubs them from the block it shows at start and
+//!   makes gyre non-dumpable.
 //! - Paths that `Read(…)` deny rules name ([`ReadDenied`]) cannot be read: Landlock only
 //!   grants, so instead of read on `/` the ruleset grants read on every entry of each
 //!   ancestor of a denied path except the one leading to it (see [`read_grants`]).
