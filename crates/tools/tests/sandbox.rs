@@ -482,3 +482,53 @@ fn read_grants_split_each_ancestor_of_a_denied_path() {
         }]
     );
 }
+
+#[tokio::test]
+async fn every_form_of_read_deny_rule_reaches_the_kernel() {
+    require_landlock();
+    let dir = project();
+    std::fs::create_dir_all(dir.path().join("keys/old")).unwrap();
+    std::fs::write(dir.path().join("keys/old/a.pem"), "PEM-A\n").unwrap();
+    std::fs::write(dir.path().join("keys/readme"), "about keys\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("vault")).unwrap();
+    std::fs::write(dir.path().join("vault/x"), "VAULT-X\n").unwrap();
+    std::fs::write(dir.path().join("src/.env"), "ENV-1\n").unwrap();
+    let c = ctx(dir.path());
+    let rules = gyre_tools::Permissions::from_rules(
+        gyre_tools::PermissionMode::Plan,
+        &[] as &[&str],
+        &[],
+        &[
+            "Read(.env)",
+            "Read(keys/**/*.pem)",
+            "Read(./vault/**)",
+            "Read",
+        ],
+    )
+    .unwrap();
+    let denied = rules.sandbox_read_denied(&c);
+    let mut c = c;
+    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode {
+        mode: gyre_tools::ModeHandle::new(gyre_tools::PermissionMode::Plan),
+        plan: Some(READ_ONLY),
+        other: None,
+        read_denied: denied,
+    });
+    for (command, secret) in [
+        ("cat src/.env", "ENV-1"),
+        ("cat keys/old/a.pem", "PEM-A"),
+        ("cat vault/x", "VAULT-X"),
+    ] {
+        let out = run(&c, "Bash", json!({"command": command})).await;
+        assert!(
+            out.is_error
+                && out.content.contains("Permission denied")
+                && !out.content.contains(secret),
+            "`{command}`: {}",
+            out.content
+        );
+    }
+    // A bare `Read` rule denies the tool, not every file: the rest reads as before.
+    let out = run(&c, "Bash", json!({"command": "cat keys/readme data.txt"})).await;
+    assert_eq!(out.content, "about keys\nb\na\nc");
+}
