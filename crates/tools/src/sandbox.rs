@@ -117,7 +117,7 @@ impl ReadDenied {
 
 /// Entries a pattern rule may search through per command before gyre gives up on
 /// enforcing it (and refuses to run the command).
-pub const MAX_SEARCHED_ENTRIES: usize = 50_000;
+pub const MAX_SEARCHED_ENTRIES: usize = 200_000;
 /// Read rules the ruleset may hold (one per sibling of a denied path's ancestors).
 pub const MAX_READ_RULES: usize = 4_096;
 
