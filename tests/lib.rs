@@ -94,9 +94,25 @@ pub struct Sandbox {
 }
 
 impl Sandbox {
+    /// A project the user has trusted (`gyre trust`), as their own usually is: its
+    /// allow rules, hooks and `.mcp.json` servers are used.
+    ///
     /// # Errors
     /// When the temp dir cannot be made.
     pub fn new() -> Result<Self> {
+        let sandbox = Self::untrusted()?;
+        std::fs::write(
+            sandbox.home().join("trusted-folders.json"),
+            serde_json::json!({ "folders": [sandbox.project()] }).to_string(),
+        )?;
+        Ok(sandbox)
+    }
+
+    /// A project the user has not trusted yet (a repository just cloned).
+    ///
+    /// # Errors
+    /// When the temp dir cannot be made.
+    pub fn untrusted() -> Result<Self> {
         let dir = tempfile::tempdir()?;
         std::fs::create_dir_all(dir.path().join("project"))?;
         std::fs::create_dir_all(dir.path().join("home"))?;

@@ -38,6 +38,12 @@ Settings: ~/.gyre/settings.json < .gyre/settings.json < .gyre/settings.local.jso
 pub enum Command {
     /// List the saved sessions of this directory (id, time, first prompt, turns).
     Sessions,
+    /// Trust a folder (default: this one): use its project settings' allow rules and
+    /// hooks and its .mcp.json servers, which gyre ignores until then.
+    Trust {
+        /// The folder to trust; folders beneath it are trusted too.
+        dir: Option<PathBuf>,
+    },
     /// Print a shell completion script.
     Completions {
         /// bash, zsh or fish.

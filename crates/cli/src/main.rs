@@ -18,6 +18,7 @@ mod stream_json;
 mod structured;
 mod system_prompt;
 mod thinking;
+mod trust;
 mod web_fetch;
 mod web_search;
 
@@ -122,6 +123,21 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             sessions::print_sessions(&cwd, &mut std::io::stdout())?;
             return Ok(ExitCode::SUCCESS);
         }
+        Some(Command::Trust { dir }) => {
+            let dir = dir.as_deref().unwrap_or(&cwd);
+            if !dir.is_dir() {
+                return Ok(usage_error(&format!(
+                    "trust: {} is not a directory",
+                    dir.display()
+                )));
+            }
+            let dir = trust::trust(&session::gyre_home(), dir)?;
+            println!(
+                "gyre: trusted {}: its project settings' allow rules and hooks and its .mcp.json servers will be used",
+                dir.display()
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
         None => {}
     }
     let headless = cli.print || !std::io::stdin().is_terminal();
@@ -136,7 +152,12 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             "--input-format stream-json requires --output-format stream-json",
         ));
     }
-    let settings = load_settings(cli, &cwd)?;
+    let mut settings = load_settings(cli, &cwd)?;
+    if let Some(trusted_now) = settle_trust(cli, &cwd, &settings, headless)?
+        && trusted_now
+    {
+        settings = load_settings(cli, &cwd)?;
+    }
     for warning in &settings.ignored {
         eprintln!("{warning}");
     }
@@ -151,6 +172,39 @@ fn run(cli: &Cli) -> Result<ExitCode> {
     } else {
         runtime.block_on(repl::run(cli, &cwd, &settings))
     }
+}
+
+/// In a folder the user has not trusted, what its project files asked for and did not
+/// get: headless says so in one line; the interactive session asks once, before it
+/// starts. `Some(true)` when the user just trusted it (settings must be read again).
+fn settle_trust(
+    cli: &Cli,
+    cwd: &Path,
+    settings: &Settings,
+    headless: bool,
+) -> Result<Option<bool>> {
+    let home = session::gyre_home();
+    let servers = if cli.strict_mcp_config || trust::is_trusted(&home, cwd) {
+        Vec::new()
+    } else {
+        trust::project_mcp_servers(cwd)
+    };
+    let items = trust::ignored_items(&settings.untrusted, &servers);
+    if items.is_empty() {
+        return Ok(None);
+    }
+    if headless {
+        eprintln!("{}", trust::ignored_line(&items));
+        return Ok(Some(false));
+    }
+    let trusted = trust::ask(
+        &home,
+        cwd,
+        &items,
+        &mut std::io::stdin().lock(),
+        &mut std::io::stderr(),
+    )?;
+    Ok(Some(trusted))
 }
 
 /// The settings files `--setting-sources` names (all three by default), then

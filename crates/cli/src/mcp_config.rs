@@ -66,7 +66,9 @@ impl ProjectApproval {
 fn collect(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpConfig> {
     let mut config = McpConfig::default();
     let project_file = cwd.join(".mcp.json");
-    if !cli.strict_mcp_config && project_file.is_file() {
+    // An untrusted folder's servers are not started (`trust`; main says so).
+    if !cli.strict_mcp_config && project_file.is_file() && crate::trust::is_trusted(gyre_home, cwd)
+    {
         let mut project = McpConfig::from_file(&project_file)?;
         let approval = ProjectApproval::load(gyre_home, cwd);
         project.retain(|name, _| {

@@ -275,7 +275,10 @@ pub fn build(
     }
     // Searches skip what the read deny rules name.
     tool_context.hidden = permissions.read_deny_filter(&tool_context);
-    tool_context.sandbox_by_mode = Some(settings.sandbox_by_mode(gate.mode_handle()));
+    tool_context.sandbox_by_mode = Some(settings.sandbox_by_mode(
+        gate.mode_handle(),
+        permissions.sandbox_read_denied(&tool_context),
+    ));
 
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),

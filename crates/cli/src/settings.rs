@@ -49,6 +49,10 @@ pub struct Settings {
     /// What a project settings file asked for and did not get, one line each, for stderr.
     #[serde(skip)]
     pub ignored: Vec<String>,
+    /// What a project file of a folder the user has not trusted asked for and did not
+    /// get (allow rules, `acceptEdits`, hooks), one item each (see `trust`).
+    #[serde(skip)]
+    pub untrusted: Vec<String>,
     /// Hook commands by event, as Claude Code's settings write them (read by `hooks.rs`).
     #[serde(default)]
     pub hooks: BTreeMap<String, Vec<serde_json::Value>>,
@@ -122,6 +126,7 @@ impl Settings {
         sources: &[&str],
     ) -> Result<Self, SettingsError> {
         let mut merged = Self::default();
+        let trusted = crate::trust::is_trusted(gyre_home, cwd);
         for (source, path) in SOURCES.iter().zip(Self::paths(gyre_home, cwd)) {
             if !sources.contains(source) {
                 continue;
@@ -134,6 +139,10 @@ impl Settings {
             let mut settings = Self::parse(&path, &text)?;
             if !path.starts_with(gyre_home) {
                 settings.restrict_project_file(&path);
+                if !trusted {
+                    let name = path.strip_prefix(cwd).unwrap_or(&path);
+                    settings.withhold_until_trusted(name);
+                }
             }
             merged.merge(settings);
         }
@@ -174,6 +183,30 @@ impl Settings {
         }
     }
 
+    /// Drops what would run code or skip a question, from a project file of a folder the
+    /// user has not trusted: allow rules, `defaultMode: acceptEdits`, hooks. Deny and
+    /// ask rules, plan mode and the sandbox only ever restrict, and stay.
+    fn withhold_until_trusted(&mut self, name: &Path) {
+        let name = name.display();
+        if !self.permissions.allow.is_empty() {
+            let rules = serde_json::to_string(&self.permissions.allow).unwrap_or_default();
+            self.untrusted
+                .push(format!("permissions.allow {rules} in {name}"));
+            self.permissions.allow.clear();
+        }
+        if self.permissions.default_mode.as_deref() == Some("acceptEdits") {
+            self.untrusted
+                .push(format!("permissions.defaultMode \"acceptEdits\" in {name}"));
+            self.permissions.default_mode = None;
+        }
+        if !self.hooks.is_empty() {
+            let events: Vec<&str> = self.hooks.keys().map(String::as_str).collect();
+            self.untrusted
+                .push(format!("hooks ({}) in {name}", events.join(", ")));
+            self.hooks.clear();
+        }
+    }
+
     /// Layers `other` over `self`: scalars replace, rule lists and env accumulate.
     pub fn merge(&mut self, other: Self) {
         if other.model.is_some() {
@@ -187,6 +220,7 @@ impl Settings {
         self.permissions.deny.extend(other.permissions.deny);
         self.env.extend(other.env);
         self.ignored.extend(other.ignored);
+        self.untrusted.extend(other.untrusted);
         // Any file may turn the sandbox on; none may turn it off for another.
         self.sandbox.enabled |= other.sandbox.enabled;
         self.sandbox.allow_network |= other.sandbox.allow_network;
@@ -203,24 +237,32 @@ impl Settings {
 
     /// The Landlock policies of Bash, chosen at each command from the session's mode
     /// (`mode`, shared with the permission policy): read-only in plan mode, the working
-    /// directories in the others when `sandbox.enabled`. Without Landlock in the kernel
-    /// there are none; if the mode now needs one, that is said once on stderr (plan
-    /// mode then asks before every command, a sandboxed session as its mode says).
+    /// directories in the others when `sandbox.enabled`; neither may read what
+    /// `read_denied` names. Without Landlock in the kernel, if the mode now needs a
+    /// sandbox, that is said once on stderr; the permission check then asks before every
+    /// command the sandbox would have confined.
     #[must_use]
-    pub fn sandbox_by_mode(&self, mode: ModeHandle) -> SandboxByMode {
+    pub fn sandbox_by_mode(
+        &self,
+        mode: ModeHandle,
+        read_denied: gyre_tools::sandbox::ReadDenied,
+    ) -> SandboxByMode {
         let allow_network = self.sandbox.allow_network;
         let available = gyre_tools::sandbox::landlock_abi().is_some();
         let needed = self.sandbox.enabled || mode.get() == PermissionMode::Plan;
         if needed && !available {
             eprintln!(
-                "warning: this kernel has no Landlock, so Bash cannot be sandboxed; commands will be asked about instead"
+                "warning: this kernel has no Landlock, so Bash cannot be sandboxed; every command the sandbox would confine will be asked about instead"
             );
         }
         SandboxByMode {
             mode,
-            plan: available.then_some(SandboxPolicy::ReadOnly { allow_network }),
-            other: (available && self.sandbox.enabled)
+            plan: Some(SandboxPolicy::ReadOnly { allow_network }),
+            other: self
+                .sandbox
+                .enabled
                 .then_some(SandboxPolicy::Workspace { allow_network }),
+            read_denied,
         }
     }
 }
@@ -294,6 +336,7 @@ mod tests {
     fn later_files_win_and_rules_accumulate() {
         let home = tempfile::tempdir().unwrap();
         let cwd = tempfile::tempdir().unwrap();
+        crate::trust::trust(home.path(), cwd.path()).unwrap();
         std::fs::create_dir_all(cwd.path().join(".gyre")).unwrap();
         std::fs::write(
             home.path().join("settings.json"),
@@ -347,6 +390,50 @@ mod tests {
                 .any(|w| w.contains("settings.local.json") && w.contains("env.BASH_ENV"))
         );
         assert!(s.ignored.iter().any(|w| w.contains("defaultMode")));
+    }
+
+    #[test]
+    fn an_untrusted_projects_allow_rules_accept_edits_and_hooks_wait_for_trust() {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(cwd.path().join(".gyre")).unwrap();
+        std::fs::write(
+            home.path().join("settings.json"),
+            r#"{"permissions":{"allow":["Read"]}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            cwd.path().join(".gyre/settings.json"),
+            r#"{"permissions":{"allow":["Bash"],"deny":["Edit"],"defaultMode":"acceptEdits"},
+                "hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"touch x"}]}]},
+                "sandbox":{"enabled":true}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            cwd.path().join(".gyre/settings.local.json"),
+            r#"{"permissions":{"allow":["Write"],"defaultMode":"plan"}}"#,
+        )
+        .unwrap();
+        let s = Settings::load(home.path(), cwd.path()).unwrap();
+        assert_eq!(s.permissions.allow, ["Read"]);
+        assert_eq!(s.permissions.deny, ["Edit"]);
+        assert_eq!(s.permissions.default_mode.as_deref(), Some("plan"));
+        assert!(s.hooks.is_empty());
+        assert!(s.sandbox.enabled);
+        assert_eq!(
+            s.untrusted,
+            [
+                r#"permissions.allow ["Bash"] in .gyre/settings.json"#,
+                r#"permissions.defaultMode "acceptEdits" in .gyre/settings.json"#,
+                "hooks (SessionStart) in .gyre/settings.json",
+                r#"permissions.allow ["Write"] in .gyre/settings.local.json"#,
+            ]
+        );
+        crate::trust::trust(home.path(), cwd.path()).unwrap();
+        let s = Settings::load(home.path(), cwd.path()).unwrap();
+        assert_eq!(s.permissions.allow, ["Read", "Bash", "Write"]);
+        assert_eq!(s.hooks.len(), 1);
+        assert!(s.untrusted.is_empty());
     }
 
     #[test]

@@ -125,9 +125,7 @@ impl ShellTable {
         for name in crate::sandbox::SECRET_ENV {
             bash.env_remove(name);
         }
-        let confinement =
-            crate::sandbox::confinement(ctx.sandbox_now().as_ref(), &ctx.working_dirs)
-                .map_err(|e| e.to_string())?;
+        let confinement = crate::sandbox::confinement_for(ctx).map_err(|e| e.to_string())?;
         let mut temp_dir = None;
         if let Some(c) = confinement {
             if let Some(dir) = &c.temp_dir {

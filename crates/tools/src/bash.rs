@@ -165,13 +165,13 @@ async fn run_command(
     for name in sandbox::SECRET_ENV {
         bash.env_remove(name);
     }
-    let policy = ctx.sandbox_now();
-    let confinement = match sandbox::confinement(policy.as_ref(), &ctx.working_dirs) {
+    let confinement = match sandbox::confinement_for(ctx) {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(e.to_string()),
     };
     // Kept until the command is done: the sandbox's temp dir, removed on drop.
     let mut _temp_dir = None;
+    let confined = confinement.is_some();
     if let Some(c) = confinement {
         if let Some(dir) = &c.temp_dir {
             bash.env("TMPDIR", dir.path());
@@ -181,7 +181,7 @@ async fn run_command(
     }
     let mut child = match bash.spawn() {
         Ok(c) => c,
-        Err(e) if policy.is_some() => {
+        Err(e) if confined => {
             return ToolOutput::error(format!("Failed to start bash in the sandbox: {e}"));
         }
         Err(e) => return ToolOutput::error(format!("Failed to start bash: {e}")),

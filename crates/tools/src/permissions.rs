@@ -417,6 +417,13 @@ impl Permissions {
         {
             return PermissionDecision::Ask { reason };
         }
+        // No allow rule or mode runs a command as if confined on a kernel that cannot
+        // confine it: the user decides.
+        if name == "Bash" && crate::sandbox::unenforceable(ctx.sandbox_now().as_ref()) {
+            return PermissionDecision::Ask {
+                reason: "this kernel has no Landlock, so Bash cannot run in the sandbox this session asks for".to_owned(),
+            };
+        }
         let session = self.session_rules();
         let allow: Vec<&PermissionRule> = self.allow.iter().chain(session.iter()).collect();
         if target.allowed_by(&allow) {
@@ -472,7 +479,8 @@ impl Permissions {
     /// read-only sandbox, and only when it names no path outside the working
     /// directories or under a `Read(…)` deny rule.
     fn plan_mode_bash(&self, command: &str, ctx: &ToolContext) -> PermissionDecision {
-        if ctx.sandbox_now().is_none() {
+        let policy = ctx.sandbox_now();
+        if policy.is_none() || crate::sandbox::unenforceable(policy.as_ref()) {
             return PermissionDecision::Ask {
                 reason: "plan mode runs Bash without asking only inside the Landlock sandbox, which is not available".to_owned(),
             };
@@ -737,6 +745,55 @@ impl Permissions {
                     .any(|m| m.is_match(path) || m.is_match(path.join("x")))
             })
         })
+    }
+}
+
+impl Permissions {
+    /// What the `Read(…)` deny rules name, for the sandbox to make unreadable: a literal
+    /// path (or `dir/**`) as it is, a pattern searched under its literal prefix, and a
+    /// pattern without a slash (`.env`, `*.pem`) under each working directory (the
+    /// kernel cannot enforce "at any depth anywhere"; elsewhere only the string check
+    /// holds).
+    #[must_use]
+    pub fn sandbox_read_denied(&self, ctx: &ToolContext) -> crate::sandbox::ReadDenied {
+        use crate::sandbox::DeniedPath;
+        let mut paths = Vec::new();
+        for spec in self
+            .deny
+            .iter()
+            .filter(|r| r.tool == "Read")
+            .filter_map(|r| r.specifier.as_deref())
+        {
+            let Some(matcher) = path_rule_matcher(spec, ctx) else {
+                continue;
+            };
+            let matches = PathFilter::new(move |path: &Path| {
+                matcher.is_match(path) || matcher.is_match(path.join("x"))
+            });
+            if !spec.contains('/') {
+                paths.extend(ctx.working_dirs.iter().map(|dir| DeniedPath::Matching {
+                    root: dir.clone(),
+                    matches: matches.clone(),
+                }));
+                continue;
+            }
+            let (literal, rest) = split_literal(spec);
+            let root = if literal.is_empty() {
+                ctx.resolve(".")
+            } else {
+                ctx.resolve(
+                    &literal
+                        .strip_prefix("//")
+                        .map_or(literal.clone(), |l| format!("/{l}")),
+                )
+            };
+            if rest.is_empty() || rest == "**" {
+                paths.push(DeniedPath::Exact(root));
+            } else {
+                paths.push(DeniedPath::Matching { root, matches });
+            }
+        }
+        crate::sandbox::ReadDenied { paths }
     }
 }
 

@@ -6,15 +6,21 @@
 //!   writes inside the working directories.
 //! - TCP connect and bind are refused unless the network is allowed (Landlock ABI 4+).
 //! - A sandboxed command runs in a Landlock domain of its own. Landlock forbids a domain
-//!   to ptrace processes outside it, and the kernel checks exactly that before showing
-//!   `/proc/<pid>/environ` or `mem`: it cannot read gyre's memory even as root. Outside
-//!   the sandbox, [`hide_process_environment`] scrubs the secrets from the block
-//!   `/proc/<pid>/environ` shows and makes gyre non-dumpable.
+//!   to attach to processes outside it, and the kernel checks that before opening
+//!   `/proc/<pid>/mem`: it cannot read gyre's memory even as root. Its `environ` (a
+//!   ptrace-read check, which Landlock lets through) holds no secret:
+//!   [`hide_process_environment`] scrubs them from the block it shows at start and
+//!   makes gyre non-dumpable.
+//! - Paths that `Read(…)` deny rules name ([`ReadDenied`]) cannot be read: Landlock only
+//!   grants, so instead of read on `/` the ruleset grants read on every entry of each
+//!   ancestor of a denied path except the one leading to it (see [`read_grants`]).
 //!
 //! The parser and classifier only decide when to ask; this decides what can happen.
-//! Where the kernel has no Landlock, [`landlock_abi`] is `None`: the session says so once
-//! and plan mode asks before every Bash command instead.
+//! Where the kernel has no Landlock, [`landlock_abi`] is `None`: a policy is then
+//! [`unenforceable`], the session says so once, and the permission check asks before
+//! every Bash command the sandbox would have confined.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -33,12 +39,16 @@ pub enum SandboxPolicy {
 }
 
 /// The policies of a session whose mode can change: `plan` while the shared mode is
-/// plan, `other` in every other mode (`None`: unconfined, or no Landlock here).
+/// plan, `other` in every other mode (`None`: unconfined). A policy is what the session
+/// wants; on a kernel without Landlock it is [`unenforceable`] and commands are asked
+/// about instead.
 #[derive(Debug, Clone)]
 pub struct SandboxByMode {
     pub mode: crate::ModeHandle,
     pub plan: Option<SandboxPolicy>,
     pub other: Option<SandboxPolicy>,
+    /// What sandboxed commands may not read, whatever the policy.
+    pub read_denied: ReadDenied,
 }
 
 impl SandboxByMode {
@@ -62,6 +72,205 @@ impl SandboxPolicy {
     }
 }
 
+/// A path a `Read(…)` deny rule names, as the sandbox enforces it.
+#[derive(Debug, Clone)]
+pub enum DeniedPath {
+    /// This path and everything beneath it, whether it exists yet or not.
+    Exact(PathBuf),
+    /// The entries under `root` that `matches` accepts (and everything beneath them),
+    /// found by walking `root` when a command starts.
+    Matching {
+        root: PathBuf,
+        matches: crate::PathFilter,
+    },
+}
+
+/// What sandboxed commands may not read: the paths of the session's `Read(…)` deny
+/// rules, resolved against its cwd.
+#[derive(Debug, Clone, Default)]
+pub struct ReadDenied {
+    pub paths: Vec<DeniedPath>,
+}
+
+impl ReadDenied {
+    /// The concrete paths now: exact ones as they are, patterns searched under their
+    /// root (not following symlinked directories), each canonical where it exists.
+    ///
+    /// # Errors
+    /// A pattern whose root holds more than [`MAX_SEARCHED_ENTRIES`] entries: the rule
+    /// cannot be enforced, so the command does not run.
+    pub fn resolve(&self) -> Result<BTreeSet<PathBuf>, SandboxError> {
+        let mut out = BTreeSet::new();
+        for denied in &self.paths {
+            match denied {
+                DeniedPath::Exact(path) => {
+                    out.insert(canonical(path));
+                }
+                DeniedPath::Matching { root, matches } => {
+                    search(root, matches, &mut out)?;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Entries a pattern rule may search through per command before gyre gives up on
+/// enforcing it (and refuses to run the command).
+pub const MAX_SEARCHED_ENTRIES: usize = 200_000;
+/// Read rules the ruleset may hold (one per sibling of a denied path's ancestors).
+pub const MAX_READ_RULES: usize = 4_096;
+
+/// `path` with symlinks resolved as far as it exists (Landlock sees real paths).
+fn canonical(path: &Path) -> PathBuf {
+    let mut existing = path.to_path_buf();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = existing.canonicalize() {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (
+            existing.file_name().map(ToOwned::to_owned),
+            existing.parent(),
+        ) {
+            (Some(name), Some(parent)) => {
+                rest.push(name);
+                existing = parent.to_path_buf();
+            }
+            _ => return path.to_path_buf(),
+        }
+    }
+}
+
+/// Adds the entries under `root` that `matches` accepts to `out`.
+fn search(
+    root: &Path,
+    matches: &crate::PathFilter,
+    out: &mut BTreeSet<PathBuf>,
+) -> Result<(), SandboxError> {
+    let root = canonical(root);
+    if matches.matches(&root) {
+        out.insert(root);
+        return Ok(());
+    }
+    let mut seen = 0usize;
+    let mut stack = vec![root.clone()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            seen += 1;
+            if seen > MAX_SEARCHED_ENTRIES {
+                return Err(SandboxError::TooManyEntries { root });
+            }
+            let path = entry.path();
+            let Ok(kind) = entry.file_type() else {
+                continue;
+            };
+            if matches.matches(&path) {
+                // A symlink's target is what the kernel checks.
+                out.insert(if kind.is_symlink() {
+                    canonical(&path)
+                } else {
+                    path
+                });
+            } else if kind.is_dir() {
+                stack.push(path);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A path the ruleset grants read on, and whether it is a directory split because a
+/// denied path lies beneath it (then only listing it is granted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadGrant {
+    pub path: PathBuf,
+    pub list_only: bool,
+}
+
+/// The read rules that cover everything but `denied` (canonical paths).
+///
+/// Landlock rules only grant, and a rule on a directory covers all beneath it. So an
+/// ancestor of a denied path gets no read rule of its own: each of its entries does,
+/// except the one leading to the denied path, which is split the same way in turn. Split
+/// directories may still be listed (`ls` works; the names under them are visible). What
+/// is created in a split directory after the ruleset is built (by the command itself,
+/// say) has no rule and cannot be read by that command. Symlinks get no rule: the
+/// kernel checks the path they lead to.
+///
+/// # Errors
+/// More than [`MAX_READ_RULES`] rules (a denied path under a directory with that many
+/// entries), or a split directory that cannot be listed.
+pub fn read_grants(denied: &BTreeSet<PathBuf>) -> Result<Vec<ReadGrant>, SandboxError> {
+    let root = Path::new("/");
+    let mut grants = Vec::new();
+    if denied.is_empty() {
+        grants.push(ReadGrant {
+            path: root.to_path_buf(),
+            list_only: false,
+        });
+        return Ok(grants);
+    }
+    if denied.contains(root) {
+        return Ok(grants);
+    }
+    split(root, denied, &mut grants)?;
+    Ok(grants)
+}
+
+fn split(
+    dir: &Path,
+    denied: &BTreeSet<PathBuf>,
+    grants: &mut Vec<ReadGrant>,
+) -> Result<(), SandboxError> {
+    grants.push(ReadGrant {
+        path: dir.to_path_buf(),
+        list_only: true,
+    });
+    let entries = std::fs::read_dir(dir).map_err(|e| SandboxError::Path {
+        path: dir.to_path_buf(),
+        message: e.to_string(),
+    })?;
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if denied.contains(&path) {
+            continue;
+        }
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        if kind.is_symlink() {
+            continue;
+        }
+        if kind.is_dir() && denied.iter().any(|d| d.starts_with(&path)) {
+            split(&path, denied, grants)?;
+        } else {
+            grants.push(ReadGrant {
+                path,
+                list_only: false,
+            });
+        }
+        if grants.len() > MAX_READ_RULES {
+            return Err(SandboxError::TooManyRules {
+                dir: dir.to_path_buf(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether `policy` asks for a sandbox this kernel cannot give (no Landlock): such a
+/// command must be asked about, never run as if confined.
+#[must_use]
+pub fn unenforceable(policy: Option<&SandboxPolicy>) -> bool {
+    policy.is_some() && landlock_abi().is_none()
+}
+
 /// Why a command could not be confined.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
@@ -75,13 +284,29 @@ pub enum SandboxError {
     Path { path: PathBuf, message: String },
     #[error("could not create the sandbox's temp dir: {0}")]
     TempDir(std::io::Error),
+    #[error(
+        "a Read deny rule could not be enforced in the sandbox: searching {root} for what it denies went past {MAX_SEARCHED_ENTRIES} entries; anchor the rule to a path (e.g. Read(./config/.env)); the command was not run"
+    )]
+    TooManyEntries { root: PathBuf },
+    #[error(
+        "a Read deny rule could not be enforced in the sandbox: {dir} has too many entries to grant one by one (more than {MAX_READ_RULES} rules); the command was not run"
+    )]
+    TooManyRules { dir: PathBuf },
 }
+
+/// In debug builds (the ones tests run), this variable makes [`landlock_abi`] report a
+/// kernel without Landlock, so the fallback can be tested on machines that have it. It
+/// can only take the sandbox away, and a project settings file cannot set `GYRE_*`.
+pub const SIMULATE_NO_LANDLOCK_ENV: &str = "GYRE_TEST_NO_LANDLOCK";
 
 /// The newest Landlock ABI this kernel supports, probed once; `None` without Landlock.
 #[must_use]
 pub fn landlock_abi() -> Option<ABI> {
     static ABI_FOUND: OnceLock<Option<ABI>> = OnceLock::new();
     *ABI_FOUND.get_or_init(|| {
+        if cfg!(debug_assertions) && std::env::var_os(SIMULATE_NO_LANDLOCK_ENV).is_some() {
+            return None;
+        }
         [ABI::V6, ABI::V5, ABI::V4, ABI::V3, ABI::V2, ABI::V1]
             .into_iter()
             .find(|abi| {
@@ -108,23 +333,45 @@ pub struct Confinement {
     pub temp_dir: Option<tempfile::TempDir>,
 }
 
-/// The ruleset for one command; `None` without a policy.
+/// The ruleset for a command started now in `ctx`: the mode's policy, its working
+/// directories, and what the session's `Read(…)` deny rules name.
+///
+/// # Errors
+/// As [`confinement`].
+pub fn confinement_for(ctx: &crate::ToolContext) -> Result<Option<Confinement>, SandboxError> {
+    let policy = ctx.sandbox_now();
+    if unenforceable(policy.as_ref()) {
+        // The permission check asked the user, who let it run without the sandbox.
+        return Ok(None);
+    }
+    let denied = match &ctx.sandbox_by_mode {
+        Some(by_mode) if policy.is_some() => by_mode.read_denied.resolve()?,
+        _ => BTreeSet::new(),
+    };
+    confinement(policy.as_ref(), &ctx.working_dirs, &denied)
+}
+
+/// The ruleset for one command; `None` without a policy. Reads are granted everywhere
+/// but under `read_denied` (canonical paths, see [`read_grants`]).
 ///
 /// # Errors
 /// No Landlock while a policy is asked for, or a rule that cannot be built.
 pub fn confinement(
     policy: Option<&SandboxPolicy>,
     working_dirs: &[PathBuf],
+    read_denied: &BTreeSet<PathBuf>,
 ) -> Result<Option<Confinement>, SandboxError> {
     let Some(policy) = policy else {
         return Ok(None);
     };
     let abi = landlock_abi().ok_or(SandboxError::Unsupported)?;
+    let grants = read_grants(read_denied)?;
     let temp_dir = tempfile::Builder::new()
         .prefix("gyre-sandbox-")
         .tempdir()
         .map_err(SandboxError::TempDir)?;
     let all = AccessFs::from_all(abi);
+    let read = AccessFs::from_read(abi);
     let mut ruleset = Ruleset::default()
         .set_compatibility(CompatLevel::BestEffort)
         .handle_access(all)?;
@@ -132,9 +379,19 @@ pub fn confinement(
         ruleset = ruleset.handle_access(AccessNet::from_all(abi))?;
     }
     ruleset = ruleset.scope(Scope::AbstractUnixSocket | Scope::Signal)?;
-    let mut created = ruleset
-        .create()?
-        .add_rule(path_rule(Path::new("/"), AccessFs::from_read(abi), abi)?)?
+    let mut created = ruleset.create()?;
+    for grant in &grants {
+        let access = if grant.list_only {
+            AccessFs::ReadDir.into()
+        } else {
+            read
+        };
+        // An entry gone since it was listed (a busy /tmp) needs no rule.
+        if let Ok(rule) = path_rule(&grant.path, access, abi) {
+            created = created.add_rule(rule)?;
+        }
+    }
+    created = created
         .add_rule(path_rule(
             Path::new("/dev/null"),
             AccessFs::ReadFile | AccessFs::WriteFile,
@@ -142,8 +399,11 @@ pub fn confinement(
         )?)?
         .add_rule(path_rule(temp_dir.path(), all, abi)?)?;
     if matches!(policy, SandboxPolicy::Workspace { .. }) {
+        // Writes in the working dirs; reading there is what the grants above say, so a
+        // denied file inside the project stays unreadable. A rename or link that would
+        // make a file readable (out of a denied directory) is refused by the kernel.
         for dir in working_dirs {
-            created = created.add_rule(path_rule(dir, all, abi)?)?;
+            created = created.add_rule(path_rule(dir, all & !read, abi)?)?;
         }
     }
     Ok(Some(Confinement {

@@ -4,11 +4,14 @@
 
 mod support;
 
-use std::collections::BTreeMap;
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
 use gyre_tools::read_only::is_read_only_command;
-use gyre_tools::sandbox::{SandboxPolicy, landlock_abi, network_rules_supported};
+use gyre_tools::sandbox::{
+    DeniedPath, ReadDenied, ReadGrant, SandboxPolicy, landlock_abi, network_rules_supported,
+    read_grants,
+};
 use proptest::prelude::*;
 use serde_json::json;
 use support::{ctx, run};
@@ -115,20 +118,78 @@ async fn sandboxed_commands_cannot_connect_or_reach_into_the_parent() {
     assert!(fds.is_error, "{}", fds.content);
 }
 
-/// Commands of a small bash grammar over a fixed tree: readers, writers, executors,
-/// joined by lists, pipes, substitutions, wrappers and redirections.
+/// A project holding `./marker`, a program outside every allow-list: when it runs it
+/// says so over UDP (which Landlock does not govern, so even a sandboxed run is seen),
+/// on stdout and stderr, and by creating a file outside the project.
+struct MarkedTree {
+    dir: tempfile::TempDir,
+    outside: tempfile::TempDir,
+    socket: std::net::UdpSocket,
+}
+
+impl MarkedTree {
+    fn new() -> Self {
+        let dir = project();
+        let outside = tempfile::tempdir().unwrap();
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        socket.set_nonblocking(true).unwrap();
+        let port = socket.local_addr().unwrap().port();
+        let marker = dir.path().join("marker");
+        std::fs::write(
+            &marker,
+            format!(
+                "#!/bin/bash\necho ran > /dev/udp/127.0.0.1/{port}\necho MARKER-$((6*7))-ran-a\necho MARKER-$((6*7))-ran-a >&2\ntouch {}\n",
+                outside.path().join("ran").display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&marker, std::fs::Permissions::from_mode(0o755)).unwrap();
+        Self {
+            dir,
+            outside,
+            socket,
+        }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Whether the marker ran, by any of its three signs.
+    fn marker_ran(&self, output: &str) -> bool {
+        let mut buf = [0u8; 16];
+        self.socket.recv(&mut buf).is_ok()
+            // Computed when it runs: reading the script does not print it.
+            || output.contains("MARKER-42")
+            || self.outside.path().join("ran").exists()
+    }
+}
+
+/// Commands of a small bash grammar over a fixed tree: readers, writers, programs that
+/// run other programs (the marker), joined by lists, pipes, substitutions, wrappers and
+/// redirections.
 fn command() -> impl Strategy<Value = String> {
     let simple = prop::sample::select(vec![
         "cat data.txt",
         "ls -la src",
         "sort data.txt",
+        "head -n 1 data.txt",
+        "grep -r a .",
+        "wc -l data.txt src/lib.rs",
         "sort -o data.txt data.txt",
         "sort --output=out.txt data.txt",
+        "sort --compress-program=./marker -S 1 data.txt",
         "uniq data.txt out.txt",
-        "rg --pre ./x a",
+        "rg --pre ./marker a",
+        "rg --pre=./marker a .",
+        "rg -n a",
         "find . -name '*.rs'",
         "find . -delete",
         "find . '-fprint' out.txt",
+        "find . -name data.txt -exec ./marker {} ';'",
+        "find . -name data.txt '-exec' ./marker '{}' +",
+        "find . -name data.txt -okdir ./marker {} ';'",
         "touch new.txt",
         "rm data.txt",
         "rm -rf src",
@@ -140,17 +201,31 @@ fn command() -> impl Strategy<Value = String> {
         "git init -q",
         "awk '{print $1}' data.txt",
         "awk '{print > \"out.txt\"}' data.txt",
+        "awk 'BEGIN{system(\"./marker\")}'",
+        "awk 'BEGIN{\"./marker\" | getline x; print x}'",
+        "sed -n '1e ./marker' data.txt",
         "ln -s data.txt link",
         "truncate -s 0 data.txt",
         "dd of=out.txt count=0",
         "python3 -c 'open(\"out.txt\",\"w\")'",
+        "./marker",
+        "env ./marker",
+        "command ./marker",
+        "nice ./marker",
+        "xargs ./marker < data.txt",
+        "bash marker",
+        "less '+!./marker' data.txt",
+        "tar -cf /dev/null --to-command=./marker data.txt",
+        "date -f data.txt",
+        "file -C -m data.txt",
     ]);
-    let wrapped = (simple, 0..6usize).prop_map(|(c, w)| match w {
+    let wrapped = (simple, 0..8usize).prop_map(|(c, w)| match w {
         0 => format!("timeout 5 {c}"),
         1 => format!("echo $({c})"),
         2 => format!("{c} > out.txt"),
         3 => format!("{{ {c}; }}"),
         4 => format!("bash -c '{}'", c.replace('\'', "")),
+        5 => format!("{c} 2>/dev/null"),
         _ => c.to_owned(),
     });
     prop::collection::vec(wrapped, 1..4).prop_flat_map(|parts| {
@@ -173,27 +248,64 @@ fn command() -> impl Strategy<Value = String> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
-    /// Allowed by the classifier ⇒ no write, even unconfined; and in the read-only
-    /// sandbox nothing writes, whatever the classifier said.
+    /// Allowed by the classifier ⇒ no write and no program outside its allow-list, run
+    /// for real unconfined and in the plan-mode sandbox; and in the sandbox nothing
+    /// writes, whatever the classifier said.
     #[test]
-    fn classifier_allowed_commands_write_nothing(command in command()) {
+    fn classifier_allowed_commands_neither_write_nor_run_other_programs(command in command()) {
         let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        if is_read_only_command(&command) {
-            let dir = project();
-            let before = snapshot(dir.path());
-            let _output = runtime.block_on(run(&ctx(dir.path()), "Bash", json!({"command": command})));
-            prop_assert_eq!(snapshot(dir.path()), before, "unconfined: {}", command);
+        let read_only = is_read_only_command(&command);
+        if read_only {
+            let tree = MarkedTree::new();
+            let before = snapshot(tree.path());
+            let out = runtime.block_on(run(&ctx(tree.path()), "Bash", json!({"command": command})));
+            prop_assert_eq!(snapshot(tree.path()), before, "unconfined: {}", command);
+            prop_assert!(!tree.marker_ran(&out.content), "unconfined, the marker ran: {}", command);
         }
         if landlock_abi().is_some() {
-            let dir = project();
-            let before = snapshot(dir.path());
-            let c = ctx(dir.path()).with_sandbox(READ_ONLY);
+            let tree = MarkedTree::new();
+            let before = snapshot(tree.path());
+            let c = ctx(tree.path()).with_sandbox(READ_ONLY);
             let out = runtime.block_on(run(&c, "Bash", json!({"command": command})));
             prop_assert!(!out.content.contains("Failed to start"), "{}", out.content);
-            prop_assert_eq!(snapshot(dir.path()), before, "sandboxed: {}", command);
+            prop_assert_eq!(snapshot(tree.path()), before, "sandboxed: {}", command);
+            if read_only {
+                prop_assert!(!tree.marker_ran(&out.content), "sandboxed, the marker ran: {}", command);
+            }
         }
+    }
+}
+
+/// The property's check can fail: the marker is seen when it runs, even sandboxed
+/// and silenced.
+#[tokio::test]
+async fn the_marker_is_seen_when_it_runs_even_in_the_sandbox() {
+    require_landlock();
+    for sandboxed in [false, true] {
+        let tree = MarkedTree::new();
+        let mut c = ctx(tree.path());
+        if sandboxed {
+            c = c.with_sandbox(READ_ONLY);
+        }
+        let out = run(&c, "Bash", json!({"command": "./marker >/dev/null 2>&1"})).await;
+        // Over UDP alone: silenced, and in the sandbox unable to create its file.
+        let mut buf = [0u8; 16];
+        assert!(
+            tree.socket.recv(&mut buf).is_ok(),
+            "sandboxed: {sandboxed}: {}",
+            out.content
+        );
+        // Reading it is not running it.
+        let fresh = MarkedTree::new();
+        let out = run(
+            &ctx(fresh.path()),
+            "Bash",
+            json!({"command": "cat marker; grep -r a ."}),
+        )
+        .await;
+        assert!(!fresh.marker_ran(&out.content), "{}", out.content);
     }
 }
 
@@ -207,6 +319,7 @@ async fn the_sandbox_follows_the_mode_the_session_switches_to() {
         mode: mode.clone(),
         plan: Some(READ_ONLY),
         other: None,
+        read_denied: gyre_tools::sandbox::ReadDenied::default(),
     });
     let out = run(&c, "Bash", json!({"command": "echo x > planned.txt"})).await;
     assert!(out.is_error, "{}", out.content);
@@ -221,4 +334,201 @@ async fn the_sandbox_follows_the_mode_the_session_switches_to() {
     let out = run(&c, "Bash", json!({"command": "rm built.txt"})).await;
     assert!(out.is_error, "{}", out.content);
     assert!(dir.path().join("built.txt").exists());
+}
+
+/// A context whose Bash runs under `policy` (whatever the mode) and may not read what
+/// `denied` names.
+fn denying(dir: &Path, policy: SandboxPolicy, denied: Vec<DeniedPath>) -> gyre_tools::ToolContext {
+    let mut c = ctx(dir);
+    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode {
+        mode: gyre_tools::ModeHandle::new(gyre_tools::PermissionMode::Default),
+        plan: None,
+        other: Some(policy),
+        read_denied: ReadDenied { paths: denied },
+    });
+    c
+}
+
+#[tokio::test]
+async fn read_denied_paths_are_unreadable_in_both_sandboxes_and_their_siblings_are_not() {
+    require_landlock();
+    let dir = project();
+    std::fs::create_dir(dir.path().join("config")).unwrap();
+    std::fs::write(dir.path().join("config/secret.env"), "TOKEN=hunter2\n").unwrap();
+    std::fs::write(dir.path().join("config/app.toml"), "name = 1\n").unwrap();
+    let secret = dir.path().canonicalize().unwrap().join("config/secret.env");
+    for policy in [
+        READ_ONLY,
+        SandboxPolicy::Workspace {
+            allow_network: false,
+        },
+    ] {
+        let c = denying(
+            dir.path(),
+            policy.clone(),
+            vec![DeniedPath::Exact(secret.clone())],
+        );
+        for command in [
+            "cat config/secret.env",
+            "cat ./config/../config/secret.env",
+            "head -c 5 < config/secret.env",
+            "ln -s config/secret.env link; cat link",
+        ] {
+            let out = run(&c, "Bash", json!({"command": command})).await;
+            assert!(out.is_error, "{policy:?} `{command}`: {}", out.content);
+            assert!(
+                out.content.contains("Permission denied") && !out.content.contains("hunter2"),
+                "{policy:?} `{command}`: {}",
+                out.content
+            );
+        }
+        let out = run(
+            &c,
+            "Bash",
+            json!({"command": "cat config/app.toml data.txt src/lib.rs && ls config"}),
+        )
+        .await;
+        assert!(!out.is_error, "{policy:?}: {}", out.content);
+        assert!(out.content.contains("name = 1") && out.content.contains("secret.env"));
+    }
+    // In the workspace sandbox the command may write, yet not move the secret somewhere
+    // readable: the kernel refuses a rename that would grant more than it had.
+    let c = denying(
+        dir.path(),
+        SandboxPolicy::Workspace {
+            allow_network: false,
+        },
+        vec![DeniedPath::Exact(secret.clone())],
+    );
+    let out = run(
+        &c,
+        "Bash",
+        json!({"command": "mv config/secret.env src/moved; cat src/moved; echo w > written.txt"}),
+    )
+    .await;
+    assert!(!out.content.contains("hunter2"), "{}", out.content);
+    assert!(secret.exists());
+    assert!(dir.path().join("written.txt").exists());
+}
+
+#[tokio::test]
+async fn a_denied_pattern_is_searched_and_a_path_not_yet_there_stays_unreadable() {
+    require_landlock();
+    let dir = project();
+    std::fs::create_dir_all(dir.path().join("a/b")).unwrap();
+    std::fs::write(dir.path().join("a/b/.env"), "KEY=deep\n").unwrap();
+    std::fs::write(dir.path().join("a/b/ok.txt"), "fine\n").unwrap();
+    let root = dir.path().canonicalize().unwrap();
+    let later = root.join("later/secret");
+    let matches =
+        gyre_tools::PathFilter::new(|p: &Path| p.file_name().is_some_and(|n| n == ".env"));
+    let c = denying(
+        dir.path(),
+        SandboxPolicy::Workspace {
+            allow_network: false,
+        },
+        vec![
+            DeniedPath::Matching {
+                root: root.clone(),
+                matches,
+            },
+            DeniedPath::Exact(later.clone()),
+        ],
+    );
+    let out = run(&c, "Bash", json!({"command": "cat a/b/.env"})).await;
+    assert!(
+        out.is_error && !out.content.contains("deep"),
+        "{}",
+        out.content
+    );
+    let out = run(&c, "Bash", json!({"command": "cat a/b/ok.txt"})).await;
+    assert_eq!(out.content, "fine");
+    // Created after the ruleset was built (by the command itself): no rule grants it.
+    let out = run(
+        &c,
+        "Bash",
+        json!({"command": "mkdir later && echo s > later/secret && cat later/secret"}),
+    )
+    .await;
+    assert!(out.is_error, "{}", out.content);
+    assert!(later.exists());
+    // And in the next command it is denied by name.
+    let out = run(&c, "Bash", json!({"command": "cat later/secret"})).await;
+    assert!(
+        out.is_error && out.content.contains("Permission denied"),
+        "{}",
+        out.content
+    );
+}
+
+#[test]
+fn read_grants_split_each_ancestor_of_a_denied_path() {
+    let dir = project();
+    let root = dir.path().canonicalize().unwrap();
+    let denied: BTreeSet<PathBuf> = [root.join("src/lib.rs")].into();
+    let grants = read_grants(&denied).unwrap();
+    let listed = |p: &Path| grants.iter().find(|g| g.path == p).map(|g| g.list_only);
+    assert_eq!(listed(Path::new("/")), Some(true));
+    assert_eq!(listed(&root), Some(true));
+    assert_eq!(listed(&root.join("src")), Some(true));
+    assert_eq!(listed(&root.join("data.txt")), Some(false));
+    assert_eq!(listed(&root.join("src/lib.rs")), None);
+    assert_eq!(listed(Path::new("/usr")), Some(false));
+    assert_eq!(
+        read_grants(&BTreeSet::new()).unwrap(),
+        [ReadGrant {
+            path: PathBuf::from("/"),
+            list_only: false
+        }]
+    );
+}
+
+#[tokio::test]
+async fn every_form_of_read_deny_rule_reaches_the_kernel() {
+    require_landlock();
+    let dir = project();
+    std::fs::create_dir_all(dir.path().join("keys/old")).unwrap();
+    std::fs::write(dir.path().join("keys/old/a.pem"), "PEM-A\n").unwrap();
+    std::fs::write(dir.path().join("keys/readme"), "about keys\n").unwrap();
+    std::fs::create_dir_all(dir.path().join("vault")).unwrap();
+    std::fs::write(dir.path().join("vault/x"), "VAULT-X\n").unwrap();
+    std::fs::write(dir.path().join("src/.env"), "ENV-1\n").unwrap();
+    let c = ctx(dir.path());
+    let rules = gyre_tools::Permissions::from_rules(
+        gyre_tools::PermissionMode::Plan,
+        &[] as &[&str],
+        &[],
+        &[
+            "Read(.env)",
+            "Read(keys/**/*.pem)",
+            "Read(./vault/**)",
+            "Read",
+        ],
+    )
+    .unwrap();
+    let denied = rules.sandbox_read_denied(&c);
+    let mut c = c;
+    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode {
+        mode: gyre_tools::ModeHandle::new(gyre_tools::PermissionMode::Plan),
+        plan: Some(READ_ONLY),
+        other: None,
+        read_denied: denied,
+    });
+    for (command, secret) in [
+        ("cat src/.env", "ENV-1"),
+        ("cat keys/old/a.pem", "PEM-A"),
+        ("cat vault/x", "VAULT-X"),
+    ] {
+        let out = run(&c, "Bash", json!({"command": command})).await;
+        assert!(
+            out.is_error
+                && out.content.contains("Permission denied")
+                && !out.content.contains(secret),
+            "`{command}`: {}",
+            out.content
+        );
+    }
+    // A bare `Read` rule denies the tool, not every file: the rest reads as before.
+    let out = run(&c, "Bash", json!({"command": "cat keys/readme data.txt"})).await;
+    assert_eq!(out.content, "about keys\nb\na\nc");
 }

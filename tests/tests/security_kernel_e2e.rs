@@ -1,0 +1,203 @@
+//! What the kernel holds (issue #19), through the real binary: files a `Read(…)` deny
+//! rule names cannot be read by Bash in the sandbox even when a rule lets the command
+//! run, and where the kernel has no Landlock, gyre says so once and asks instead.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use gyre_e2e::{Run, Sandbox, TEST_API_KEY, run};
+use gyre_testkit::{Script, TestServer, Turn};
+use serde_json::{Value, json};
+
+/// Runs one Bash call per turn headless in stream-json, with `args` and `env`.
+fn bash_session(sandbox: &Sandbox, commands: &[&str], args: &[&str], env: &[(&str, &str)]) -> Run {
+    let turns = commands
+        .iter()
+        .map(|c| Turn::tool_use("Bash", json!({"command": c})))
+        .chain([Turn::text("done")]);
+    let server = TestServer::spawn(Script::new(turns)).unwrap();
+    let mut cmd = sandbox.gyre(&server).unwrap();
+    cmd.args(["-p", "go", "--output-format", "stream-json", "--verbose"])
+        .args(args);
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    run(&mut cmd).unwrap()
+}
+
+/// The Bash results in call order: (is_error, text).
+fn bash_results(out: &Run) -> Vec<(bool, String)> {
+    out.lines()
+        .unwrap()
+        .iter()
+        .filter(|v| v["type"] == "user")
+        .flat_map(|v| {
+            v["message"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (b["is_error"] == json!(true), text)
+        })
+        .collect()
+}
+
+fn denials(out: &Run) -> usize {
+    out.result().unwrap()["permission_denials"]
+        .as_array()
+        .unwrap()
+        .len()
+}
+
+fn project_with_a_secret(sandbox: &Sandbox) {
+    sandbox
+        .write("config/secret.env", "TOKEN=hunter2\n")
+        .unwrap();
+    sandbox
+        .write("config/app.toml", "name = \"app\"\n")
+        .unwrap();
+    sandbox.write("data.txt", "b\na\n").unwrap();
+}
+
+/// The commands of both read-deny tests.
+const READS: &[&str] = &[
+    "cat config/secret.env",
+    "sort < ./config/../config/secret.env",
+    "ln -sf \"$PWD/config/secret.env\" \"$TMPDIR/l\" && cat \"$TMPDIR/l\"",
+    "head -c 16 /proc/$PPID/mem",
+    "cat config/app.toml",
+    "cat /proc/$PPID/environ",
+];
+
+fn assert_kernel_refused_the_secret(out: &Run) {
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let results = bash_results(out);
+    assert_eq!(results.len(), READS.len(), "{}", out.stdout);
+    for (command, (is_error, text)) in READS.iter().zip(&results).take(4) {
+        assert!(is_error, "`{command}` ran: {text}");
+        assert!(
+            text.contains("Permission denied"),
+            "`{command}` was not refused by the kernel: {text}"
+        );
+        assert!(!text.contains("hunter2"), "`{command}`: {text}");
+    }
+    assert_eq!(results[4], (false, "name = \"app\"".to_owned()));
+    // gyre's environ block holds no secret: it was scrubbed before any thread started.
+    assert!(!results[5].1.contains(TEST_API_KEY), "{}", results[5].1);
+    // Refused by the kernel, not by the permission check: every command ran.
+    assert_eq!(denials(out), 0);
+}
+
+#[test]
+fn in_plan_mode_the_kernel_refuses_reading_a_denied_file_a_rule_lets_bash_run() {
+    let sandbox = Sandbox::new().unwrap();
+    project_with_a_secret(&sandbox);
+    let out = bash_session(
+        &sandbox,
+        READS,
+        &[
+            "--permission-mode",
+            "plan",
+            "--allowedTools",
+            "Bash",
+            "--disallowedTools",
+            "Read(config/secret.env)",
+        ],
+        &[],
+    );
+    assert_kernel_refused_the_secret(&out);
+}
+
+#[test]
+fn with_sandbox_enabled_a_denied_file_is_unreadable_while_the_project_stays_writable() {
+    let sandbox = Sandbox::new().unwrap();
+    project_with_a_secret(&sandbox);
+    std::fs::write(
+        sandbox.home().join("settings.json"),
+        r#"{"sandbox":{"enabled":true},"permissions":{"deny":["Read(./config/secret.env)"]}}"#,
+    )
+    .unwrap();
+    let out = bash_session(&sandbox, READS, &["--allowedTools", "Bash"], &[]);
+    assert_kernel_refused_the_secret(&out);
+    // Writing works; what a command creates next to a denied file is readable from the
+    // next command on (its ruleset is built when it starts).
+    let out = bash_session(
+        &sandbox,
+        &["echo made > config/new.txt", "cat config/new.txt data.txt"],
+        &["--allowedTools", "Bash"],
+        &[],
+    );
+    let results = bash_results(&out);
+    assert_eq!(
+        results,
+        [
+            (false, "(no output)".to_owned()),
+            (false, "made\nb\na".to_owned())
+        ],
+        "{}",
+        out.stderr
+    );
+}
+
+const NO_LANDLOCK: (&str, &str) = ("GYRE_TEST_NO_LANDLOCK", "1");
+const WARNING: &str = "this kernel has no Landlock";
+
+#[test]
+fn without_landlock_plan_mode_asks_before_every_bash_command_and_says_so_once() {
+    let sandbox = Sandbox::new().unwrap();
+    project_with_a_secret(&sandbox);
+    let commands = ["cat data.txt", "touch made.txt", "ls"];
+    let out = bash_session(
+        &sandbox,
+        &commands,
+        &["--permission-mode", "plan", "--allowedTools", "Bash"],
+        &[NO_LANDLOCK],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stderr.matches(WARNING).count(), 1, "{}", out.stderr);
+    // Headless, asking means denying: nothing ran, not even the readers.
+    assert_eq!(denials(&out), commands.len());
+    for (is_error, text) in bash_results(&out) {
+        assert!(is_error && text.contains("Landlock"), "{text}");
+    }
+    assert!(!sandbox.project().join("made.txt").exists());
+}
+
+#[test]
+fn without_landlock_sandbox_enabled_asks_and_an_unsandboxed_session_is_unchanged() {
+    let sandbox = Sandbox::new().unwrap();
+    std::fs::write(
+        sandbox.home().join("settings.json"),
+        r#"{"sandbox":{"enabled":true}}"#,
+    )
+    .unwrap();
+    for mode in ["default", "bypassPermissions"] {
+        let out = bash_session(
+            &sandbox,
+            &["touch made.txt"],
+            &["--permission-mode", mode, "--allowedTools", "Bash"],
+            &[NO_LANDLOCK],
+        );
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        assert_eq!(out.stderr.matches(WARNING).count(), 1, "{}", out.stderr);
+        assert_eq!(denials(&out), 1, "{mode}");
+        assert!(!sandbox.project().join("made.txt").exists(), "{mode}");
+    }
+    // Without the sandbox setting nothing would have been confined: no warning, and the
+    // allow rule runs the command as before.
+    std::fs::remove_file(sandbox.home().join("settings.json")).unwrap();
+    let out = bash_session(
+        &sandbox,
+        &["touch made.txt"],
+        &["--allowedTools", "Bash"],
+        &[NO_LANDLOCK],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stderr.contains(WARNING), "{}", out.stderr);
+    assert_eq!(denials(&out), 0);
+    assert!(sandbox.project().join("made.txt").exists());
+}
