@@ -53,6 +53,8 @@ pub mod read_only;
 mod registry;
 pub mod sandbox;
 mod schema;
+#[cfg(test)]
+mod schema_conformance;
 pub mod shell;
 pub mod todo;
 mod tool;
