@@ -52,7 +52,7 @@ pub mod read;
 pub mod read_only;
 mod registry;
 pub mod sandbox;
-mod schema;
+pub mod schema;
 #[cfg(test)]
 mod schema_conformance;
 pub mod shell;
