@@ -30,6 +30,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod background;
 pub mod bash;
 mod bash_rules;
