@@ -31,8 +31,14 @@ const MAX_RESULT_CHARS: usize = 30_000;
 /// How a background shell stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShellStatus {
+    /// Still running.
     Running,
-    Completed { exit_code: Option<i32> },
+    /// Ended by itself.
+    Completed {
+        /// The command's exit status; `None` when a signal ended it.
+        exit_code: Option<i32>,
+    },
+    /// Stopped by KillShell or the end of the session.
     Killed,
 }
 

@@ -25,6 +25,7 @@ const MAX_CAPTURE_BYTES: usize = 64 * 1024 * 1024;
 /// After the shell exits, how long to wait for background children to close the pipes.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
+/// The Bash tool: runs a shell command in its own process group, with a timeout.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BashTool;
 

@@ -17,6 +17,7 @@ use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOu
 /// Diff lines shown in the result; the rest is summarised.
 const MAX_DIFF_LINES: usize = 80;
 
+/// The Edit tool: replaces an exact string in a file read before.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EditTool;
 

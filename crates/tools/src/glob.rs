@@ -18,6 +18,7 @@ pub const MAX_RESULTS: usize = 100;
 pub const TRUNCATED_NOTE: &str =
     "(Results are truncated. Consider using a more specific path or pattern.)";
 
+/// The Glob tool: file paths matching a pattern, newest first.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GlobTool;
 

@@ -24,6 +24,7 @@ pub const DEFAULT_HEAD_LIMIT: usize = 250;
 /// Output lines are cut at this many characters.
 pub const MAX_LINE_CHARS: usize = 500;
 
+/// The Grep tool: a ripgrep-style search of file contents.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
 

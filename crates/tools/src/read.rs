@@ -34,6 +34,7 @@ const IMAGE_EXTENSIONS: &[&str] = &["png", "jpg", "jpeg", "gif", "webp"];
 /// The largest image sent: 3.75 MiB, 5 MiB once base64-encoded (the API's limit).
 pub const MAX_IMAGE_BYTES: u64 = 3 * 1024 * 1024 + 768 * 1024;
 
+/// The Read tool: numbered lines of a text file, or an image.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadTool;
 

@@ -15,8 +15,11 @@ use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOu
 #[serde(rename_all = "snake_case")]
 #[schemars(transform = crate::schema::undocumented)]
 pub enum TodoStatus {
+    /// Not started.
     Pending,
+    /// Being worked on (one task at a time).
     InProgress,
+    /// Done.
     Completed,
 }
 

@@ -22,6 +22,7 @@ pub const MODIFIED_MESSAGE: &str = "File has been modified since read, either by
 /// Code's Edit refuses files over 1 GiB).
 pub const MAX_EDIT_FILE_BYTES: u64 = 1024 * 1024 * 1024;
 
+/// The Write tool: creates or overwrites a whole file, atomically.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteTool;
 
