@@ -40,12 +40,20 @@ const MAX_RESULT_CHARS: usize = 100_000;
 pub enum SubagentEvent {
     /// A message of the sub-agent's own conversation (written to its sidechain).
     Message {
+        /// The Agent call that runs the sub-agent.
         parent_tool_use_id: String,
+        /// The message's id in the sidechain transcript.
         uuid: String,
+        /// The message.
         message: Message,
     },
     /// A sub-agent response's usage: it adds to the session's usage and cost.
-    Usage { model: String, usage: Usage },
+    Usage {
+        /// The model that answered (its prices apply).
+        model: String,
+        /// The tokens the response used.
+        usage: Usage,
+    },
 }
 
 /// The receiving end the engine drains ([`crate::QueryEngine::with_subagent_events`]).
@@ -61,14 +69,19 @@ pub fn subagent_channel() -> (SubagentSender, SubagentEvents) {
 
 /// What every sub-agent of a session shares.
 pub struct AgentSetup {
+    /// The sub-agent types on offer (`subagent_type`).
     pub definitions: AgentCatalog,
     /// The session's tools; the Agent tool itself is never offered to a sub-agent.
     pub tools: ToolRegistry,
+    /// How sub-agents call the model.
     pub deps: Arc<dyn QueryDeps>,
+    /// The session's permission policy, which sub-agents' calls pass too.
     pub can_use_tool: Arc<dyn CanUseTool>,
     /// The session's model, for definitions that inherit it.
     pub model: String,
+    /// The most turns a sub-agent may take.
     pub max_turns: u32,
+    /// The session's id, recorded in sidechain transcripts.
     pub session_id: String,
     /// Where sidechain transcripts go (`<session dir>/subagents`); `None` keeps them in memory.
     pub sidechain_dir: Option<PathBuf>,
