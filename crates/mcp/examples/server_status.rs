@@ -30,7 +30,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for status in servers.status() {
         match &status.state {
             ServerState::Connected => {
-                println!("{}: connected, tools {:?}", status.name, status.tools)
+                println!("{}: connected, tools {:?}", status.name, status.tools);
             }
             ServerState::Failed { error } => println!("{}: failed: {error}", status.name),
         }
