@@ -232,7 +232,7 @@ pub struct LoadedSession {
     pub messages: Vec<Message>,
     /// The uuid of the last line, to chain new lines onto.
     pub last_uuid: Option<String>,
-    /// The model of the last assistant message, if any.
+    /// The session's model as the transcript recorded it (the last line naming one).
     pub model: Option<String>,
     /// Lines that did not parse (a torn last line after a kill): skipped.
     pub skipped_lines: usize,
