@@ -293,7 +293,7 @@ pub enum ApiError {
     Http {
         /// The HTTP status.
         status: u16,
-        /// The error body's `type`, or `unknown` without one.
+        /// The error body's `type`, or `http_error` without one.
         error_type: String,
         /// The API's own explanation.
         message: String,
