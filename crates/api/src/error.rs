@@ -138,7 +138,7 @@ pub enum ApiError {
     )]
     MissingApiKey,
 
-    /// The client could not be built (a bad base URL, header or TLS setup).
+    /// The client could not be built, or a request encoded (a bad base URL or header, …).
     #[error("Invalid API client configuration: {message}.")]
     InvalidConfig {
         /// What is wrong with the configuration.

@@ -239,7 +239,7 @@ impl AgentCatalog {
         catalog.definitions.iter().find(|d| d.name == name).cloned()
     }
 
-    /// The names of the definitions, built-in ones included.
+    /// The names of the definitions on offer, in order.
     #[must_use]
     pub fn names(&self) -> Vec<String> {
         let catalog = self.0.read().unwrap_or_else(PoisonError::into_inner);
