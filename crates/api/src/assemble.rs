@@ -40,7 +40,12 @@ pub fn invalid_tool_input(input: &Value) -> Option<InvalidToolInput<'_>> {
 #[derive(Debug, Clone, PartialEq)]
 pub enum Assembled {
     /// A content block, at its `content_block_stop`.
-    Block { index: usize, block: ContentBlock },
+    Block {
+        /// The block's position in the message's content.
+        index: usize,
+        /// The complete block.
+        block: ContentBlock,
+    },
     /// The whole message, at `message_stop`.
     Message(AssistantResponse),
 }
@@ -91,6 +96,7 @@ fn invalid(message: String) -> ApiError {
 }
 
 impl MessageAssembler {
+    /// An assembler waiting for the first `message_start`.
     #[must_use]
     pub fn new() -> Self {
         Self::default()

@@ -45,7 +45,9 @@ pub fn default_user_agent() -> String {
 pub struct ClientConfig {
     /// Scheme, host and optional path prefix; `/v1/messages` is appended.
     pub base_url: String,
+    /// The `x-api-key` header's value; never logged, never in `Debug`.
     pub api_key: String,
+    /// The `user-agent` header (`gyre/<version>` by default).
     pub user_agent: String,
     /// How long to wait for a TCP/TLS connection.
     pub connect_timeout: Duration,

@@ -78,6 +78,7 @@ impl AsRef<[u8]> for Shared {
 }
 
 impl BodyEncoder {
+    /// An encoder with no previous body: the first request is encoded whole.
     #[must_use]
     pub fn new() -> Self {
         Self::default()

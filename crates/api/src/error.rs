@@ -82,8 +82,11 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 /// ``input length and `max_tokens` exceed context limit: X + Y > Z``.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ContextOverflow {
+    /// X: the prompt's tokens.
     pub input_tokens: u64,
+    /// Y: the `max_tokens` the request asked for.
     pub max_tokens: u64,
+    /// Z: the model's context window.
     pub context_limit: u64,
 }
 
@@ -128,155 +131,266 @@ impl ContextOverflow {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ApiError {
+    /// No API key in the environment; nothing was sent.
     #[error(
         "ANTHROPIC_API_KEY is not set. Export your Anthropic API key \
          (export ANTHROPIC_API_KEY=...) and run gyre again."
     )]
     MissingApiKey,
 
+    /// The client could not be built, or a request encoded (a bad base URL or header, …).
     #[error("Invalid API client configuration: {message}.")]
-    InvalidConfig { message: String },
+    InvalidConfig {
+        /// What is wrong with the configuration.
+        message: String,
+    },
 
+    /// 401: the key is missing, wrong or revoked.
     #[error(
         "Authentication failed (401): {message}. Check that ANTHROPIC_API_KEY holds a valid, \
          active API key."
     )]
-    Authentication { message: String, hints: ServerHints },
+    Authentication {
+        /// The API's own explanation (or the transport's).
+        message: String,
+        /// What the response headers said about retrying, and the request id.
+        hints: ServerHints,
+    },
 
+    /// 403: the key may not use this model.
     #[error(
         "Permission denied (403) for model `{model}`: {message}. Your API key may not have \
          access to this model; choose another with --model or check your organization's settings."
     )]
     PermissionDenied {
+        /// The model the request named.
         model: String,
+        /// The API's own explanation.
         message: String,
+        /// What the response headers said about retrying, and the request id.
         hints: ServerHints,
     },
 
+    /// 404: usually a wrong model name or base URL.
     #[error(
         "Not found (404) at {url}: {message}. Check the model name `{model}` (--model) and \
          ANTHROPIC_BASE_URL."
     )]
     NotFound {
+        /// The model the request named.
         model: String,
+        /// The URL that was not found.
         url: String,
+        /// The API's own explanation.
         message: String,
+        /// What the response headers said about retrying, and the request id.
         hints: ServerHints,
     },
 
+    /// 413: the request body is over the API's size limit.
     #[error(
         "Request too large (413): {message}. The conversation or an attachment is too big for \
          the API; run /compact, or remove large files or images from the conversation."
     )]
-    RequestTooLarge { message: String, hints: ServerHints },
+    RequestTooLarge {
+        /// The API's own explanation (or the transport's).
+        message: String,
+        /// What the response headers said about retrying, and the request id.
+        hints: ServerHints,
+    },
 
+    /// 400 `invalid_request_error` other than the prompt-length ones.
     #[error("The API rejected the request (400 invalid_request_error): {message}.")]
-    InvalidRequest { message: String, hints: ServerHints },
+    InvalidRequest {
+        /// The API's own explanation (or the transport's).
+        message: String,
+        /// What the response headers said about retrying, and the request id.
+        hints: ServerHints,
+    },
 
+    /// 400: the prompt alone is over the context window (reactive compaction's cue).
     #[error(
         "Prompt is too long: {message}. Run /compact, or start a new conversation with /clear."
     )]
-    PromptTooLong { message: String, hints: ServerHints },
+    PromptTooLong {
+        /// The API's own explanation (or the transport's).
+        message: String,
+        /// What the response headers said about retrying, and the request id.
+        hints: ServerHints,
+    },
 
+    /// 400: prompt plus `max_tokens` is over the context window; retried with a smaller `max_tokens`.
     #[error(
         "The input ({input_tokens} tokens) leaves too little room for a response in the \
          model's {context_limit}-token context window ({max_tokens} output tokens were \
          requested). Run /compact, or start a new conversation with /clear."
     )]
     ContextOverflow {
+        /// The prompt's tokens.
         input_tokens: u64,
+        /// The `max_tokens` the request asked for.
         max_tokens: u64,
+        /// The model's context window.
         context_limit: u64,
+        /// The API's own explanation.
         message: String,
     },
 
+    /// 429 with a retry-after: a rate limit that passes.
     #[error(
         "Rate limited by the API (429): {message}. Wait a moment and try again \
          (GYRE_UNATTENDED_RETRY=1 retries rate limits without limit)."
     )]
-    RateLimited { message: String, hints: ServerHints },
+    RateLimited {
+        /// The API's own explanation (or the transport's).
+        message: String,
+        /// What the response headers said about retrying, and the request id.
+        hints: ServerHints,
+    },
 
+    /// 429 without a retry-after, or naming billing: a limit that waiting does not lift.
     #[error(
         "Usage limit reached (429): {message}. Not retrying: the server gave no retry-after \
          time, so this is a spend or billing limit; check your plan and billing settings."
     )]
-    BillingLimit { message: String, hints: ServerHints },
+    BillingLimit {
+        /// The API's own explanation (or the transport's).
+        message: String,
+        /// What the response headers said about retrying, and the request id.
+        hints: ServerHints,
+    },
 
+    /// 529 or an `overloaded_error`: retried, and counted toward the fallback model.
     #[error(
         "The API is overloaded{}: {message}. Try again in a few minutes, or pass \
          --fallback-model to switch models automatically.",
         status_suffix(*.status)
     )]
     Overloaded {
+        /// The HTTP status, when it came as a response rather than mid-stream.
         status: Option<u16>,
+        /// The API's own explanation.
         message: String,
+        /// What the response headers said about retrying, and the request id.
         hints: ServerHints,
     },
 
+    /// 5xx other than 529: a failure on the API's side, retried.
     #[error(
         "API server error ({status}): {message}. This is on the API's side; try again shortly."
     )]
     Server {
+        /// The HTTP status.
         status: u16,
+        /// The API's own explanation.
         message: String,
+        /// What the response headers said about retrying, and the request id.
         hints: ServerHints,
     },
 
+    /// Any other HTTP error status.
     #[error("The API returned HTTP {status} ({error_type}): {message}.")]
     Http {
+        /// The HTTP status.
         status: u16,
+        /// The error body's `type`, or `http_error` without one.
         error_type: String,
+        /// The API's own explanation.
         message: String,
+        /// What the response headers said about retrying, and the request id.
         hints: ServerHints,
     },
 
+    /// An `error` event inside a 200 stream, other than an overload.
     #[error("The API reported an error mid-response ({error_type}): {message}. Try again.")]
-    StreamError { error_type: String, message: String },
+    StreamError {
+        /// The error's `type` (`overloaded_error`, `api_error`, …).
+        error_type: String,
+        /// The API's own explanation (or the transport's).
+        message: String,
+    },
 
+    /// No connection: DNS, TCP, TLS or a reset before the response began.
     #[error(
         "Could not reach the API: {message}. Check your network connection and ANTHROPIC_BASE_URL."
     )]
-    Connection { message: String },
+    Connection {
+        /// The API's own explanation (or the transport's).
+        message: String,
+    },
 
+    /// The connection or the request took longer than allowed.
     #[error("The API request timed out: {message}. Check your network connection and try again.")]
-    Timeout { message: String },
+    Timeout {
+        /// The API's own explanation (or the transport's).
+        message: String,
+    },
 
+    /// The stream ended before `message_stop`.
     #[error(
         "The response stream ended early (after {events} events, before message_stop); the \
          partial response was discarded. Try again."
     )]
-    StreamCut { events: u64 },
+    StreamCut {
+        /// Stream events received before it happened.
+        events: u64,
+    },
 
+    /// No byte arrived within the idle timeout.
     #[error(
         "The response stream stalled: no data for {idle_ms} ms (after {events} events); the \
          partial response was discarded. Raise GYRE_STREAM_IDLE_TIMEOUT_MS if your network is slow."
     )]
-    StreamIdle { idle_ms: u64, events: u64 },
+    StreamIdle {
+        /// How long no byte arrived, in milliseconds.
+        idle_ms: u64,
+        /// Stream events received before it happened.
+        events: u64,
+    },
 
+    /// A second `message_start` for another message in the middle of a stream.
     #[error(
         "The response stream started message {second} in the middle of message {first} (after \
          {events} events); the partial response was discarded. Try again."
     )]
     StreamRestarted {
+        /// The id of the message that was streaming.
         first: String,
+        /// The id of the message that started over it.
         second: String,
+        /// Stream events received before it happened.
         events: u64,
     },
 
+    /// The response was not what the Messages API sends (bad JSON, events out of order).
     #[error(
         "Malformed response from the API: {message}. Check that ANTHROPIC_BASE_URL points at an \
          Anthropic-compatible Messages API."
     )]
-    InvalidResponse { message: String },
+    InvalidResponse {
+        /// What was wrong with the response.
+        message: String,
+    },
 
+    /// The caller's cancellation token fired.
     #[error("Request aborted by the user.")]
     Aborted,
 
+    /// Overloaded too often: the retry layer switches to the fallback model (an event, not a failure).
     #[error("Model {original} is overloaded; switching to the fallback model {fallback}.")]
-    FallbackTriggered { original: String, fallback: String },
+    FallbackTriggered {
+        /// The model that was overloaded.
+        original: String,
+        /// The model used from now on.
+        fallback: String,
+    },
 
+    /// A recorded fixture could not be read, or ran out of exchanges.
     #[error("Fixture error: {message}")]
-    Fixture { message: String },
+    Fixture {
+        /// What is wrong with the fixture.
+        message: String,
+    },
 }
 
 fn status_suffix(status: Option<u16>) -> String {

@@ -27,6 +27,7 @@ use crate::sse::{chunk_text, encode_sse, sse_events};
 /// One recorded exchange.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FixtureEntry {
+    /// The request that was sent (replay checks the next one against it).
     pub request: MessagesRequest,
     /// The events received, as SSE text.
     pub sse: String,
@@ -282,6 +283,7 @@ impl ReplayClient {
         Ok(Self::from_entries(entries, source))
     }
 
+    /// A client replaying `entries` in order; `source` names them in errors.
     #[must_use]
     pub fn from_entries(entries: Vec<FixtureEntry>, source: &str) -> Self {
         Self {

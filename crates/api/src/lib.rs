@@ -62,6 +62,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 mod assemble;
 mod cache;
 mod client;

@@ -163,6 +163,7 @@ pub enum QuerySource {
 
 /// Waits. Injected so that tests of a ten-retry schedule run in milliseconds.
 pub trait Sleeper: Send + Sync {
+    /// A future that completes after `duration`.
     fn sleep(&self, duration: Duration) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 }
 
@@ -183,6 +184,7 @@ pub struct RecordingSleeper {
 }
 
 impl RecordingSleeper {
+    /// A sleeper with no waits recorded.
     #[must_use]
     pub fn new() -> Self {
         Self::default()
@@ -207,9 +209,11 @@ impl Sleeper for RecordingSleeper {
 /// Everything a retrying call needs besides the operation.
 #[derive(Clone)]
 pub struct RetryOptions {
+    /// How many attempts and how long to wait between them.
     pub policy: RetryPolicy,
     /// Model to switch to after 3 consecutive overloaded errors.
     pub fallback_model: Option<String>,
+    /// Who is asking: background requests give up on overloads at once.
     pub source: QuerySource,
     /// Waits between attempts (not the stream idle timeout, which uses tokio's clock).
     pub sleeper: Arc<dyn Sleeper>,
@@ -247,24 +251,28 @@ impl RetryOptions {
         }
     }
 
+    /// Switches to `model` after 3 overloaded errors in a row.
     #[must_use]
     pub fn with_fallback_model(mut self, model: impl Into<String>) -> Self {
         self.fallback_model = Some(model.into());
         self
     }
 
+    /// Sets who is asking (foreground or background).
     #[must_use]
     pub fn with_source(mut self, source: QuerySource) -> Self {
         self.source = source;
         self
     }
 
+    /// Waits through `sleeper` (a [`RecordingSleeper`] in tests).
     #[must_use]
     pub fn with_sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
         self.sleeper = sleeper;
         self
     }
 
+    /// Makes the jitter of the delays reproducible.
     #[must_use]
     pub fn with_jitter_seed(mut self, seed: u64) -> Self {
         self.jitter_seed = Some(seed);
@@ -278,6 +286,7 @@ pub struct RetryStatus {
     /// Which retry this wait precedes (1-based); in unattended mode it may exceed
     /// `max_retries`.
     pub attempt: u32,
+    /// The retry budget of the policy.
     pub max_retries: u32,
     /// Time left to wait. Unattended waits repeat the event (same attempt, less left)
     /// at least every 30 s.
@@ -317,6 +326,7 @@ pub trait RetryClassify<E> {
     fn context_overflow(&self, _error: &E) -> Option<ContextOverflow> {
         None
     }
+    /// The HTTP status of the failure, if it had one (for [`RetryStatus::status`]).
     fn status(&self, _error: &E) -> Option<u16> {
         None
     }
@@ -394,7 +404,12 @@ pub enum RetryError<E> {
     Aborted,
     /// Overloaded too often in a row and a fallback model is configured.
     #[error("overloaded; switching to the fallback model {fallback}: {error}")]
-    FallbackTriggered { fallback: String, error: E },
+    FallbackTriggered {
+        /// The model used from now on.
+        fallback: String,
+        /// The error of the last overloaded attempt.
+        error: E,
+    },
 }
 
 impl From<RetryError<ApiError>> for ApiError {

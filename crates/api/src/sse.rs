@@ -17,7 +17,7 @@ pub const MAX_SSE_LINE_BYTES: usize = 32 * 1024 * 1024;
 /// line) decides what it is. Events with empty data are skipped; unknown event types
 /// become [`StreamEvent::Unknown`]. A transport error ends the stream with that error,
 /// malformed data with [`ApiError::InvalidResponse`], and so does a line or an event
-/// over [`MAX_SSE_LINE_BYTES`] — not retried: the same request would get the same answer.
+/// over `MAX_SSE_LINE_BYTES` (32 MiB) — not retried: the same request would get the same answer.
 ///
 /// Parsing is linear in the bytes received however the network chunks them: each byte
 /// is looked at once when searching for the end of its line.

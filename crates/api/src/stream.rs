@@ -22,7 +22,12 @@ pub enum ModelEvent {
     /// A content block, at its `content_block_stop`. A tool_use input that was not a
     /// JSON object is replaced by the [`crate::INVALID_JSON_KEY`] marker (see
     /// [`crate::invalid_tool_input`]); the loop answers that call with an input error.
-    BlockComplete { index: usize, block: ContentBlock },
+    BlockComplete {
+        /// The block's position in the message's content.
+        index: usize,
+        /// The complete block.
+        block: ContentBlock,
+    },
     /// An attempt failed and we wait before the next. Everything yielded since the
     /// attempt began is void: the partial message is dropped.
     Retry(RetryStatus),

@@ -15,8 +15,9 @@ use gyre_protocol::{ContentBlock, Message};
 use gyre_tools::domain::url_host;
 use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 use reqwest::Url;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// The side model unless `ANTHROPIC_SMALL_FAST_MODEL` names another.
 pub const DEFAULT_SMALL_FAST_MODEL: &str = "claude-haiku-4-5";
@@ -31,9 +32,12 @@ const MAX_REDIRECTS: usize = 10;
 const FETCH_TIMEOUT: Duration = Duration::from_secs(60);
 const ANSWER_MAX_TOKENS: u32 = 4096;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct WebFetchInput {
+    /// The URL to fetch (http or https)
     url: String,
+    /// What to find out from the page
     prompt: String,
 }
 
@@ -281,15 +285,7 @@ impl Tool for WebFetchTool {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "url": {"type": "string", "description": "The URL to fetch (http or https)"},
-                "prompt": {"type": "string", "description": "What to find out from the page"}
-            },
-            "required": ["url", "prompt"],
-            "additionalProperties": false
-        })
+        gyre_tools::schema::input_schema::<WebFetchInput>()
     }
 
     fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
@@ -336,6 +332,47 @@ impl Tool for WebFetchTool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gyre_tools::schema::validate;
+    use serde_json::json;
+
+    #[test]
+    fn the_published_schema_is_the_input_struct_with_its_field_docs() {
+        assert_eq!(
+            gyre_tools::schema::input_schema::<WebFetchInput>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "url": {"type": "string", "description": "The URL to fetch (http or https)"},
+                    "prompt": {"type": "string", "description": "What to find out from the page"}
+                },
+                "required": ["url", "prompt"],
+                "additionalProperties": false
+            })
+        );
+    }
+
+    #[test]
+    fn the_published_schema_accepts_exactly_what_the_parser_accepts() {
+        let schema = gyre_tools::schema::input_schema::<WebFetchInput>();
+        let parses = |input: &Value| serde_json::from_value::<WebFetchInput>(input.clone()).is_ok();
+        let valid = [json!({"url": "https://example.com/", "prompt": "What is it?"})];
+        let invalid = [
+            json!({"url": "https://example.com/"}),
+            json!({"prompt": "p"}),
+            json!({"url": ["https://example.com/"], "prompt": "p"}),
+            json!({"url": "https://example.com/", "prompt": "p", "max_tokens": 9}),
+            json!({"url": null, "prompt": "p"}),
+            json!([]),
+        ];
+        for input in &valid {
+            assert!(parses(input), "{input}");
+            assert_eq!(validate(&schema, input), Ok(()), "{input}");
+        }
+        for input in &invalid {
+            assert!(!parses(input), "{input}");
+            assert!(validate(&schema, input).is_err(), "{input}");
+        }
+    }
 
     #[test]
     fn http_is_upgraded_except_on_this_machine() {

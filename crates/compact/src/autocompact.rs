@@ -17,10 +17,12 @@ use crate::tokens::TokenCounter;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct SummarizeError {
+    /// What went wrong, shown to the user and logged with the failure.
     pub message: String,
 }
 
 impl SummarizeError {
+    /// A failure with this message.
     #[must_use]
     pub fn new(message: impl Into<String>) -> Self {
         Self {
@@ -36,6 +38,7 @@ pub struct SummaryRequest {
     pub messages: Vec<Message>,
     /// The instructions (see [`compaction_prompt`]).
     pub prompt: String,
+    /// What started the compaction (the prompt and the boundary say so).
     pub trigger: Trigger,
 }
 
@@ -136,7 +139,9 @@ pub fn format_summary(raw: &str) -> String {
 /// it; this crate does no file I/O here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecentFile {
+    /// Where the file is, as the model knows it.
     pub path: PathBuf,
+    /// Its text, as the caller read it just now.
     pub content: String,
 }
 
@@ -147,6 +152,7 @@ pub struct CircuitBreaker {
 }
 
 impl CircuitBreaker {
+    /// Failures in a row since the last success.
     #[must_use]
     pub fn failures(&self) -> u32 {
         self.failures
@@ -158,10 +164,12 @@ impl CircuitBreaker {
         self.failures >= max_failures
     }
 
+    /// Counts one more failed autocompact.
     pub fn record_failure(&mut self) {
         self.failures = self.failures.saturating_add(1);
     }
 
+    /// Closes the breaker again after a compaction worked.
     pub fn record_success(&mut self) {
         self.failures = 0;
     }
@@ -294,12 +302,15 @@ fn restored_files(
 /// Everything a compaction needs besides the messages.
 #[derive(Debug, Clone, Copy)]
 pub struct CompactInputs<'a> {
+    /// What started it: auto, manual or reactive.
     pub trigger: Trigger,
     /// Tokens of the context now (reported as `pre_tokens`).
     pub pre_tokens: u64,
     /// The summarizer's request must fit in this many tokens.
     pub summary_input_budget: u64,
+    /// Files read during the conversation, restored after the summary.
     pub recent_files: &'a [RecentFile],
+    /// The user's `/compact <instructions>`, added to the prompt.
     pub custom_instructions: Option<&'a str>,
 }
 
@@ -308,20 +319,31 @@ pub struct CompactInputs<'a> {
 pub struct Compaction {
     /// The new history: boundary, summary, restored files, tail.
     pub history: Vec<Message>,
+    /// The marker recording the compaction (trigger, tokens before and after).
     pub boundary: CompactBoundary,
 }
 
 /// Errors of a compaction.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CompactError {
+    /// The summarizer failed.
     #[error("summarizer failed: {0}")]
     Summarizer(#[from] SummarizeError),
+    /// The summarizer answered with no text.
     #[error("the summarizer returned an empty summary")]
     EmptySummary,
+    /// Everything is in the tail that is kept: there is nothing before it to summarise.
     #[error("nothing to compact: the conversation is only its last round")]
     NothingToCompact,
+    /// The summarised history was not smaller than the original.
     #[error("compaction did not shrink the context ({pre} -> {post} tokens)")]
-    NotSmaller { pre: u64, post: u64 },
+    NotSmaller {
+        /// Tokens before the compaction.
+        pre: u64,
+        /// Tokens after it.
+        post: u64,
+    },
+    /// Reactive compaction runs once per turn; a second prompt-too-long ends the turn.
     #[error("a reactive compaction was already attempted this turn")]
     ReactiveAlreadyAttempted,
 }

@@ -26,6 +26,7 @@ pub enum Trigger {
 }
 
 impl Trigger {
+    /// The name written in markers and events: `auto`, `manual` or `reactive`.
     #[must_use]
     pub fn as_str(self) -> &'static str {
         match self {
@@ -48,6 +49,7 @@ impl Trigger {
 /// A compaction that happened: the loop shows it and writes it to the transcript.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CompactBoundary {
+    /// What started the compaction.
     pub trigger: Trigger,
     /// Tokens of the context before the compaction.
     pub pre_tokens: u64,

@@ -34,6 +34,7 @@ pub struct DirResultStore {
 }
 
 impl DirResultStore {
+    /// A store writing under `<session_dir>/tool-results/`.
     #[must_use]
     pub fn new(session_dir: &Path) -> Self {
         Self {

@@ -137,6 +137,7 @@ fn first_use_index(messages: &[Message]) -> HashMap<&str, usize> {
 }
 
 impl ContextCollapse {
+    /// No collapsed spans yet.
     #[must_use]
     pub fn new() -> Self {
         Self::default()

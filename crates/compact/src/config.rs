@@ -206,10 +206,15 @@ pub struct CompactConfig {
     pub max_output_tokens: u64,
     /// Overrides the model's context window (`GYRE_CONTEXT_WINDOW`).
     pub context_window: Option<u64>,
+    /// Stage 1: how large tool results may be before they go to disk.
     pub tool_result_budget: ToolResultBudgetConfig,
+    /// Stage 2: dropping old rounds.
     pub snip: SnipConfig,
+    /// Stage 3: clearing old tool results.
     pub microcompact: MicrocompactConfig,
+    /// Stage 4: sending digests of old spans.
     pub collapse: CollapseConfig,
+    /// Stage 5: summarising, and when to start.
     pub autocompact: AutocompactConfig,
 }
 

@@ -112,6 +112,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+#![warn(missing_docs)]
+
 mod autocompact;
 mod boundary;
 mod budget;

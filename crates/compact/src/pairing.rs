@@ -8,16 +8,40 @@ use gyre_protocol::{ContentBlock, Message, Role};
 /// A violation of the pairing rule the Messages API enforces.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PairingError {
+    /// An assistant `tool_use` without its `tool_result` in the next message.
     #[error("tool_use {id} in message {index} has no tool_result in the next message")]
-    MissingResult { id: String, index: usize },
+    MissingResult {
+        /// The `tool_use` id concerned.
+        id: String,
+        /// The position of the message in the history.
+        index: usize,
+    },
+    /// A `tool_result` that answers no `tool_use` of the message before.
     #[error(
         "tool_result for {id} in message {index} answers no tool_use of the previous assistant message"
     )]
-    OrphanResult { id: String, index: usize },
+    OrphanResult {
+        /// The `tool_use` id concerned.
+        id: String,
+        /// The position of the message in the history.
+        index: usize,
+    },
+    /// Two `tool_use` blocks with one id.
     #[error("tool_use id {id} appears again in message {index}")]
-    DuplicateToolUse { id: String, index: usize },
+    DuplicateToolUse {
+        /// The `tool_use` id concerned.
+        id: String,
+        /// The position of the message in the history.
+        index: usize,
+    },
+    /// One `tool_use` answered twice.
     #[error("tool_use {id} is answered twice in message {index}")]
-    DuplicateResult { id: String, index: usize },
+    DuplicateResult {
+        /// The `tool_use` id concerned.
+        id: String,
+        /// The position of the message in the history.
+        index: usize,
+    },
 }
 
 /// Checks that every `tool_use` of an assistant message is answered by a `tool_result`

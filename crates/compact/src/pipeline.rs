@@ -52,13 +52,16 @@ pub struct TokenState {
     pub threshold: u64,
     /// Percent of `threshold` still free (0–100).
     pub percent_left: u8,
+    /// At or past the warning threshold: the UI shows how much is left.
     pub above_warning: bool,
+    /// At or past the autocompact threshold: a compaction is due.
     pub above_autocompact: bool,
     /// At or past `effective − 3000`: without autocompact the turn must end.
     pub at_blocking_limit: bool,
 }
 
 impl TokenState {
+    /// The state of `tokens` against `thresholds`; `autocompact` picks the level counted down to.
     #[must_use]
     pub fn new(tokens: u64, exact: bool, thresholds: &Thresholds, autocompact: bool) -> Self {
         let threshold = if autocompact {
@@ -96,6 +99,7 @@ pub struct Prepared {
     pub boundary: Option<CompactBoundary>,
     /// One report per stage, in order.
     pub stages: Vec<StageReport>,
+    /// Where the context stands after the pipeline.
     pub tokens: TokenState,
 }
 
@@ -128,6 +132,7 @@ impl std::fmt::Debug for Pipeline {
 }
 
 impl Pipeline {
+    /// A pipeline with `config`, summarising with `summarizer` and counting with `counter`.
     #[must_use]
     pub fn new(
         config: CompactConfig,
@@ -153,6 +158,7 @@ impl Pipeline {
         self.recycled = sent;
     }
 
+    /// The knobs in force.
     #[must_use]
     pub fn config(&self) -> &CompactConfig {
         &self.config
@@ -163,6 +169,7 @@ impl Pipeline {
         &mut self.config
     }
 
+    /// The token levels of the current config (warning, autocompact, blocking).
     #[must_use]
     pub fn thresholds(&self) -> Thresholds {
         self.config.thresholds()

@@ -6,10 +6,15 @@ use gyre_protocol::Message;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {
+    /// Stage 1: large tool results persisted to disk, a preview kept.
     ToolResultBudget,
+    /// Stage 2: the oldest rounds dropped.
     Snip,
+    /// Stage 3: old tool results cleared.
     Microcompact,
+    /// Stage 4: old spans sent as digests.
     ContextCollapse,
+    /// Stage 5: the history summarised.
     Autocompact,
 }
 
@@ -30,6 +35,7 @@ impl Stage {
 /// What a stage did.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StageReport {
+    /// Which stage this is.
     pub stage: Stage,
     /// Tokens the stage removed from what is sent (never negative: a stage that would
     /// grow the context does nothing).
@@ -41,6 +47,7 @@ pub struct StageReport {
 }
 
 impl StageReport {
+    /// A report of a stage that changed nothing, saying why.
     #[must_use]
     pub fn unchanged(stage: Stage, detail: impl Into<String>) -> Self {
         Self {
@@ -51,6 +58,7 @@ impl StageReport {
         }
     }
 
+    /// A report of a stage that freed `tokens_freed`.
     #[must_use]
     pub fn changed(stage: Stage, tokens_freed: u64, detail: impl Into<String>) -> Self {
         Self {
@@ -66,11 +74,14 @@ impl StageReport {
 #[derive(Debug, Clone, PartialEq)]
 #[must_use]
 pub struct StageResult {
+    /// The messages after the stage.
     pub messages: Vec<Message>,
+    /// What the stage did.
     pub report: StageReport,
 }
 
 impl StageResult {
+    /// Tokens the stage removed.
     pub fn tokens_freed(&self) -> u64 {
         self.report.tokens_freed
     }

@@ -156,6 +156,7 @@ impl std::fmt::Debug for CachedCounter {
 const CACHE_LIMIT: usize = 200_000;
 
 impl CachedCounter {
+    /// A cache in front of `inner`.
     #[must_use]
     pub fn new(inner: Arc<dyn TokenCounter>) -> Self {
         Self {
@@ -290,13 +291,16 @@ fn fingerprint(message: &Message) -> u64 {
 /// pipeline) of the assistant message it belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct UsageAnchor {
+    /// The position, in the history given to the pipeline, of the assistant message the usage came with.
     pub message_index: usize,
+    /// The usage the API reported for that response.
     pub usage: Usage,
 }
 
 /// A token count of a history and whether it is exact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Measure {
+    /// The token count.
     pub tokens: u64,
     /// `false` when the cheap bound was below `floor` and a rough estimate (a quarter of
     /// the bound) was reported instead of tokenizing.

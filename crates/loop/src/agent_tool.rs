@@ -13,8 +13,9 @@ use gyre_tools::{
     BoxFuture, CanUseTool, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput,
     ToolRegistry,
 };
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::{Mutex, mpsc};
 
 use crate::agents::{AgentCatalog, AgentDefinition};
@@ -39,12 +40,20 @@ const MAX_RESULT_CHARS: usize = 100_000;
 pub enum SubagentEvent {
     /// A message of the sub-agent's own conversation (written to its sidechain).
     Message {
+        /// The Agent call that runs the sub-agent.
         parent_tool_use_id: String,
+        /// The message's id in the sidechain transcript.
         uuid: String,
+        /// The message.
         message: Message,
     },
     /// A sub-agent response's usage: it adds to the session's usage and cost.
-    Usage { model: String, usage: Usage },
+    Usage {
+        /// The model that answered (its prices apply).
+        model: String,
+        /// The tokens the response used.
+        usage: Usage,
+    },
 }
 
 /// The receiving end the engine drains ([`crate::QueryEngine::with_subagent_events`]).
@@ -60,14 +69,19 @@ pub fn subagent_channel() -> (SubagentSender, SubagentEvents) {
 
 /// What every sub-agent of a session shares.
 pub struct AgentSetup {
+    /// The sub-agent types on offer (`subagent_type`).
     pub definitions: AgentCatalog,
     /// The session's tools; the Agent tool itself is never offered to a sub-agent.
     pub tools: ToolRegistry,
+    /// How sub-agents call the model.
     pub deps: Arc<dyn QueryDeps>,
+    /// The session's permission policy, which sub-agents' calls pass too.
     pub can_use_tool: Arc<dyn CanUseTool>,
     /// The session's model, for definitions that inherit it.
     pub model: String,
+    /// The most turns a sub-agent may take.
     pub max_turns: u32,
+    /// The session's id, recorded in sidechain transcripts.
     pub session_id: String,
     /// Where sidechain transcripts go (`<session dir>/subagents`); `None` keeps them in memory.
     pub sidechain_dir: Option<PathBuf>,
@@ -95,10 +109,14 @@ impl std::fmt::Debug for AgentTool {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 struct AgentInput {
+    /// A short (3-5 word) description of the task
     description: String,
+    /// The task for the agent to perform
     prompt: String,
+    /// The type of agent to use (default general-purpose)
     #[serde(default)]
     subagent_type: Option<String>,
 }
@@ -307,16 +325,7 @@ impl Tool for AgentTool {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "description": {"type": "string", "description": "A short (3-5 word) description of the task"},
-                "prompt": {"type": "string", "description": "The task for the agent to perform"},
-                "subagent_type": {"type": "string", "description": "The type of agent to use (default general-purpose)"}
-            },
-            "required": ["description", "prompt"],
-            "additionalProperties": false
-        })
+        gyre_tools::schema::input_schema::<AgentInput>()
     }
 
     fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
@@ -350,5 +359,59 @@ impl Tool for AgentTool {
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
         gyre_tools::call_with_input(input, move |input: AgentInput| self.run(input, ctx))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gyre_tools::schema::validate;
+    use serde_json::json;
+
+    fn parses(input: &Value) -> bool {
+        serde_json::from_value::<AgentInput>(input.clone()).is_ok()
+    }
+
+    #[test]
+    fn the_published_schema_is_the_input_struct_with_its_field_docs() {
+        assert_eq!(
+            gyre_tools::schema::input_schema::<AgentInput>(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "description": {"type": "string", "description": "A short (3-5 word) description of the task"},
+                    "prompt": {"type": "string", "description": "The task for the agent to perform"},
+                    "subagent_type": {"type": "string", "description": "The type of agent to use (default general-purpose)"}
+                },
+                "required": ["description", "prompt"],
+                "additionalProperties": false
+            })
+        );
+    }
+
+    #[test]
+    fn the_published_schema_accepts_exactly_what_the_parser_accepts() {
+        let schema = gyre_tools::schema::input_schema::<AgentInput>();
+        let valid = [
+            json!({"description": "Find tests", "prompt": "List the tests"}),
+            json!({"description": "d", "prompt": "p", "subagent_type": "Explore"}),
+            json!({"description": "d", "prompt": "p", "subagent_type": null}),
+        ];
+        let invalid = [
+            json!({"description": "d"}),
+            json!({"prompt": "p"}),
+            json!({"description": "d", "prompt": "p", "subagent_type": 1}),
+            json!({"description": "d", "prompt": "p", "model": "opus"}),
+            json!({"description": "d", "prompt": null}),
+            json!("prompt"),
+        ];
+        for input in &valid {
+            assert!(parses(input), "{input}");
+            assert_eq!(validate(&schema, input), Ok(()), "{input}");
+        }
+        for input in &invalid {
+            assert!(!parses(input), "{input}");
+            assert!(validate(&schema, input).is_err(), "{input}");
+        }
     }
 }

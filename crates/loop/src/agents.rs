@@ -28,8 +28,15 @@ pub struct AgentDefinition {
 /// A definition that cannot be read.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentDefinitionError {
+    /// A definition file that cannot be read or parsed.
     #[error("{path}: {message}")]
-    File { path: PathBuf, message: String },
+    File {
+        /// The definition file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// `--agents` JSON that does not parse.
     #[error("--agents: {0} (expected {{\"name\": {{\"description\": \"…\", \"prompt\": \"…\"}}}})")]
     Json(String),
 }
@@ -225,12 +232,14 @@ impl AgentCatalog {
         catalog.description = leak_description(&catalog.definitions);
     }
 
+    /// The definition called `name`, if there is one.
     #[must_use]
     pub fn get(&self, name: &str) -> Option<AgentDefinition> {
         let catalog = self.0.read().unwrap_or_else(PoisonError::into_inner);
         catalog.definitions.iter().find(|d| d.name == name).cloned()
     }
 
+    /// The names of the definitions on offer, in order.
     #[must_use]
     pub fn names(&self) -> Vec<String> {
         let catalog = self.0.read().unwrap_or_else(PoisonError::into_inner);

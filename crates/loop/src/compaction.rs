@@ -10,7 +10,9 @@ use serde::{Deserialize, Serialize};
 pub struct CompactionOutcome {
     /// What caused it; `auto`, `manual` or `reactive` in transcripts and stream-json.
     pub trigger: Trigger,
+    /// Tokens of the context before.
     pub pre_tokens: u64,
+    /// Tokens of what is sent after.
     pub post_tokens: u64,
 }
 
@@ -22,6 +24,7 @@ pub struct PreparedContext {
     /// When the stored history itself changed (autocompact, persisted tool results),
     /// the new history; the loop replaces its messages with it.
     pub history: Option<Vec<Message>>,
+    /// `Some` when a compaction happened this iteration.
     pub compacted: Option<CompactionOutcome>,
     /// Past the blocking limit with autocompact off: the turn must end.
     pub at_blocking_limit: bool,

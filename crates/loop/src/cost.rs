@@ -5,9 +5,13 @@ use gyre_protocol::Usage;
 /// Prices in USD per million tokens.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct ModelPrice {
+    /// US dollars per million input tokens.
     pub input: f64,
+    /// US dollars per million output tokens.
     pub output: f64,
+    /// US dollars per million tokens written to the prompt cache.
     pub cache_write: f64,
+    /// US dollars per million tokens read from the prompt cache.
     pub cache_read: f64,
 }
 

@@ -50,6 +50,7 @@ impl std::fmt::Debug for ApiDeps {
 }
 
 impl ApiDeps {
+    /// Calls through `client`, retrying and falling back as `retry` says.
     #[must_use]
     pub fn new(client: Arc<dyn ModelClient>, retry: RetryOptions) -> Self {
         Self { client, retry }

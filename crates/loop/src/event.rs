@@ -12,26 +12,44 @@ use crate::state::{Terminal, Transition};
 #[derive(Debug, Clone)]
 pub enum LoopEvent {
     /// A model request is about to be sent (`stream_request_start`).
-    RequestStart { model: String, max_tokens: u32 },
+    RequestStart {
+        /// The model asked.
+        model: String,
+        /// The request's `max_tokens`.
+        max_tokens: u32,
+    },
     /// A raw stream event, for UIs that render partial messages.
     Stream(StreamEvent),
     /// A tool call's block completed mid-stream and the call was handed to the
     /// executor; its assistant message follows when the response ends.
     ToolStarted {
+        /// The call's id.
         id: String,
+        /// The tool called.
         name: String,
+        /// The call's input.
         input: serde_json::Value,
     },
     /// A complete message that joins the conversation (assistant response, tool
     /// results, recovery or interruption messages). `is_meta` marks messages gyre wrote
     /// to the model on the user's behalf.
-    Message { message: Message, is_meta: bool },
+    Message {
+        /// The message.
+        message: Message,
+        /// Whether gyre wrote it to the model on the user's behalf.
+        is_meta: bool,
+    },
     /// A request failed and is retried after a wait.
     Retry(RetryStatus),
     /// What was streamed since the attempt began is void (retry or fallback).
     Tombstone,
     /// The model was switched for the rest of the session.
-    Fallback { original: String, fallback: String },
+    Fallback {
+        /// The model that was overloaded.
+        original: String,
+        /// The model used from now on.
+        fallback: String,
+    },
     /// The stored history was replaced (compaction, persisted tool results); this is
     /// the whole new history.
     HistoryReplaced(Vec<Message>),
@@ -39,7 +57,9 @@ pub enum LoopEvent {
     Compacted(CompactionOutcome),
     /// A tool call was denied by the permission policy.
     PermissionDenied {
+        /// The refused call.
         denial: PermissionDenial,
+        /// The refusal as the model reads it.
         message: String,
     },
     /// The loop continues; why.
@@ -47,9 +67,13 @@ pub enum LoopEvent {
     /// A model response finished; its id, model, stop reason and usage (accounting,
     /// and the `message` fields of stream-json assistant lines).
     Usage {
+        /// The response's message id.
         id: String,
+        /// The model that answered.
         model: String,
+        /// Why the response ended.
         stop_reason: Option<gyre_protocol::StopReason>,
+        /// The tokens it used.
         usage: gyre_protocol::Usage,
     },
     /// The end.

@@ -28,5 +28,6 @@ pub trait StopHook: Send + Sync {
 /// Runs after each tool call; returning `Some(reason)` stops the query after this
 /// round of tools (`hook_stopped`).
 pub trait ToolHook: Send + Sync {
+    /// Looks at a finished call; `Some(reason)` stops the query after this round.
     fn after_tool<'a>(&'a self, outcome: &'a ToolCallOutcome) -> BoxFuture<'a, Option<String>>;
 }

@@ -14,6 +14,8 @@
 //! `CanUseTool`, hooks through [`StopHook`] and [`ToolHook`], the transcript through
 //! [`TranscriptStore`].
 
+#![warn(missing_docs)]
+
 // The phase tests share the fakes of crates/loop/tests/support, which name this crate.
 #[cfg(test)]
 extern crate self as gyre_loop;

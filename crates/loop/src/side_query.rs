@@ -13,7 +13,9 @@ use crate::deps::QueryDeps;
 /// A side request's answer and what it cost.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SideAnswer {
+    /// The answer's text.
     pub text: String,
+    /// The tokens it used.
     pub usage: Usage,
 }
 

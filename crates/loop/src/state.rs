@@ -14,7 +14,10 @@ pub enum Transition {
     /// First max_tokens stop: the same request again at the escalated limit, silently.
     MaxOutputTokensEscalate,
     /// Later max_tokens stops: a recovery message asks the model to resume.
-    MaxOutputTokensRecovery { attempt: u32 },
+    MaxOutputTokensRecovery {
+        /// Which recovery this is (1-based).
+        attempt: u32,
+    },
     /// Prompt too long: staged context collapses were committed; same request again.
     CollapseDrainRetry,
     /// A stop hook blocked the end of the turn and its errors go to the model.
@@ -47,19 +50,30 @@ impl Transition {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TerminalReason {
+    /// The model ended its turn without tool calls.
     Completed,
+    /// Aborted while the response streamed.
     AbortedStreaming,
+    /// Aborted while tools ran.
     AbortedTools,
+    /// The turn limit was reached.
     MaxTurns,
+    /// The model call failed after its retries.
     ModelError,
+    /// The API refused an image in the request.
     ImageError,
+    /// The prompt was too long even after compaction.
     PromptTooLong,
+    /// Past the blocking limit with autocompact off.
     BlockingLimit,
+    /// A stop hook ended the query.
     StopHookPrevented,
+    /// A tool hook stopped the query after a round of tools.
     HookStopped,
 }
 
 impl TerminalReason {
+    /// The seeds' name for this reason (`completed`, `max_turns`, …).
     #[must_use]
     pub fn name(&self) -> &'static str {
         match self {
@@ -96,20 +110,30 @@ impl TerminalReason {
 /// the error text when it failed.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Terminal {
+    /// Why it ended.
     pub reason: TerminalReason,
+    /// Model turns taken.
     pub turn_count: u32,
+    /// Every continue on the way, in order.
     pub transitions: Vec<Transition>,
+    /// The error text, when it failed.
     pub error: Option<String>,
 }
 
 /// Everything one iteration of the loop needs; replaced whole at every continue.
 #[derive(Debug, Clone, PartialEq)]
 pub struct State {
+    /// The history as it is now.
     pub messages: Vec<Message>,
+    /// The model turn this iteration makes (1-based).
     pub turn_count: u32,
+    /// Max-output-tokens recoveries so far.
     pub max_output_tokens_recovery_count: u32,
+    /// Whether reactive compaction was tried this turn (once only).
     pub has_attempted_reactive_compact: bool,
+    /// The escalated `max_tokens`, after a first max-tokens stop.
     pub max_output_tokens_override: Option<u32>,
+    /// Whether a stop hook blocked the last end of turn (hooks see it, to avoid loops).
     pub stop_hook_active: bool,
     /// Token-budget continuations so far and the output tokens each one produced.
     pub budget_continuations: Vec<u64>,
@@ -118,6 +142,7 @@ pub struct State {
 }
 
 impl State {
+    /// The state of a query's first iteration over `messages`.
     #[must_use]
     pub fn initial(messages: Vec<Message>) -> Self {
         Self {

@@ -20,16 +20,24 @@ pub struct TranscriptEntry {
     /// `user`, `assistant` or `system`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// `compact_boundary` and the like, on `system` lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subtype: Option<String>,
+    /// This line's id.
     pub uuid: String,
+    /// The id of the line before, chaining the conversation.
     pub parent_uuid: Option<String>,
+    /// The session's id.
     pub session_id: String,
+    /// When the line was written (RFC 3339).
     pub timestamp: String,
+    /// The working directory of the session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
+    /// Whether gyre wrote the message to the model on the user's behalf.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_meta: bool,
+    /// The message of a `user` or `assistant` line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<Message>,
     /// On a `compact_boundary`: trigger and token counts.
@@ -52,6 +60,7 @@ pub trait TranscriptStore: Send {
 /// A transcript kept in memory (tests, `--no-session-persistence`).
 #[derive(Debug, Default, Clone)]
 pub struct MemoryTranscript {
+    /// The lines written, in order.
     pub entries: Vec<TranscriptEntry>,
 }
 
@@ -176,6 +185,7 @@ impl JsonlTranscript {
         self.health.clone()
     }
 
+    /// The transcript file.
     #[must_use]
     pub fn path(&self) -> &Path {
         &self.path
@@ -218,9 +228,11 @@ impl TranscriptStore for JsonlTranscript {
 /// A session read back from its transcript.
 #[derive(Debug, Clone, Default)]
 pub struct LoadedSession {
+    /// The conversation, pairing repaired.
     pub messages: Vec<Message>,
     /// The uuid of the last line, to chain new lines onto.
     pub last_uuid: Option<String>,
+    /// The session's model as the transcript recorded it (the last line naming one).
     pub model: Option<String>,
     /// Lines that did not parse (a torn last line after a kill): skipped.
     pub skipped_lines: usize,

@@ -13,18 +13,25 @@ use serde_json::Value;
 pub enum ServerConfig {
     /// A child process speaking JSON-RPC on its stdin and stdout.
     Stdio {
+        /// The program to run.
         command: String,
+        /// Its arguments.
         args: Vec<String>,
+        /// Variables added to its environment.
         env: BTreeMap<String, String>,
     },
     /// Streamable HTTP (`"type": "http"`).
     Http {
+        /// The server's endpoint.
         url: String,
+        /// Headers sent with every request (authorization, …).
         headers: BTreeMap<String, String>,
     },
     /// The deprecated HTTP+SSE transport (`"type": "sse"`).
     Sse {
+        /// The server's endpoint.
         url: String,
+        /// Headers sent with every request.
         headers: BTreeMap<String, String>,
     },
     /// A server living in the Agent SDK program that drives gyre, reached through the
@@ -54,11 +61,20 @@ pub struct McpConfig {
 /// A config that could not be used: where it came from and what was wrong.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
+    /// The config is not valid JSON, or not the `mcpServers` shape.
     #[error("{origin}: invalid MCP config: {message}")]
-    Invalid { origin: String, message: String },
+    Invalid {
+        /// Where the config came from (a file path, `--mcp-config`).
+        origin: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The config file could not be read.
     #[error("{origin}: could not read the MCP config: {source}")]
     Read {
+        /// The file's path.
         origin: String,
+        /// The I/O error.
         source: std::io::Error,
     },
 }
@@ -70,6 +86,7 @@ impl McpConfig {
         &self.servers
     }
 
+    /// Whether no server is configured.
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.servers.is_empty()

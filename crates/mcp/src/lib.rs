@@ -42,6 +42,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 mod config;
 mod resources;
 mod result;

@@ -39,6 +39,7 @@ pub struct McpResourceTool {
 }
 
 impl McpResourceTool {
+    /// The resource tool doing `action` over the servers that offer resources.
     #[must_use]
     pub fn new(action: ResourceAction, servers: Vec<Arc<Server>>) -> Self {
         Self { action, servers }

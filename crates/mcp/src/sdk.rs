@@ -52,8 +52,10 @@ pub fn sdk_channel() -> (SdkChannel, SdkBridge) {
 /// Why a message could not reach an SDK server.
 #[derive(Debug, thiserror::Error)]
 pub enum SdkSendError {
+    /// The SDK side of the channel is gone.
     #[error("the SDK connection is closed")]
     Closed(#[from] SendError),
+    /// The message could not be turned into JSON.
     #[error("the message could not be encoded: {0}")]
     Encode(#[from] serde_json::Error),
 }

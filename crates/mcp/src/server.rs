@@ -30,23 +30,47 @@ const STDERR_TAIL_LINES: usize = 20;
 /// Why a server could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
+    /// The stdio server's program could not be started.
     #[error("could not start `{command}`: {source}")]
     Spawn {
+        /// The program, as configured.
         command: String,
+        /// The error of the spawn.
         source: std::io::Error,
     },
+    /// A configured HTTP header is not a valid header.
     #[error("header {name:?}: {message}")]
-    Header { name: String, message: String },
+    Header {
+        /// The header's name.
+        name: String,
+        /// Why it cannot be sent.
+        message: String,
+    },
+    /// The MCP initialize exchange failed.
     #[error("the MCP handshake failed: {message}{stderr}")]
-    Handshake { message: String, stderr: String },
+    Handshake {
+        /// The client's error.
+        message: String,
+        /// The tail of the server's stderr, if it wrote any.
+        stderr: String,
+    },
+    /// Listing the server's tools failed.
     #[error("listing its tools failed: {0}")]
     ListTools(String),
+    /// The server did not answer within the startup timeout.
     #[error("no answer within {}s (raise MCP_TIMEOUT, in milliseconds){stderr}", timeout.as_secs_f64())]
-    Timeout { timeout: Duration, stderr: String },
+    Timeout {
+        /// How long it was given (`MCP_TIMEOUT`).
+        timeout: Duration,
+        /// The tail of the server's stderr, if it wrote any.
+        stderr: String,
+    },
+    /// An `sse` server: gyre speaks only streamable HTTP.
     #[error(
         "the legacy HTTP+SSE transport is not supported; use \"type\": \"http\" (streamable HTTP)"
     )]
     SseUnsupported,
+    /// An `sdk` server in a session without the SDK control protocol.
     #[error(
         "needs the SDK control protocol (mcp_message control requests), which this session does not carry"
     )]

@@ -21,8 +21,11 @@ pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(600);
 /// Timeouts and the directory servers start in.
 #[derive(Debug, Clone)]
 pub struct StartOptions {
+    /// The directory stdio servers start in.
     pub cwd: PathBuf,
+    /// How long a server may take to start and list its tools (`MCP_TIMEOUT`).
     pub startup_timeout: Duration,
+    /// How long one tool call may take (`MCP_TOOL_TIMEOUT`).
     pub call_timeout: Duration,
 }
 
@@ -49,8 +52,13 @@ impl StartOptions {
 /// Where a server stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerState {
+    /// Started and listed its tools.
     Connected,
-    Failed { error: String },
+    /// Could not be started or reached.
+    Failed {
+        /// Why it is not usable, for the status line.
+        error: String,
+    },
 }
 
 impl ServerState {
@@ -67,9 +75,11 @@ impl ServerState {
 /// One server as `mcp_status` and `/mcp` show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerStatus {
+    /// The server's name in the config.
     pub name: String,
     /// `stdio`, `http`, `sse` or `sdk`.
     pub transport: &'static str,
+    /// Whether it is usable.
     pub state: ServerState,
     /// The gyre names of its tools (`mcp__<server>__<tool>`); empty unless connected.
     pub tools: Vec<String>,
@@ -224,6 +234,7 @@ impl McpServers {
             .collect()
     }
 
+    /// Whether no server is configured.
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()

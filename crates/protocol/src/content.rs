@@ -13,6 +13,7 @@ pub type ExtraFields = Map<String, Value>;
 /// `cache_control` marker for prompt caching.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CacheControl {
+    /// The cache kind: `"ephemeral"`, the only one the API offers.
     #[serde(rename = "type")]
     pub kind: String,
 }
@@ -31,16 +32,34 @@ impl CacheControl {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ImageSource {
-    Base64 { media_type: String, data: String },
-    Url { url: String },
+    /// The bytes inline, base64-encoded.
+    Base64 {
+        /// The image's MIME type (`image/png`, `image/jpeg`, `image/gif`, `image/webp`).
+        media_type: String,
+        /// The image file, base64-encoded.
+        data: String,
+    },
+    /// An image the API fetches itself.
+    Url {
+        /// Where the API fetches the image from.
+        url: String,
+    },
 }
 
 /// One part of a `tool_result` whose content is a list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum ToolResultPart {
-    Text { text: String },
-    Image { source: ImageSource },
+    /// A text part.
+    Text {
+        /// The text.
+        text: String,
+    },
+    /// An image part (Read of a picture).
+    Image {
+        /// Where the image's bytes come from.
+        source: ImageSource,
+    },
 }
 
 /// The content of a `tool_result`: the API accepts a plain string or a list of parts.
@@ -51,7 +70,9 @@ pub enum ToolResultPart {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum ToolResultContent {
+    /// The whole result as one string.
     Text(Arc<str>),
+    /// A list of text and image parts.
     Parts(Vec<ToolResultPart>),
 }
 
@@ -129,35 +150,60 @@ fn is_false(b: &bool) -> bool {
 /// so that a history round-trips unchanged.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContentBlock {
+    /// Text the model wrote, or the user's text.
     Text {
+        /// The text itself.
         text: String,
+        /// A prompt-cache breakpoint set on this block, if any.
         cache_control: Option<CacheControl>,
+        /// Fields gyre does not read (`citations`, …), kept for the round trip.
         extra: ExtraFields,
     },
+    /// A tool call the model made.
     ToolUse {
+        /// The call's id (`toolu_…`), which its `tool_result` names.
         id: String,
+        /// The name of the tool called.
         name: String,
+        /// The call's arguments: a JSON object, or the invalid-JSON marker when the streamed input did not parse.
         input: Value,
+        /// A prompt-cache breakpoint set on this block, if any.
         cache_control: Option<CacheControl>,
+        /// Fields gyre does not read, kept for the round trip.
         extra: ExtraFields,
     },
+    /// The answer to a tool call, sent in a user message.
     ToolResult {
+        /// The id of the `tool_use` this answers.
         tool_use_id: String,
+        /// What the tool returned.
         content: ToolResultContent,
+        /// Whether the call failed (omitted from the JSON when false).
         is_error: bool,
+        /// A prompt-cache breakpoint set on this block, if any.
         cache_control: Option<CacheControl>,
     },
+    /// Extended thinking the model did before answering.
     Thinking {
+        /// The reasoning text.
         thinking: String,
+        /// The signature the API checks when the block is sent back.
         signature: String,
+        /// Fields gyre does not read, kept for the round trip.
         extra: ExtraFields,
     },
+    /// Thinking the API returns encrypted; sent back unchanged.
     RedactedThinking {
+        /// The encrypted thinking.
         data: String,
+        /// Fields gyre does not read, kept for the round trip.
         extra: ExtraFields,
     },
+    /// An image in a message.
     Image {
+        /// Where the image's bytes come from.
         source: ImageSource,
+        /// A prompt-cache breakpoint set on this block, if any.
         cache_control: Option<CacheControl>,
     },
     /// A block type this crate does not know, kept as the JSON it arrived as.
@@ -165,6 +211,7 @@ pub enum ContentBlock {
 }
 
 impl ContentBlock {
+    /// A text block without cache marker or extra fields.
     #[must_use]
     pub fn text(text: impl Into<String>) -> Self {
         Self::Text {
@@ -174,6 +221,7 @@ impl ContentBlock {
         }
     }
 
+    /// A tool call block, as the model sends it.
     #[must_use]
     pub fn tool_use(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
         Self::ToolUse {
@@ -185,6 +233,7 @@ impl ContentBlock {
         }
     }
 
+    /// A `tool_result` answering the call `tool_use_id`.
     #[must_use]
     pub fn tool_result(
         tool_use_id: impl Into<String>,
@@ -199,6 +248,7 @@ impl ContentBlock {
         }
     }
 
+    /// A thinking block with its signature.
     #[must_use]
     pub fn thinking(thinking: impl Into<String>, signature: impl Into<String>) -> Self {
         Self::Thinking {

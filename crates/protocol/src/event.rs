@@ -9,17 +9,24 @@ use crate::{ContentBlock, Role, StopReason, Usage, UsageDelta};
 /// The `message` of a `message_start` event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessageStart {
+    /// The message id (`msg_…`).
     pub id: String,
+    /// The model that answers (after any server-side alias resolution).
     #[serde(default)]
     pub model: String,
+    /// Always the assistant.
     #[serde(default = "assistant")]
     pub role: Role,
+    /// Content already present at the start; usually empty.
     #[serde(default)]
     pub content: Vec<ContentBlock>,
+    /// Usually `None` here: the stop reason arrives in `message_delta`.
     #[serde(default)]
     pub stop_reason: Option<StopReason>,
+    /// The stop sequence that ended the message, if one did.
     #[serde(default)]
     pub stop_sequence: Option<String>,
+    /// The usage so far (input tokens, cache counts); `message_delta` updates it.
     #[serde(default)]
     pub usage: Usage,
 }
@@ -36,20 +43,29 @@ fn assistant() -> Role {
 /// dropping it.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ContentDelta {
+    /// More text of a text block.
     TextDelta {
+        /// The text to append.
         text: String,
     },
+    /// More of a tool call's input, as raw JSON text.
     InputJsonDelta {
+        /// The JSON fragment to append; it parses only once the block stops.
         partial_json: String,
     },
+    /// More text of a thinking block.
     ThinkingDelta {
+        /// The thinking text to append.
         thinking: String,
     },
+    /// The signature of a thinking block, sent before it stops.
     SignatureDelta {
+        /// The signature to set.
         signature: String,
     },
     /// One citation to append to a text block's `citations`.
     CitationsDelta {
+        /// The citation object, as the API sent it.
         citation: Value,
     },
     /// A delta of another type, kept as the JSON object it arrived as (`type` included).
@@ -157,8 +173,10 @@ impl<'de> Deserialize<'de> for ContentDelta {
 /// The `delta` of a `message_delta` event.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct MessageDeltaBody {
+    /// Why the message ended (sent once, near the end of the stream).
     #[serde(default)]
     pub stop_reason: Option<StopReason>,
+    /// The stop sequence that ended the message, if one did.
     #[serde(default)]
     pub stop_sequence: Option<String>,
 }
@@ -169,6 +187,7 @@ pub struct ErrorDetail {
     /// `invalid_request_error`, `authentication_error`, `overloaded_error`, …
     #[serde(rename = "type")]
     pub kind: String,
+    /// The human-readable explanation.
     #[serde(default)]
     pub message: String,
 }
@@ -176,7 +195,9 @@ pub struct ErrorDetail {
 /// The JSON body of an HTTP error response: `{"type":"error","error":{…}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorResponse {
+    /// What went wrong.
     pub error: ErrorDetail,
+    /// The request id the API gave the failed request, for support.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
 }
@@ -185,29 +206,46 @@ pub struct ErrorResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum StreamEvent {
+    /// The first event: the message being answered, without its content.
     MessageStart {
+        /// The message's id, model, role and initial usage.
         message: MessageStart,
     },
+    /// A content block begins at `index`.
     ContentBlockStart {
+        /// The block's position in the message's content.
         index: usize,
+        /// The block as it starts (empty text, a tool call without input, …).
         content_block: ContentBlock,
     },
+    /// More of the block at `index`.
     ContentBlockDelta {
+        /// The position of the block the delta extends.
         index: usize,
+        /// What to add to the block.
         delta: ContentDelta,
     },
+    /// The block at `index` is complete.
     ContentBlockStop {
+        /// The position of the completed block.
         index: usize,
     },
+    /// Message-level changes near the end: stop reason and final usage.
     MessageDelta {
+        /// The stop reason and stop sequence.
         #[serde(default)]
         delta: MessageDeltaBody,
+        /// The usage counters that changed; present ones replace the running values.
         #[serde(default)]
         usage: UsageDelta,
     },
+    /// The message is complete.
     MessageStop,
+    /// A keep-alive with no content.
     Ping,
+    /// An error inside a 200 stream (`overloaded_error`, …).
     Error {
+        /// What went wrong.
         error: ErrorDetail,
     },
     /// An event type this crate does not know; tolerated and ignored.

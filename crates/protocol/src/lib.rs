@@ -17,6 +17,8 @@
 //! assert_eq!(msg.content, vec![ContentBlock::text("hello")]);
 //! ```
 
+#![warn(missing_docs)]
+
 mod content;
 mod event;
 mod message;

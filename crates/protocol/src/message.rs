@@ -5,10 +5,13 @@ use serde_json::Value;
 
 use crate::{ContentBlock, Usage};
 
+/// Who wrote a message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Role {
+    /// The user: prompts and tool results.
     User,
+    /// The model: text, thinking and tool calls.
     Assistant,
 }
 
@@ -16,7 +19,9 @@ pub enum Role {
 /// read as one text block and always written as a list of blocks.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Message {
+    /// Who wrote it.
     pub role: Role,
+    /// Its blocks; a plain-string content is read as one text block.
     #[serde(deserialize_with = "blocks_or_string")]
     pub content: Vec<ContentBlock>,
 }
@@ -35,16 +40,19 @@ fn blocks_or_string<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<ContentBlock>
 }
 
 impl Message {
+    /// A message from `role` with `content`.
     #[must_use]
     pub fn new(role: Role, content: Vec<ContentBlock>) -> Self {
         Self { role, content }
     }
 
+    /// A user message.
     #[must_use]
     pub fn user(content: Vec<ContentBlock>) -> Self {
         Self::new(Role::User, content)
     }
 
+    /// An assistant message.
     #[must_use]
     pub fn assistant(content: Vec<ContentBlock>) -> Self {
         Self::new(Role::Assistant, content)
@@ -94,13 +102,21 @@ impl Message {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
+    /// The model finished its answer.
     EndTurn,
+    /// The model stopped to have its tool calls run.
     ToolUse,
+    /// The answer hit the request's `max_tokens`.
     MaxTokens,
+    /// The model wrote one of the request's stop sequences.
     StopSequence,
+    /// A server tool turn paused; send the history back to let it go on.
     PauseTurn,
+    /// The model declined to answer.
     Refusal,
+    /// The answer filled the model's context window.
     ModelContextWindowExceeded,
+    /// A stop reason this crate does not know, kept as sent.
     #[serde(untagged)]
     Other(String),
 }
@@ -108,17 +124,24 @@ pub enum StopReason {
 /// A complete assistant response, as returned without streaming or assembled from a stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AssistantResponse {
+    /// The message id (`msg_…`).
     pub id: String,
+    /// The model that answered.
     #[serde(default)]
     pub model: String,
+    /// Always the assistant.
     #[serde(default = "assistant_role")]
     pub role: Role,
+    /// The answer's blocks.
     #[serde(default)]
     pub content: Vec<ContentBlock>,
+    /// Why the answer ended.
     #[serde(default)]
     pub stop_reason: Option<StopReason>,
+    /// The stop sequence that ended it, if one did.
     #[serde(default)]
     pub stop_sequence: Option<String>,
+    /// The tokens the request used.
     #[serde(default)]
     pub usage: Usage,
 }

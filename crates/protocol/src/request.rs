@@ -8,14 +8,18 @@ use crate::{CacheControl, Message};
 /// One block of the system prompt.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SystemBlock {
+    /// Always `"text"`.
     #[serde(rename = "type")]
     pub kind: String,
+    /// The system prompt text of this block.
     pub text: String,
+    /// A prompt-cache breakpoint set on this block, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_control: Option<CacheControl>,
 }
 
 impl SystemBlock {
+    /// A text block of the system prompt, without cache marker.
     #[must_use]
     pub fn text(text: impl Into<String>) -> Self {
         Self {
@@ -34,11 +38,15 @@ pub struct ToolDefinition {
     /// A server tool's type; `None` for client tools.
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<String>,
+    /// The name the model calls the tool by.
     pub name: String,
+    /// What the tool does and when to use it, for the model.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub description: String,
+    /// The JSON Schema of the tool's input object.
     #[serde(default, skip_serializing_if = "Value::is_null")]
     pub input_schema: Value,
+    /// A prompt-cache breakpoint on the tool list, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_control: Option<CacheControl>,
     /// A server tool's own fields (`max_uses`, `allowed_domains`, …).
@@ -82,8 +90,10 @@ impl ToolDefinition {
     }
 }
 
+/// The request's `metadata`: who the request is made for.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Metadata {
+    /// An opaque id of the end user, for the API's abuse detection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
 }
@@ -91,8 +101,10 @@ pub struct Metadata {
 /// Extended thinking: `{"type":"enabled","budget_tokens":N}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThinkingConfig {
+    /// `"enabled"` (or `"disabled"`).
     #[serde(rename = "type")]
     pub kind: String,
+    /// The most tokens the model may think for; required when enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_tokens: Option<u32>,
 }
@@ -100,21 +112,31 @@ pub struct ThinkingConfig {
 /// The body of a Messages API request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessagesRequest {
+    /// The model to ask (`claude-sonnet-4-5`, …).
     pub model: String,
+    /// The most tokens the answer may have.
     pub max_tokens: u32,
+    /// The conversation so far, alternating user and assistant.
     pub messages: Vec<Message>,
+    /// The system prompt, as blocks so that parts can carry cache markers.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub system: Vec<SystemBlock>,
+    /// The tools offered: client tools gyre runs and server tools the API runs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tools: Vec<ToolDefinition>,
+    /// Whether to stream the answer as server-sent events (gyre always does).
     #[serde(default)]
     pub stream: bool,
+    /// Who the request is made for, if set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata: Option<Metadata>,
+    /// Extended thinking, if enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<ThinkingConfig>,
+    /// Sampling temperature; the API's default when `None`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temperature: Option<f32>,
+    /// Extra sequences that end the answer when the model writes one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop_sequences: Vec<String>,
 }

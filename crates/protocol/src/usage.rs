@@ -6,12 +6,16 @@ use serde::{Deserialize, Deserializer, Serialize};
 /// and `message_delta` carries cumulative totals; [`Usage::merge_delta`] combines them.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Usage {
+    /// Input tokens not read from or written to the prompt cache.
     #[serde(default, deserialize_with = "zero_if_null")]
     pub input_tokens: u64,
+    /// Tokens the model wrote.
     #[serde(default, deserialize_with = "zero_if_null")]
     pub output_tokens: u64,
+    /// Input tokens written to the prompt cache.
     #[serde(default, deserialize_with = "zero_if_null")]
     pub cache_creation_input_tokens: u64,
+    /// Input tokens read from the prompt cache.
     #[serde(default, deserialize_with = "zero_if_null")]
     pub cache_read_input_tokens: u64,
     /// Requests made by server tools (web search, web fetch); left out when none were.
@@ -26,8 +30,10 @@ pub struct Usage {
 /// The `server_tool_use` counters of a usage.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ServerToolUsage {
+    /// Web searches the API ran for this request.
     #[serde(default, deserialize_with = "zero_if_null")]
     pub web_search_requests: u64,
+    /// Web fetches the API ran for this request.
     #[serde(default, deserialize_with = "zero_if_null")]
     pub web_fetch_requests: u64,
 }
@@ -50,14 +56,19 @@ impl ServerToolUsage {
 /// counters. A field that is absent (or `null`) leaves the running value alone.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UsageDelta {
+    /// The new input token count, if it changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input_tokens: Option<u64>,
+    /// The output token count so far, if sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output_tokens: Option<u64>,
+    /// The new cache-write count, if sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_creation_input_tokens: Option<u64>,
+    /// The new cache-read count, if sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cache_read_input_tokens: Option<u64>,
+    /// The new server tool counters, if sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_tool_use: Option<ServerToolUsage>,
 }

@@ -13,8 +13,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use grep_matcher::Matcher as _;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::process::Command;
 
@@ -30,8 +31,14 @@ const MAX_RESULT_CHARS: usize = 30_000;
 /// How a background shell stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ShellStatus {
+    /// Still running.
     Running,
-    Completed { exit_code: Option<i32> },
+    /// Ended by itself.
+    Completed {
+        /// The command's exit status; `None` when a signal ended it.
+        exit_code: Option<i32>,
+    },
+    /// Stopped by KillShell or the end of the session.
     Killed,
 }
 
@@ -245,7 +252,7 @@ impl std::fmt::Debug for BackgroundBash {
 }
 
 /// The input without `run_in_background`, as the wrapped Bash knows it.
-fn foreground(input: &Value) -> Value {
+pub(crate) fn foreground(input: &Value) -> Value {
     let mut input = input.clone();
     if let Some(object) = input.as_object_mut() {
         object.remove("run_in_background");
@@ -253,8 +260,19 @@ fn foreground(input: &Value) -> Value {
     input
 }
 
-fn in_background(input: &Value) -> bool {
-    input.get("run_in_background").and_then(Value::as_bool) == Some(true)
+/// The field BackgroundBash adds to Bash's input (the rest goes to the wrapped Bash).
+#[derive(Debug, Deserialize, JsonSchema)]
+pub(crate) struct BackgroundFlag {
+    /// Run the command in the background and return a shell id at once; read its output with BashOutput, stop it with KillShell
+    #[serde(default)]
+    run_in_background: Option<bool>,
+}
+
+/// Whether the call asks for the background: the flag parsed (a flag that is not a
+/// boolean is an input error, as the schema says).
+fn in_background(input: &Value) -> Result<bool, serde_json::Error> {
+    let flag = BackgroundFlag::deserialize(input)?;
+    Ok(flag.run_in_background == Some(true))
 }
 
 impl Tool for BackgroundBash {
@@ -268,11 +286,12 @@ impl Tool for BackgroundBash {
 
     fn input_schema(&self) -> Value {
         let mut schema = self.inner.input_schema();
-        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
-            props.insert(
-                "run_in_background".to_owned(),
-                json!({"type": "boolean", "description": "Run the command in the background and return a shell id at once; read its output with BashOutput, stop it with KillShell"}),
-            );
+        let flag = crate::schema::input_schema::<BackgroundFlag>();
+        if let (Some(props), Some(added)) = (
+            schema.get_mut("properties").and_then(Value::as_object_mut),
+            flag.get("properties").and_then(Value::as_object),
+        ) {
+            props.extend(added.clone());
         }
         schema
     }
@@ -311,8 +330,10 @@ impl Tool for BackgroundBash {
         ctx: &'a ToolContext,
         progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
-        if !in_background(&input) {
-            return self.inner.call(foreground(&input), ctx, progress);
+        match in_background(&input) {
+            Ok(true) => {}
+            Ok(false) => return self.inner.call(foreground(&input), ctx, progress),
+            Err(e) => return Box::pin(async move { ToolOutput::tool_use_error(e) }),
         }
         Box::pin(async move {
             let Some(command) = input.get("command").and_then(Value::as_str) else {
@@ -328,9 +349,12 @@ impl Tool for BackgroundBash {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct OutputInput {
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OutputInput {
+    /// The id of the background shell
     bash_id: String,
+    /// Optional regular expression: only matching lines are shown
     #[serde(default)]
     filter: Option<String>,
 }
@@ -407,15 +431,7 @@ impl Tool for BashOutputTool {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "bash_id": {"type": "string", "description": "The id of the background shell"},
-                "filter": {"type": "string", "description": "Optional regular expression: only matching lines are shown"}
-            },
-            "required": ["bash_id"],
-            "additionalProperties": false
-        })
+        crate::schema::input_schema::<OutputInput>()
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
@@ -447,8 +463,10 @@ impl Tool for BashOutputTool {
     }
 }
 
-#[derive(Debug, Deserialize)]
-struct KillInput {
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct KillInput {
+    /// The id of the background shell to kill
     shell_id: String,
 }
 
@@ -489,14 +507,7 @@ impl Tool for KillShellTool {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "shell_id": {"type": "string", "description": "The id of the background shell to kill"}
-            },
-            "required": ["shell_id"],
-            "additionalProperties": false
-        })
+        crate::schema::input_schema::<KillInput>()
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
@@ -552,6 +563,7 @@ fn add_with_table(registry: &mut ToolRegistry, shells: Arc<ShellTable>) {
 mod tests {
     use super::*;
     use crate::{AllowAll, ToolCall, run_tool_call};
+    use serde_json::json;
 
     async fn call(registry: &ToolRegistry, name: &str, input: Value) -> ToolOutput {
         let ctx = ToolContext::new(std::env::temp_dir());

@@ -3,8 +3,9 @@
 use std::process::Stdio;
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::io::AsyncReadExt as _;
 use tokio::process::Command;
 
@@ -24,14 +25,21 @@ const MAX_CAPTURE_BYTES: usize = 64 * 1024 * 1024;
 /// After the shell exits, how long to wait for background children to close the pipes.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
 
+/// The Bash tool: runs a shell command in its own process group, with a timeout.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct BashTool;
 
-#[derive(Debug, Deserialize)]
-struct BashInput {
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BashInput {
+    /// The command to execute
     command: String,
+    /// Optional timeout in milliseconds (max 600000)
     #[serde(default)]
     timeout: Option<f64>,
+    /// Clear, concise description of what this command does in 5-10 words
+    #[serde(default, rename = "description")]
+    _description: Option<String>,
 }
 
 impl Tool for BashTool {
@@ -51,16 +59,7 @@ Usage:\n\
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "command": {"type": "string", "description": "The command to execute"},
-                "timeout": {"type": "number", "description": "Optional timeout in milliseconds (max 600000)"},
-                "description": {"type": "string", "description": "Clear, concise description of what this command does in 5-10 words"}
-            },
-            "required": ["command"],
-            "additionalProperties": false
-        })
+        crate::schema::input_schema::<BashInput>()
     }
 
     fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {

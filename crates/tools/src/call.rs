@@ -13,12 +13,16 @@ use crate::{
 /// A `tool_use` the model asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
+    /// The `tool_use` id, which the result answers.
     pub id: String,
+    /// The tool's name as the model wrote it.
     pub name: String,
+    /// The arguments as the model wrote them.
     pub input: Value,
 }
 
 impl ToolCall {
+    /// A call of tool `name` with id `id` and `input`.
     #[must_use]
     pub fn new(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
         Self {
@@ -33,19 +37,26 @@ impl ToolCall {
 /// `permission_denials`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PermissionDenial {
+    /// The tool that was refused.
     pub tool_name: String,
+    /// The id of the refused call.
     pub tool_use_id: String,
+    /// The input it would have run with.
     pub tool_input: Value,
 }
 
 /// The finished call: its result and, when refused, the denial.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCallOutcome {
+    /// The id of the call this answers.
     pub tool_use_id: String,
+    /// The tool that was called.
     pub tool_name: String,
     /// The input as the model wrote it.
     pub input: Value,
+    /// The `tool_result` to send back.
     pub output: ToolOutput,
+    /// `Some` when the permission policy refused the call.
     pub denial: Option<PermissionDenial>,
 }
 

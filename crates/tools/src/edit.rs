@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 use similar::TextDiff;
 
 use crate::file_state::Freshness;
@@ -16,15 +17,22 @@ use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOu
 /// Diff lines shown in the result; the rest is summarised.
 const MAX_DIFF_LINES: usize = 80;
 
+/// The Edit tool: replaces an exact string in a file read before.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EditTool;
 
-#[derive(Debug, Deserialize)]
-struct EditInput {
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EditInput {
+    /// The absolute path to the file to modify
     file_path: String,
+    /// The text to replace
     old_string: String,
+    /// The text to replace it with (must be different from old_string)
     new_string: String,
+    /// Replace all occurrences of old_string (default false)
     #[serde(default)]
+    #[schemars(extend("default" = false))]
     replace_all: Option<bool>,
 }
 
@@ -44,17 +52,7 @@ Usage:\n\
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "file_path": {"type": "string", "description": "The absolute path to the file to modify"},
-                "old_string": {"type": "string", "description": "The text to replace"},
-                "new_string": {"type": "string", "description": "The text to replace it with (must be different from old_string)"},
-                "replace_all": {"type": "boolean", "default": false, "description": "Replace all occurrences of old_string (default false)"}
-            },
-            "required": ["file_path", "old_string", "new_string"],
-            "additionalProperties": false
-        })
+        crate::schema::input_schema::<EditInput>()
     }
 
     fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {

@@ -70,9 +70,13 @@ impl ExecutorOptions {
 /// Where a call is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ToolStatus {
+    /// Waiting for its turn (a non-concurrent call waits for the ones before it).
     Queued,
+    /// Running.
     Executing,
+    /// Finished, its result held until the calls before it are yielded.
     Completed,
+    /// Its result handed to the loop.
     Yielded,
 }
 
@@ -155,6 +159,7 @@ impl StreamingToolExecutor {
         Self::with_options(registry, ctx, can_use, ExecutorOptions::from_env())
     }
 
+    /// An executor with explicit options (the concurrency cap) instead of the environment's.
     #[must_use]
     pub fn with_options(
         registry: Arc<ToolRegistry>,

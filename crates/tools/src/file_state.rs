@@ -11,10 +11,12 @@ use std::time::SystemTime;
 /// What the cache remembers of one file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FileState {
+    /// The modification time seen at the read, if the file system reports one.
     pub mtime: Option<SystemTime>,
     /// `None` when only part of the file was read (a paged Read of a large file): then
     /// only an unchanged mtime and length make it fresh.
     pub content_hash: Option<u64>,
+    /// The file's length in bytes at the read.
     pub len: u64,
 }
 
@@ -64,6 +66,7 @@ pub struct FileStateCache {
 }
 
 impl FileStateCache {
+    /// An empty cache: no file has been read.
     #[must_use]
     pub fn new() -> Self {
         Self::default()
@@ -81,11 +84,13 @@ impl FileStateCache {
         entries.by_path.insert(path.to_path_buf(), (state, seq));
     }
 
+    /// What was recorded for `path`, if it was read.
     #[must_use]
     pub fn get(&self, path: &Path) -> Option<FileState> {
         self.lock().by_path.get(path).map(|(s, _)| *s)
     }
 
+    /// Forgets `path` (it was deleted or must be read again).
     pub fn remove(&self, path: &Path) {
         self.lock().by_path.remove(path);
     }
@@ -140,6 +145,7 @@ impl Default for ContentHasher {
 }
 
 impl ContentHasher {
+    /// Feeds the next piece of the file.
     pub fn update(&mut self, bytes: &[u8]) {
         for &b in bytes {
             self.0 ^= u64::from(b);
@@ -147,6 +153,7 @@ impl ContentHasher {
         }
     }
 
+    /// The hash of everything fed so far.
     #[must_use]
     pub fn finish(&self) -> u64 {
         self.0

@@ -4,8 +4,9 @@ use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::tool::call_blocking;
 use crate::walk::{collect_files, walk_builder};
@@ -17,12 +18,16 @@ pub const MAX_RESULTS: usize = 100;
 pub const TRUNCATED_NOTE: &str =
     "(Results are truncated. Consider using a more specific path or pattern.)";
 
+/// The Glob tool: file paths matching a pattern, newest first.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GlobTool;
 
-#[derive(Debug, Deserialize)]
-struct GlobInput {
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GlobInput {
+    /// The glob pattern to match files against
     pattern: String,
+    /// The directory to search in. If not specified, the current working directory will be used. Omit this field for the default; do not enter "undefined" or "null".
     #[serde(default)]
     path: Option<String>,
 }
@@ -41,15 +46,7 @@ impl Tool for GlobTool {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "The glob pattern to match files against"},
-                "path": {"type": "string", "description": "The directory to search in. If not specified, the current working directory will be used. Omit this field for the default; do not enter \"undefined\" or \"null\"."}
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
+        crate::schema::input_schema::<GlobInput>()
     }
 
     fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {

@@ -9,8 +9,9 @@ use grep_searcher::{
 };
 use ignore::overrides::OverrideBuilder;
 use ignore::types::TypesBuilder;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::paths::display_relative;
 use crate::read::push_cut;
@@ -23,41 +24,57 @@ pub const DEFAULT_HEAD_LIMIT: usize = 250;
 /// Output lines are cut at this many characters.
 pub const MAX_LINE_CHARS: usize = 500;
 
+/// The Grep tool: a ripgrep-style search of file contents.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct GrepTool;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
 enum OutputMode {
-    FilesWithMatches,
     Content,
+    FilesWithMatches,
     Count,
 }
 
-#[derive(Debug, Deserialize)]
-struct GrepInput {
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GrepInput {
+    /// The regular expression pattern to search for in file contents
     pattern: String,
+    /// File or directory to search in. Defaults to current working directory.
     #[serde(default)]
     path: Option<String>,
+    /// Glob pattern to filter files (e.g. "*.js", "*.{ts,tsx}")
     #[serde(default)]
     glob: Option<String>,
+    /// File type to search (rg --type), e.g. js, py, rust, go, java
     #[serde(default, rename = "type")]
     file_type: Option<String>,
+    /// Output mode: "content" shows matching lines, "files_with_matches" shows file paths (default), "count" shows match counts
     #[serde(default)]
-    output_mode: Option<String>,
+    output_mode: Option<OutputMode>,
+    /// Number of lines to show after each match. Requires output_mode: "content".
     #[serde(default, rename = "-A")]
     after: Option<f64>,
+    /// Number of lines to show before each match. Requires output_mode: "content".
     #[serde(default, rename = "-B")]
     before: Option<f64>,
+    /// Number of lines to show before and after each match. Requires output_mode: "content".
     #[serde(default, rename = "-C")]
     context: Option<f64>,
+    /// Show line numbers in output (default true). Requires output_mode: "content".
     #[serde(default, rename = "-n")]
     line_numbers: Option<bool>,
+    /// Case insensitive search
     #[serde(default, rename = "-i")]
     case_insensitive: Option<bool>,
+    /// Enable multiline mode where . matches newlines and patterns can span lines (default false)
     #[serde(default)]
     multiline: Option<bool>,
+    /// Limit output to the first N lines/entries (default 250, 0 for unlimited)
     #[serde(default)]
     head_limit: Option<f64>,
+    /// Skip the first N lines/entries before applying head_limit (default 0)
     #[serde(default)]
     offset: Option<f64>,
 }
@@ -81,26 +98,7 @@ Usage:\n\
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "pattern": {"type": "string", "description": "The regular expression pattern to search for in file contents"},
-                "path": {"type": "string", "description": "File or directory to search in. Defaults to current working directory."},
-                "glob": {"type": "string", "description": "Glob pattern to filter files (e.g. \"*.js\", \"*.{ts,tsx}\")"},
-                "output_mode": {"type": "string", "enum": ["content", "files_with_matches", "count"], "description": "Output mode: \"content\" shows matching lines, \"files_with_matches\" shows file paths (default), \"count\" shows match counts"},
-                "-B": {"type": "number", "description": "Number of lines to show before each match. Requires output_mode: \"content\"."},
-                "-A": {"type": "number", "description": "Number of lines to show after each match. Requires output_mode: \"content\"."},
-                "-C": {"type": "number", "description": "Number of lines to show before and after each match. Requires output_mode: \"content\"."},
-                "-n": {"type": "boolean", "description": "Show line numbers in output (default true). Requires output_mode: \"content\"."},
-                "-i": {"type": "boolean", "description": "Case insensitive search"},
-                "type": {"type": "string", "description": "File type to search (rg --type), e.g. js, py, rust, go, java"},
-                "head_limit": {"type": "number", "description": "Limit output to the first N lines/entries (default 250, 0 for unlimited)"},
-                "offset": {"type": "number", "description": "Skip the first N lines/entries before applying head_limit (default 0)"},
-                "multiline": {"type": "boolean", "description": "Enable multiline mode where . matches newlines and patterns can span lines (default false)"}
-            },
-            "required": ["pattern"],
-            "additionalProperties": false
-        })
+        crate::schema::input_schema::<GrepInput>()
     }
 
     fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
@@ -162,16 +160,7 @@ struct Search<'a> {
 }
 
 fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
-    let mode = match input.output_mode.as_deref() {
-        None | Some("files_with_matches") => OutputMode::FilesWithMatches,
-        Some("content") => OutputMode::Content,
-        Some("count") => OutputMode::Count,
-        Some(other) => {
-            return ToolOutput::tool_use_error(format_args!(
-                "output_mode must be content, files_with_matches or count, not {other}"
-            ));
-        }
-    };
+    let mode = input.output_mode.unwrap_or(OutputMode::FilesWithMatches);
     let root = match ctx.resolve_as_checked(input.path.as_deref().unwrap_or(".")) {
         Ok(root) => root,
         Err(changed) => return ToolOutput::error(changed),

@@ -30,6 +30,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod background;
 pub mod bash;
 mod bash_rules;
@@ -52,7 +54,9 @@ pub mod read;
 pub mod read_only;
 mod registry;
 pub mod sandbox;
-mod schema;
+pub mod schema;
+#[cfg(test)]
+mod schema_conformance;
 pub mod shell;
 pub mod todo;
 mod tool;

@@ -10,6 +10,7 @@ use crate::PermissionMode;
 pub struct ModeHandle(Arc<RwLock<PermissionMode>>);
 
 impl ModeHandle {
+    /// A handle starting in `mode`.
     #[must_use]
     pub fn new(mode: PermissionMode) -> Self {
         Self(Arc::new(RwLock::new(mode)))

@@ -6,7 +6,9 @@ use crate::{ToolCall, ToolRegistry};
 /// call alone.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolBatch {
+    /// Whether the calls of the batch run at the same time.
     pub concurrent: bool,
+    /// The calls, in the order the model made them.
     pub calls: Vec<ToolCall>,
 }
 

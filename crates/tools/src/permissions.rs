@@ -69,18 +69,28 @@ impl FromStr for PermissionMode {
 /// A malformed rule or mode, as found in flags and settings files.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
+    /// A rule with nothing in it.
     #[error("empty permission rule")]
     Empty,
+    /// Text that is not `Tool` or `Tool(specifier)`.
     #[error(
         "permission rule `{0}`: a rule is a tool name, optionally followed by a specifier in parentheses, e.g. `Bash(git diff:*)`"
     )]
     Malformed(String),
+    /// `Tool()`: an empty specifier (the rule and the tool name, for the message).
     #[error(
         "permission rule `{0}`: the specifier in parentheses is empty; write `{1}` to name the whole tool"
     )]
     EmptySpecifier(String, String),
+    /// A path specifier that is not a valid glob.
     #[error("permission rule `{rule}`: invalid path pattern: {message}")]
-    InvalidPattern { rule: String, message: String },
+    InvalidPattern {
+        /// The rule as written.
+        rule: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A mode name that is not one of the four.
     #[error(
         "unknown permission mode `{0}`: expected default, acceptEdits, plan or bypassPermissions"
     )]
@@ -91,7 +101,9 @@ pub enum RuleError {
 /// `Edit(/abs/path/**)`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct PermissionRule {
+    /// The tool the rule names (`Bash`, `mcp__server__tool`).
     pub tool: String,
+    /// What in the call the rule matches (`git diff:*`, `src/**`); `None` matches every call.
     pub specifier: Option<String>,
 }
 
@@ -105,6 +117,7 @@ impl PermissionRule {
         }
     }
 
+    /// A rule naming the calls of `tool` that `specifier` matches.
     #[must_use]
     pub fn with_specifier(tool: impl Into<String>, specifier: impl Into<String>) -> Self {
         Self {
@@ -218,14 +231,17 @@ impl CanUseTool for AllowAll {
 /// The user's answer to a permission question.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PromptAnswer {
+    /// Allow this call only.
     AllowOnce,
     /// Allow, and allow the same again for the rest of the session.
     AllowAlways,
+    /// Refuse the call.
     Deny,
 }
 
 /// Asks the user (the REPL plugs one in; headless runs have none).
 pub trait PermissionPrompt: Send + Sync {
+    /// Asks whether `call` of `tool` may run; `reason` says why the policy asks.
     fn ask<'a>(
         &'a self,
         tool: &'a dyn Tool,
@@ -324,18 +340,21 @@ impl Permissions {
         })
     }
 
+    /// Adds allow rules.
     #[must_use]
     pub fn with_allow(mut self, rules: impl IntoIterator<Item = PermissionRule>) -> Self {
         self.allow.extend(rules);
         self
     }
 
+    /// Adds ask rules.
     #[must_use]
     pub fn with_ask(mut self, rules: impl IntoIterator<Item = PermissionRule>) -> Self {
         self.ask.extend(rules);
         self
     }
 
+    /// Adds deny rules.
     #[must_use]
     pub fn with_deny(mut self, rules: impl IntoIterator<Item = PermissionRule>) -> Self {
         self.deny.extend(rules);
@@ -349,16 +368,19 @@ impl Permissions {
         self
     }
 
+    /// The allow rules, in the order given.
     #[must_use]
     pub fn allow_rules(&self) -> &[PermissionRule] {
         &self.allow
     }
 
+    /// The deny rules, in the order given.
     #[must_use]
     pub fn deny_rules(&self) -> &[PermissionRule] {
         &self.deny
     }
 
+    /// The ask rules, in the order given.
     #[must_use]
     pub fn ask_rules(&self) -> &[PermissionRule] {
         &self.ask

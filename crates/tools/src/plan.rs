@@ -3,16 +3,19 @@
 //! read-only: the REPL asks the user, the SDK its `can_use_tool`, headless refuses unless
 //! a rule allows `ExitPlanMode`); once approved, the session leaves plan mode.
 
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
     BoxFuture, ModeHandle, PermissionDecision, PermissionMode, ProgressFn, Tool, ToolContext,
     ToolOutput,
 };
 
-#[derive(Debug, Deserialize)]
-struct ExitPlanInput {
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ExitPlanInput {
+    /// The plan to run by the user for approval (Markdown)
     plan: String,
 }
 
@@ -40,14 +43,7 @@ impl Tool for ExitPlanModeTool {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "plan": {"type": "string", "description": "The plan to run by the user for approval (Markdown)"}
-            },
-            "required": ["plan"],
-            "additionalProperties": false
-        })
+        crate::schema::input_schema::<ExitPlanInput>()
     }
 
     fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
@@ -103,6 +99,7 @@ mod tests {
 
     use super::*;
     use crate::{Permissions, ToolCall, ToolRegistry, run_tool_call};
+    use serde_json::json;
 
     async fn exit(permissions: &Permissions) -> ToolOutput {
         let tool = ExitPlanModeTool::new(permissions.mode_handle());

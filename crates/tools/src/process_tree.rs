@@ -4,7 +4,7 @@
 //! Killing the command's process group misses a child that called `setsid` (it has a
 //! group and a session of its own) and, once its parent exited, gets reparented to init.
 //! So gyre makes itself a child subreaper ([`become_subreaper`]): orphans of its tool
-//! processes reparent to gyre, where they can be found. A [`ProcessTree`] is then, on
+//! processes reparent to gyre, where they can be found. A `ProcessTree` is then, on
 //! Linux, every process that is
 //! - in the command's process group, or
 //! - a descendant (by parent pid) of a member, or
@@ -23,7 +23,7 @@ use rustix::process::{Pid, Signal};
 const KILL_ROUNDS: usize = 20;
 
 /// Makes this process the child subreaper of everything it starts: an orphaned
-/// descendant reparents to it instead of init, so [`ProcessTree`] can still find it.
+/// descendant reparents to it instead of init, so a `ProcessTree` can still find it.
 /// Call once at start-up. A no-op where the kernel has no such thing.
 ///
 /// # Errors

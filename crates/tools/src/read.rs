@@ -4,8 +4,9 @@ use std::path::Path;
 
 use base64::Engine as _;
 use gyre_protocol::ImageSource;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::file_state::FileState;
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
@@ -33,16 +34,23 @@ const IMAGE_EXTENSIONS: &[&str] = &["png", "jpg", "jpeg", "gif", "webp"];
 /// The largest image sent: 3.75 MiB, 5 MiB once base64-encoded (the API's limit).
 pub const MAX_IMAGE_BYTES: u64 = 3 * 1024 * 1024 + 768 * 1024;
 
+/// The Read tool: numbered lines of a text file, or an image.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ReadTool;
 
-#[derive(Debug, Deserialize)]
-struct ReadInput {
-    file_path: String,
-    #[serde(default)]
-    offset: Option<f64>,
-    #[serde(default)]
-    limit: Option<f64>,
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReadInput {
+    /// The absolute path to the file to read
+    pub(crate) file_path: String,
+    /// The line number to start reading from (1-based). Only provide if the file is too large to read at once
+    #[serde(default, deserialize_with = "crate::schema::whole_number")]
+    #[schemars(with = "Option<i64>")]
+    pub(crate) offset: Option<f64>,
+    /// The number of lines to read. Only provide if the file is too large to read at once.
+    #[serde(default, deserialize_with = "crate::schema::whole_number")]
+    #[schemars(with = "Option<i64>")]
+    pub(crate) limit: Option<f64>,
 }
 
 impl Tool for ReadTool {
@@ -64,16 +72,7 @@ Usage:\n\
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "file_path": {"type": "string", "description": "The absolute path to the file to read"},
-                "offset": {"type": "integer", "description": "The line number to start reading from (1-based). Only provide if the file is too large to read at once"},
-                "limit": {"type": "integer", "description": "The number of lines to read. Only provide if the file is too large to read at once."}
-            },
-            "required": ["file_path"],
-            "additionalProperties": false
-        })
+        crate::schema::input_schema::<ReadInput>()
     }
 
     fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {

@@ -62,6 +62,7 @@ impl ToolRegistry {
         self
     }
 
+    /// The tool called `name` (or answering to it as an alias).
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
         self.tools
@@ -69,20 +70,24 @@ impl ToolRegistry {
             .find(|t| t.name() == name || t.aliases().contains(&name))
     }
 
+    /// The names of the tools, in registration order.
     #[must_use]
     pub fn names(&self) -> Vec<&'static str> {
         self.tools.iter().map(|t| t.name()).collect()
     }
 
+    /// The tools, in registration order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
         self.tools.iter()
     }
 
+    /// How many tools are registered (server tools not counted).
     #[must_use]
     pub fn len(&self) -> usize {
         self.tools.len()
     }
 
+    /// Whether no tool is registered.
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()

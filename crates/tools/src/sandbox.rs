@@ -33,9 +33,15 @@ use landlock::{
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SandboxPolicy {
     /// Nothing but `/dev/null` and a private temp dir.
-    ReadOnly { allow_network: bool },
+    ReadOnly {
+        /// Whether TCP connections stay allowed (kernels without network rules cannot forbid them).
+        allow_network: bool,
+    },
     /// The working directories too.
-    Workspace { allow_network: bool },
+    Workspace {
+        /// Whether TCP connections stay allowed (kernels without network rules cannot forbid them).
+        allow_network: bool,
+    },
 }
 
 /// The policies of a session whose mode can change: `plan` while the shared mode is
@@ -44,8 +50,11 @@ pub enum SandboxPolicy {
 /// about instead.
 #[derive(Debug, Clone)]
 pub struct SandboxByMode {
+    /// The session's mode, read at each command.
     pub mode: crate::ModeHandle,
+    /// The policy while the mode is plan.
     pub plan: Option<SandboxPolicy>,
+    /// The policy in every other mode.
     pub other: Option<SandboxPolicy>,
     /// What sandboxed commands may not read, whatever the policy.
     pub read_denied: ReadDenied,
@@ -274,14 +283,23 @@ pub fn unenforceable(policy: Option<&SandboxPolicy>) -> bool {
 /// Why a command could not be confined.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
+    /// The kernel has no Landlock: the command is not run unconfined.
     #[error(
         "this kernel has no Landlock, so the sandbox cannot be enforced; the command was not run"
     )]
     Unsupported,
+    /// The kernel refused the ruleset.
     #[error("could not build the sandbox: {0}")]
     Ruleset(#[from] landlock::RulesetError),
+    /// A directory of the rules could not be opened.
     #[error("could not open {path} for the sandbox rules: {message}")]
-    Path { path: PathBuf, message: String },
+    Path {
+        /// The path that could not be opened.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The private temp dir could not be created.
     #[error("could not create the sandbox's temp dir: {0}")]
     TempDir(std::io::Error),
     #[error(

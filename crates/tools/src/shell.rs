@@ -524,8 +524,11 @@ pub fn unwrap_command(argv: &[Word], privileged: bool) -> Option<Unwrapped<'_>> 
 /// What a wrapper runs (see [`unwrap_command`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Unwrapped<'a> {
+    /// The command's words, from the program on.
     pub argv: &'a [Word],
+    /// Whether the wrapper adds arguments of unknown value (`xargs`).
     pub extra_args: bool,
+    /// Whether the wrapper sets variables (`env X=1 cmd`).
     pub assigns: bool,
 }
 

@@ -4,33 +4,59 @@
 
 use std::sync::{Mutex, PoisonError};
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// The state of one task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
+#[schemars(transform = crate::schema::undocumented)]
 pub enum TodoStatus {
+    /// Not started.
     Pending,
+    /// Being worked on (one task at a time).
     InProgress,
+    /// Done.
     Completed,
 }
 
-/// One task of the list.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// One task of the list. Its schema carries no descriptions (the tool's description
+/// explains the fields): these docs are for readers of the code.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(transform = crate::schema::undocumented)]
 pub struct Todo {
     /// What to do, imperative ("Run the tests").
+    #[serde(deserialize_with = "non_empty")]
+    #[schemars(length(min = 1))]
     pub content: String,
+    /// Where the task stands.
     pub status: TodoStatus,
     /// The same, as it is being done ("Running the tests").
-    #[serde(rename = "activeForm")]
+    #[serde(rename = "activeForm", deserialize_with = "non_empty")]
+    #[schemars(length(min = 1))]
     pub active_form: String,
 }
 
-#[derive(Debug, Deserialize)]
-struct TodoInput {
+/// A task's text: at least one character, as the schema's `minLength` says.
+fn non_empty<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    let text = String::deserialize(deserializer)?;
+    if text.is_empty() {
+        return Err(serde::de::Error::invalid_length(
+            0,
+            &"at least one character",
+        ));
+    }
+    Ok(text)
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TodoInput {
+    /// The updated todo list
     todos: Vec<Todo>,
 }
 
@@ -64,27 +90,7 @@ impl Tool for TodoWriteTool {
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "todos": {
-                    "type": "array",
-                    "description": "The updated todo list",
-                    "items": {
-                        "type": "object",
-                        "properties": {
-                            "content": {"type": "string", "minLength": 1},
-                            "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]},
-                            "activeForm": {"type": "string", "minLength": 1}
-                        },
-                        "required": ["content", "status", "activeForm"],
-                        "additionalProperties": false
-                    }
-                }
-            },
-            "required": ["todos"],
-            "additionalProperties": false
-        })
+        crate::schema::input_schema::<TodoInput>()
     }
 
     fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
@@ -138,6 +144,7 @@ impl Tool for TodoWriteTool {
 mod tests {
     use super::*;
     use crate::{Permissions, ToolCall, ToolRegistry, run_tool_call};
+    use serde_json::json;
     use std::sync::Arc;
 
     async fn write(tool: &Arc<TodoWriteTool>, input: Value) -> ToolOutput {

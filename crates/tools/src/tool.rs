@@ -19,13 +19,16 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send +
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use]
 pub struct ToolOutput {
+    /// The text of the result the model reads.
     pub content: String,
+    /// Whether the result is an error (`is_error` of the `tool_result`).
     pub is_error: bool,
     /// Sent after the text, as image parts of the `tool_result`.
     pub images: Vec<ImageSource>,
 }
 
 impl ToolOutput {
+    /// A successful text result.
     pub fn ok(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
@@ -34,6 +37,7 @@ impl ToolOutput {
         }
     }
 
+    /// A failed result with this message.
     pub fn error(content: impl Into<String>) -> Self {
         Self {
             content: content.into(),
@@ -61,9 +65,15 @@ impl ToolOutput {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ToolProgress {
     /// New output of a running command (Bash), as text.
-    Output { text: String },
+    Output {
+        /// The new output.
+        text: String,
+    },
     /// A short status line ("searching 1200 files").
-    Status { message: String },
+    Status {
+        /// The status line.
+        message: String,
+    },
 }
 
 /// The progress callback handed to [`Tool::call`].
@@ -103,10 +113,12 @@ pub struct ToolContext {
 pub struct PathFilter(Arc<dyn Fn(&Path) -> bool + Send + Sync>);
 
 impl PathFilter {
+    /// A filter holding paths for which `f` is true.
     pub fn new(f: impl Fn(&Path) -> bool + Send + Sync + 'static) -> Self {
         Self(Arc::new(f))
     }
 
+    /// Whether `path` is one the filter holds.
     #[must_use]
     pub fn matches(&self, path: &Path) -> bool {
         (self.0)(path)
@@ -168,6 +180,7 @@ impl ToolContext {
         self
     }
 
+    /// Saves long Bash outputs under `dir`.
     #[must_use]
     pub fn with_output_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.output_dir = dir.into();
@@ -210,9 +223,18 @@ impl ToolContext {
 /// ([`Tool::check_permissions`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PermissionDecision {
+    /// Run the call.
     Allow,
-    Deny { reason: String },
-    Ask { reason: String },
+    /// Refuse the call.
+    Deny {
+        /// Why, for the model and the user.
+        reason: String,
+    },
+    /// Ask the user (or the SDK) first.
+    Ask {
+        /// What to ask, shown with the question.
+        reason: String,
+    },
 }
 
 /// One capability offered to the model.
@@ -266,6 +288,7 @@ impl std::fmt::Debug for dyn Tool {
 /// (an Agent SDK's or a hook's `updatedInput`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct InputDecision {
+    /// Whether the call may run.
     pub decision: PermissionDecision,
     /// Checked like the model's input (schema, `validate_input`, path resolution)
     /// before the tool runs with it.
@@ -274,6 +297,7 @@ pub struct InputDecision {
 
 /// Decides whether a call may run.
 pub trait CanUseTool: Send + Sync {
+    /// Decides on `call` of `tool` in `ctx`: allow, deny or ask, maybe with another input.
     fn can_use_tool<'a>(
         &'a self,
         tool: &'a dyn Tool,

@@ -4,8 +4,9 @@ use std::io::Write as _;
 use std::path::Path;
 
 use rustix::fs::FileType;
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::file_state::{FileState, Freshness};
 use crate::tool::call_blocking;
@@ -21,12 +22,16 @@ pub const MODIFIED_MESSAGE: &str = "File has been modified since read, either by
 /// Code's Edit refuses files over 1 GiB).
 pub const MAX_EDIT_FILE_BYTES: u64 = 1024 * 1024 * 1024;
 
+/// The Write tool: creates or overwrites a whole file, atomically.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WriteTool;
 
-#[derive(Debug, Deserialize)]
-struct WriteInput {
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WriteInput {
+    /// The absolute path to the file to write (must be absolute, not relative)
     file_path: String,
+    /// The content to write to the file
     content: String,
 }
 
@@ -46,15 +51,7 @@ Usage:\n\
     }
 
     fn input_schema(&self) -> Value {
-        json!({
-            "type": "object",
-            "properties": {
-                "file_path": {"type": "string", "description": "The absolute path to the file to write (must be absolute, not relative)"},
-                "content": {"type": "string", "description": "The content to write to the file"}
-            },
-            "required": ["file_path", "content"],
-            "additionalProperties": false
-        })
+        crate::schema::input_schema::<WriteInput>()
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {

@@ -36,14 +36,23 @@ use usage::UsageTotals;
 /// What a conversation is configured with.
 #[derive(Debug, Clone)]
 pub struct EngineConfig {
+    /// The session's id (transcript file name, `session_id` of output lines).
     pub session_id: String,
+    /// The working directory, recorded in the transcript.
     pub cwd: PathBuf,
+    /// The model asked first.
     pub model: String,
+    /// The model to switch to after repeated overloads.
     pub fallback_model: Option<String>,
+    /// The system prompt.
     pub system: Vec<SystemBlock>,
+    /// The most model turns a `submit_message` may take (`--max-turns`).
     pub max_turns: Option<u32>,
+    /// Spend after which the session stops (`--max-budget-usd`).
     pub max_budget_usd: Option<f64>,
+    /// A fixed `max_tokens` that also disables escalation.
     pub max_output_tokens: Option<u32>,
+    /// Output tokens the model is nudged to go on spending.
     pub token_budget: Option<u64>,
 }
 
@@ -101,6 +110,7 @@ impl std::fmt::Debug for QueryEngine {
 }
 
 impl QueryEngine {
+    /// A conversation with an empty history.
     #[must_use]
     pub fn new(
         config: EngineConfig,
@@ -146,28 +156,33 @@ impl QueryEngine {
         self
     }
 
+    /// Adds a hook run when the model would end the turn.
     #[must_use]
     pub fn with_stop_hook(mut self, hook: Arc<dyn StopHook>) -> Self {
         self.stop_hooks.push(hook);
         self
     }
 
+    /// Adds a hook run after each tool call.
     #[must_use]
     pub fn with_tool_hook(mut self, hook: Arc<dyn ToolHook>) -> Self {
         self.tool_hooks.push(hook);
         self
     }
 
+    /// The conversation so far.
     #[must_use]
     pub fn messages(&self) -> &[Message] {
         &self.messages
     }
 
+    /// The session's id.
     #[must_use]
     pub fn session_id(&self) -> &str {
         &self.config.session_id
     }
 
+    /// The model in use now (the fallback after a switch).
     #[must_use]
     pub fn model(&self) -> &str {
         &self.config.model
@@ -178,21 +193,25 @@ impl QueryEngine {
         self.config.model = model;
     }
 
+    /// Tokens used by the session so far, sub-agents included.
     #[must_use]
     pub fn total_usage(&self) -> Usage {
         self.usage.usage()
     }
 
+    /// What the session has cost so far, in US dollars.
     #[must_use]
     pub fn total_cost_usd(&self) -> f64 {
         self.usage.cost_usd()
     }
 
+    /// Every call the permission policy refused this session.
     #[must_use]
     pub fn permission_denials(&self) -> &[PermissionDenial] {
         self.denials.all()
     }
 
+    /// The tools on offer.
     #[must_use]
     pub fn tools(&self) -> &ToolRegistry {
         &self.tools

@@ -23,8 +23,11 @@ use crate::state::{Terminal, TerminalReason};
 pub enum EngineEvent {
     /// A message joined the conversation (and the transcript).
     Message {
+        /// The message's id in the transcript.
         uuid: String,
+        /// The message.
         message: Message,
+        /// Whether gyre wrote it to the model on the user's behalf.
         is_meta: bool,
     },
     /// Any other loop event (retries, fallback, compaction, denials, raw stream events…).
@@ -32,8 +35,11 @@ pub enum EngineEvent {
     /// A message of a sub-agent's conversation (written to its sidechain transcript),
     /// tagged with the Agent call that runs it.
     Subagent {
+        /// The Agent call that runs the sub-agent.
         parent_tool_use_id: String,
+        /// The message's id in the sidechain transcript.
         uuid: String,
+        /// The message.
         message: Message,
     },
     /// The end of the turn.
@@ -45,16 +51,25 @@ pub enum EngineEvent {
 pub struct TurnResult {
     /// `success`, `error_max_turns`, `error_during_execution` or `error_max_budget_usd`.
     pub subtype: &'static str,
+    /// Whether the turn failed (every subtype but `success`).
     pub is_error: bool,
     /// The final assistant text (or the error text).
     pub result: String,
+    /// Model turns the query took.
     pub num_turns: u32,
+    /// Wall time of the turn, in milliseconds.
     pub duration_ms: u64,
+    /// Time spent waiting on the API, in milliseconds.
     pub duration_api_ms: u64,
+    /// What the session has cost so far, in US dollars.
     pub total_cost_usd: f64,
+    /// Tokens used by the session so far.
     pub usage: Usage,
+    /// Calls the permission policy refused this session.
     pub permission_denials: Vec<PermissionDenial>,
+    /// How the query ended.
     pub terminal: Terminal,
+    /// Error texts of the turn, for the result line.
     pub errors: Vec<String>,
 }
 

@@ -69,24 +69,37 @@ const INTERRUPTED_BY_USER: &str = "Interrupted by user";
 
 /// Everything one query needs.
 pub struct QueryParams {
+    /// The history, ending with the new user message.
     pub messages: Vec<Message>,
+    /// The system prompt.
     pub system: Vec<SystemBlock>,
+    /// The model to ask.
     pub model: String,
+    /// The model to switch to after repeated overloads.
     pub fallback_model: Option<String>,
+    /// The most model turns before the query ends with `max_turns`.
     pub max_turns: Option<u32>,
     /// `GYRE_MAX_OUTPUT_TOKENS`: a fixed limit that also disables escalation.
     pub max_output_tokens: Option<u32>,
     /// Opt-in output-token budget for continuation nudges.
     pub token_budget: Option<u64>,
+    /// How the model is called.
     pub deps: Arc<dyn QueryDeps>,
+    /// The tools on offer.
     pub tools: Arc<ToolRegistry>,
+    /// What the tools run with (cwd, file state, abort).
     pub tool_context: ToolContext,
+    /// The permission policy every call passes.
     pub can_use_tool: Arc<dyn CanUseTool>,
+    /// Keeps the context within the window before each request.
     pub compactor: Arc<Mutex<Box<dyn ContextCompactor>>>,
+    /// Hooks run when the model would end the turn.
     pub stop_hooks: Vec<Arc<dyn StopHook>>,
+    /// Hooks run after each tool call.
     pub tool_hooks: Vec<Arc<dyn ToolHook>>,
     /// The usage of the last response before this query, if any.
     pub anchor: Option<UsageAnchor>,
+    /// Aborts the query (Ctrl+C): streaming and tools stop, synthetic results pair the calls.
     pub cancel: CancellationToken,
 }
 
