@@ -554,3 +554,179 @@ fn agents_from_initialize_are_offered_by_the_agent_tool() {
         "{description}"
     );
 }
+
+/// Runs gyre in stream-json mode the way an SDK program does: `first` goes to stdin,
+/// then every stdout line is handed to `answer`, whose lines are written back; stdin
+/// closes when `answer` returns `None`. Returns every stdout line and stderr.
+fn converse(
+    sandbox: &Sandbox,
+    server: &TestServer,
+    extra: &[&str],
+    first: &[Value],
+    mut answer: impl FnMut(&Value) -> Option<Vec<Value>>,
+) -> (Vec<Value>, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = sandbox
+        .gyre(server)
+        .unwrap()
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).unwrap();
+        text
+    });
+    let mut stdin = Some(child.stdin.take().unwrap());
+    for line in first {
+        writeln!(stdin.as_mut().unwrap(), "{line}").unwrap();
+    }
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Some(input) = stdin.as_mut() {
+            match answer(&line) {
+                Some(replies) => {
+                    for reply in replies {
+                        writeln!(input, "{reply}").unwrap();
+                    }
+                }
+                None => stdin = None,
+            }
+        }
+        lines.push(line);
+    }
+    child.wait().unwrap();
+    (lines, stderr.join().unwrap())
+}
+
+/// What an SDK program's in-process server `calc` (one tool, `add`) answers to one
+/// JSON-RPC message, as the Python SDK's `mcp_message` handler does: a notification
+/// gets an empty acknowledgement.
+fn calc_server(message: &Value) -> Value {
+    let Some(id) = message.get("id") else {
+        return json!({"jsonrpc": "2.0", "result": {}});
+    };
+    let result = match message["method"].as_str().unwrap() {
+        "initialize" => json!({
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "calc", "version": "1.0.0"}
+        }),
+        "tools/list" => json!({"tools": [{
+            "name": "add",
+            "description": "Adds two numbers.",
+            "inputSchema": {"type": "object", "properties": {
+                "a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}
+        }]}),
+        "tools/call" => {
+            let args = &message["params"]["arguments"];
+            let sum = args["a"].as_i64().unwrap() + args["b"].as_i64().unwrap();
+            json!({"content": [{"type": "text", "text": format!("sum = {sum}")}]})
+        }
+        other => panic!("unexpected MCP request {other}"),
+    };
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+#[test]
+fn an_sdk_mcp_server_is_reached_with_mcp_message_requests_and_its_tool_result_reaches_the_model() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("mcp__calc__add", json!({"a": 2, "b": 3})),
+        Turn::text("It is 5."),
+    ]))
+    .unwrap();
+    let config = json!({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}}).to_string();
+    let mut methods = Vec::new();
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &["--mcp-config", &config, "--allowedTools", "mcp__calc"],
+        &[
+            control("i1", &json!({"subtype": "initialize", "hooks": null})),
+            user(&json!("add 2 and 3")),
+        ],
+        |line| match (line["type"].as_str(), line["request"]["subtype"].as_str()) {
+            (Some("control_request"), Some("mcp_message")) => {
+                assert_eq!(line["request"]["server_name"], "calc");
+                let message = &line["request"]["message"];
+                methods.push(message["method"].as_str().unwrap_or("").to_owned());
+                let answer = json!({"mcp_response": calc_server(message)});
+                Some(vec![json!({"type": "control_response", "response": {
+                    "subtype": "success", "request_id": line["request_id"], "response": answer}})])
+            }
+            (Some("result"), _) => Some(vec![control("s1", &json!({"subtype": "mcp_status"}))]),
+            (Some("control_response"), _) if line["response"]["request_id"] == "s1" => None,
+            _ => Some(Vec::new()),
+        },
+    );
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ],
+        "{stderr}"
+    );
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "calc", "status": "connected"}])
+    );
+    assert!(
+        init["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__calc__add"))
+    );
+    let sent = server.requests()[1].body["messages"].to_string();
+    assert!(sent.contains("sum = 5"), "{sent}");
+    let result = lines.iter().find(|l| l["type"] == "result").unwrap();
+    assert_eq!(result["result"], "It is 5.");
+    let status = &response_to(&lines, "s1")["response"]["response"]["mcpServers"][0];
+    assert_eq!(status["name"], "calc");
+    assert_eq!(status["status"], "connected");
+    assert_eq!(status["config"]["type"], "sdk");
+    assert_eq!(status["tools"], json!([{"name": "mcp__calc__add"}]));
+}
+
+#[test]
+fn an_sdk_mcp_server_without_an_sdk_on_stdin_is_reported_failed() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let config = json!({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}}).to_string();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "hi",
+        "--mcp-config",
+        &config,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.lines().unwrap()[0]["mcp_servers"],
+        json!([{"name": "calc", "status": "failed"}])
+    );
+    assert!(
+        out.stderr.contains("\"calc\" (sdk) failed") && out.stderr.contains("mcp_message"),
+        "{}",
+        out.stderr
+    );
+}
