@@ -36,7 +36,9 @@ from claude_agent_sdk import (
     ToolResultBlock,
     ToolUseBlock,
     UserMessage,
+    create_sdk_mcp_server,
     query,
+    tool,
 )
 
 API_KEY = "sk-ant-agent-sdk-test-key"
@@ -399,6 +401,46 @@ async def test_client_context_usage_and_mcp_status(case):
     expect(isinstance(usage["totalTokens"], int) and usage["totalTokens"] > 0, f"tokens {usage}")
 
 
+async def test_client_sdk_mcp_tool(case):
+    calls = []
+
+    @tool("add", "Adds two numbers.", {"a": float, "b": float})
+    async def add(args):
+        calls.append(args)
+        return {"content": [{"type": "text", "text": f"sum = {args['a'] + args['b']}"}]}
+
+    calc = create_sdk_mcp_server(name="calc", version="1.0.0", tools=[add])
+    options = case.options(mcp_servers={"calc": calc}, allowed_tools=["mcp__calc__add"])
+    async with ClaudeSDKClient(options=options) as client:
+        status = await client.get_mcp_status()
+        await client.query("Add 2 and 3")
+        messages = await collect(client.receive_response())
+    servers = status.get("mcpServers")
+    expect(len(servers) == 1 and servers[0]["name"] == "calc" and servers[0]["status"] == "connected",
+           f"mcp_status: {status}")
+    expect({"name": "mcp__calc__add"} in servers[0]["tools"], f"tools: {servers[0]}")
+    expect(calls == [{"a": 2, "b": 3}], f"the python tool ran once: {calls}")
+    content, is_error = last_tool_result_sent(case)
+    expect(not is_error and "sum = 5" in content, f"the tool's result reached the model: {content}")
+    expect(result_of(messages).result == "It is 5.", "the turn finished")
+
+
+async def test_sdk_mcp_server_in_init(case):
+    @tool("add", "Adds two numbers.", {"a": float, "b": float})
+    async def add(args):
+        return {"content": [{"type": "text", "text": f"sum = {args['a'] + args['b']}"}]}
+
+    calc = create_sdk_mcp_server(name="calc", version="1.0.0", tools=[add])
+    messages = await collect(query(prompt="Add 2 and 3", options=case.options(
+        mcp_servers={"calc": calc}, allowed_tools=["mcp__calc"])))
+    init = messages[0]
+    expect(init.data["mcp_servers"] == [{"name": "calc", "status": "connected"}], f"init: {init.data}")
+    expect("mcp__calc__add" in init.data["tools"], f"tools: {init.data['tools']}")
+    content, is_error = last_tool_result_sent(case)
+    expect(not is_error and "sum = 5" in content, f"the tool's result reached the model: {content}")
+    expect(result_of(messages).result == "It is 5.", "the turn finished")
+
+
 CASES = {
     "text": (test_text, [text_turn("Hi there.")]),
     "tool_round_trip": (test_tool_round_trip, [
@@ -438,6 +480,10 @@ CASES = {
     "client_set_model": (test_client_set_model, [text_turn("One."), text_turn("Two.")]),
     "client_context_usage_and_mcp_status": (test_client_context_usage_and_mcp_status, [
         text_turn("One.", usage={"input_tokens": 1200, "output_tokens": 30})]),
+    "client_sdk_mcp_tool": (test_client_sdk_mcp_tool, [
+        tool_turn("mcp__calc__add", {"a": 2, "b": 3}), text_turn("It is 5.")]),
+    "sdk_mcp_server_in_init": (test_sdk_mcp_server_in_init, [
+        tool_turn("mcp__calc__add", {"a": 2, "b": 3}), text_turn("It is 5.")]),
 }
 
 
