@@ -730,3 +730,173 @@ fn an_sdk_mcp_server_without_an_sdk_on_stdin_is_reported_failed() {
         out.stderr
     );
 }
+
+#[test]
+fn post_tool_use_settings_hooks_add_context_and_a_blocks_reason_after_the_result() {
+    let sandbox = Sandbox::new().unwrap();
+    let context = json!({"hookSpecificOutput": {"hookEventName": "PostToolUse",
+        "additionalContext": "the build is green"}});
+    let settings = json!({"hooks": {"PostToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": format!("cat > post-input.json; echo '{context}'")},
+        {"type": "command", "command": "echo 'too noisy' >&2; exit 2"}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": "echo built"})),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "build it",
+        "--dangerously-skip-permissions",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let input: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.project().join("post-input.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(input["hook_event_name"], "PostToolUse");
+    assert_eq!(input["tool_name"], "Bash");
+    assert!(
+        input["tool_response"].to_string().contains("built"),
+        "{input}"
+    );
+    let messages = &server.requests()[1].body["messages"];
+    let results = messages.as_array().unwrap().last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(results[0]["type"], "tool_result", "{results:?}");
+    let texts: Vec<&str> = results[1..]
+        .iter()
+        .map(|b| b["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "<system-reminder>PostToolUse:Bash hook additional context: the build is green</system-reminder>",
+            "<system-reminder>PostToolUse:Bash hook blocking error: too noisy</system-reminder>",
+        ]
+    );
+    assert_eq!(out.stdout.trim(), "Done.");
+}
+
+fn is_summary_request(body: &Value) -> bool {
+    body.to_string()
+        .contains("You are summarizing a coding session")
+}
+
+#[test]
+fn pre_compact_settings_hooks_run_before_an_automatic_summary_and_add_instructions() {
+    let sandbox = Sandbox::new().unwrap();
+    let settings = json!({"hooks": {"PreCompact": [
+        {"matcher": "auto", "hooks": [{"type": "command",
+            "command": "cat > pre-compact.json; echo 'Keep every file name.'"}]},
+        {"matcher": "manual", "hooks": [{"type": "command", "command": "touch manual-ran"}]}
+    ]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let file = sandbox
+        .write(
+            "big.txt",
+            &"a line long enough to count for something\n".repeat(800),
+        )
+        .unwrap();
+    let usage = |input| gyre_testkit::Usage {
+        input_tokens: input,
+        output_tokens: 50,
+        ..gyre_testkit::Usage::default()
+    };
+    let read = || Turn::tool_use("Read", json!({"file_path": file}));
+    let server = TestServer::spawn(Script::new([
+        read().with_usage(usage(5_000)),
+        read().with_usage(usage(9_000)),
+        read().with_usage(usage(190_000)),
+        Turn::text("<summary>1. Primary request: read big.txt.</summary>"),
+        Turn::text("All done."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args(["-p", "read big.txt"])).unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let input: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.project().join("pre-compact.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(input["hook_event_name"], "PreCompact");
+    assert_eq!(input["trigger"], "auto");
+    assert_eq!(input["custom_instructions"], Value::Null);
+    assert!(!sandbox.project().join("manual-ran").exists());
+    let requests = server.requests();
+    let summary = requests
+        .iter()
+        .find(|r| is_summary_request(&r.body))
+        .expect("a summary was asked for");
+    assert!(
+        summary
+            .body
+            .to_string()
+            .contains("Additional instructions from a PreCompact hook:\\nKeep every file name."),
+        "{}",
+        summary.body
+    );
+    assert_eq!(out.stdout.trim(), "All done.");
+}
+
+#[test]
+fn compact_over_stream_json_runs_pre_compact_hooks_with_the_users_instructions() {
+    let sandbox = Sandbox::new().unwrap();
+    let settings = json!({"hooks": {"PreCompact": [{"matcher": "manual", "hooks": [
+        {"type": "command", "command": "cat > pre-compact.json"}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("Hello."),
+        Turn::text("Noted."),
+        Turn::text("Sure."),
+        Turn::text("<summary>The user pasted a long text.</summary>"),
+    ]))
+    .unwrap();
+    // A round long enough that it is summarised, not kept (the first request always is).
+    let long = "word ".repeat(12_000);
+    let out = stream(
+        &sandbox,
+        &server,
+        &[],
+        &[
+            user(&json!("hi")),
+            user(&json!(long)),
+            user(&json!("and one more thing")),
+            user(&json!("/compact keep the plan")),
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+
+    let input: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.project().join("pre-compact.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(input["hook_event_name"], "PreCompact");
+    assert_eq!(input["trigger"], "manual");
+    assert_eq!(input["custom_instructions"], "keep the plan");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(is_summary_request(&requests[3].body));
+    assert!(requests[3].body.to_string().contains("keep the plan"));
+    let lines = out.lines().unwrap();
+    let boundary = lines
+        .iter()
+        .find(|l| l["subtype"] == "compact_boundary")
+        .unwrap();
+    assert_eq!(boundary["compact_metadata"]["trigger"], "manual");
+    let results: Vec<&Value> = lines.iter().filter(|l| l["type"] == "result").collect();
+    assert_eq!(results.len(), 4, "{lines:?}");
+    assert_eq!(results[3]["result"], "Compacted.");
+    assert_eq!(results[3]["is_error"], false);
+}

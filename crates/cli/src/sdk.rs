@@ -58,7 +58,7 @@ impl SdkInput {
             while let Some(inbound) = inbound_rx.recv().await {
                 match inbound {
                     Inbound::Response { request_id, result } => {
-                        resolve(&router, &request_id, result)
+                        resolve(&router, &request_id, result);
                     }
                     other => {
                         if lines_tx.send(other).is_err() {
@@ -323,6 +323,10 @@ pub async fn run(
             session.facts.model.clone_from(&model);
             session.engine.set_model(model);
         }
+        if let Some(instructions) = compact_command(&content) {
+            last_error = compact(&output_line, session, instructions.as_deref()).await?;
+            continue;
+        }
         let content = match prompt_hooks(&session.gate, &session.engine, content).await {
             Ok(content) => content,
             Err(reason) => {
@@ -370,6 +374,56 @@ pub async fn run(
         }
     }
     Ok(last_error)
+}
+
+/// `/compact [instructions]`: a user message that is only that command.
+fn compact_command(content: &[ContentBlock]) -> Option<Option<String>> {
+    let [ContentBlock::Text { text, .. }] = content else {
+        return None;
+    };
+    let rest = text.trim().strip_prefix("/compact")?;
+    if !(rest.is_empty() || rest.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    let rest = rest.trim();
+    Some((!rest.is_empty()).then(|| rest.to_owned()))
+}
+
+/// Runs `/compact`: a `compact_boundary` line and a result line, as Claude Code answers
+/// the command from an SDK. Returns whether it failed.
+async fn compact(out: &LineOut, session: &mut Session, instructions: Option<&str>) -> Result<bool> {
+    let text = match session.engine.compact_with(instructions).await {
+        Ok(Some(outcome)) => {
+            out.line(&stream_json::compact_boundary(
+                &outcome,
+                &session.facts.session_id,
+                &uuid::Uuid::new_v4().to_string(),
+            ))?;
+            "Compacted."
+        }
+        Ok(None) => "Nothing to compact yet.",
+        Err(e) => {
+            refuse(out, session, &format!("/compact failed: {e}"))?;
+            return Ok(true);
+        }
+    };
+    out.line(&json!({
+        "type": "result",
+        "subtype": "success",
+        "is_error": false,
+        "duration_ms": 0,
+        "duration_api_ms": 0,
+        "num_turns": 0,
+        "result": text,
+        "stop_reason": null,
+        "session_id": session.facts.session_id,
+        "total_cost_usd": session.engine.total_cost_usd(),
+        "usage": session.engine.total_usage(),
+        "modelUsage": {},
+        "permission_denials": [],
+        "uuid": uuid::Uuid::new_v4().to_string(),
+    }))?;
+    Ok(false)
 }
 
 /// A stdin message that will not run: said on stderr, and answered with an error result
@@ -420,4 +474,23 @@ pub async fn prompt_hooks(
     }
     content.extend(verdict.context.into_iter().map(ContentBlock::text));
     Ok(content)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_message_that_is_the_compact_command_compacts() {
+        let text = |t: &str| vec![ContentBlock::text(t)];
+        assert_eq!(compact_command(&text("/compact")), Some(None));
+        assert_eq!(
+            compact_command(&text(" /compact  keep the plan ")),
+            Some(Some("keep the plan".into()))
+        );
+        assert_eq!(compact_command(&text("/compactify")), None);
+        assert_eq!(compact_command(&text("please /compact")), None);
+        let two = vec![ContentBlock::text("/compact"), ContentBlock::text("more")];
+        assert_eq!(compact_command(&two), None);
+    }
 }
