@@ -900,3 +900,54 @@ fn compact_over_stream_json_runs_pre_compact_hooks_with_the_users_instructions()
     assert_eq!(results[3]["result"], "Compacted.");
     assert_eq!(results[3]["is_error"], false);
 }
+
+#[test]
+fn structured_output_is_checked_against_the_whole_schema_and_the_model_told_what_is_wrong() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "StructuredOutput",
+            json!({"answer": 420, "unit": "km", "tags": ["x"]}),
+        ),
+        Turn::tool_use(
+            "StructuredOutput",
+            json!({"answer": 42, "unit": "m", "tags": ["x"]}),
+        ),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "answer": {"type": "integer", "maximum": 100},
+            "unit": {"$ref": "#/$defs/unit"},
+            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1}
+        },
+        "required": ["answer"],
+        "$defs": {"unit": {"enum": ["cm", "m"]}}
+    });
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "measure it",
+        "--json-schema",
+        &schema.to_string(),
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let messages = &server.requests()[1].body["messages"];
+    let result = &messages.as_array().unwrap().last().unwrap()["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["is_error"], true, "{result}");
+    let text = result["content"].to_string();
+    assert!(
+        text.contains("/answer: 420 is greater than the maximum of 100"),
+        "{text}"
+    );
+    assert!(text.contains("/unit: \\\"km\\\" is not one of"), "{text}");
+    assert_eq!(
+        out.result().unwrap()["structured_output"],
+        json!({"answer": 42, "unit": "m", "tags": ["x"]})
+    );
+}
