@@ -951,3 +951,47 @@ fn structured_output_is_checked_against_the_whole_schema_and_the_model_told_what
         json!({"answer": 42, "unit": "m", "tags": ["x"]})
     );
 }
+
+#[test]
+fn an_sdk_mcp_call_the_sdk_answers_with_an_error_is_an_error_result_naming_the_server() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("mcp__calc__add", json!({"a": 2, "b": 3})),
+        Turn::text("It failed."),
+    ]))
+    .unwrap();
+    let config = json!({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}}).to_string();
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &["--mcp-config", &config, "--allowedTools", "mcp__calc"],
+        &[user(&json!("add 2 and 3"))],
+        |line| match (line["type"].as_str(), line["request"]["subtype"].as_str()) {
+            (Some("control_request"), Some("mcp_message")) => {
+                let message = &line["request"]["message"];
+                let response = if message["method"] == "tools/call" {
+                    json!({"subtype": "error", "request_id": line["request_id"],
+                        "error": "the program's tool raised ValueError"})
+                } else {
+                    json!({"subtype": "success", "request_id": line["request_id"],
+                        "response": {"mcp_response": calc_server(message)}})
+                };
+                Some(vec![
+                    json!({"type": "control_response", "response": response}),
+                ])
+            }
+            (Some("result"), _) => None,
+            _ => Some(Vec::new()),
+        },
+    );
+    let result = lines.iter().find(|l| l["type"] == "result").unwrap();
+    assert_eq!(result["result"], "It failed.", "{stderr}");
+    let messages = &server.requests()[1].body["messages"];
+    let tool_result = &messages.as_array().unwrap().last().unwrap()["content"][0];
+    assert_eq!(tool_result["is_error"], true, "{tool_result}");
+    let text = tool_result["content"].to_string();
+    assert!(
+        text.contains("calc") && text.contains("ValueError"),
+        "{text}"
+    );
+}
