@@ -36,7 +36,9 @@ from claude_agent_sdk import (
     ToolResultBlock,
     ToolUseBlock,
     UserMessage,
+    create_sdk_mcp_server,
     query,
+    tool,
 )
 
 API_KEY = "sk-ant-agent-sdk-test-key"
@@ -399,6 +401,96 @@ async def test_client_context_usage_and_mcp_status(case):
     expect(isinstance(usage["totalTokens"], int) and usage["totalTokens"] > 0, f"tokens {usage}")
 
 
+async def test_client_sdk_mcp_tool(case):
+    calls = []
+
+    @tool("add", "Adds two numbers.", {"a": float, "b": float})
+    async def add(args):
+        calls.append(args)
+        return {"content": [{"type": "text", "text": f"sum = {args['a'] + args['b']}"}]}
+
+    calc = create_sdk_mcp_server(name="calc", version="1.0.0", tools=[add])
+    options = case.options(mcp_servers={"calc": calc}, allowed_tools=["mcp__calc__add"])
+    async with ClaudeSDKClient(options=options) as client:
+        status = await client.get_mcp_status()
+        await client.query("Add 2 and 3")
+        messages = await collect(client.receive_response())
+    servers = status.get("mcpServers")
+    expect(len(servers) == 1 and servers[0]["name"] == "calc" and servers[0]["status"] == "connected",
+           f"mcp_status: {status}")
+    expect({"name": "mcp__calc__add"} in servers[0]["tools"], f"tools: {servers[0]}")
+    expect(calls == [{"a": 2, "b": 3}], f"the python tool ran once: {calls}")
+    content, is_error = last_tool_result_sent(case)
+    expect(not is_error and "sum = 5" in content, f"the tool's result reached the model: {content}")
+    expect(result_of(messages).result == "It is 5.", "the turn finished")
+
+
+async def test_sdk_mcp_server_in_init(case):
+    @tool("add", "Adds two numbers.", {"a": float, "b": float})
+    async def add(args):
+        return {"content": [{"type": "text", "text": f"sum = {args['a'] + args['b']}"}]}
+
+    calc = create_sdk_mcp_server(name="calc", version="1.0.0", tools=[add])
+    messages = await collect(query(prompt="Add 2 and 3", options=case.options(
+        mcp_servers={"calc": calc}, allowed_tools=["mcp__calc"])))
+    init = messages[0]
+    expect(init.data["mcp_servers"] == [{"name": "calc", "status": "connected"}], f"init: {init.data}")
+    expect("mcp__calc__add" in init.data["tools"], f"tools: {init.data['tools']}")
+    content, is_error = last_tool_result_sent(case)
+    expect(not is_error and "sum = 5" in content, f"the tool's result reached the model: {content}")
+    expect(result_of(messages).result == "It is 5.", "the turn finished")
+
+
+async def test_post_tool_use_hook_context(case):
+    seen = []
+
+    async def review(hook_input, tool_use_id, context):
+        seen.append((hook_input["hook_event_name"], hook_input["tool_name"], tool_use_id))
+        return {"hookSpecificOutput": {"hookEventName": "PostToolUse",
+                                       "additionalContext": "remember to run the tests"}}
+
+    async def object(hook_input, tool_use_id, context):
+        return {"decision": "block", "reason": "that file is generated"}
+
+    case.write("hello.txt", "hello\n")
+    hooks = {"PostToolUse": [HookMatcher(matcher="Read", hooks=[review, object])]}
+    messages = await collect(query(prompt="Read hello.txt", options=case.options(
+        hooks=hooks, allowed_tools=["Read"])))
+    expect(len(seen) == 1 and seen[0][:2] == ("PostToolUse", "Read"), f"hook called: {seen}")
+    sent = case.tk.requests()[1]["messages"][-1]["content"]
+    expect(sent[0]["type"] == "tool_result", f"the result comes first: {sent}")
+    texts = [b.get("text", "") for b in sent[1:]]
+    expect(any("additional context: remember to run the tests" in t for t in texts),
+           f"the context follows the result: {texts}")
+    expect(any("blocking error: that file is generated" in t for t in texts),
+           f"the block's reason follows the result: {texts}")
+    expect(result_of(messages).result == "It says hello.", "the turn went on")
+
+
+async def test_client_pre_compact_hook(case):
+    calls = []
+
+    async def before_compact(hook_input, tool_use_id, context):
+        calls.append(hook_input)
+        return {}
+
+    hooks = {"PreCompact": [HookMatcher(hooks=[before_compact])]}
+    async with ClaudeSDKClient(options=case.options(hooks=hooks)) as client:
+        for prompt in ["hi", "word " * 12000, "one more thing"]:
+            await client.query(prompt)
+            await collect(client.receive_response())
+        await client.query("/compact keep the plan")
+        compacted = await collect(client.receive_response())
+    expect(len(calls) == 1, f"the hook ran once: {calls}")
+    expect(calls[0]["hook_event_name"] == "PreCompact" and calls[0]["trigger"] == "manual"
+           and calls[0]["custom_instructions"] == "keep the plan", f"hook input {calls[0]}")
+    boundary = [m for m in compacted if isinstance(m, SystemMessage) and m.subtype == "compact_boundary"]
+    expect(boundary, f"a compact_boundary: {compacted}")
+    expect(result_of(compacted).result == "Compacted.", "compacted")
+    summary = case.tk.requests()[3]
+    expect("keep the plan" in json.dumps(summary["messages"]), "the instructions reached the summary")
+
+
 CASES = {
     "text": (test_text, [text_turn("Hi there.")]),
     "tool_round_trip": (test_tool_round_trip, [
@@ -438,6 +530,15 @@ CASES = {
     "client_set_model": (test_client_set_model, [text_turn("One."), text_turn("Two.")]),
     "client_context_usage_and_mcp_status": (test_client_context_usage_and_mcp_status, [
         text_turn("One.", usage={"input_tokens": 1200, "output_tokens": 30})]),
+    "post_tool_use_hook_context": (test_post_tool_use_hook_context, [
+        tool_turn("Read", {"file_path": "hello.txt"}), text_turn("It says hello.")]),
+    "client_pre_compact_hook": (test_client_pre_compact_hook, [
+        text_turn("Hello."), text_turn("Noted."), text_turn("Sure."),
+        text_turn("<summary>The user pasted a long text.</summary>")]),
+    "client_sdk_mcp_tool": (test_client_sdk_mcp_tool, [
+        tool_turn("mcp__calc__add", {"a": 2, "b": 3}), text_turn("It is 5.")]),
+    "sdk_mcp_server_in_init": (test_sdk_mcp_server_in_init, [
+        tool_turn("mcp__calc__add", {"a": 2, "b": 3}), text_turn("It is 5.")]),
 }
 
 

@@ -554,3 +554,444 @@ fn agents_from_initialize_are_offered_by_the_agent_tool() {
         "{description}"
     );
 }
+
+/// Runs gyre in stream-json mode the way an SDK program does: `first` goes to stdin,
+/// then every stdout line is handed to `answer`, whose lines are written back; stdin
+/// closes when `answer` returns `None`. Returns every stdout line and stderr.
+fn converse(
+    sandbox: &Sandbox,
+    server: &TestServer,
+    extra: &[&str],
+    first: &[Value],
+    mut answer: impl FnMut(&Value) -> Option<Vec<Value>>,
+) -> (Vec<Value>, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = sandbox
+        .gyre(server)
+        .unwrap()
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).unwrap();
+        text
+    });
+    let mut stdin = Some(child.stdin.take().unwrap());
+    for line in first {
+        writeln!(stdin.as_mut().unwrap(), "{line}").unwrap();
+    }
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Some(input) = stdin.as_mut() {
+            match answer(&line) {
+                Some(replies) => {
+                    for reply in replies {
+                        writeln!(input, "{reply}").unwrap();
+                    }
+                }
+                None => stdin = None,
+            }
+        }
+        lines.push(line);
+    }
+    child.wait().unwrap();
+    (lines, stderr.join().unwrap())
+}
+
+/// What an SDK program's in-process server `calc` (one tool, `add`) answers to one
+/// JSON-RPC message, as the Python SDK's `mcp_message` handler does: a notification
+/// gets an empty acknowledgement.
+fn calc_server(message: &Value) -> Value {
+    let Some(id) = message.get("id") else {
+        return json!({"jsonrpc": "2.0", "result": {}});
+    };
+    let result = match message["method"].as_str().unwrap() {
+        "initialize" => json!({
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "calc", "version": "1.0.0"}
+        }),
+        "tools/list" => json!({"tools": [{
+            "name": "add",
+            "description": "Adds two numbers.",
+            "inputSchema": {"type": "object", "properties": {
+                "a": {"type": "number"}, "b": {"type": "number"}}, "required": ["a", "b"]}
+        }]}),
+        "tools/call" => {
+            let args = &message["params"]["arguments"];
+            let sum = args["a"].as_i64().unwrap() + args["b"].as_i64().unwrap();
+            json!({"content": [{"type": "text", "text": format!("sum = {sum}")}]})
+        }
+        other => panic!("unexpected MCP request {other}"),
+    };
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+#[test]
+fn an_sdk_mcp_server_is_reached_with_mcp_message_requests_and_its_tool_result_reaches_the_model() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("mcp__calc__add", json!({"a": 2, "b": 3})),
+        Turn::text("It is 5."),
+    ]))
+    .unwrap();
+    let config = json!({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}}).to_string();
+    let mut methods = Vec::new();
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &["--mcp-config", &config, "--allowedTools", "mcp__calc"],
+        &[
+            control("i1", &json!({"subtype": "initialize", "hooks": null})),
+            user(&json!("add 2 and 3")),
+        ],
+        |line| match (line["type"].as_str(), line["request"]["subtype"].as_str()) {
+            (Some("control_request"), Some("mcp_message")) => {
+                assert_eq!(line["request"]["server_name"], "calc");
+                let message = &line["request"]["message"];
+                methods.push(message["method"].as_str().unwrap_or("").to_owned());
+                let answer = json!({"mcp_response": calc_server(message)});
+                Some(vec![json!({"type": "control_response", "response": {
+                    "subtype": "success", "request_id": line["request_id"], "response": answer}})])
+            }
+            (Some("result"), _) => Some(vec![control("s1", &json!({"subtype": "mcp_status"}))]),
+            (Some("control_response"), _) if line["response"]["request_id"] == "s1" => None,
+            _ => Some(Vec::new()),
+        },
+    );
+    assert_eq!(
+        methods,
+        [
+            "initialize",
+            "notifications/initialized",
+            "tools/list",
+            "tools/call"
+        ],
+        "{stderr}"
+    );
+    let init = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "calc", "status": "connected"}])
+    );
+    assert!(
+        init["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__calc__add"))
+    );
+    let sent = server.requests()[1].body["messages"].to_string();
+    assert!(sent.contains("sum = 5"), "{sent}");
+    let result = lines.iter().find(|l| l["type"] == "result").unwrap();
+    assert_eq!(result["result"], "It is 5.");
+    let status = &response_to(&lines, "s1")["response"]["response"]["mcpServers"][0];
+    assert_eq!(status["name"], "calc");
+    assert_eq!(status["status"], "connected");
+    assert_eq!(status["config"]["type"], "sdk");
+    assert_eq!(status["tools"], json!([{"name": "mcp__calc__add"}]));
+}
+
+#[test]
+fn an_sdk_mcp_server_without_an_sdk_on_stdin_is_reported_failed() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let config = json!({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}}).to_string();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "hi",
+        "--mcp-config",
+        &config,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.lines().unwrap()[0]["mcp_servers"],
+        json!([{"name": "calc", "status": "failed"}])
+    );
+    assert!(
+        out.stderr.contains("\"calc\" (sdk) failed") && out.stderr.contains("mcp_message"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn post_tool_use_settings_hooks_add_context_and_a_blocks_reason_after_the_result() {
+    let sandbox = Sandbox::new().unwrap();
+    let context = json!({"hookSpecificOutput": {"hookEventName": "PostToolUse",
+        "additionalContext": "the build is green"}});
+    let settings = json!({"hooks": {"PostToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": format!("cat > post-input.json; echo '{context}'")},
+        {"type": "command", "command": "echo 'too noisy' >&2; exit 2"}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": "echo built"})),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "build it",
+        "--dangerously-skip-permissions",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let input: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.project().join("post-input.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(input["hook_event_name"], "PostToolUse");
+    assert_eq!(input["tool_name"], "Bash");
+    assert!(
+        input["tool_response"].to_string().contains("built"),
+        "{input}"
+    );
+    let messages = &server.requests()[1].body["messages"];
+    let results = messages.as_array().unwrap().last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(results[0]["type"], "tool_result", "{results:?}");
+    let texts: Vec<&str> = results[1..]
+        .iter()
+        .map(|b| b["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        texts,
+        [
+            "<system-reminder>PostToolUse:Bash hook additional context: the build is green</system-reminder>",
+            "<system-reminder>PostToolUse:Bash hook blocking error: too noisy</system-reminder>",
+        ]
+    );
+    assert_eq!(out.stdout.trim(), "Done.");
+}
+
+fn is_summary_request(body: &Value) -> bool {
+    body.to_string()
+        .contains("You are summarizing a coding session")
+}
+
+#[test]
+fn pre_compact_settings_hooks_run_before_an_automatic_summary_and_add_instructions() {
+    let sandbox = Sandbox::new().unwrap();
+    let settings = json!({"hooks": {"PreCompact": [
+        {"matcher": "auto", "hooks": [{"type": "command",
+            "command": "cat > pre-compact.json; echo 'Keep every file name.'"}]},
+        {"matcher": "manual", "hooks": [{"type": "command", "command": "touch manual-ran"}]}
+    ]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let file = sandbox
+        .write(
+            "big.txt",
+            &"a line long enough to count for something\n".repeat(800),
+        )
+        .unwrap();
+    let usage = |input| gyre_testkit::Usage {
+        input_tokens: input,
+        output_tokens: 50,
+        ..gyre_testkit::Usage::default()
+    };
+    let read = || Turn::tool_use("Read", json!({"file_path": file}));
+    let server = TestServer::spawn(Script::new([
+        read().with_usage(usage(5_000)),
+        read().with_usage(usage(9_000)),
+        read().with_usage(usage(190_000)),
+        Turn::text("<summary>1. Primary request: read big.txt.</summary>"),
+        Turn::text("All done."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args(["-p", "read big.txt"])).unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let input: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.project().join("pre-compact.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(input["hook_event_name"], "PreCompact");
+    assert_eq!(input["trigger"], "auto");
+    assert_eq!(input["custom_instructions"], Value::Null);
+    assert!(!sandbox.project().join("manual-ran").exists());
+    let requests = server.requests();
+    let summary = requests
+        .iter()
+        .find(|r| is_summary_request(&r.body))
+        .expect("a summary was asked for");
+    assert!(
+        summary
+            .body
+            .to_string()
+            .contains("Additional instructions from a PreCompact hook:\\nKeep every file name."),
+        "{}",
+        summary.body
+    );
+    assert_eq!(out.stdout.trim(), "All done.");
+}
+
+#[test]
+fn compact_over_stream_json_runs_pre_compact_hooks_with_the_users_instructions() {
+    let sandbox = Sandbox::new().unwrap();
+    let settings = json!({"hooks": {"PreCompact": [{"matcher": "manual", "hooks": [
+        {"type": "command", "command": "cat > pre-compact.json"}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("Hello."),
+        Turn::text("Noted."),
+        Turn::text("Sure."),
+        Turn::text("<summary>The user pasted a long text.</summary>"),
+    ]))
+    .unwrap();
+    // A round long enough that it is summarised, not kept (the first request always is).
+    let long = "word ".repeat(12_000);
+    let out = stream(
+        &sandbox,
+        &server,
+        &[],
+        &[
+            user(&json!("hi")),
+            user(&json!(long)),
+            user(&json!("and one more thing")),
+            user(&json!("/compact keep the plan")),
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+
+    let input: Value = serde_json::from_str(
+        &std::fs::read_to_string(sandbox.project().join("pre-compact.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(input["hook_event_name"], "PreCompact");
+    assert_eq!(input["trigger"], "manual");
+    assert_eq!(input["custom_instructions"], "keep the plan");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(is_summary_request(&requests[3].body));
+    assert!(requests[3].body.to_string().contains("keep the plan"));
+    let lines = out.lines().unwrap();
+    let boundary = lines
+        .iter()
+        .find(|l| l["subtype"] == "compact_boundary")
+        .unwrap();
+    assert_eq!(boundary["compact_metadata"]["trigger"], "manual");
+    let results: Vec<&Value> = lines.iter().filter(|l| l["type"] == "result").collect();
+    assert_eq!(results.len(), 4, "{lines:?}");
+    assert_eq!(results[3]["result"], "Compacted.");
+    assert_eq!(results[3]["is_error"], false);
+}
+
+#[test]
+fn structured_output_is_checked_against_the_whole_schema_and_the_model_told_what_is_wrong() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "StructuredOutput",
+            json!({"answer": 420, "unit": "km", "tags": ["x"]}),
+        ),
+        Turn::tool_use(
+            "StructuredOutput",
+            json!({"answer": 42, "unit": "m", "tags": ["x"]}),
+        ),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let schema = json!({
+        "type": "object",
+        "properties": {
+            "answer": {"type": "integer", "maximum": 100},
+            "unit": {"$ref": "#/$defs/unit"},
+            "tags": {"type": "array", "items": {"type": "string"}, "minItems": 1}
+        },
+        "required": ["answer"],
+        "$defs": {"unit": {"enum": ["cm", "m"]}}
+    });
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "measure it",
+        "--json-schema",
+        &schema.to_string(),
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let messages = &server.requests()[1].body["messages"];
+    let result = &messages.as_array().unwrap().last().unwrap()["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["is_error"], true, "{result}");
+    let text = result["content"].to_string();
+    assert!(
+        text.contains("/answer: 420 is greater than the maximum of 100"),
+        "{text}"
+    );
+    assert!(text.contains("/unit: \\\"km\\\" is not one of"), "{text}");
+    assert_eq!(
+        out.result().unwrap()["structured_output"],
+        json!({"answer": 42, "unit": "m", "tags": ["x"]})
+    );
+}
+
+#[test]
+fn an_sdk_mcp_call_the_sdk_answers_with_an_error_is_an_error_result_naming_the_server() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("mcp__calc__add", json!({"a": 2, "b": 3})),
+        Turn::text("It failed."),
+    ]))
+    .unwrap();
+    let config = json!({"mcpServers": {"calc": {"type": "sdk", "name": "calc"}}}).to_string();
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &["--mcp-config", &config, "--allowedTools", "mcp__calc"],
+        &[user(&json!("add 2 and 3"))],
+        |line| match (line["type"].as_str(), line["request"]["subtype"].as_str()) {
+            (Some("control_request"), Some("mcp_message")) => {
+                let message = &line["request"]["message"];
+                let response = if message["method"] == "tools/call" {
+                    json!({"subtype": "error", "request_id": line["request_id"],
+                        "error": "the program's tool raised ValueError"})
+                } else {
+                    json!({"subtype": "success", "request_id": line["request_id"],
+                        "response": {"mcp_response": calc_server(message)}})
+                };
+                Some(vec![
+                    json!({"type": "control_response", "response": response}),
+                ])
+            }
+            (Some("result"), _) => None,
+            _ => Some(Vec::new()),
+        },
+    );
+    let result = lines.iter().find(|l| l["type"] == "result").unwrap();
+    assert_eq!(result["result"], "It failed.", "{stderr}");
+    let messages = &server.requests()[1].body["messages"];
+    let tool_result = &messages.as_array().unwrap().last().unwrap()["content"][0];
+    assert_eq!(tool_result["is_error"], true, "{tool_result}");
+    let text = tool_result["content"].to_string();
+    assert!(
+        text.contains("calc") && text.contains("ValueError"),
+        "{text}"
+    );
+}

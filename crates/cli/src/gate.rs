@@ -6,7 +6,11 @@
 
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
-use gyre_loop::{InterruptHandle, StopHook, StopHookOutcome, ToolHook};
+use gyre_compact::Trigger;
+use gyre_loop::{
+    AfterToolOutcome, CompactHook, InterruptHandle, PreCompactOutcome, StopHook, StopHookOutcome,
+    ToolHook,
+};
 use gyre_protocol::{Message, Role};
 use gyre_tools::{
     BoxFuture, CanUseTool, InputDecision, ModeHandle, PermissionDecision, PermissionMode,
@@ -457,8 +461,11 @@ impl CanUseTool for Gate {
 }
 
 impl ToolHook for Gate {
-    fn after_tool<'a>(&'a self, outcome: &'a ToolCallOutcome) -> BoxFuture<'a, Option<String>> {
+    /// PostToolUse hooks: their `additionalContext` and a block's reason go to the model
+    /// after the result; `continue: false` (or a PreToolUse hook's) stops the query.
+    fn after_tool<'a>(&'a self, outcome: &'a ToolCallOutcome) -> BoxFuture<'a, AfterToolOutcome> {
         Box::pin(async move {
+            let mut after = AfterToolOutcome::default();
             let hooks = self.hooks();
             if hooks.has(HookEvent::PostToolUse) && outcome.denial.is_none() {
                 let fields = json!({
@@ -477,14 +484,53 @@ impl ToolHook for Gate {
                         &CancellationToken::new(),
                     )
                     .await;
-                if v.stop.is_some() {
-                    return v.stop;
-                }
+                after.additional_context = v.context;
+                after.block_reason = v.block;
+                after.stop = v.stop;
             }
-            self.stop
+            let pre_tool_stop = self
+                .stop
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .take()
+                .take();
+            after.stop = after.stop.or(pre_tool_stop);
+            after
+        })
+    }
+}
+
+impl CompactHook for Gate {
+    /// PreCompact hooks, with Claude Code's input (`trigger` `auto` or `manual`,
+    /// `custom_instructions`); what they print becomes instructions for the summary.
+    fn before_compact<'a>(
+        &'a self,
+        trigger: Trigger,
+        custom_instructions: Option<&'a str>,
+    ) -> BoxFuture<'a, PreCompactOutcome> {
+        Box::pin(async move {
+            let hooks = self.hooks();
+            if !hooks.has(HookEvent::PreCompact) {
+                return PreCompactOutcome::default();
+            }
+            // Claude Code knows two triggers: a compaction it was not asked for is `auto`.
+            let trigger = match trigger {
+                Trigger::Manual => "manual",
+                Trigger::Auto | Trigger::Reactive => "auto",
+            };
+            let fields = json!({ "trigger": trigger, "custom_instructions": custom_instructions });
+            let v = hooks
+                .run(
+                    HookEvent::PreCompact,
+                    Some(trigger),
+                    None,
+                    &self.mode_name(),
+                    fields,
+                    &CancellationToken::new(),
+                )
+                .await;
+            PreCompactOutcome {
+                instructions: v.context,
+            }
         })
     }
 }

@@ -18,6 +18,8 @@ pub enum HookEvent {
     PostToolUse,
     UserPromptSubmit,
     Stop,
+    /// Before a compaction's summary; the matcher names the trigger (`auto`, `manual`).
+    PreCompact,
 }
 
 impl HookEvent {
@@ -28,6 +30,7 @@ impl HookEvent {
             Self::PostToolUse => "PostToolUse",
             Self::UserPromptSubmit => "UserPromptSubmit",
             Self::Stop => "Stop",
+            Self::PreCompact => "PreCompact",
         }
     }
 
@@ -37,6 +40,7 @@ impl HookEvent {
             Self::PostToolUse,
             Self::UserPromptSubmit,
             Self::Stop,
+            Self::PreCompact,
         ]
         .into_iter()
         .find(|e| e.name() == name)
@@ -84,7 +88,8 @@ pub struct HookVerdict {
     pub ask: bool,
     /// `hookSpecificOutput.updatedInput`.
     pub updated_input: Option<Value>,
-    /// `hookSpecificOutput.additionalContext` (and a UserPromptSubmit command's stdout).
+    /// `hookSpecificOutput.additionalContext` (and the stdout of a UserPromptSubmit or
+    /// PreCompact command: context for the prompt, instructions for the summary).
     pub context: Vec<String>,
     /// `continue: false`: stop the query, with this reason.
     pub stop: Option<String>,
@@ -351,7 +356,9 @@ impl Hooks {
                 if trimmed.starts_with('{') {
                     serde_json::from_str(trimmed)
                         .map_err(|e| format!("hook `{command}` printed invalid JSON: {e}"))
-                } else if event == HookEvent::UserPromptSubmit && !trimmed.is_empty() {
+                } else if matches!(event, HookEvent::UserPromptSubmit | HookEvent::PreCompact)
+                    && !trimmed.is_empty()
+                {
                     Ok(json!({ "hookSpecificOutput": { "additionalContext": trimmed } }))
                 } else {
                     Ok(json!({}))

@@ -290,7 +290,14 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
     } else {
         None
     };
-    let mcp = mcp_config::start(cli, cwd, &session::gyre_home()).await?;
+    // An SDK session reads stdin from the start: its own MCP servers answer over it.
+    let sdk_io = (cli.input_format == InputFormat::StreamJson).then(|| {
+        let out = control::LineOut::new(Box::new(std::io::stdout()));
+        (sdk::SdkInput::start(out.clone()), out)
+    });
+    let sdk_channel = sdk_io.as_ref().map(|(input, _)| input.channel.clone());
+    let mcp =
+        mcp_config::start_with_sdk(cli, cwd, &session::gyre_home(), sdk_channel.as_ref()).await?;
     let mut session = session::build(cli, cwd, settings, false, None, mcp)?;
     let interrupt = session.engine.interrupt_handle();
     let ctrl_c = tokio_util::sync::CancellationToken::new();
@@ -303,8 +310,7 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
             }
         });
     }
-    if cli.input_format == InputFormat::StreamJson {
-        let out = control::LineOut::new(Box::new(std::io::stdout()));
+    if let Some((input, out)) = sdk_io {
         let ask_over_stdio = match cli.permission_prompt_tool.as_deref() {
             Some("stdio") => true,
             Some(other) => {
@@ -317,6 +323,7 @@ async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<Exit
         };
         let last_error = sdk::run(
             &mut session,
+            input,
             out,
             ask_over_stdio,
             cli.include_partial_messages,

@@ -1,14 +1,19 @@
 //! The session's MCP servers: which ones (`--mcp-config`, the project's `.mcp.json`),
-//! started before the session is built, and what the init line says about them.
+//! started before the session is built, and what the init line says about them. An
+//! Agent SDK program's own servers (`{"type": "sdk"}`) are reached through the control
+//! protocol: each JSON-RPC message is an `mcp_message` control request.
 
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use gyre_mcp::{McpConfig, McpServers, ServerState, ServerStatus, StartOptions};
+use futures::StreamExt;
+use gyre_mcp::{McpConfig, McpServers, SdkBridge, ServerState, ServerStatus, StartOptions};
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::args::Cli;
+use crate::control::ControlChannel;
 
 /// Which of the project's `.mcp.json` servers the user approved, Claude Code's keys.
 /// Read from the user's own files only (`~/.gyre/settings.json`,
@@ -89,16 +94,37 @@ fn collect(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpConfig> {
 }
 
 /// Starts the session's servers; each one that fails gets a line on stderr and the
-/// session goes on without it.
+/// session goes on without it. Without an Agent SDK on stdin, `{"type": "sdk"}` servers
+/// fail.
 ///
 /// # Errors
 /// An unreadable or invalid config.
 pub async fn start(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpServers> {
+    start_with_sdk(cli, cwd, gyre_home, None).await
+}
+
+/// [`start`], with the SDK's `{"type": "sdk"}` servers reached over `sdk`.
+///
+/// # Errors
+/// An unreadable or invalid config.
+pub async fn start_with_sdk(
+    cli: &Cli,
+    cwd: &Path,
+    gyre_home: &Path,
+    sdk: Option<&ControlChannel>,
+) -> Result<McpServers> {
     let config = collect(cli, cwd, gyre_home)?;
     if config.is_empty() {
         return Ok(McpServers::none());
     }
-    let servers = McpServers::start(&config, &StartOptions::from_env(cwd)).await;
+    let servers =
+        McpServers::start_with_sdk(&config, &StartOptions::from_env(cwd), |name: &str| {
+            let channel = sdk?.clone();
+            let (client, bridge) = gyre_mcp::sdk_channel();
+            tokio::spawn(bridge_sdk_server(name.to_owned(), bridge, channel));
+            Some(client)
+        })
+        .await;
     for status in servers.status() {
         match &status.state {
             ServerState::Failed { error } => eprintln!(
@@ -109,6 +135,57 @@ pub async fn start(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpServers
         }
     }
     Ok(servers)
+}
+
+/// Carries one SDK server's JSON-RPC over the control protocol: each message gyre's
+/// client sends becomes `{"subtype": "mcp_message", "server_name", "message"}`, and the
+/// answer's `mcp_response` goes back to the client when the message was a request (a
+/// notification's answer is only an acknowledgement). A request the SDK cannot answer
+/// (an error response, stdin closed) gets a JSON-RPC error, so the call fails instead of
+/// waiting. Messages travel at once, each in its own task: one slow tool does not hold
+/// up the others.
+async fn bridge_sdk_server(name: String, bridge: SdkBridge, channel: ControlChannel) {
+    let SdkBridge {
+        mut to_server,
+        from_server,
+    } = bridge;
+    while let Some(message) = to_server.next().await {
+        let name = name.clone();
+        let channel = channel.clone();
+        let from_server = from_server.clone();
+        tokio::spawn(async move {
+            let request_id = message
+                .get("method")
+                .and_then(|_| message.get("id"))
+                .cloned();
+            let request =
+                json!({"subtype": "mcp_message", "server_name": name, "message": message});
+            let answer = channel.request(request, &CancellationToken::new()).await;
+            let Some(id) = request_id else {
+                return;
+            };
+            let reply = match answer {
+                Ok(body) => match body.get("mcp_response") {
+                    Some(response) if response.is_object() => response.clone(),
+                    _ => rpc_error(
+                        &id,
+                        &format!("the SDK's answer for MCP server \"{name}\" has no mcp_response"),
+                    ),
+                },
+                Err(e) => rpc_error(
+                    &id,
+                    &format!("MCP server \"{name}\" in the SDK did not answer: {e}"),
+                ),
+            };
+            // A closed client has gone away with its session: nothing waits for this.
+            let _ = from_server.unbounded_send(reply);
+        });
+    }
+}
+
+/// A JSON-RPC internal error (-32603) answering request `id`.
+fn rpc_error(id: &Value, message: &str) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}})
 }
 
 /// The init line's `mcp_servers`: `[{"name", "status"}]`.

@@ -1,9 +1,11 @@
 //! `--input-format stream-json`: the session an Agent SDK drives.
 //!
-//! A thread reads stdin for the whole session and a dispatcher task answers control
-//! requests at once — also while a turn runs, so `interrupt` and `can_use_tool` answers
-//! get through — and queues user messages for the turn loop, which runs them one after
-//! the other until stdin ends.
+//! A thread reads stdin for the whole session, from before the session is built
+//! ([`SdkInput`]): answers to gyre's own control requests reach the [`ControlChannel`] at
+//! once, so SDK MCP servers (`mcp_message`) can be connected while the session starts.
+//! A dispatcher task answers the SDK's control requests at once — also while a turn
+//! runs, so `interrupt` and `can_use_tool` answers get through — and queues user
+//! messages for the turn loop, which runs them one after the other until stdin ends.
 
 use std::io::BufRead;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -21,6 +23,61 @@ use crate::headless::{self, Output};
 use crate::hooks::HookEvent;
 use crate::session::Session;
 use crate::stream_json::{self, CONTEXT_WINDOW};
+
+/// stdin of an SDK session, read from the start.
+pub struct SdkInput {
+    /// gyre's requests to the SDK and their answers.
+    pub channel: ControlChannel,
+    /// Every line but the answers, for the dispatcher.
+    lines: mpsc::UnboundedReceiver<Inbound>,
+}
+
+impl SdkInput {
+    /// Starts reading stdin. Answers (`control_response`) are handed to their waiting
+    /// requests as they arrive; the rest waits for [`run`]. When stdin ends, requests
+    /// still waiting fail.
+    #[must_use]
+    pub fn start(out: LineOut) -> Self {
+        let (inbound_tx, mut inbound_rx) = mpsc::unbounded_channel();
+        std::thread::spawn(move || {
+            for line in std::io::stdin().lock().lines() {
+                let inbound = match line {
+                    Ok(l) if l.trim().is_empty() => continue,
+                    Ok(l) => control::parse_inbound(&l),
+                    Err(e) => Inbound::Invalid(format!("could not read stdin: {e}")),
+                };
+                if inbound_tx.send(inbound).is_err() {
+                    break;
+                }
+            }
+        });
+        let channel = ControlChannel::new(out);
+        let (lines_tx, lines) = mpsc::unbounded_channel();
+        let router = channel.clone();
+        tokio::spawn(async move {
+            while let Some(inbound) = inbound_rx.recv().await {
+                match inbound {
+                    Inbound::Response { request_id, result } => {
+                        resolve(&router, &request_id, result);
+                    }
+                    other => {
+                        if lines_tx.send(other).is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            router.close();
+        });
+        Self { channel, lines }
+    }
+}
+
+fn resolve(channel: &ControlChannel, request_id: &str, result: Result<Value, String>) {
+    if !channel.resolve(request_id, result) {
+        eprintln!("gyre: control_response for unknown request {request_id:?}; ignored");
+    }
+}
 
 /// A user message waiting to run, with the `interrupt` count when it arrived.
 struct Turn {
@@ -80,9 +137,7 @@ impl Dispatcher {
                 }
             }
             Inbound::Response { request_id, result } => {
-                if !self.channel.resolve(&request_id, result) {
-                    eprintln!("gyre: control_response for unknown request {request_id:?}; ignored");
-                }
+                resolve(&self.channel, &request_id, result);
             }
             // gyre's answers to the SDK's requests are immediate: nothing to cancel.
             Inbound::Cancel { .. } => {}
@@ -161,10 +216,16 @@ impl Dispatcher {
                     "gridRows": [],
                 }))
             }
-            "mcp_reconnect" | "mcp_toggle" => Err(format!(
-                "no MCP server named {:?}: gyre has no MCP servers configured",
-                text("serverName").unwrap_or("")
-            )),
+            "mcp_reconnect" | "mcp_toggle" => {
+                let name = text("serverName").unwrap_or("");
+                Err(if self.mcp.status().iter().any(|s| s.name == name) {
+                    format!(
+                        "{subtype} is not supported by gyre: MCP servers start once, with the session"
+                    )
+                } else {
+                    format!("no MCP server named {name:?}")
+                })
+            }
             "rewind_files" => Err(
                 "rewind_files is not supported by gyre: it keeps no file checkpoints".to_owned(),
             ),
@@ -181,6 +242,7 @@ impl Dispatcher {
 /// error.
 pub async fn run(
     session: &mut Session,
+    input: SdkInput,
     out: LineOut,
     ask_over_stdio: bool,
     partial: bool,
@@ -195,20 +257,10 @@ pub async fn run(
             }
         }));
     }
-    let (inbound_tx, mut inbound_rx) = mpsc::unbounded_channel();
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            let inbound = match line {
-                Ok(l) if l.trim().is_empty() => continue,
-                Ok(l) => control::parse_inbound(&l),
-                Err(e) => Inbound::Invalid(format!("could not read stdin: {e}")),
-            };
-            if inbound_tx.send(inbound).is_err() {
-                break;
-            }
-        }
-    });
-    let channel = ControlChannel::new(out.clone());
+    let SdkInput {
+        channel,
+        lines: mut inbound_rx,
+    } = input;
     let shared = Arc::new(Mutex::new(Shared {
         model: session.engine.model().to_owned(),
         ..Shared::default()
@@ -232,7 +284,6 @@ pub async fn run(
         while let Some(inbound) = inbound_rx.recv().await {
             dispatcher.handle(inbound);
         }
-        dispatcher.channel.close();
     });
 
     let output_line = out.clone();
@@ -271,6 +322,10 @@ pub async fn run(
             });
             session.facts.model.clone_from(&model);
             session.engine.set_model(model);
+        }
+        if let Some(instructions) = compact_command(&content) {
+            last_error = compact(&output_line, session, instructions.as_deref()).await?;
+            continue;
         }
         let content = match prompt_hooks(&session.gate, &session.engine, content).await {
             Ok(content) => content,
@@ -321,6 +376,56 @@ pub async fn run(
     Ok(last_error)
 }
 
+/// `/compact [instructions]`: a user message that is only that command.
+fn compact_command(content: &[ContentBlock]) -> Option<Option<String>> {
+    let [ContentBlock::Text { text, .. }] = content else {
+        return None;
+    };
+    let rest = text.trim().strip_prefix("/compact")?;
+    if !(rest.is_empty() || rest.starts_with(char::is_whitespace)) {
+        return None;
+    }
+    let rest = rest.trim();
+    Some((!rest.is_empty()).then(|| rest.to_owned()))
+}
+
+/// Runs `/compact`: a `compact_boundary` line and a result line, as Claude Code answers
+/// the command from an SDK. Returns whether it failed.
+async fn compact(out: &LineOut, session: &mut Session, instructions: Option<&str>) -> Result<bool> {
+    let text = match session.engine.compact_with(instructions).await {
+        Ok(Some(outcome)) => {
+            out.line(&stream_json::compact_boundary(
+                &outcome,
+                &session.facts.session_id,
+                &uuid::Uuid::new_v4().to_string(),
+            ))?;
+            "Compacted."
+        }
+        Ok(None) => "Nothing to compact yet.",
+        Err(e) => {
+            refuse(out, session, &format!("/compact failed: {e}"))?;
+            return Ok(true);
+        }
+    };
+    out.line(&json!({
+        "type": "result",
+        "subtype": "success",
+        "is_error": false,
+        "duration_ms": 0,
+        "duration_api_ms": 0,
+        "num_turns": 0,
+        "result": text,
+        "stop_reason": null,
+        "session_id": session.facts.session_id,
+        "total_cost_usd": session.engine.total_cost_usd(),
+        "usage": session.engine.total_usage(),
+        "modelUsage": {},
+        "permission_denials": [],
+        "uuid": uuid::Uuid::new_v4().to_string(),
+    }))?;
+    Ok(false)
+}
+
 /// A stdin message that will not run: said on stderr, and answered with an error result
 /// line so the driver is not left waiting.
 fn refuse(out: &LineOut, session: &Session, reason: &str) -> Result<()> {
@@ -369,4 +474,23 @@ pub async fn prompt_hooks(
     }
     content.extend(verdict.context.into_iter().map(ContentBlock::text));
     Ok(content)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_message_that_is_the_compact_command_compacts() {
+        let text = |t: &str| vec![ContentBlock::text(t)];
+        assert_eq!(compact_command(&text("/compact")), Some(None));
+        assert_eq!(
+            compact_command(&text(" /compact  keep the plan ")),
+            Some(Some("keep the plan".into()))
+        );
+        assert_eq!(compact_command(&text("/compactify")), None);
+        assert_eq!(compact_command(&text("please /compact")), None);
+        let two = vec![ContentBlock::text("/compact"), ContentBlock::text("more")];
+        assert_eq!(compact_command(&two), None);
+    }
 }

@@ -360,12 +360,15 @@ pub fn build(
         model.clone(),
         u64::from(max_output_tokens.unwrap_or(gyre_loop::DEFAULT_MAX_OUTPUT_TOKENS)),
     );
-    let compactor: Box<dyn ContextCompactor> = Box::new(PipelineCompactor::new(
-        compact_config,
-        Arc::clone(&deps) as Arc<dyn gyre_loop::QueryDeps>,
-        Some(session_dir.clone()),
-        Some(Arc::clone(&tool_context.file_state)),
-    ));
+    let compactor: Box<dyn ContextCompactor> = Box::new(
+        PipelineCompactor::new(
+            compact_config,
+            Arc::clone(&deps) as Arc<dyn gyre_loop::QueryDeps>,
+            Some(session_dir.clone()),
+            Some(Arc::clone(&tool_context.file_state)),
+        )
+        .with_compact_hook(Arc::clone(&gate) as Arc<dyn gyre_loop::CompactHook>),
+    );
 
     let config = EngineConfig {
         session_id: session_id.clone(),

@@ -53,6 +53,17 @@ pub trait ContextCompactor: Send {
         trigger: Trigger,
     ) -> BoxFuture<'a, CompactNowResult>;
 
+    /// [`ContextCompactor::compact_now`] with the user's instructions for the summary
+    /// (`/compact <instructions>`); the default leaves them out.
+    fn compact_now_with<'a>(
+        &'a mut self,
+        messages: &'a [Message],
+        trigger: Trigger,
+        _instructions: Option<&'a str>,
+    ) -> BoxFuture<'a, CompactNowResult> {
+        self.compact_now(messages, trigger)
+    }
+
     /// Commits every staged context collapse; `true` when that freed anything.
     fn recover_from_overflow(&mut self) -> bool;
 

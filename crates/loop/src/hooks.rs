@@ -1,5 +1,6 @@
 //! Hooks that can stop or redirect the loop.
 
+use gyre_compact::Trigger;
 use gyre_protocol::Message;
 use gyre_tools::{BoxFuture, ToolCallOutcome};
 
@@ -25,9 +26,47 @@ pub trait StopHook: Send + Sync {
     ) -> BoxFuture<'a, StopHookOutcome>;
 }
 
+<<<<<<< HEAD
 /// Runs after each tool call; returning `Some(reason)` stops the query after this
 /// round of tools (`hook_stopped`).
 pub trait ToolHook: Send + Sync {
     /// Looks at a finished call; `Some(reason)` stops the query after this round.
     fn after_tool<'a>(&'a self, outcome: &'a ToolCallOutcome) -> BoxFuture<'a, Option<String>>;
+=======
+/// What a tool hook decided after one call (Claude Code's PostToolUse hooks).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AfterToolOutcome {
+    /// Text for the model, shown after the call's result (`additionalContext`).
+    pub additional_context: Vec<String>,
+    /// The hook objected to what the call did (`decision: "block"`; the call already
+    /// ran): the reason goes to the model after the result.
+    pub block_reason: Option<String>,
+    /// Stop the query after this round of tools (`hook_stopped`).
+    pub stop: Option<String>,
+}
+
+/// Runs after each tool call. What it adds goes to the model with the round's results,
+/// after them, as `<system-reminder>` text.
+pub trait ToolHook: Send + Sync {
+    fn after_tool<'a>(&'a self, outcome: &'a ToolCallOutcome) -> BoxFuture<'a, AfterToolOutcome>;
+}
+
+/// What PreCompact hooks gave for the summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PreCompactOutcome {
+    /// Instructions added to the summary request, after the user's own.
+    pub instructions: Vec<String>,
+}
+
+/// Runs right before a compaction asks for its summary (Claude Code's PreCompact
+/// hooks): for automatic and reactive compactions (`Trigger::Auto`,
+/// `Trigger::Reactive`) and `/compact` (`Trigger::Manual`).
+pub trait CompactHook: Send + Sync {
+    /// `custom_instructions`: what the user gave `/compact`, if anything.
+    fn before_compact<'a>(
+        &'a self,
+        trigger: Trigger,
+        custom_instructions: Option<&'a str>,
+    ) -> BoxFuture<'a, PreCompactOutcome>;
+>>>>>>> sdk
 }

@@ -54,7 +54,9 @@ pub use engine::{EngineConfig, EngineEvent, InterruptHandle, QueryEngine, TurnRe
 pub use event::LoopEvent;
 /// The compaction types that cross the seam, owned by `gyre-compact`.
 pub use gyre_compact::{Trigger, UsageAnchor};
-pub use hooks::{StopHook, StopHookOutcome, ToolHook};
+pub use hooks::{
+    AfterToolOutcome, CompactHook, PreCompactOutcome, StopHook, StopHookOutcome, ToolHook,
+};
 pub use pipeline_compactor::PipelineCompactor;
 pub use query::{
     DEFAULT_MAX_OUTPUT_TOKENS, INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE,

@@ -1,30 +1,67 @@
 //! `gyre-compact`'s pipeline behind the loop's [`ContextCompactor`] seam, with a
-//! summarizer that asks the model through the same [`QueryDeps`] (foreground, retried).
+//! summarizer that asks the model through the same [`QueryDeps`] (foreground, retried)
+//! after the [`CompactHook`], if any, had its say.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use gyre_compact::{
     CompactConfig, CompactError, Pipeline, PrepareContext, Prepared, RecentFile, SummarizeError,
     Summarizer, SummaryRequest, TiktokenCounter, Trigger, UsageAnchor,
 };
-use gyre_protocol::Message;
+use gyre_protocol::{ContentBlock, Message};
 use gyre_tools::{BoxFuture, FileStateCache};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{CompactNowResult, CompactionOutcome, ContextCompactor, PreparedContext};
 use crate::deps::QueryDeps;
+use crate::hooks::CompactHook;
 
 /// `max_tokens` of a summary request.
 const SUMMARY_MAX_TOKENS: u32 = 20_000;
 /// Recently read files restored after a compaction (SPEC §7: up to 5).
 const RESTORED_FILES: usize = 5;
 
-/// Asks the model for the summary.
+/// Asks the model for the summary, after the PreCompact hook.
 struct ModelSummarizer {
     deps: Arc<dyn QueryDeps>,
     model: String,
+    hook: OnceLock<Arc<dyn CompactHook>>,
+    /// The user's instructions of the compaction under way (`/compact <instructions>`),
+    /// for the hook's input.
+    custom_instructions: Mutex<Option<String>>,
+}
+
+impl ModelSummarizer {
+    /// The summary request's messages, with what the hook added after the prompt.
+    async fn messages(&self, request: &SummaryRequest) -> Vec<Message> {
+        let mut messages = request.to_messages();
+        let Some(hook) = self.hook.get() else {
+            return messages;
+        };
+        let custom = self
+            .custom_instructions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let outcome = hook
+            .before_compact(request.trigger, custom.as_deref())
+            .await;
+        let added: Vec<&str> = outcome
+            .instructions
+            .iter()
+            .map(|s| s.trim())
+            .filter(|s| !s.is_empty())
+            .collect();
+        if let (false, Some(last)) = (added.is_empty(), messages.last_mut()) {
+            last.content.push(ContentBlock::text(format!(
+                "Additional instructions from a PreCompact hook:\n{}",
+                added.join("\n")
+            )));
+        }
+        messages
+    }
 }
 
 impl Summarizer for ModelSummarizer {
@@ -33,11 +70,12 @@ impl Summarizer for ModelSummarizer {
         request: &'a SummaryRequest,
     ) -> BoxFuture<'a, Result<String, SummarizeError>> {
         Box::pin(async move {
+            let messages = self.messages(request).await;
             crate::side_query::side_query(
                 self.deps.as_ref(),
                 &self.model,
                 "You are summarizing a coding session so that it can continue in a fresh context. Follow the requested format exactly.",
-                request.to_messages(),
+                messages,
                 SUMMARY_MAX_TOKENS,
                 CancellationToken::new(),
             )
@@ -51,6 +89,7 @@ impl Summarizer for ModelSummarizer {
 /// The compaction pipeline of a session.
 pub struct PipelineCompactor {
     pipeline: Pipeline,
+    summarizer: Arc<ModelSummarizer>,
     session_dir: Option<PathBuf>,
     file_state: Option<Arc<FileStateCache>>,
     autocompact_enabled: bool,
@@ -78,15 +117,29 @@ impl PipelineCompactor {
         let summarizer = Arc::new(ModelSummarizer {
             deps,
             model: config.model.clone(),
+            hook: OnceLock::new(),
+            custom_instructions: Mutex::new(None),
         });
         let autocompact_enabled = config.autocompact.enabled;
         Self {
-            pipeline: Pipeline::new(config, summarizer, Arc::new(TiktokenCounter)),
+            pipeline: Pipeline::new(
+                config,
+                Arc::clone(&summarizer) as Arc<dyn Summarizer>,
+                Arc::new(TiktokenCounter),
+            ),
+            summarizer,
             session_dir,
             file_state,
             autocompact_enabled,
             last_prepare: None,
         }
+    }
+
+    /// `hook` runs before every summary (PreCompact).
+    #[must_use]
+    pub fn with_compact_hook(self, hook: Arc<dyn CompactHook>) -> Self {
+        let _ = self.summarizer.hook.set(hook);
+        self
     }
 
     /// Reads the recently read files; only when a compaction may need them.
@@ -167,9 +220,31 @@ impl ContextCompactor for PipelineCompactor {
         messages: &'a [Message],
         trigger: Trigger,
     ) -> BoxFuture<'a, CompactNowResult> {
+        self.compact_now_with(messages, trigger, None)
+    }
+
+    fn compact_now_with<'a>(
+        &'a mut self,
+        messages: &'a [Message],
+        trigger: Trigger,
+        instructions: Option<&'a str>,
+    ) -> BoxFuture<'a, CompactNowResult> {
         Box::pin(async move {
-            let ctx = self.context(None, true);
-            match self.pipeline.compact_now(messages, &ctx, trigger).await {
+            let mut ctx = self.context(None, true);
+            ctx.compact_instructions = instructions.map(str::to_owned);
+            (*self
+                .summarizer
+                .custom_instructions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner))
+            .clone_from(&ctx.compact_instructions);
+            let result = self.pipeline.compact_now(messages, &ctx, trigger).await;
+            self.summarizer
+                .custom_instructions
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+            match result {
                 Ok(prepared) => {
                     let Some(done) = outcome(&prepared) else {
                         return Ok(None);
@@ -195,5 +270,98 @@ impl ContextCompactor for PipelineCompactor {
 
     fn recycle(&mut self, sent: Vec<Message>) {
         self.pipeline.recycle(sent);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fakes::{FakeModel, text};
+    use crate::hooks::PreCompactOutcome;
+
+    /// Records what it was called with and asks for the test file to be kept.
+    #[derive(Default)]
+    struct KeepTests {
+        calls: Mutex<Vec<(Trigger, Option<String>)>>,
+    }
+
+    impl CompactHook for KeepTests {
+        fn before_compact<'a>(
+            &'a self,
+            trigger: Trigger,
+            custom_instructions: Option<&'a str>,
+        ) -> BoxFuture<'a, PreCompactOutcome> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push((trigger, custom_instructions.map(str::to_owned)));
+            Box::pin(async {
+                PreCompactOutcome {
+                    instructions: vec!["Keep tests/compact.rs verbatim.".into()],
+                }
+            })
+        }
+    }
+
+    fn config() -> CompactConfig {
+        let mut config = CompactConfig::new("claude-sonnet-4-5", 8192);
+        config.autocompact.keep_recent_tokens = 10;
+        config
+    }
+
+    fn history() -> Vec<Message> {
+        (0..6)
+            .flat_map(|i| {
+                [
+                    Message::user_text(format!("question {i}")),
+                    Message::assistant(vec![ContentBlock::text(format!("answer {i}"))]),
+                ]
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn the_compact_hook_runs_before_the_summary_and_its_instructions_go_with_it() {
+        let model = FakeModel::new([text("<summary>all of it</summary>")]);
+        let hook = Arc::new(KeepTests::default());
+        let mut compactor = PipelineCompactor::new(
+            config(),
+            Arc::clone(&model) as Arc<dyn QueryDeps>,
+            None,
+            None,
+        )
+        .with_compact_hook(Arc::clone(&hook) as Arc<dyn CompactHook>);
+        let done = compactor
+            .compact_now_with(&history(), Trigger::Manual, Some("focus on the parser"))
+            .await
+            .unwrap();
+        assert!(done.is_some());
+        assert_eq!(
+            *hook.calls.lock().unwrap(),
+            [(Trigger::Manual, Some("focus on the parser".to_owned()))]
+        );
+        let sent = serde_json::to_string(&model.requests()[0].messages).unwrap();
+        assert!(sent.contains("focus on the parser"), "{sent}");
+        assert!(
+            sent.contains(
+                "Additional instructions from a PreCompact hook:\\nKeep tests/compact.rs verbatim."
+            ),
+            "{sent}"
+        );
+        // A compaction without instructions does not reuse the last ones.
+        let model = FakeModel::new([text("<summary>again</summary>")]);
+        let hook = Arc::new(KeepTests::default());
+        let mut compactor = PipelineCompactor::new(
+            config(),
+            Arc::clone(&model) as Arc<dyn QueryDeps>,
+            None,
+            None,
+        )
+        .with_compact_hook(Arc::clone(&hook) as Arc<dyn CompactHook>);
+        compactor
+            .compact_now(&history(), Trigger::Reactive)
+            .await
+            .unwrap();
+        assert_eq!(*hook.calls.lock().unwrap(), [(Trigger::Reactive, None)]);
     }
 }

@@ -241,8 +241,16 @@ async fn a_preventing_stop_hook_ends_the_query() {
 struct StopAfterTool;
 
 impl ToolHook for StopAfterTool {
-    fn after_tool<'a>(&'a self, _o: &'a ToolCallOutcome) -> BoxFuture<'a, Option<String>> {
-        Box::pin(async { Some("hook stopped the turn".into()) })
+    fn after_tool<'a>(
+        &'a self,
+        _o: &'a ToolCallOutcome,
+    ) -> BoxFuture<'a, gyre_loop::AfterToolOutcome> {
+        Box::pin(async {
+            gyre_loop::AfterToolOutcome {
+                stop: Some("hook stopped the turn".into()),
+                ..Default::default()
+            }
+        })
     }
 }
 

@@ -239,9 +239,22 @@ impl QueryEngine {
     /// # Errors
     /// The summarizer's error text.
     pub async fn compact(&mut self) -> Result<Option<CompactionOutcome>, String> {
+        self.compact_with(None).await
+    }
+
+    /// Compacts the conversation now with the user's instructions for the summary
+    /// (`/compact <instructions>`).
+    ///
+    /// # Errors
+    /// The summarizer's error text.
+    pub async fn compact_with(
+        &mut self,
+        instructions: Option<&str>,
+    ) -> Result<Option<CompactionOutcome>, String> {
         let result = {
             let mut c = self.compactor.lock().await;
-            c.compact_now(&self.messages, Trigger::Manual).await?
+            c.compact_now_with(&self.messages, Trigger::Manual, instructions)
+                .await?
         };
         Ok(result.map(|(history, outcome)| {
             self.messages = history;

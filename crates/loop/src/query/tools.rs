@@ -15,6 +15,7 @@ use gyre_tools::{StreamingToolExecutor, ToolCall, ToolCallOutcome, ToolContext};
 use super::stream::{result_for, tool_calls_of};
 use super::{INTERRUPT_MESSAGE_FOR_TOOL_USE, Phase, QueryRun, Step};
 use crate::event::LoopEvent;
+use crate::hooks::AfterToolOutcome;
 use crate::state::TerminalReason;
 
 /// The same call in this many consecutive turns is a loop worth telling the model about.
@@ -43,7 +44,8 @@ impl QueryRun {
     }
 
     /// Phase 6: waits for every call, then the tool hooks; returns one result per call
-    /// (in call order) and the first hook's reason to stop, if any.
+    /// (in call order), then what the hooks said about them (additional context, a
+    /// block's reason) as text, and the first hook's reason to stop, if any.
     pub(super) async fn run_remaining_tools(
         &mut self,
         executor: &StreamingToolExecutor,
@@ -64,14 +66,19 @@ impl QueryRun {
             outcomes.push(outcome);
         }
         let mut hook_stop: Option<String> = None;
+        let mut notes = Vec::new();
         for outcome in &outcomes {
             for hook in &self.tool_hooks {
-                if let Some(reason) = hook.after_tool(outcome).await {
+                let after = hook.after_tool(outcome).await;
+                notes.extend(hook_notes(&outcome.tool_name, &after));
+                if let Some(reason) = after.stop {
                     hook_stop.get_or_insert(reason);
                 }
             }
         }
-        (self.tool_results(calls, &outcomes), hook_stop)
+        let mut results = self.tool_results(calls, &outcomes);
+        results.extend(notes.into_iter().map(ContentBlock::text));
+        (results, hook_stop)
     }
 
     /// The result block of every call: a call whose input was not valid JSON is told
@@ -136,6 +143,20 @@ impl QueryRun {
             None => ControlFlow::Continue(()),
         }
     }
+}
+
+/// A tool hook's context and objection as the model reads them, after the results
+/// (Claude Code's wording for PostToolUse hook output).
+fn hook_notes(tool_name: &str, after: &AfterToolOutcome) -> Vec<String> {
+    let context = after.additional_context.iter().map(|text| {
+        format!(
+            "<system-reminder>PostToolUse:{tool_name} hook additional context: {text}</system-reminder>"
+        )
+    });
+    let block = after.block_reason.iter().map(|reason| {
+        format!("<system-reminder>PostToolUse:{tool_name} hook blocking error: {reason}</system-reminder>")
+    });
+    context.chain(block).collect()
 }
 
 fn call_key(call: &ToolCall) -> String {
@@ -307,6 +328,54 @@ mod tests {
         };
         assert_eq!(reason, TerminalReason::HookStopped);
         assert_eq!(error.as_deref(), Some("hook said stop"));
+    }
+
+    struct Remarks;
+
+    impl crate::hooks::ToolHook for Remarks {
+        fn after_tool<'a>(
+            &'a self,
+            outcome: &'a ToolCallOutcome,
+        ) -> gyre_tools::BoxFuture<'a, AfterToolOutcome> {
+            Box::pin(async move {
+                AfterToolOutcome {
+                    additional_context: vec![format!("{} looked fine", outcome.tool_use_id)],
+                    block_reason: (outcome.tool_use_id == "b").then(|| "b wrote too much".into()),
+                    stop: None,
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn tool_hook_context_and_objections_follow_the_results_for_the_model() {
+        let mut p = params(FakeModel::new([]));
+        p.tool_hooks = vec![std::sync::Arc::new(Remarks)];
+        let mut run = QueryRun::new(p);
+        let executor = run.executor();
+        let response = calls_response(&[("a", "Echo"), ("b", "Echo")]);
+        let emitter = run.events.clone();
+        let (_, calls) = run_phase(&emitter, run.accept_response(&response, &executor, &[])).await;
+        let (_, (results, stop)) =
+            run_phase(&emitter, run.run_remaining_tools(&executor, &calls)).await;
+        assert_eq!(stop, None);
+        assert!(matches!(results[0], ContentBlock::ToolResult { .. }));
+        assert!(matches!(results[1], ContentBlock::ToolResult { .. }));
+        let notes: Vec<String> = results[2..]
+            .iter()
+            .map(|b| match b {
+                ContentBlock::Text { text, .. } => text.clone(),
+                other => panic!("not text: {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            notes,
+            [
+                "<system-reminder>PostToolUse:Echo hook additional context: a looked fine</system-reminder>",
+                "<system-reminder>PostToolUse:Echo hook additional context: b looked fine</system-reminder>",
+                "<system-reminder>PostToolUse:Echo hook blocking error: b wrote too much</system-reminder>",
+            ]
+        );
     }
 
     #[tokio::test]
