@@ -26,6 +26,16 @@ pub fn call_summary(name: &str, input: &Value, cwd: &Path) -> String {
                 None => pattern,
             }
         }),
+        // `Agent find the parser` (`· reviewer` for an agent type of its own).
+        "Agent" | "Task" => field("description").map(|d| {
+            let d = shorten(d, MAX_ARG_CHARS);
+            match field("subagent_type").filter(|t| *t != "general-purpose") {
+                Some(kind) => format!("{d} · {kind}"),
+                None => d,
+            }
+        }),
+        // The plan itself is shown whole with its question.
+        "ExitPlanMode" => Some(String::new()),
         _ => None,
     };
     let arg = arg.unwrap_or_else(|| match input {
@@ -114,6 +124,9 @@ fn error_summary(name: &str, content: &str) -> String {
     if first.starts_with("The user denied permission") {
         return "denied".to_owned();
     }
+    if first.starts_with("The user doesn't want to proceed") {
+        return "rejected".to_owned();
+    }
     shorten(first, MAX_OUTCOME_CHARS)
 }
 
@@ -137,7 +150,7 @@ fn diff_stats(text: &str) -> (usize, usize) {
     })
 }
 
-fn count(n: usize, word: &str) -> String {
+pub(crate) fn count(n: usize, word: &str) -> String {
     if n == 1 {
         format!("1 {word}")
     } else {
@@ -146,7 +159,7 @@ fn count(n: usize, word: &str) -> String {
 }
 
 /// The first line, cut to `max` characters; `…` marks anything left out.
-fn shorten(s: &str, max: usize) -> String {
+pub(crate) fn shorten(s: &str, max: usize) -> String {
     let mut lines = s.trim().lines();
     let first = lines.next().unwrap_or_default();
     let more_lines = lines.next().is_some();

@@ -61,6 +61,54 @@ impl Choice {
     }
 }
 
+/// The answers to ExitPlanMode's question, in the order shown (Claude Code's three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanChoice {
+    /// Approve, and switch to acceptEdits.
+    AutoAccept,
+    /// Approve, and switch to default (edits ask).
+    Manual,
+    /// Reject, with feedback typed next.
+    KeepPlanning,
+}
+
+impl PlanChoice {
+    pub const ALL: [Self; 3] = [Self::AutoAccept, Self::Manual, Self::KeepPlanning];
+
+    #[must_use]
+    pub const fn key(self) -> char {
+        match self {
+            Self::AutoAccept => '1',
+            Self::Manual => '2',
+            Self::KeepPlanning => '3',
+        }
+    }
+
+    #[must_use]
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::AutoAccept => "Yes, and auto-accept edits",
+            Self::Manual => "Yes, and manually approve edits",
+            Self::KeepPlanning => "No, keep planning",
+        }
+    }
+
+    #[must_use]
+    pub fn from_key(c: char) -> Option<Self> {
+        Self::ALL.into_iter().find(|choice| choice.key() == c)
+    }
+}
+
+/// ExitPlanMode's question: the plan (printed above the box when it comes) and the
+/// feedback being typed once "No, keep planning" was picked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanQuestion {
+    /// The plan as Markdown rendered for the scrollback.
+    pub lines: Vec<String>,
+    /// `Some` while the user types what to change.
+    pub feedback: Option<String>,
+}
+
 /// A permission question on screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuestionView {
@@ -72,6 +120,20 @@ pub struct QuestionView {
     /// The rule "always" saves: `Bash(echo hello)`.
     pub rule: String,
     pub selected: usize,
+    /// Set for ExitPlanMode, which offers [`PlanChoice`]s instead of [`Choice`]s.
+    pub plan: Option<PlanQuestion>,
+}
+
+impl QuestionView {
+    /// How many answers the question offers.
+    #[must_use]
+    pub fn choices(&self) -> usize {
+        if self.plan.is_some() {
+            PlanChoice::ALL.len()
+        } else {
+            Choice::ALL.len()
+        }
+    }
 }
 
 /// What the status line reports.
@@ -82,6 +144,8 @@ pub struct StatusLine {
     /// Tokens the last request used, of the model's context window.
     pub context: Option<(u64, u64)>,
     pub cost_usd: f64,
+    /// Background shells still running (`/bashes` lists them).
+    pub shells: usize,
 }
 
 impl StatusLine {
@@ -95,6 +159,11 @@ impl StatusLine {
         }
         if self.cost_usd > 0.0 {
             parts.push(format!("${:.4}", self.cost_usd));
+        }
+        match self.shells {
+            0 => {}
+            1 => parts.push("1 background shell (/bashes)".to_owned()),
+            n => parts.push(format!("{n} background shells (/bashes)")),
         }
         parts.join(" · ")
     }
@@ -146,13 +215,27 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
         }
     };
     let (boxed, cursor) = match view.question {
-        Some(q) => (
-            question_lines(view, q)
+        Some(q) => {
+            let lines: Vec<Line<'static>> = question_lines(view, q)
                 .into_iter()
                 .flat_map(|l| hanging(&l, width.saturating_sub(2), ANSWER_INDENT))
-                .collect(),
-            None,
-        ),
+                .collect();
+            // Typing plan feedback: the cursor ends its row (the last before the border).
+            let cursor = q.plan.as_ref().and_then(|p| p.feedback.as_ref()).map(|_| {
+                let row = lines.len().saturating_sub(3);
+                let col = lines.get(row + 1).map_or(0, |l| {
+                    ansi::plain_text(l)
+                        .chars()
+                        .map(|c| c.width().unwrap_or(0))
+                        .sum::<usize>()
+                });
+                (
+                    u16::try_from(row).unwrap_or(u16::MAX),
+                    u16::try_from(col).unwrap_or(u16::MAX),
+                )
+            });
+            (lines, cursor)
+        }
         None => input_lines(view, width),
     };
     let activity: Vec<Line<'static>> = view
@@ -293,8 +376,45 @@ fn input_lines(view: &View<'_>, width: u16) -> (Vec<Line<'static>>, Option<(u16,
     (lines, cursor)
 }
 
+/// ExitPlanMode's question inside its box: the three answers, or the feedback being
+/// typed (and where the cursor goes in it).
+fn plan_lines(view: &View<'_>, plan: &PlanQuestion, selected: usize) -> Vec<Line<'static>> {
+    let bold = view.style(Style::default().add_modifier(Modifier::BOLD));
+    let mut lines = vec![
+        Line::default(),
+        Line::from(vec![
+            Span::styled("? ", view.style(Style::default().fg(Color::Yellow))),
+            Span::styled("Ready to code? The plan is above.".to_owned(), bold),
+        ]),
+    ];
+    if let Some(feedback) = &plan.feedback {
+        lines.push(Line::styled(
+            "  What should gyre change in the plan? (Enter sends, Esc goes back)".to_owned(),
+            view.dim(),
+        ));
+        lines.push(Line::from(format!("  > {feedback}")));
+        lines.push(Line::default());
+        return lines;
+    }
+    for (i, choice) in PlanChoice::ALL.into_iter().enumerate() {
+        let marker = if i == selected { "›" } else { " " };
+        let text = format!(" {marker} {}) {}", choice.key(), choice.label());
+        let style = if i == selected {
+            view.style(Style::default().fg(Color::Cyan))
+        } else {
+            Style::default()
+        };
+        lines.push(Line::styled(text, style));
+    }
+    lines.push(Line::default());
+    lines
+}
+
 /// A question's lines inside its box (first and last rows stand for the borders).
 fn question_lines(view: &View<'_>, q: &QuestionView) -> Vec<Line<'static>> {
+    if let Some(plan) = &q.plan {
+        return plan_lines(view, plan, q.selected);
+    }
     let bold = view.style(Style::default().add_modifier(Modifier::BOLD));
     let mut lines = vec![
         Line::default(),
@@ -341,6 +461,7 @@ mod tests {
             mode: "default".into(),
             context: Some((24_000, 200_000)),
             cost_usd: 0.0123,
+            shells: 0,
         };
         let view = View {
             color: false,
@@ -403,6 +524,7 @@ mod tests {
             reason: "running this command needs permission".into(),
             rule: "Bash(echo hello | tee greeting.txt)".into(),
             selected: 1,
+            plan: None,
         };
         let editor = Editor::new(Vec::new());
         insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
@@ -413,5 +535,55 @@ mod tests {
         let mut editor = Editor::new(Vec::new());
         editor.insert_str("/c");
         insta::assert_snapshot!(frame(&editor, &[], None, None, Instant::now()));
+    }
+
+    fn plan_question(feedback: Option<&str>) -> QuestionView {
+        QuestionView {
+            summary: "ExitPlanMode".into(),
+            details: Vec::new(),
+            reason: String::new(),
+            rule: "ExitPlanMode".into(),
+            selected: 0,
+            plan: Some(PlanQuestion {
+                lines: vec!["1. Edit a.rs".into()],
+                feedback: feedback.map(str::to_owned),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_plan_offers_auto_accept_manual_approval_or_more_planning() {
+        let editor = Editor::new(Vec::new());
+        let question = plan_question(None);
+        insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
+    }
+
+    #[test]
+    fn keeping_on_planning_takes_typed_feedback_in_the_box() {
+        let editor = Editor::new(Vec::new());
+        let question = plan_question(Some("split step 2"));
+        insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
+    }
+
+    #[test]
+    fn the_status_line_counts_running_background_shells() {
+        let mut status = StatusLine {
+            model: "m".into(),
+            mode: "default".into(),
+            context: None,
+            cost_usd: 0.0,
+            shells: 0,
+        };
+        assert_eq!(status.text(), "m · default mode");
+        status.shells = 1;
+        assert_eq!(
+            status.text(),
+            "m · default mode · 1 background shell (/bashes)"
+        );
+        status.shells = 3;
+        assert_eq!(
+            status.text(),
+            "m · default mode · 3 background shells (/bashes)"
+        );
     }
 }
