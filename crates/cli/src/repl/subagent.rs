@@ -96,9 +96,10 @@ impl Subagents {
                     }
                 };
                 format!(
-                    "  {} {} {text}",
+                    "  {} {} {} {text}",
                     p.dim("⎿"),
-                    p.bold(&shorten(&call.progress.description, MAX_REASON_CHARS))
+                    p.bold(&shorten(&call.progress.description, MAX_REASON_CHARS)),
+                    p.dim("·")
                 )
             })
             .collect()
@@ -142,10 +143,10 @@ impl Subagents {
 
 /// `Grep parser in src · 3 tool uses · 12.4k tokens`.
 fn running_text(progress: &SubagentProgress, cwd: &Path) -> String {
-    let mut parts = vec![match &progress.last_tool {
-        Some((name, input)) => call_summary(name, input, cwd),
-        None => "Starting…".to_owned(),
-    }];
+    let Some((name, input)) = &progress.last_tool else {
+        return "Starting…".to_owned();
+    };
+    let mut parts = vec![call_summary(name, input, cwd)];
     parts.extend(tally(progress));
     shorten(&parts.join(" · "), 120)
 }
@@ -237,9 +238,9 @@ mod tests {
         assert_eq!(
             agents.lines(plain, cwd, t0 + Duration::from_secs(9)),
             vec![
-                "  ⎿ find a Grep fn parse · 2 tool uses · 12.4k tokens",
-                "  ⎿ find b Done (1 tool use · 850 tokens · 8.2s)",
-                "  ⎿ find c ✗ Failed: API error 400",
+                "  ⎿ find a · Grep fn parse · 2 tool uses · 12.4k tokens",
+                "  ⎿ find b · Done (1 tool use · 850 tokens · 8.2s)",
+                "  ⎿ find c · ✗ Failed: API error 400",
             ]
         );
     }
