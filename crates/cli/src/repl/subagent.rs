@@ -166,6 +166,13 @@ fn failed_text(progress: &SubagentProgress, why: &str) -> String {
         .strip_prefix(&format!("Agent \"{}\" ", progress.description))
         .unwrap_or(why);
     let why = why.strip_prefix("failed: ").unwrap_or(why);
+    // Esc or Ctrl+C stopped it: not a failure of its own.
+    if why.starts_with("Interrupted") {
+        return match progress.tool_uses {
+            0 => "Interrupted".to_owned(),
+            n => format!("Interrupted after {}", count(n as usize, "tool use")),
+        };
+    }
     let why = shorten(why, MAX_REASON_CHARS);
     if progress.tool_uses == 0 {
         format!("Failed: {why}")
@@ -267,6 +274,19 @@ mod tests {
             agents
                 .lines(Palette::new(false), Path::new("/p"), t0)
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn an_interrupted_sub_agent_says_so_rather_than_failed() {
+        let t0 = Instant::now();
+        let mut agents = Subagents::default();
+        agents.started("a", "find a", t0);
+        agents.update(progress("a", 2, 900, SubagentState::Running), t0);
+        let outcome = agents.finish("a", true, "Interrupted by user", t0);
+        assert_eq!(
+            outcome.map(|o| o.text),
+            Some("Interrupted after 2 tool uses".to_owned())
         );
     }
 

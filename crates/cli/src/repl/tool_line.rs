@@ -85,6 +85,7 @@ pub fn outcome_summary(name: &str, content: &str, is_error: bool) -> Outcome {
     }
     let lines: Vec<&str> = content.lines().collect();
     let text = match name {
+        "ExitPlanMode" => "plan approved".to_owned(),
         "Bash" if content.starts_with(BACKGROUND_STARTED) => {
             let id = content[BACKGROUND_STARTED.len()..]
                 .split(|c: char| c == '.' || c.is_whitespace())
@@ -333,6 +334,11 @@ mod tests {
                 &json!({"description": "review", "prompt": "…", "subagent_type": "reviewer"}),
             ),
             call("ExitPlanMode", &json!({"plan": "1. edit"})),
+            outcome(
+                "ExitPlanMode",
+                "User has approved your plan. You can now start coding.\n\n## Approved Plan:\n1. edit",
+                false,
+            ),
             outcome(
                 "ExitPlanMode",
                 "The user doesn't want to proceed with this ExitPlanMode call: it was rejected. To tell you how to proceed, the user said:\nsplit step 2",
