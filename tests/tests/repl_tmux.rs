@@ -669,6 +669,36 @@ fn three_parallel_sub_agents_each_get_a_live_line_then_a_one_line_outcome() {
     tmux.wait_for("gyre exited with status 0");
 }
 
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn esc_stops_a_running_sub_agent_and_its_line_says_interrupted() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "Agent",
+            json!({"description": "search long", "prompt": "search"}),
+        ),
+        Turn::tool_use("Glob", json!({"pattern": "*"})).with_tokens(900, 10),
+        // The sub-agent's second request never ends on its own.
+        Turn::text("never").stall_forever(1),
+        Turn::text("unused"),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("search for a long time");
+    tmux.wait_for("  ⎿ search long · Glob * · 1 tool use · 910 tokens");
+    tmux.key("Escape");
+    tmux.wait_for("Interrupted · tell gyre what to do instead");
+    let pane = tmux.wait_for_prompt();
+    assert!(
+        pane.contains("  ⎿ ✗ Interrupted after 1 tool use"),
+        "{pane}"
+    );
+    assert!(!pane.contains("  ⎿ search long · "), "{pane}");
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+}
+
 /// Whether the process `pid` still runs (a zombie waiting for its reaper does not).
 fn alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
