@@ -708,6 +708,15 @@ fn alive(pid: u32) -> bool {
     })
 }
 
+/// Waits until `pid` is gone (it was sent SIGKILL); fails after [`WAIT`].
+fn wait_dead(pid: u32) {
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(start.elapsed() < WAIT, "process {pid} outlived its kill");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 fn pid_in(path: &Path) -> u32 {
     let start = Instant::now();
     loop {
@@ -748,46 +757,44 @@ fn bashes_lists_background_shells_kills_one_and_exit_kills_the_rest() {
     let two = pid_in(&sandbox.project().join("two.pid"));
     assert!(alive(one) && alive(two));
 
+    // `/bashes` lists them in place of the input box; `k` kills the selected one.
     tmux.type_line("/bashes");
-    let pane = tmux.wait_for("/bashes kill ID stops one");
-    let row = |id: &str| {
+    let pane = tmux.wait_for("k kills the selected shell");
+    let row = |pane: &str, id: &str| {
         pane.lines()
-            .find(|l| l.starts_with(&format!("  {id} ")))
+            .find(|l| l.starts_with('│') && l.contains(&format!(" {id} ")))
             .unwrap_or_else(|| panic!("no {id} row:\n{pane}"))
             .to_owned()
     };
-    assert!(row("bash_1").contains(" running "), "{pane}");
     assert!(
-        row("bash_1").ends_with("echo $$ > one.pid; exec sleep 300"),
+        row(&pane, "bash_1").contains("› bash_1   running "),
         "{pane}"
     );
     assert!(
-        row("bash_2").ends_with("echo $$ > two.pid; exec sleep 301"),
+        row(&pane, "bash_1").contains("echo $$ > one.pid; exec sleep 300"),
         "{pane}"
     );
-
-    tmux.wait_for_prompt();
-    tmux.type_line("/bashes kill bash_1");
-    tmux.wait_for("Killed bash_1 (echo $$ > one.pid; exec sleep 300)");
-    tmux.wait_for("1 background shell (/bashes)");
-    tmux.wait_for_prompt();
-    tmux.type_line("/bashes");
-    let pane = tmux.wait_until("bash_1 killed in the list", |pane| {
-        pane.lines()
-            .any(|l| l.starts_with("  bash_1 ") && l.contains(" killed "))
-    });
-    assert!(!alive(one), "{pane}");
+    assert!(
+        row(&pane, "bash_2").contains("echo $$ > two.pid; exec sleep 301"),
+        "{pane}"
+    );
+    tmux.key("k");
+    let pane = tmux.wait_for("Killed bash_1 (echo $$ > one.pid; exec sleep 300)");
+    assert!(row(&pane, "bash_1").contains("bash_1   killed "), "{pane}");
+    wait_dead(one);
     assert!(alive(two));
+    tmux.key("Escape");
+    let pane = tmux.wait_for_prompt();
+    assert!(pane.contains("1 background shell (/bashes)"), "{pane}");
+    // By id too.
+    tmux.type_line("/bashes kill bash_1");
+    tmux.wait_for("Shell bash_1 is not running (status: killed)");
+    tmux.wait_for_prompt();
 
     // The rest stop with gyre.
-    tmux.wait_for_prompt();
     tmux.key("C-d");
     tmux.wait_for("gyre exited with status 0");
-    let start = Instant::now();
-    while alive(two) {
-        assert!(start.elapsed() < WAIT, "the shell outlived gyre");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_dead(two);
 }
 
 #[test]

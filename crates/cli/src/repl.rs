@@ -39,12 +39,12 @@ use tokio::sync::mpsc;
 
 use self::editor::{Editor, HistoryFile};
 use self::question::{Question, UiPrompt, save_allow_rule};
-use self::slash::{HELP, SlashCommand, cost_report, shells_report};
+use self::slash::{HELP, NO_SHELLS, SlashCommand, cost_report, shell_row};
 use self::spinner::{Status, TICK};
 use self::style::Palette;
 use self::turn::{TurnView, expanded};
 use self::ui::Ui;
-use self::view::{Choice, PlanChoice, QuestionView, StatusLine, View};
+use self::view::{Choice, PlanChoice, QuestionView, ShellsView, StatusLine, View};
 use crate::args::Cli;
 use crate::gate::Gate;
 use crate::session::{self, Session};
@@ -95,6 +95,7 @@ pub async fn run(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode>
         frame: 0,
         gate: Arc::clone(&session.gate),
         shells: session.engine.tools().background_shells().cloned(),
+        shells_view: None,
     };
     let mut repl = Repl {
         session,
@@ -190,6 +191,8 @@ struct Front {
     gate: Arc<Gate>,
     /// Bash's background shells (`/bashes`, the status line's count).
     shells: Option<Arc<ShellTable>>,
+    /// `/bashes`' list while it is open.
+    shells_view: Option<ShellsView>,
 }
 
 /// Records a Ctrl+C; true when it is the second within [`DOUBLE_CTRL_C`].
@@ -209,12 +212,17 @@ impl Front {
         // ExitPlanMode (or an approval) may have switched the mode since the last frame.
         self.status.mode = self.gate.mode_name();
         self.status.shells = self.shells.as_ref().map_or(0, |s| s.running());
+        if let (Some(panel), Some(table)) = (&mut self.shells_view, &self.shells) {
+            panel.rows = table.list().iter().map(shell_row).collect();
+            panel.selected = panel.selected.min(panel.rows.len().saturating_sub(1));
+        }
         let view = View {
             color: self.palette.color(),
             live,
             // A question on screen is what gyre waits for.
             activity: activity.filter(|_| self.question.is_none()),
             question: self.question.as_ref().map(|q| &q.view),
+            shells: self.shells_view.as_ref(),
             editor: &self.editor,
             status: &self.status,
             hint: self.hint.as_deref(),
@@ -413,6 +421,10 @@ impl Front {
             Event::Key(key) if key.kind != KeyEventKind::Release => key,
             _ => return Ok(Typed::Nothing),
         };
+        if self.shells_view.is_some() {
+            self.on_shells_key(&key)?;
+            return Ok(Typed::Nothing);
+        }
         let was_ctrl_c = ctrl(&key, 'c');
         if !was_ctrl_c {
             self.hint = None;
@@ -460,6 +472,36 @@ impl Front {
         }
         self.edit(&key);
         Ok(Typed::Nothing)
+    }
+
+    /// A key while `/bashes`' list is open: ↑/↓ select, `k` kills the selected shell
+    /// (noted in the scrollback too), Esc, Enter, `q` or Ctrl+C close it.
+    fn on_shells_key(&mut self, key: &KeyEvent) -> Result<()> {
+        let (Some(panel), Some(table)) = (&mut self.shells_view, &self.shells) else {
+            return Ok(());
+        };
+        match key.code {
+            KeyCode::Up => panel.selected = panel.selected.saturating_sub(1),
+            KeyCode::Down => {
+                panel.selected = (panel.selected + 1).min(panel.rows.len().saturating_sub(1));
+            }
+            KeyCode::Char('k') if !ctrl(key, 'k') => {
+                let Some(shell) = table.list().into_iter().nth(panel.selected) else {
+                    return Ok(());
+                };
+                match table.kill(&shell.id) {
+                    Ok(command) => {
+                        let note = format!("Killed {} ({command})", shell.id);
+                        panel.note = Some(note.clone());
+                        self.print(&[note])?;
+                    }
+                    Err(e) => panel.note = Some(e),
+                }
+            }
+            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | 'c') => self.shells_view = None,
+            _ => {}
+        }
+        Ok(())
     }
 
     /// A terminal event while a turn runs.
@@ -726,7 +768,10 @@ impl Repl {
                 }
             }
             SlashCommand::Mcp => crate::mcp_config::status_report(&self.session.mcp.status()),
-            SlashCommand::Bashes(arg) => self.bashes(arg.as_deref()),
+            SlashCommand::Bashes(arg) => match self.bashes(arg.as_deref()) {
+                Some(text) => text,
+                None => return Ok(Flow::Continue),
+            },
             SlashCommand::Unknown(name) => p.red(&format!(
                 "Unknown command /{name} · /help lists the commands"
             )),
@@ -737,21 +782,28 @@ impl Repl {
         Ok(Flow::Continue)
     }
 
-    /// `/bashes`: the background shells, or `/bashes kill ID`.
-    fn bashes(&self, arg: Option<&str>) -> String {
+    /// `/bashes`: opens the list of background shells (or says there are none), or
+    /// `/bashes kill ID`; `None` when the list opened (nothing to print).
+    fn bashes(&mut self, arg: Option<&str>) -> Option<String> {
         let p = self.front.palette;
         let Some(shells) = &self.front.shells else {
-            return p.dim("No background shells: this session has no Bash.");
+            return Some(p.dim("No background shells: this session has no Bash."));
         };
         let words: Vec<&str> = arg.unwrap_or_default().split_whitespace().collect();
-        match words.as_slice() {
-            [] => shells_report(&shells.list()),
+        Some(match words.as_slice() {
+            [] => {
+                if shells.list().is_empty() {
+                    return Some(NO_SHELLS.to_owned());
+                }
+                self.front.shells_view = Some(ShellsView::default());
+                return None;
+            }
             ["kill", id] => match shells.kill(id) {
                 Ok(command) => format!("Killed {id} ({command})"),
                 Err(e) => p.red(&e),
             },
-            _ => p.red("Usage: /bashes lists the background shells; /bashes kill ID stops one"),
-        }
+            _ => p.red("Usage: /bashes opens the background shells; /bashes kill ID stops one"),
+        })
     }
 
     /// Sends one message and shows the turn as it happens.

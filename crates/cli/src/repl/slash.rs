@@ -13,7 +13,7 @@ pub enum SlashCommand {
     Model(Option<String>),
     /// The MCP servers, their state and tools.
     Mcp,
-    /// `/bashes` lists the background shells; `/bashes kill ID` stops one.
+    /// `/bashes` opens the list of background shells; `/bashes kill ID` stops one.
     Bashes(Option<String>),
     Help,
     Exit,
@@ -52,7 +52,7 @@ Commands
   /cost           cost, tokens and time of this session
   /model [name]   show the model, or switch to another
   /mcp            the MCP servers, their state and tools
-  /bashes         background shells; /bashes kill ID stops one
+  /bashes         background shells: ↑/↓ and k kill one (or /bashes kill ID)
   /help           this list
   /exit           quit (also Ctrl+D)
 
@@ -69,34 +69,23 @@ Keys
   1 / 2 / 3          answer a plan (ExitPlanMode): yes with edits auto-accepted,
                      yes with edits asking first, no and type what to change";
 
-/// What `/bashes` prints: one line per shell (id, status, runtime, command), or a word
-/// that there are none.
+/// What `/bashes` says when the session started no background shell.
+pub const NO_SHELLS: &str =
+    "No background shells. (The model starts them with Bash run_in_background.)";
+
+/// `bash_1   running     12.3s  npm run dev`.
 #[must_use]
-pub fn shells_report(shells: &[gyre_tools::background::ShellInfo]) -> String {
+pub fn shell_row(shell: &gyre_tools::background::ShellInfo) -> String {
     use gyre_tools::background::ShellStatus;
-    if shells.is_empty() {
-        return "No background shells. (The model starts them with Bash run_in_background.)"
-            .to_owned();
-    }
-    let mut lines = vec!["Background shells".to_owned()];
-    for shell in shells {
-        let status = match shell.status {
-            ShellStatus::Completed {
-                exit_code: Some(code),
-            } => format!("exit {code}"),
-            other => other.name().to_owned(),
-        };
-        let runtime = format_duration(u64::try_from(shell.runtime.as_millis()).unwrap_or(u64::MAX));
-        let command = super::tool_line::shorten(&shell.command, 60);
-        lines.push(format!(
-            "  {:<8} {status:<9} {runtime:>7}  {command}",
-            shell.id
-        ));
-    }
-    if shells.iter().any(|s| s.status == ShellStatus::Running) {
-        lines.push("/bashes kill ID stops one (all stop when gyre exits)".to_owned());
-    }
-    lines.join("\n")
+    let status = match shell.status {
+        ShellStatus::Completed {
+            exit_code: Some(code),
+        } => format!("exit {code}"),
+        other => other.name().to_owned(),
+    };
+    let runtime = format_duration(u64::try_from(shell.runtime.as_millis()).unwrap_or(u64::MAX));
+    let command = super::tool_line::shorten(&shell.command, 60);
+    format!("{:<8} {status:<9} {runtime:>7}  {command}", shell.id)
 }
 
 /// What `/cost` prints (the names Claude Code's `/cost` uses).
@@ -172,7 +161,7 @@ mod tests {
     }
 
     #[test]
-    fn bashes_lists_shells_with_status_and_runtime() {
+    fn a_shell_row_has_its_id_status_runtime_and_command() {
         use std::time::Duration;
 
         use gyre_tools::background::{ShellInfo, ShellStatus};
@@ -180,25 +169,23 @@ mod tests {
             SlashCommand::parse("/bashes kill bash_2"),
             Some(SlashCommand::Bashes(Some("kill bash_2".to_owned())))
         );
-        assert!(shells_report(&[]).starts_with("No background shells."));
-        let shells = [
-            ShellInfo {
-                id: "bash_1".into(),
-                command: "npm run dev".into(),
-                status: ShellStatus::Running,
-                runtime: Duration::from_millis(12_300),
-            },
-            ShellInfo {
-                id: "bash_2".into(),
-                command: "make".into(),
-                status: ShellStatus::Completed { exit_code: Some(2) },
-                runtime: Duration::from_millis(850),
-            },
-        ];
+        let running = ShellInfo {
+            id: "bash_1".into(),
+            command: "npm run dev".into(),
+            status: ShellStatus::Running,
+            runtime: Duration::from_millis(12_300),
+        };
         assert_eq!(
-            shells_report(&shells),
-            "Background shells\n  bash_1   running     12.3s  npm run dev\n  bash_2   exit 2      850ms  make\n/bashes kill ID stops one (all stop when gyre exits)"
+            shell_row(&running),
+            "bash_1   running     12.3s  npm run dev"
         );
+        let done = ShellInfo {
+            id: "bash_12".into(),
+            command: "make".into(),
+            status: ShellStatus::Completed { exit_code: Some(2) },
+            runtime: Duration::from_millis(850),
+        };
+        assert_eq!(shell_row(&done), "bash_12  exit 2      850ms  make");
     }
 
     #[test]

@@ -136,6 +136,15 @@ impl QuestionView {
     }
 }
 
+/// `/bashes`' list, open in place of the input box: a row per shell (id, status,
+/// runtime, command), the one selected, and what the last key did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShellsView {
+    pub rows: Vec<String>,
+    pub selected: usize,
+    pub note: Option<String>,
+}
+
 /// What the status line reports.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct StatusLine {
@@ -177,6 +186,8 @@ pub struct View<'a> {
     pub live: &'a [String],
     pub activity: Option<&'a Status>,
     pub question: Option<&'a QuestionView>,
+    /// `/bashes`' list, shown instead of the input box while open.
+    pub shells: Option<&'a ShellsView>,
     pub editor: &'a Editor,
     pub status: &'a StatusLine,
     /// A passing word in place of the status line ("Press Ctrl+C again to exit").
@@ -214,8 +225,15 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
             lines
         }
     };
-    let (boxed, cursor) = match view.question {
-        Some(q) => {
+    let (boxed, cursor) = match (view.question, view.shells) {
+        (None, Some(shells)) => (
+            shells_lines(view, shells)
+                .into_iter()
+                .flat_map(|l| ansi::wrap(&l, width.saturating_sub(2)))
+                .collect(),
+            None,
+        ),
+        (Some(q), _) => {
             let lines: Vec<Line<'static>> = question_lines(view, q)
                 .into_iter()
                 .flat_map(|l| hanging(&l, width.saturating_sub(2), ANSWER_INDENT))
@@ -236,7 +254,7 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
             });
             (lines, cursor)
         }
-        None => input_lines(view, width),
+        (None, None) => input_lines(view, width),
     };
     let activity: Vec<Line<'static>> = view
         .activity
@@ -261,9 +279,10 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
     let mut y = area.y;
     place(live, area, &mut y, buf);
     place(activity, area, &mut y, buf);
-    let (border, title) = match view.question {
-        Some(_) => (view.style(Style::default().fg(Color::Yellow)), None),
-        None => (
+    let (border, title) = match (view.question, view.shells) {
+        (Some(_), _) => (view.style(Style::default().fg(Color::Yellow)), None),
+        (None, Some(_)) => (view.dim(), Some(" Background shells ".to_owned())),
+        (None, None) => (
             view.dim(),
             view.editor
                 .search()
@@ -376,6 +395,30 @@ fn input_lines(view: &View<'_>, width: u16) -> (Vec<Line<'static>>, Option<(u16,
     (lines, cursor)
 }
 
+/// `/bashes`' list inside its box (first and last rows stand for the borders).
+fn shells_lines(view: &View<'_>, shells: &ShellsView) -> Vec<Line<'static>> {
+    let mut lines = vec![Line::default()];
+    for (i, row) in shells.rows.iter().enumerate() {
+        if i == shells.selected {
+            lines.push(Line::styled(
+                format!(" › {row}"),
+                view.style(Style::default().fg(Color::Cyan)),
+            ));
+        } else {
+            lines.push(Line::from(format!("   {row}")));
+        }
+    }
+    if let Some(note) = &shells.note {
+        lines.push(Line::from(format!("   {note}")));
+    }
+    lines.push(Line::styled(
+        "   ↑/↓ select · k kills the selected shell · Esc closes".to_owned(),
+        view.dim(),
+    ));
+    lines.push(Line::default());
+    lines
+}
+
 /// ExitPlanMode's question inside its box: the three answers, or the feedback being
 /// typed (and where the cursor goes in it).
 fn plan_lines(view: &View<'_>, plan: &PlanQuestion, selected: usize) -> Vec<Line<'static>> {
@@ -468,6 +511,7 @@ mod tests {
             live,
             activity,
             question,
+            shells: None,
             editor,
             status: &status,
             hint: None,
@@ -585,5 +629,39 @@ mod tests {
             status.text(),
             "m · default mode · 3 background shells (/bashes)"
         );
+    }
+
+    #[test]
+    fn bashes_lists_the_shells_in_place_of_the_input_box() {
+        let shells = ShellsView {
+            rows: vec![
+                "bash_1   running     12.3s  npm run dev".into(),
+                "bash_2   killed       4.0s  sleep 300".into(),
+            ],
+            selected: 1,
+            note: Some("Killed bash_2 (sleep 300)".into()),
+        };
+        let status = StatusLine::default();
+        let editor = Editor::new(Vec::new());
+        let view = View {
+            color: false,
+            live: &[],
+            activity: None,
+            question: None,
+            shells: Some(&shells),
+            editor: &editor,
+            status: &status,
+            hint: None,
+            now: Instant::now(),
+            frame: 0,
+        };
+        let mut terminal = Terminal::new(TestBackend::new(60, 8)).unwrap();
+        terminal
+            .draw(|f| {
+                let area = f.area();
+                assert_eq!(render(&view, area, f.buffer_mut()), None);
+            })
+            .unwrap();
+        insta::assert_snapshot!(terminal.backend());
     }
 }
