@@ -907,7 +907,12 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          Ctrl+C interrupt a turn (Ctrl+C twice quits); Ctrl+D, `exit` or `quit` leave;\n\
          Ctrl+O shows the last folded Bash output whole; a permission question takes\n\
          `y` (once), `a` (this session), `s` (always: saved to `.gyre/settings.local.json`)\n\
-         or `n`, or the arrows and Enter. `NO_COLOR` turns colours off.\n\n\
+         or `n`, or the arrows and Enter. A plan (ExitPlanMode) takes `1` (yes, edits\n\
+         auto-accepted), `2` (yes, edits ask first) or `3` (no: type what to change).\n\
+         Running sub-agents each have a live line (their newest tool call, tool uses,\n\
+         tokens) that becomes one outcome line; `/bashes` lists the background shells\n\
+         (`k` kills the selected one) and the status line counts them. `NO_COLOR` turns\n\
+         colours off.\n\n\
          This is the screen captured by `tests/tests/repl_tmux.rs`; regenerate it with\n\
          `GYRE_UPDATE_DOCS=1 cargo test -p gyre-e2e --test repl_tmux -- --ignored`.\n\n\
          While the first permission question waits (the viewport: the question in its box,\n\
