@@ -208,7 +208,12 @@ fn ctrl(key: &KeyEvent, c: char) -> bool {
 }
 
 impl Front {
-    fn draw(&mut self, live: &[String], activity: Option<&Status>) -> Result<()> {
+    fn draw(
+        &mut self,
+        live: &[String],
+        subagents: &[String],
+        activity: Option<&Status>,
+    ) -> Result<()> {
         // ExitPlanMode (or an approval) may have switched the mode since the last frame.
         self.status.mode = self.gate.mode_name();
         self.status.shells = self.shells.as_ref().map_or(0, |s| s.running());
@@ -219,6 +224,7 @@ impl Front {
         let view = View {
             color: self.palette.color(),
             live,
+            subagents,
             // A question on screen is what gyre waits for.
             activity: activity.filter(|_| self.question.is_none()),
             question: self.question.as_ref().map(|q| &q.view),
@@ -659,7 +665,7 @@ impl Repl {
             }
         }
         loop {
-            self.front.draw(&[], None)?;
+            self.front.draw(&[], &[], None)?;
             let Some(event) = self.front.next_event().await? else {
                 return Ok(());
             };
@@ -821,7 +827,7 @@ impl Repl {
             futures::pin_mut!(events);
             loop {
                 front.print(&view.take_lines())?;
-                front.draw(&view.live(), view.activity())?;
+                front.draw(&view.live(), &view.subagent_lines(), view.activity())?;
                 tokio::select! {
                     event = events.next() => {
                         let Some(event) = event else { break };
@@ -880,7 +886,7 @@ async fn until_interrupted<F: std::future::Future>(
     let mut tick = tokio::time::interval(TICK);
     futures::pin_mut!(work);
     loop {
-        front.draw(&[], Some(&status))?;
+        front.draw(&[], &[], Some(&status))?;
         tokio::select! {
             result = &mut work => return Ok(Some(result)),
             event = front.next_event() => {

@@ -78,19 +78,22 @@ impl TurnView {
         std::mem::take(&mut self.out)
     }
 
-    /// What is still changing, rendered: the answer line streaming, then a line per
-    /// running sub-agent.
+    /// The answer line still streaming, rendered.
     #[must_use]
     pub fn live(&self) -> Vec<String> {
-        let mut lines = Vec::new();
         let partial = self.text.partial();
-        if !partial.is_empty() {
-            // Rendered on a copy: the fence state changes only when the line is complete.
-            let mut markdown = self.markdown.clone();
-            lines.push(markdown.render_line(partial));
+        if partial.is_empty() {
+            return Vec::new();
         }
-        lines.extend(self.subagents.lines(self.p, &self.cwd, Instant::now()));
-        lines
+        // Rendered on a copy: the fence state changes only when the line is complete.
+        let mut markdown = self.markdown.clone();
+        vec![markdown.render_line(partial)]
+    }
+
+    /// One live line per running sub-agent.
+    #[must_use]
+    pub fn subagent_lines(&self) -> Vec<String> {
+        self.subagents.lines(self.p, &self.cwd, Instant::now())
     }
 
     #[must_use]

@@ -161,6 +161,12 @@ impl StatusLine {
     #[must_use]
     pub fn text(&self) -> String {
         let mut parts = vec![self.model.clone(), format!("{} mode", self.mode)];
+        // Before context and cost: a narrow terminal cuts the line's end.
+        match self.shells {
+            0 => {}
+            1 => parts.push("1 background shell (/bashes)".to_owned()),
+            n => parts.push(format!("{n} background shells (/bashes)")),
+        }
         if let Some((used, window)) = self.context
             && window > 0
         {
@@ -168,11 +174,6 @@ impl StatusLine {
         }
         if self.cost_usd > 0.0 {
             parts.push(format!("${:.4}", self.cost_usd));
-        }
-        match self.shells {
-            0 => {}
-            1 => parts.push("1 background shell (/bashes)".to_owned()),
-            n => parts.push(format!("{n} background shells (/bashes)")),
         }
         parts.join(" · ")
     }
@@ -184,6 +185,8 @@ pub struct View<'a> {
     pub color: bool,
     /// Lines of the answer still streaming (Palette-styled).
     pub live: &'a [String],
+    /// One line per running sub-agent (Palette-styled), each kept to one row.
+    pub subagents: &'a [String],
     pub activity: Option<&'a Status>,
     pub question: Option<&'a QuestionView>,
     /// `/bashes`' list, shown instead of the input box while open.
@@ -266,7 +269,12 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
             ansi::wrap(&line, width)
         })
         .unwrap_or_default();
-    let fixed = rows(&boxed) + rows(&activity) + rows(&status);
+    let subagents: Vec<Line<'static>> = view
+        .subagents
+        .iter()
+        .map(|l| one_row(&styled(view, l), width))
+        .collect();
+    let fixed = rows(&boxed) + rows(&subagents) + rows(&activity) + rows(&status);
     let room = area.height.saturating_sub(fixed);
     let mut live: Vec<Line<'static>> = view
         .live
@@ -278,6 +286,7 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
     }
     let mut y = area.y;
     place(live, area, &mut y, buf);
+    place(subagents, area, &mut y, buf);
     place(activity, area, &mut y, buf);
     let (border, title) = match (view.question, view.shells) {
         (Some(_), _) => (view.style(Style::default().fg(Color::Yellow)), None),
@@ -310,6 +319,22 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
 
 /// Where a wrapped answer of a question goes on: under its text, past ` › y) `.
 const ANSWER_INDENT: u16 = 6;
+
+/// `line` cut to one row of `width`, `…` marking the cut.
+fn one_row(line: &Line<'_>, width: u16) -> Line<'static> {
+    let rows = ansi::wrap(line, width);
+    if rows.len() <= 1 {
+        return rows.into_iter().next().unwrap_or_default();
+    }
+    let cut: Vec<Span<'static>> = ansi::wrap(line, width.saturating_sub(1))
+        .into_iter()
+        .next()
+        .map(|row| row.spans)
+        .unwrap_or_default();
+    let mut spans = cut;
+    spans.push(Span::raw("…"));
+    Line::from(spans)
+}
 
 /// Wraps `line` to `width`, its continuation rows indented by `indent`.
 fn hanging(line: &Line<'_>, width: u16, indent: u16) -> Vec<Line<'static>> {
@@ -509,6 +534,7 @@ mod tests {
         let view = View {
             color: false,
             live,
+            subagents: &[],
             activity,
             question,
             shells: None,
@@ -625,10 +651,44 @@ mod tests {
             "m · default mode · 1 background shell (/bashes)"
         );
         status.shells = 3;
+        status.context = Some((24_000, 200_000));
+        status.cost_usd = 0.01;
         assert_eq!(
             status.text(),
-            "m · default mode · 3 background shells (/bashes)"
+            "m · default mode · 3 background shells (/bashes) · context 12% · $0.0100"
         );
+    }
+
+    #[test]
+    fn each_sub_agent_keeps_to_one_row() {
+        let subagents = [
+            "  ⎿ find a · Grep fn parse · 2 tool uses · 12.4k tokens".to_owned(),
+            "  ⎿ find b · Done (1 tool use · 850 tokens · 8.2s)".to_owned(),
+            "  ⎿ find c · ✗ Failed after 1 tool use: The API rejected the request (400 invalid_request_error)".to_owned(),
+        ];
+        let status = StatusLine::default();
+        let editor = Editor::new(Vec::new());
+        let view = View {
+            color: false,
+            live: &[],
+            subagents: &subagents,
+            activity: None,
+            question: None,
+            shells: None,
+            editor: &editor,
+            status: &status,
+            hint: None,
+            now: Instant::now(),
+            frame: 0,
+        };
+        let mut terminal = Terminal::new(TestBackend::new(60, 8)).unwrap();
+        terminal
+            .draw(|f| {
+                let area = f.area();
+                render(&view, area, f.buffer_mut());
+            })
+            .unwrap();
+        insta::assert_snapshot!(terminal.backend());
     }
 
     #[test]
@@ -646,6 +706,7 @@ mod tests {
         let view = View {
             color: false,
             live: &[],
+            subagents: &[],
             activity: None,
             question: None,
             shells: Some(&shells),
