@@ -2,6 +2,7 @@
 //! description, the tool it runs now, how many tools it used, its context's tokens),
 //! and the one-line summary its outcome becomes when the call's result arrives.
 
+use std::collections::HashSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -27,6 +28,8 @@ struct Running {
 #[derive(Debug, Default)]
 pub struct Subagents {
     calls: Vec<Running>,
+    /// Calls whose result arrived: a late word from their sub-agent is not news.
+    finished: HashSet<String>,
 }
 
 /// `Agent` or its old name.
@@ -61,6 +64,9 @@ impl Subagents {
 
     /// A sub-agent's newest progress replaces what was known of it.
     pub fn update(&mut self, progress: SubagentProgress, now: Instant) {
+        if self.finished.contains(&progress.parent_tool_use_id) {
+            return;
+        }
         let ended = progress.state != SubagentState::Running;
         match self
             .calls
@@ -119,6 +125,7 @@ impl Subagents {
             .iter()
             .position(|c| c.progress.parent_tool_use_id == id)?;
         let call = self.calls.remove(at);
+        self.finished.insert(id.to_owned());
         let elapsed = call.ended.unwrap_or(now).duration_since(call.started);
         let text = if is_error {
             let why = match &call.progress.state {
@@ -138,6 +145,7 @@ impl Subagents {
     /// Forgets every call (an attempt that was retried, the turn's end).
     pub fn clear(&mut self) {
         self.calls.clear();
+        self.finished.clear();
     }
 }
 
@@ -270,6 +278,13 @@ mod tests {
                 text: "Done (3 tool uses · 1.5k tokens · 2.0s)".to_owned()
             })
         );
+        assert!(
+            agents
+                .lines(Palette::new(false), Path::new("/p"), t0)
+                .is_empty()
+        );
+        // A late word from a finished sub-agent brings no line back.
+        agents.update(progress("a", 3, 1_500, SubagentState::Done), t0);
         assert!(
             agents
                 .lines(Palette::new(false), Path::new("/p"), t0)
