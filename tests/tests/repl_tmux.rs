@@ -603,6 +603,285 @@ fn todo_write_shows_as_a_checklist() {
     tmux.wait_for("gyre exited with status");
 }
 
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn three_parallel_sub_agents_each_get_a_live_line_then_a_one_line_outcome() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox.write("notes.txt", "a note\n").unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "Agent",
+            json!({"description": "find a", "prompt": "look for a"}),
+        )
+        .and_tool_use(
+            "Agent",
+            json!({"description": "find b", "prompt": "look for b"}),
+        )
+        .and_tool_use(
+            "Agent",
+            json!({"description": "find c", "prompt": "look for c"}),
+        ),
+        // Each sub-agent globs first (whichever asks first gets the first of these).
+        Turn::tool_use("Glob", json!({"pattern": "*.txt"})).with_tokens(1500, 20),
+        Turn::tool_use("Glob", json!({"pattern": "*.txt"})).with_tokens(1500, 20),
+        Turn::tool_use("Glob", json!({"pattern": "*.txt"})).with_tokens(1500, 20),
+        // Then two answer and the third fails; the first answer waits, so the screen
+        // holds the live lines long enough to be read.
+        Turn::text("found a")
+            .with_tokens(1600, 30)
+            .delay(Duration::from_secs(4)),
+        Turn::text("found b").with_tokens(1600, 30),
+        Turn::http_error(400),
+        Turn::text("Two found, one failed."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("look for a, b and c");
+    // While they run: one live line per sub-agent, with its newest tool call.
+    let pane = tmux.wait_until("three live sub-agent lines", |pane| {
+        ["find a", "find b", "find c"]
+            .iter()
+            .all(|d| pane.lines().any(|l| l.starts_with(&format!("  ⎿ {d} "))))
+            && pane.contains("Glob *.txt · 1 tool use")
+    });
+    assert!(pane.contains("● Agent find a"), "{pane}");
+    tmux.wait_for("Two found, one failed.");
+    let pane = tmux.wait_for_prompt();
+    // Done: each collapses to one outcome line; the failure says why.
+    let outcomes: Vec<&str> = pane
+        .lines()
+        .filter(|l| l.starts_with("  ⎿ ") && l.contains("Agent find "))
+        .collect();
+    assert_eq!(outcomes.len(), 3, "{pane}");
+    let done = outcomes
+        .iter()
+        .filter(|l| l.contains(": Done (1 tool use · 1.6k tokens · "))
+        .count();
+    assert_eq!(done, 2, "{pane}");
+    let failed = outcomes
+        .iter()
+        .filter(|l| l.starts_with("  ⎿ ✗ Agent find ") && l.contains(": Failed after 1 tool use: "))
+        .count();
+    assert_eq!(failed, 1, "{pane}");
+    // No live line is left behind.
+    assert!(!pane.lines().any(|l| l.starts_with("  ⎿ find ")), "{pane}");
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn esc_stops_a_running_sub_agent_and_its_line_says_interrupted() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "Agent",
+            json!({"description": "search long", "prompt": "search"}),
+        ),
+        Turn::tool_use("Glob", json!({"pattern": "*"})).with_tokens(900, 10),
+        // The sub-agent's second request never ends on its own.
+        Turn::text("never").stall_forever(1),
+        Turn::text("unused"),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("search for a long time");
+    tmux.wait_for("  ⎿ search long · Glob * · 1 tool use · 910 tokens");
+    tmux.key("Escape");
+    tmux.wait_for("Interrupted · tell gyre what to do instead");
+    let pane = tmux.wait_for_prompt();
+    assert!(
+        pane.contains("  ⎿ ✗ Interrupted after 1 tool use"),
+        "{pane}"
+    );
+    assert!(!pane.contains("  ⎿ search long · "), "{pane}");
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+}
+
+/// Whether the process `pid` still runs (a zombie waiting for its reaper does not).
+fn alive(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit(") ")
+            .next()
+            .is_some_and(|rest| !rest.starts_with('Z'))
+    })
+}
+
+/// Waits until `pid` is gone (it was sent SIGKILL); fails after [`WAIT`].
+fn wait_dead(pid: u32) {
+    let start = Instant::now();
+    while alive(pid) {
+        assert!(start.elapsed() < WAIT, "process {pid} outlived its kill");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn pid_in(path: &Path) -> u32 {
+    let start = Instant::now();
+    loop {
+        if let Ok(text) = std::fs::read_to_string(path)
+            && let Ok(pid) = text.trim().parse()
+        {
+            return pid;
+        }
+        assert!(start.elapsed() < WAIT, "no pid in {}", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn bashes_lists_background_shells_kills_one_and_exit_kills_the_rest() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "Bash",
+            json!({"command": "echo $$ > one.pid; exec sleep 300", "run_in_background": true}),
+        )
+        .and_tool_use(
+            "Bash",
+            json!({"command": "echo $$ > two.pid; exec sleep 301", "run_in_background": true}),
+        ),
+        Turn::text("Both servers are up."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre_with(&sandbox, &server, false, &["--allowedTools", "Bash"]);
+    tmux.type_line("start two servers");
+    tmux.wait_for("Both servers are up.");
+    let pane = tmux.wait_until("the status line's count", |pane| {
+        pane.contains("2 background shells (/bashes)")
+    });
+    assert!(box_text(&pane).is_some(), "{pane}");
+    let one = pid_in(&sandbox.project().join("one.pid"));
+    let two = pid_in(&sandbox.project().join("two.pid"));
+    assert!(alive(one) && alive(two));
+
+    // `/bashes` lists them in place of the input box; `k` kills the selected one.
+    tmux.type_line("/bashes");
+    let pane = tmux.wait_for("k kills the selected shell");
+    let row = |pane: &str, id: &str| {
+        pane.lines()
+            .find(|l| l.starts_with('│') && l.contains(&format!(" {id} ")))
+            .unwrap_or_else(|| panic!("no {id} row:\n{pane}"))
+            .to_owned()
+    };
+    assert!(
+        row(&pane, "bash_1").contains("› bash_1   running "),
+        "{pane}"
+    );
+    assert!(
+        row(&pane, "bash_1").contains("echo $$ > one.pid; exec sleep 300"),
+        "{pane}"
+    );
+    assert!(
+        row(&pane, "bash_2").contains("echo $$ > two.pid; exec sleep 301"),
+        "{pane}"
+    );
+    tmux.key("k");
+    let pane = tmux.wait_for("Killed bash_1 (echo $$ > one.pid; exec sleep 300)");
+    assert!(row(&pane, "bash_1").contains("bash_1   killed "), "{pane}");
+    wait_dead(one);
+    assert!(alive(two));
+    tmux.key("Escape");
+    let pane = tmux.wait_for_prompt();
+    assert!(pane.contains("1 background shell (/bashes)"), "{pane}");
+    // By id too.
+    tmux.type_line("/bashes kill bash_1");
+    tmux.wait_for("Shell bash_1 is not running (status: killed)");
+    tmux.wait_for_prompt();
+
+    // The rest stop with gyre.
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+    wait_dead(two);
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn a_plan_rejected_with_feedback_goes_back_to_the_model_and_approved_switches_to_accept_edits() {
+    let sandbox = Sandbox::new().unwrap();
+    let note = sandbox.project().join("note.txt");
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "ExitPlanMode",
+            json!({"plan": "## Plan\n\n1. Write the note\n2. Check it"}),
+        ),
+        Turn::tool_use(
+            "ExitPlanMode",
+            json!({"plan": "## Plan\n\n1. Write the note in plain words\n2. Check it"}),
+        ),
+        Turn::tool_use("Write", json!({"file_path": note, "content": "hi\n"})),
+        Turn::text("Wrote the note."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre_with(&sandbox, &server, false, &["--permission-mode", "plan"]);
+    tmux.type_line("plan a note");
+    let pane = tmux.wait_for(" › 1) Yes, and auto-accept edits");
+    assert!(pane.contains("Here is gyre's plan:"), "{pane}");
+    assert!(pane.contains("│ 1. Write the note"), "{pane}");
+    assert!(
+        pane.contains("2) Yes, and manually approve edits"),
+        "{pane}"
+    );
+    assert!(pane.contains("3) No, keep planning"), "{pane}");
+
+    // No: the feedback is typed in the box and goes back as the tool result.
+    tmux.key("3");
+    tmux.wait_for("What should gyre change in the plan?");
+    tmux.run(&["send-keys", "-t", SESSION, "-l", "use plain words"]);
+    tmux.wait_for("> use plain words");
+    tmux.key("Enter");
+    tmux.wait_for("? keep planning: use plain words");
+
+    // The revised plan: yes, with edits auto-accepted.
+    let pane = tmux.wait_until("the second plan", |pane| {
+        pane.contains("│ 1. Write the note in plain words") && pane.contains(" › 1) Yes")
+    });
+    assert!(pane.contains("plan mode"), "{pane}");
+    tmux.key("1");
+    tmux.wait_for("Wrote the note.");
+    let pane = tmux.wait_for_prompt();
+    assert!(
+        pane.contains("? plan approved · edits are auto-accepted"),
+        "{pane}"
+    );
+    // acceptEdits wrote without asking, and the status line says so.
+    assert!(!pane.contains("needs permission"), "{pane}");
+    assert!(pane.contains("acceptEdits mode"), "{pane}");
+    assert_eq!(std::fs::read_to_string(&note).unwrap(), "hi\n");
+
+    let requests = server.requests();
+    let rejected = requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"][0]
+        .clone();
+    assert_eq!(rejected["type"], "tool_result", "{rejected}");
+    assert_eq!(rejected["is_error"], true, "{rejected}");
+    assert!(
+        rejected["content"]
+            .to_string()
+            .contains("the user said:\\nuse plain words"),
+        "{rejected}"
+    );
+    let approved = requests[2].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"][0]
+        .clone();
+    assert!(
+        approved["content"]
+            .to_string()
+            .contains("User has approved your plan"),
+        "{approved}"
+    );
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+}
+
 fn write_docs(asking: &str, pane: &str, project: &Path) {
     let asking = asking
         .trim_end()
@@ -628,7 +907,12 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          Ctrl+C interrupt a turn (Ctrl+C twice quits); Ctrl+D, `exit` or `quit` leave;\n\
          Ctrl+O shows the last folded Bash output whole; a permission question takes\n\
          `y` (once), `a` (this session), `s` (always: saved to `.gyre/settings.local.json`)\n\
-         or `n`, or the arrows and Enter. `NO_COLOR` turns colours off.\n\n\
+         or `n`, or the arrows and Enter. A plan (ExitPlanMode) takes `1` (yes, edits\n\
+         auto-accepted), `2` (yes, edits ask first) or `3` (no: type what to change).\n\
+         Running sub-agents each have a live line (their newest tool call, tool uses,\n\
+         tokens) that becomes one outcome line; `/bashes` lists the background shells\n\
+         (`k` kills the selected one) and the status line counts them. `NO_COLOR` turns\n\
+         colours off.\n\n\
          This is the screen captured by `tests/tests/repl_tmux.rs`; regenerate it with\n\
          `GYRE_UPDATE_DOCS=1 cargo test -p gyre-e2e --test repl_tmux -- --ignored`.\n\n\
          While the first permission question waits (the viewport: the question in its box,\n\

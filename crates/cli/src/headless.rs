@@ -243,6 +243,8 @@ pub async fn run_turn<W: Write>(
                     output.line(&line)?;
                 }
             }
+            // Stream-json carries the sub-agent's own messages instead.
+            EngineEvent::SubagentProgress(_) => {}
             EngineEvent::Result(r) => result = Some(r),
         }
     }

@@ -16,6 +16,7 @@ mod question;
 mod slash;
 mod spinner;
 pub(crate) mod style;
+mod subagent;
 pub(crate) mod tool_line;
 mod turn;
 mod ui;
@@ -33,17 +34,19 @@ use futures::StreamExt;
 use gyre_loop::{EngineEvent, JsonlTranscript};
 use gyre_protocol::ContentBlock;
 use gyre_tools::PromptAnswer;
+use gyre_tools::background::ShellTable;
 use tokio::sync::mpsc;
 
 use self::editor::{Editor, HistoryFile};
 use self::question::{Question, UiPrompt, save_allow_rule};
-use self::slash::{HELP, SlashCommand, cost_report};
+use self::slash::{HELP, NO_SHELLS, SlashCommand, cost_report, shell_row};
 use self::spinner::{Status, TICK};
 use self::style::Palette;
 use self::turn::{TurnView, expanded};
 use self::ui::Ui;
-use self::view::{Choice, QuestionView, StatusLine, View};
+use self::view::{Choice, PlanChoice, QuestionView, ShellsView, StatusLine, View};
 use crate::args::Cli;
+use crate::gate::Gate;
 use crate::session::{self, Session};
 use crate::settings::Settings;
 use crate::stream_json::SessionFacts;
@@ -74,6 +77,7 @@ pub async fn run(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode>
         mode: session.facts.permission_mode.clone(),
         context: None,
         cost_usd: session.engine.total_cost_usd(),
+        shells: 0,
     };
     let front = Front {
         ui: Ui::start(palette.color())?,
@@ -89,6 +93,9 @@ pub async fn run(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode>
         folded: None,
         queued: None,
         frame: 0,
+        gate: Arc::clone(&session.gate),
+        shells: session.engine.tools().background_shells().cloned(),
+        shells_view: None,
     };
     let mut repl = Repl {
         session,
@@ -179,6 +186,13 @@ struct Front {
     /// A message sent with Enter while a turn ran: it goes when the turn ends.
     queued: Option<String>,
     frame: usize,
+    /// The session's permission policy: the status line shows its mode, and approving
+    /// a plan may switch it.
+    gate: Arc<Gate>,
+    /// Bash's background shells (`/bashes`, the status line's count).
+    shells: Option<Arc<ShellTable>>,
+    /// `/bashes`' list while it is open.
+    shells_view: Option<ShellsView>,
 }
 
 /// Records a Ctrl+C; true when it is the second within [`DOUBLE_CTRL_C`].
@@ -194,13 +208,27 @@ fn ctrl(key: &KeyEvent, c: char) -> bool {
 }
 
 impl Front {
-    fn draw(&mut self, live: &[String], activity: Option<&Status>) -> Result<()> {
+    fn draw(
+        &mut self,
+        live: &[String],
+        subagents: &[String],
+        activity: Option<&Status>,
+    ) -> Result<()> {
+        // ExitPlanMode (or an approval) may have switched the mode since the last frame.
+        self.status.mode = self.gate.mode_name();
+        self.status.shells = self.shells.as_ref().map_or(0, |s| s.running());
+        if let (Some(panel), Some(table)) = (&mut self.shells_view, &self.shells) {
+            panel.rows = table.list().iter().map(shell_row).collect();
+            panel.selected = panel.selected.min(panel.rows.len().saturating_sub(1));
+        }
         let view = View {
             color: self.palette.color(),
             live,
+            subagents,
             // A question on screen is what gyre waits for.
             activity: activity.filter(|_| self.question.is_none()),
             question: self.question.as_ref().map(|q| &q.view),
+            shells: self.shells_view.as_ref(),
             editor: &self.editor,
             status: &self.status,
             hint: self.hint.as_deref(),
@@ -212,6 +240,122 @@ impl Front {
 
     fn print(&mut self, lines: &[String]) -> Result<()> {
         self.ui.print(lines)
+    }
+
+    /// Puts a question on screen; a plan goes into the scrollback first (it may be
+    /// longer than the viewport).
+    fn ask(&mut self, question: Question) -> Result<()> {
+        if let Some(plan) = &question.view.plan {
+            let lines = plan.lines.clone();
+            self.print(&lines)?;
+        }
+        self.question = Some(question);
+        Ok(())
+    }
+
+    /// A key while ExitPlanMode's question is on screen; true when it should also
+    /// interrupt the turn.
+    fn on_plan_key(&mut self, key: &KeyEvent) -> Result<bool> {
+        let ctrl_c = ctrl(key, 'c');
+        let plain = !key
+            .modifiers
+            .intersects(KeyModifiers::CONTROL | KeyModifiers::ALT);
+        let Some(question) = &mut self.question else {
+            return Ok(false);
+        };
+        let Some(plan) = &mut question.view.plan else {
+            return Ok(false);
+        };
+        let mut picked = None;
+        match (&mut plan.feedback, key.code) {
+            // Ctrl+C goes on to deny and interrupt, as at the answers.
+            (Some(_), _) if ctrl_c => {}
+            (Some(_), KeyCode::Esc) => {
+                plan.feedback = None;
+                return Ok(false);
+            }
+            (Some(feedback), KeyCode::Enter) => {
+                let words = feedback.trim().to_owned();
+                self.answer_plan(PlanChoice::KeepPlanning, words)?;
+                return Ok(false);
+            }
+            (Some(feedback), KeyCode::Backspace) => {
+                feedback.pop();
+                return Ok(false);
+            }
+            (Some(feedback), KeyCode::Char(c)) if plain => {
+                feedback.push(c);
+                return Ok(false);
+            }
+            (Some(_), _) => return Ok(false),
+            (None, _) if ctrl_c => {}
+            (None, KeyCode::Char(c)) => picked = PlanChoice::from_key(c),
+            (None, KeyCode::Up) => {
+                question.view.selected = question.view.selected.saturating_sub(1);
+            }
+            (None, KeyCode::Down) => {
+                question.view.selected =
+                    (question.view.selected + 1).min(question.view.choices() - 1);
+            }
+            (None, KeyCode::Enter) => {
+                picked = PlanChoice::ALL.get(question.view.selected).copied();
+            }
+            (None, _) => {}
+        }
+        match picked {
+            // What to change is typed next, in the box.
+            Some(PlanChoice::KeepPlanning) => {
+                if let Some(plan) = &mut question.view.plan {
+                    plan.feedback = Some(String::new());
+                }
+            }
+            Some(choice) => self.answer_plan(choice, String::new())?,
+            None if key.code == KeyCode::Esc || ctrl_c => {
+                // As any question: no, and stop the turn to say what to do instead.
+                self.answer(Choice::Deny)?;
+                let _ = second_ctrl_c(&mut self.last_ctrl_c);
+                return Ok(true);
+            }
+            None => {}
+        }
+        Ok(false)
+    }
+
+    /// Answers ExitPlanMode's question: approving may switch to acceptEdits first (the
+    /// tool then keeps that mode); keeping on planning sends `feedback` to the model.
+    fn answer_plan(&mut self, choice: PlanChoice, feedback: String) -> Result<()> {
+        let Some(question) = self.question.take() else {
+            return Ok(());
+        };
+        let p = self.palette;
+        let (answer, note) = match choice {
+            PlanChoice::AutoAccept => match self.gate.set_mode("acceptEdits") {
+                Ok(()) => (
+                    PromptAnswer::AllowOnce,
+                    p.dim("  ? plan approved · edits are auto-accepted (acceptEdits mode)"),
+                ),
+                Err(e) => (
+                    PromptAnswer::AllowOnce,
+                    p.red(&format!("  ? plan approved; acceptEdits refused: {e}")),
+                ),
+            },
+            PlanChoice::Manual => (
+                PromptAnswer::AllowOnce,
+                p.dim("  ? plan approved · edits ask first (default mode)"),
+            ),
+            PlanChoice::KeepPlanning => {
+                let feedback = if feedback.is_empty() {
+                    "No, keep planning.".to_owned()
+                } else {
+                    feedback
+                };
+                let note = p.dim(&format!("  ? keep planning: {feedback}"));
+                (PromptAnswer::DenyWithFeedback(feedback), note)
+            }
+        };
+        // The tool waits on this; if it is gone (the turn ended) there is nobody to tell.
+        let _ = question.reply.send(answer);
+        self.print(&[note])
     }
 
     /// Waits for the next terminal event; `None` when the terminal is gone.
@@ -283,6 +427,10 @@ impl Front {
             Event::Key(key) if key.kind != KeyEventKind::Release => key,
             _ => return Ok(Typed::Nothing),
         };
+        if self.shells_view.is_some() {
+            self.on_shells_key(&key)?;
+            return Ok(Typed::Nothing);
+        }
         let was_ctrl_c = ctrl(&key, 'c');
         if !was_ctrl_c {
             self.hint = None;
@@ -332,12 +480,49 @@ impl Front {
         Ok(Typed::Nothing)
     }
 
+    /// A key while `/bashes`' list is open: ↑/↓ select, `k` kills the selected shell
+    /// (noted in the scrollback too), Esc, Enter, `q` or Ctrl+C close it.
+    fn on_shells_key(&mut self, key: &KeyEvent) -> Result<()> {
+        let (Some(panel), Some(table)) = (&mut self.shells_view, &self.shells) else {
+            return Ok(());
+        };
+        match key.code {
+            KeyCode::Up => panel.selected = panel.selected.saturating_sub(1),
+            KeyCode::Down => {
+                panel.selected = (panel.selected + 1).min(panel.rows.len().saturating_sub(1));
+            }
+            KeyCode::Char('k') if !ctrl(key, 'k') => {
+                let Some(shell) = table.list().into_iter().nth(panel.selected) else {
+                    return Ok(());
+                };
+                match table.kill(&shell.id) {
+                    Ok(command) => {
+                        let note = format!("Killed {} ({command})", shell.id);
+                        panel.note = Some(note.clone());
+                        self.print(&[note])?;
+                    }
+                    Err(e) => panel.note = Some(e),
+                }
+            }
+            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | 'c') => self.shells_view = None,
+            _ => {}
+        }
+        Ok(())
+    }
+
     /// A terminal event while a turn runs.
     fn on_busy_event(&mut self, event: Event) -> Result<Busy> {
         let key = match event {
             Event::Paste(text) => {
-                if self.question.is_none() {
-                    self.editor.insert_str(&text);
+                match &mut self.question {
+                    None => self.editor.insert_str(&text),
+                    Some(q) => {
+                        if let Some(feedback) =
+                            q.view.plan.as_mut().and_then(|p| p.feedback.as_mut())
+                        {
+                            feedback.push_str(&text.replace(['\r', '\n'], " "));
+                        }
+                    }
                 }
                 return Ok(Busy::Nothing);
             }
@@ -345,6 +530,17 @@ impl Front {
             _ => return Ok(Busy::Nothing),
         };
         let ctrl_c = ctrl(&key, 'c');
+        if self
+            .question
+            .as_ref()
+            .is_some_and(|q| q.view.plan.is_some())
+        {
+            return Ok(if self.on_plan_key(&key)? {
+                Busy::Interrupt
+            } else {
+                Busy::Nothing
+            });
+        }
         if let Some(question) = &mut self.question {
             let choice = match key.code {
                 KeyCode::Char(c) if !ctrl_c => Choice::from_key(c),
@@ -469,7 +665,7 @@ impl Repl {
             }
         }
         loop {
-            self.front.draw(&[], None)?;
+            self.front.draw(&[], &[], None)?;
             let Some(event) = self.front.next_event().await? else {
                 return Ok(());
             };
@@ -578,6 +774,10 @@ impl Repl {
                 }
             }
             SlashCommand::Mcp => crate::mcp_config::status_report(&self.session.mcp.status()),
+            SlashCommand::Bashes(arg) => match self.bashes(arg.as_deref()) {
+                Some(text) => text,
+                None => return Ok(Flow::Continue),
+            },
             SlashCommand::Unknown(name) => p.red(&format!(
                 "Unknown command /{name} · /help lists the commands"
             )),
@@ -586,6 +786,30 @@ impl Repl {
         lines.push(String::new());
         self.front.print(&lines)?;
         Ok(Flow::Continue)
+    }
+
+    /// `/bashes`: opens the list of background shells (or says there are none), or
+    /// `/bashes kill ID`; `None` when the list opened (nothing to print).
+    fn bashes(&mut self, arg: Option<&str>) -> Option<String> {
+        let p = self.front.palette;
+        let Some(shells) = &self.front.shells else {
+            return Some(p.dim("No background shells: this session has no Bash."));
+        };
+        let words: Vec<&str> = arg.unwrap_or_default().split_whitespace().collect();
+        Some(match words.as_slice() {
+            [] => {
+                if shells.list().is_empty() {
+                    return Some(NO_SHELLS.to_owned());
+                }
+                self.front.shells_view = Some(ShellsView::default());
+                return None;
+            }
+            ["kill", id] => match shells.kill(id) {
+                Ok(command) => format!("Killed {id} ({command})"),
+                Err(e) => p.red(&e),
+            },
+            _ => p.red("Usage: /bashes opens the background shells; /bashes kill ID stops one"),
+        })
     }
 
     /// Sends one message and shows the turn as it happens.
@@ -603,7 +827,7 @@ impl Repl {
             futures::pin_mut!(events);
             loop {
                 front.print(&view.take_lines())?;
-                front.draw(&view.live(), view.activity())?;
+                front.draw(&view.live(), &view.subagent_lines(), view.activity())?;
                 tokio::select! {
                     event = events.next() => {
                         let Some(event) = event else { break };
@@ -612,9 +836,7 @@ impl Repl {
                         }
                         view.on_event(event, facts);
                     }
-                    Some(question) = front.questions.recv() => {
-                        front.question = Some(question);
-                    }
+                    Some(question) = front.questions.recv() => front.ask(question)?,
                     event = front.keys.next() => {
                         let busy = match event {
                             Some(event) => {
@@ -664,7 +886,7 @@ async fn until_interrupted<F: std::future::Future>(
     let mut tick = tokio::time::interval(TICK);
     futures::pin_mut!(work);
     loop {
-        front.draw(&[], Some(&status))?;
+        front.draw(&[], &[], Some(&status))?;
         tokio::select! {
             result = &mut work => return Ok(Some(result)),
             event = front.next_event() => {

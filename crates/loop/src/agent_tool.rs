@@ -4,6 +4,7 @@
 //! through a [`SubagentEvent`] channel the engine drains; its transcript is a sidechain
 //! file beside the session's.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -22,7 +23,7 @@ use crate::agents::{AgentCatalog, AgentDefinition};
 use crate::compaction::NoCompaction;
 use crate::deps::QueryDeps;
 use crate::engine::record::Recorder;
-use crate::event::LoopEvent;
+use crate::event::{LoopEvent, SubagentProgress, SubagentState};
 use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
 use crate::transcript::{JsonlTranscript, MemoryTranscript, TranscriptStore};
@@ -54,6 +55,8 @@ pub enum SubagentEvent {
         /// The tokens the response used.
         usage: Usage,
     },
+    /// What a sub-agent is doing, for a UI.
+    Progress(SubagentProgress),
 }
 
 /// The receiving end the engine drains ([`crate::QueryEngine::with_subagent_events`]).
@@ -210,6 +213,16 @@ impl AgentTool {
         };
         let mut last_text = String::new();
         let mut terminal: Option<Terminal> = None;
+        let mut progress = SubagentProgress {
+            parent_tool_use_id: parent_id.clone(),
+            description: input.description.clone(),
+            last_tool: None,
+            tool_uses: 0,
+            tokens: 0,
+            state: SubagentState::Running,
+        };
+        let mut seen = HashSet::new();
+        self.report(&progress);
         let events = query(params);
         futures::pin_mut!(events);
         while let Some(event) = events.next().await {
@@ -220,16 +233,39 @@ impl AgentTool {
                         if !text.is_empty() {
                             last_text = text;
                         }
+                        // Calls that did not start mid-stream count once they are known.
+                        let mut new = false;
+                        for (id, name, input) in message.tool_uses() {
+                            if seen.insert(id.to_owned()) {
+                                progress.tool_uses += 1;
+                                progress.last_tool = Some((name.to_owned(), input.clone()));
+                                new = true;
+                            }
+                        }
+                        if new {
+                            self.report(&progress);
+                        }
                     }
                     sidechain.message(message, is_meta);
                 }
                 LoopEvent::Usage { model, usage, .. } => {
+                    progress.tokens = usage.input_tokens
+                        + usage.cache_read_input_tokens
+                        + usage.cache_creation_input_tokens
+                        + usage.output_tokens;
+                    self.report(&progress);
                     let _ = self.events.send(SubagentEvent::Usage { model, usage });
+                }
+                LoopEvent::ToolStarted { id, name, input } => {
+                    if seen.insert(id) {
+                        progress.tool_uses += 1;
+                        progress.last_tool = Some((name, input));
+                        self.report(&progress);
+                    }
                 }
                 LoopEvent::Terminal(t) => terminal = Some(t),
                 LoopEvent::RequestStart { .. }
                 | LoopEvent::Stream(_)
-                | LoopEvent::ToolStarted { .. }
                 | LoopEvent::Retry(_)
                 | LoopEvent::Tombstone
                 | LoopEvent::Fallback { .. }
@@ -239,7 +275,20 @@ impl AgentTool {
                 | LoopEvent::Transition(_) => {}
             }
         }
-        outcome(&input.description, terminal, last_text)
+        let output = outcome(&input.description, terminal, last_text);
+        progress.state = if output.is_error {
+            SubagentState::Failed(output.content.clone())
+        } else {
+            SubagentState::Done
+        };
+        self.report(&progress);
+        output
+    }
+
+    /// Tells the session (and so the UI) where the sub-agent stands.
+    fn report(&self, progress: &SubagentProgress) {
+        // The engine is gone only when the session is: nobody left to tell.
+        let _ = self.events.send(SubagentEvent::Progress(progress.clone()));
     }
 }
 

@@ -79,3 +79,31 @@ pub enum LoopEvent {
     /// The end.
     Terminal(Terminal),
 }
+
+/// What a running sub-agent is doing, for a UI (never sent to the model). The Agent
+/// tool sends one when the sub-agent starts, at each of its tool calls and responses,
+/// and when it ends; each carries the whole state, so a UI keeps only the newest.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SubagentProgress {
+    /// The Agent call that runs the sub-agent.
+    pub parent_tool_use_id: String,
+    /// The call's short description ("find the parser").
+    pub description: String,
+    /// The newest tool call it made: name and input.
+    pub last_tool: Option<(String, serde_json::Value)>,
+    /// Tool calls it made so far.
+    pub tool_uses: u32,
+    /// Tokens of its newest request (input, cache and output): its context's size.
+    pub tokens: u64,
+    pub state: SubagentState,
+}
+
+/// Where a sub-agent stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SubagentState {
+    Running,
+    /// It ended with a final answer.
+    Done,
+    /// It failed, hit its turn limit or was aborted; why.
+    Failed(String),
+}

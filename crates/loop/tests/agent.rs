@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use gyre_loop::{
-    AgentCatalog, AgentSetup, AgentTool, LoopEvent, SubagentEvent, general_purpose,
+    AgentCatalog, AgentSetup, AgentTool, LoopEvent, SubagentEvent, SubagentState, general_purpose,
     subagent_channel,
 };
 use gyre_protocol::{ContentBlock, StopReason};
@@ -149,6 +149,7 @@ async fn three_sub_agents_run_at_once_each_in_its_own_context() {
     }
     let mut parents = std::collections::BTreeSet::new();
     let mut usage_events = 0;
+    let mut newest = std::collections::BTreeMap::new();
     while let Ok(event) = rx.try_recv() {
         match event {
             SubagentEvent::Message {
@@ -157,10 +158,23 @@ async fn three_sub_agents_run_at_once_each_in_its_own_context() {
                 parents.insert(parent_tool_use_id);
             }
             SubagentEvent::Usage { .. } => usage_events += 1,
+            SubagentEvent::Progress(progress) => {
+                newest.insert(progress.parent_tool_use_id.clone(), progress);
+            }
         }
     }
     assert_eq!(parents, ["a1", "a2", "a3"].map(String::from).into());
     assert_eq!(usage_events, 6);
+    // Each sub-agent's newest progress: done, after its one Barrier call.
+    assert_eq!(newest.len(), 3);
+    for progress in newest.values() {
+        assert_eq!(progress.state, SubagentState::Done, "{progress:?}");
+        assert_eq!(progress.tool_uses, 1, "{progress:?}");
+        assert_eq!(
+            progress.last_tool.as_ref().map(|(name, _)| name.as_str()),
+            Some("Barrier")
+        );
+    }
 }
 
 #[tokio::test]
@@ -169,7 +183,7 @@ async fn an_aborted_sub_agent_ends_as_an_error_and_the_parent_ends() {
         response(vec![agent_call("a1", "slow")], StopReason::ToolUse),
         Reply::HangAfter(Vec::new()),
     ]);
-    let (p, _rx) = with_agents(Arc::clone(&model), ToolRegistry::new());
+    let (p, mut rx) = with_agents(Arc::clone(&model), ToolRegistry::new());
     let cancel = p.cancel.clone();
     let watcher = Arc::clone(&model);
     tokio::spawn(async move {
@@ -185,4 +199,15 @@ async fn an_aborted_sub_agent_ends_as_an_error_and_the_parent_ends() {
     assert_eq!(results.len(), 1, "{results:?}");
     assert!(results[0].1, "{results:?}");
     assert!(support::terminal(&events).reason.is_error());
+    // The UI hears that it failed, not that it still runs.
+    let mut newest = None;
+    while let Ok(event) = rx.try_recv() {
+        if let SubagentEvent::Progress(progress) = event {
+            newest = Some(progress.state);
+        }
+    }
+    assert!(
+        matches!(newest, Some(SubagentState::Failed(_))),
+        "{newest:?}"
+    );
 }

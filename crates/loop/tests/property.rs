@@ -108,7 +108,9 @@ fn run_case(behaviours: &[Behaviour], abort_after: Option<usize>) {
                 match event {
                     EngineEvent::Message { message, .. } => yielded.push(message),
                     EngineEvent::Result(r) => result = Some(r),
-                    EngineEvent::Loop(_) | EngineEvent::Subagent { .. } => {}
+                    EngineEvent::Loop(_)
+                    | EngineEvent::Subagent { .. }
+                    | EngineEvent::SubagentProgress(_) => {}
                 }
             }
         }

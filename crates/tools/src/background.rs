@@ -43,7 +43,9 @@ pub enum ShellStatus {
 }
 
 impl ShellStatus {
-    fn name(self) -> &'static str {
+    /// `running`, `completed` or `killed`.
+    #[must_use]
+    pub fn name(self) -> &'static str {
         match self {
             Self::Running => "running",
             Self::Completed { .. } => "completed",
@@ -87,8 +89,27 @@ struct Shell {
     stdout: Stream,
     stderr: Stream,
     status: ShellStatus,
+    started: std::time::Instant,
+    /// When it stopped (completed or killed), for its runtime.
+    ended: Option<std::time::Instant>,
     /// The sandbox's private temp dir, removed with the shell.
     _temp_dir: Option<tempfile::TempDir>,
+}
+
+/// One background shell as a UI lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShellInfo {
+    pub id: String,
+    pub command: String,
+    pub status: ShellStatus,
+    /// How long it ran (so far, while it runs).
+    pub runtime: std::time::Duration,
+}
+
+fn shell_number(id: &str) -> u64 {
+    id.strip_prefix("bash_")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(u64::MAX)
 }
 
 /// The session's background shells.
@@ -152,6 +173,8 @@ impl ShellTable {
             stdout: Stream::default(),
             stderr: Stream::default(),
             status: ShellStatus::Running,
+            started: std::time::Instant::now(),
+            ended: None,
             _temp_dir: temp_dir,
         }));
         let out = child
@@ -174,6 +197,7 @@ impl ShellTable {
                 shell.status = ShellStatus::Completed {
                     exit_code: status.ok().and_then(|s| s.code()),
                 };
+                shell.ended = Some(std::time::Instant::now());
             }
         });
         lock(&self.shells).insert(id.clone(), shell);
@@ -196,6 +220,59 @@ impl ShellTable {
         }
     }
 
+    /// Every shell the session started, oldest first (for the REPL's `/bashes`).
+    #[must_use]
+    pub fn list(&self) -> Vec<ShellInfo> {
+        let mut shells: Vec<ShellInfo> = lock(&self.shells)
+            .iter()
+            .map(|(id, shell)| {
+                let shell = lock(shell);
+                ShellInfo {
+                    id: id.clone(),
+                    command: shell.command.clone(),
+                    status: shell.status,
+                    runtime: shell
+                        .ended
+                        .unwrap_or_else(std::time::Instant::now)
+                        .duration_since(shell.started),
+                }
+            })
+            .collect();
+        // `bash_10` after `bash_9`.
+        shells.sort_by_key(|s| shell_number(&s.id));
+        shells
+    }
+
+    /// How many shells are still running.
+    #[must_use]
+    pub fn running(&self) -> usize {
+        lock(&self.shells)
+            .values()
+            .filter(|s| lock(s).status == ShellStatus::Running)
+            .count()
+    }
+
+    /// Kills one running shell with its process group; its command on success.
+    ///
+    /// # Errors
+    /// An unknown id, or a shell that is not running (the message says which).
+    pub fn kill(&self, id: &str) -> Result<String, String> {
+        let Some(shell) = self.get(id) else {
+            return Err(self.unknown(id));
+        };
+        let mut shell = lock(&shell);
+        if shell.status != ShellStatus::Running {
+            return Err(format!(
+                "Shell {id} is not running (status: {})",
+                shell.status.name()
+            ));
+        }
+        kill_group(shell.pgid);
+        shell.status = ShellStatus::Killed;
+        shell.ended = Some(std::time::Instant::now());
+        Ok(shell.command.clone())
+    }
+
     /// Kills every shell still running, with its process group.
     pub fn kill_all(&self) {
         for shell in lock(&self.shells).values() {
@@ -203,6 +280,7 @@ impl ShellTable {
             if shell.status == ShellStatus::Running {
                 kill_group(shell.pgid);
                 shell.status = ShellStatus::Killed;
+                shell.ended = Some(std::time::Instant::now());
             }
         }
     }
@@ -478,22 +556,10 @@ pub struct KillShellTool {
 
 impl KillShellTool {
     fn kill(&self, id: &str) -> ToolOutput {
-        let Some(shell) = self.shells.get(id) else {
-            return ToolOutput::error(self.shells.unknown(id));
-        };
-        let mut shell = lock(&shell);
-        if shell.status != ShellStatus::Running {
-            return ToolOutput::error(format!(
-                "Shell {id} is not running (status: {})",
-                shell.status.name()
-            ));
+        match self.shells.kill(id) {
+            Ok(command) => ToolOutput::ok(format!("Successfully killed shell: {id} ({command})")),
+            Err(e) => ToolOutput::error(e),
         }
-        kill_group(shell.pgid);
-        shell.status = ShellStatus::Killed;
-        ToolOutput::ok(format!(
-            "Successfully killed shell: {id} ({})",
-            shell.command
-        ))
     }
 }
 
@@ -549,6 +615,7 @@ fn add_with_table(registry: &mut ToolRegistry, shells: Arc<ShellTable>) {
     let Some(inner) = registry.get("Bash").cloned() else {
         return;
     };
+    registry.set_background_shells(Arc::clone(&shells));
     registry.register(Arc::new(BackgroundBash {
         inner,
         shells: Arc::clone(&shells),
@@ -612,6 +679,43 @@ mod tests {
             again.content,
             "<status>completed</status>\n<exit_code>3</exit_code>"
         );
+    }
+
+    #[tokio::test]
+    async fn the_registry_lists_its_shells_and_a_ui_kills_one() {
+        let (mut r, _) = registry();
+        r = r.filtered(&["Bash", "BashOutput"]);
+        let shells = Arc::clone(r.background_shells().unwrap());
+        for _ in 0..2 {
+            let _ = call(
+                &r,
+                "Bash",
+                json!({"command": "sleep 30", "run_in_background": true}),
+            )
+            .await;
+        }
+        let listed = shells.list();
+        let ids: Vec<&str> = listed.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["bash_1", "bash_2"]);
+        assert!(
+            listed
+                .iter()
+                .all(|s| s.command == "sleep 30" && s.status == ShellStatus::Running)
+        );
+        assert_eq!(shells.running(), 2);
+        assert_eq!(shells.kill("bash_2").unwrap(), "sleep 30");
+        assert_eq!(shells.list()[1].status, ShellStatus::Killed);
+        assert_eq!(shells.running(), 1);
+        let again = shells.kill("bash_2").unwrap_err();
+        assert!(again.contains("not running (status: killed)"), "{again}");
+        assert!(
+            shells
+                .kill("bash_9")
+                .unwrap_err()
+                .contains("bash_1, bash_2")
+        );
+        let out = call(&r, "BashOutput", json!({"bash_id": "bash_2"})).await;
+        assert!(out.content.contains("<status>killed</status>"), "{out:?}");
     }
 
     #[tokio::test]

@@ -229,7 +229,7 @@ impl CanUseTool for AllowAll {
 }
 
 /// The user's answer to a permission question.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PromptAnswer {
     /// Allow this call only.
     AllowOnce,
@@ -237,6 +237,9 @@ pub enum PromptAnswer {
     AllowAlways,
     /// Refuse the call.
     Deny,
+    /// No, and what to do instead: the words go to the model in the tool result (the
+    /// REPL's "No, keep planning" for ExitPlanMode).
+    DenyWithFeedback(String),
 }
 
 /// Asks the user (the REPL plugs one in; headless runs have none).
@@ -622,6 +625,12 @@ impl CanUseTool for Permissions {
                 PromptAnswer::Deny => PermissionDecision::Deny {
                     reason: format!(
                         "The user denied permission to use {}. Do not retry it; ask the user how to proceed.",
+                        tool.name()
+                    ),
+                },
+                PromptAnswer::DenyWithFeedback(feedback) => PermissionDecision::Deny {
+                    reason: format!(
+                        "The user doesn't want to proceed with this {} call: it was rejected. To tell you how to proceed, the user said:\n{feedback}",
                         tool.name()
                     ),
                 },

@@ -84,7 +84,11 @@ impl Tool for ExitPlanModeTool {
         _progress: &'a ProgressFn,
     ) -> BoxFuture<'a, ToolOutput> {
         crate::call_with_input(input, move |input: ExitPlanInput| async move {
-            self.mode.set(PermissionMode::Default);
+            // An approval that chose the next mode (the REPL's "auto-accept edits") has
+            // set it already; otherwise approving leaves plan mode for the default.
+            if self.mode.get() == PermissionMode::Plan {
+                self.mode.set(PermissionMode::Default);
+            }
             ToolOutput::ok(format!(
                 "User has approved your plan. You can now start coding. Start with updating your todo list if applicable\n\n## Approved Plan:\n{}",
                 input.plan
@@ -135,5 +139,30 @@ mod tests {
         // Out of plan mode, the tool has nothing to do.
         let again = exit(&permissions).await;
         assert!(again.content.contains("not in plan mode"), "{again:?}");
+    }
+
+    /// Answers yes after switching the mode, as the REPL's "auto-accept edits" does.
+    struct SwitchThenAllow(ModeHandle);
+
+    impl crate::PermissionPrompt for SwitchThenAllow {
+        fn ask<'a>(
+            &'a self,
+            _tool: &'a dyn Tool,
+            _call: &'a ToolCall,
+            _reason: &'a str,
+        ) -> BoxFuture<'a, crate::PromptAnswer> {
+            self.0.set(PermissionMode::AcceptEdits);
+            Box::pin(async { crate::PromptAnswer::AllowOnce })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_mode_chosen_with_the_approval_is_kept() {
+        let permissions = Permissions::new(PermissionMode::Plan);
+        let handle = permissions.mode_handle();
+        let permissions = permissions.with_prompt(Arc::new(SwitchThenAllow(handle.clone())));
+        let out = exit(&permissions).await;
+        assert!(!out.is_error, "{out:?}");
+        assert_eq!(handle.get(), PermissionMode::AcceptEdits);
     }
 }

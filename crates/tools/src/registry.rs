@@ -5,6 +5,7 @@ use std::sync::Arc;
 use gyre_protocol::ToolDefinition;
 
 use crate::Tool;
+use crate::background::ShellTable;
 
 /// The tools offered to the model, in a stable order.
 #[derive(Clone, Default)]
@@ -12,6 +13,8 @@ pub struct ToolRegistry {
     tools: Vec<Arc<dyn Tool>>,
     /// Tools the API runs itself (WebSearch): offered, never called here.
     server_tools: Vec<ToolDefinition>,
+    /// The shells Bash's `run_in_background` starts, for a UI to list and kill.
+    shells: Option<Arc<ShellTable>>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -41,6 +44,16 @@ impl ToolRegistry {
         registry.register(Arc::new(crate::todo::TodoWriteTool::default()));
         crate::background::add_background_shells(&mut registry);
         registry
+    }
+
+    /// The background shells of this registry's Bash, if it has them.
+    #[must_use]
+    pub fn background_shells(&self) -> Option<&Arc<ShellTable>> {
+        self.shells.as_ref()
+    }
+
+    pub(crate) fn set_background_shells(&mut self, shells: Arc<ShellTable>) {
+        self.shells = Some(shells);
     }
 
     /// Adds a tool, replacing one of the same name.
@@ -112,6 +125,7 @@ impl ToolRegistry {
                 .cloned()
                 .collect(),
             server_tools: self.server_tools.clone(),
+            shells: self.shells.clone(),
         }
     }
 

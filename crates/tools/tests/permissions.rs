@@ -434,7 +434,7 @@ impl PermissionPrompt for Answer {
         _reason: &'a str,
     ) -> BoxFuture<'a, PromptAnswer> {
         self.1.fetch_add(1, Ordering::SeqCst);
-        Box::pin(async move { self.0 })
+        Box::pin(async move { self.0.clone() })
     }
 }
 
@@ -463,6 +463,14 @@ async fn interactive_prompt_answers_and_allow_always_is_remembered() {
         .with_prompt(Arc::new(Answer(PromptAnswer::Deny, AtomicUsize::new(0))));
     let d = decide(&no, &ctx, "Bash", json!({"command": "make"})).await;
     assert!(matches!(d, PermissionDecision::Deny { reason } if reason.contains("user denied")));
+    // A no with feedback gives the model the user's words.
+    let feedback = PromptAnswer::DenyWithFeedback("use cargo instead".to_owned());
+    let told = Permissions::default().with_prompt(Arc::new(Answer(feedback, AtomicUsize::new(0))));
+    let d = decide(&told, &ctx, "Bash", json!({"command": "make"})).await;
+    assert!(
+        matches!(&d, PermissionDecision::Deny { reason } if reason.contains("the user said:\nuse cargo instead")),
+        "{d:?}"
+    );
     // Deny rules are never put to the user.
     let prompt = Arc::new(Answer(PromptAnswer::AllowOnce, AtomicUsize::new(0)));
     let strict = Permissions::default()

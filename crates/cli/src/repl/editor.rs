@@ -7,8 +7,8 @@ use std::path::PathBuf;
 const MAX_HISTORY: usize = 1000;
 
 /// The slash commands Tab completes, in the order `/help` lists them.
-pub const COMMANDS: [&str; 7] = [
-    "/compact", "/clear", "/cost", "/model", "/help", "/exit", "/quit",
+pub const COMMANDS: [&str; 9] = [
+    "/compact", "/clear", "/cost", "/model", "/mcp", "/bashes", "/help", "/exit", "/quit",
 ];
 
 /// A multi-line text with a cursor (line, char index).

@@ -10,9 +10,10 @@ use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::diff::call_diff;
+use super::markdown::MarkdownRenderer;
 use super::style::Palette;
 use super::tool_line::call_summary;
-use super::view::QuestionView;
+use super::view::{PlanQuestion, QuestionView};
 
 /// A question waiting for the user, and where the answer goes.
 #[derive(Debug)]
@@ -44,6 +45,24 @@ impl UiPrompt {
 
     fn view(&self, tool: &dyn Tool, call: &ToolCall, reason: &str) -> QuestionView {
         let name = tool.name();
+        if name == "ExitPlanMode" {
+            let plan = call
+                .input
+                .get("plan")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            return QuestionView {
+                summary: name.to_owned(),
+                details: Vec::new(),
+                reason: String::new(),
+                rule: name.to_owned(),
+                selected: 0,
+                plan: Some(PlanQuestion {
+                    lines: plan_lines(self.palette, plan),
+                    feedback: None,
+                }),
+            };
+        }
         let summary = call_summary(name, &call.input, &self.cwd);
         let command = call.input.get("command").and_then(Value::as_str);
         let mut details = Vec::new();
@@ -71,8 +90,24 @@ impl UiPrompt {
             reason,
             rule: rule_for(name, &call.input),
             selected: 0,
+            plan: None,
         }
     }
+}
+
+/// The plan as it goes into the scrollback: a heading, then the Markdown rendered and
+/// indented under a bar.
+#[must_use]
+pub fn plan_lines(p: Palette, plan: &str) -> Vec<String> {
+    let mut markdown = MarkdownRenderer::new(p);
+    let mut lines = vec![String::new(), p.bold("Here is gyre's plan:")];
+    lines.extend(
+        plan.trim_end()
+            .lines()
+            .map(|l| format!("{} {}", p.dim("│"), markdown.render_line(l))),
+    );
+    lines.push(String::new());
+    lines
 }
 
 /// The rule that allows this call again: the exact command for Bash, the tool for the
@@ -150,6 +185,22 @@ pub fn save_allow_rule(project: &Path, rule: &str) -> Result<PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plan_is_rendered_markdown_under_a_bar() {
+        let lines = plan_lines(Palette::new(false), "## Steps\n\n1. Edit **a.rs**\n");
+        assert_eq!(
+            lines,
+            vec![
+                "",
+                "Here is gyre's plan:",
+                "│ ## Steps",
+                "│ ",
+                "│ 1. Edit **a.rs**",
+                ""
+            ]
+        );
+    }
 
     #[test]
     fn bash_rules_name_the_command_other_tools_themselves() {

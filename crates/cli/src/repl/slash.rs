@@ -1,5 +1,5 @@
 //! Slash commands typed at the prompt: `/compact`, `/clear`, `/cost`, `/model [name]`,
-//! `/mcp`, `/help`, `/exit`.
+//! `/mcp`, `/bashes [kill ID]`, `/help`, `/exit`.
 
 use gyre_protocol::Usage;
 
@@ -13,6 +13,8 @@ pub enum SlashCommand {
     Model(Option<String>),
     /// The MCP servers, their state and tools.
     Mcp,
+    /// `/bashes` opens the list of background shells; `/bashes kill ID` stops one.
+    Bashes(Option<String>),
     Help,
     Exit,
     /// Anything else that starts with `/`: the command name as typed.
@@ -34,6 +36,7 @@ impl SlashCommand {
             "cost" => Self::Cost,
             "model" => Self::Model(arg),
             "mcp" => Self::Mcp,
+            "bashes" => Self::Bashes(arg),
             "help" | "?" => Self::Help,
             "exit" | "quit" => Self::Exit,
             other => Self::Unknown(other.to_owned()),
@@ -49,6 +52,7 @@ Commands
   /cost           cost, tokens and time of this session
   /model [name]   show the model, or switch to another
   /mcp            the MCP servers, their state and tools
+  /bashes         background shells: ↑/↓ and k kill one (or /bashes kill ID)
   /help           this list
   /exit           quit (also Ctrl+D)
 
@@ -61,7 +65,28 @@ Keys
   Ctrl+D             quit at an empty box (also `exit` or `quit`)
   Ctrl+O             show the last folded Bash output whole
   y / a / s / n      answer a permission question (or arrows and Enter):
-                     once, this session, always (saved to .gyre/settings.local.json), no";
+                     once, this session, always (saved to .gyre/settings.local.json), no
+  1 / 2 / 3          answer a plan (ExitPlanMode): yes with edits auto-accepted,
+                     yes with edits asking first, no and type what to change";
+
+/// What `/bashes` says when the session started no background shell.
+pub const NO_SHELLS: &str =
+    "No background shells. (The model starts them with Bash run_in_background.)";
+
+/// `bash_1   running     12.3s  npm run dev`.
+#[must_use]
+pub fn shell_row(shell: &gyre_tools::background::ShellInfo) -> String {
+    use gyre_tools::background::ShellStatus;
+    let status = match shell.status {
+        ShellStatus::Completed {
+            exit_code: Some(code),
+        } => format!("exit {code}"),
+        other => other.name().to_owned(),
+    };
+    let runtime = format_duration(u64::try_from(shell.runtime.as_millis()).unwrap_or(u64::MAX));
+    let command = super::tool_line::shorten(&shell.command, 60);
+    format!("{:<8} {status:<9} {runtime:>7}  {command}", shell.id)
+}
 
 /// What `/cost` prints (the names Claude Code's `/cost` uses).
 #[must_use]
@@ -133,6 +158,34 @@ mod tests {
         );
         assert_eq!(SlashCommand::parse("/quit"), Some(SlashCommand::Exit));
         assert_eq!(SlashCommand::parse("/help"), Some(SlashCommand::Help));
+    }
+
+    #[test]
+    fn a_shell_row_has_its_id_status_runtime_and_command() {
+        use std::time::Duration;
+
+        use gyre_tools::background::{ShellInfo, ShellStatus};
+        assert_eq!(
+            SlashCommand::parse("/bashes kill bash_2"),
+            Some(SlashCommand::Bashes(Some("kill bash_2".to_owned())))
+        );
+        let running = ShellInfo {
+            id: "bash_1".into(),
+            command: "npm run dev".into(),
+            status: ShellStatus::Running,
+            runtime: Duration::from_millis(12_300),
+        };
+        assert_eq!(
+            shell_row(&running),
+            "bash_1   running     12.3s  npm run dev"
+        );
+        let done = ShellInfo {
+            id: "bash_12".into(),
+            command: "make".into(),
+            status: ShellStatus::Completed { exit_code: Some(2) },
+            runtime: Duration::from_millis(850),
+        };
+        assert_eq!(shell_row(&done), "bash_12  exit 2      850ms  make");
     }
 
     #[test]

@@ -18,7 +18,17 @@ pub fn call_summary(name: &str, input: &Value, cwd: &Path) -> String {
     let path = |key: &str| field(key).map(|p| display_path(p, cwd));
     let arg = match name {
         "Read" | "Edit" | "Write" => path("file_path"),
-        "Bash" => field("command").map(|c| shorten(c, MAX_ARG_CHARS)),
+        "Bash" => field("command").map(|c| {
+            let c = shorten(c, MAX_ARG_CHARS);
+            if input.get("run_in_background").and_then(Value::as_bool) == Some(true) {
+                format!("{c} (in the background)")
+            } else {
+                c
+            }
+        }),
+        "WebFetch" => field("url").map(|u| shorten(u, MAX_ARG_CHARS)),
+        "BashOutput" => field("bash_id").map(str::to_owned),
+        "KillShell" => field("shell_id").map(str::to_owned),
         "Grep" | "Glob" => field("pattern").map(|pattern| {
             let pattern = shorten(pattern, MAX_ARG_CHARS);
             match path("path") {
@@ -26,6 +36,16 @@ pub fn call_summary(name: &str, input: &Value, cwd: &Path) -> String {
                 None => pattern,
             }
         }),
+        // `Agent find the parser` (`· reviewer` for an agent type of its own).
+        "Agent" | "Task" => field("description").map(|d| {
+            let d = shorten(d, MAX_ARG_CHARS);
+            match field("subagent_type").filter(|t| *t != "general-purpose") {
+                Some(kind) => format!("{d} · {kind}"),
+                None => d,
+            }
+        }),
+        // The plan itself is shown whole with its question.
+        "ExitPlanMode" => Some(String::new()),
         _ => None,
     };
     let arg = arg.unwrap_or_else(|| match input {
@@ -39,6 +59,9 @@ pub fn call_summary(name: &str, input: &Value, cwd: &Path) -> String {
         format!("{name} {arg}")
     }
 }
+
+/// How Bash's result for `run_in_background` starts (gyre-tools' background shells).
+const BACKGROUND_STARTED: &str = "Command running in background with ID: ";
 
 /// A call's result, in a few words. `ok` is false for errors.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +85,14 @@ pub fn outcome_summary(name: &str, content: &str, is_error: bool) -> Outcome {
     }
     let lines: Vec<&str> = content.lines().collect();
     let text = match name {
+        "ExitPlanMode" => "plan approved".to_owned(),
+        "Bash" if content.starts_with(BACKGROUND_STARTED) => {
+            let id = content[BACKGROUND_STARTED.len()..]
+                .split(|c: char| c == '.' || c.is_whitespace())
+                .next()
+                .unwrap_or_default();
+            format!("running as {id} · /bashes lists it")
+        }
         "Bash" => match lines.as_slice() {
             [] | ["(no output)"] => "exit 0".to_owned(),
             [one] => format!("exit 0 · {}", shorten(one, MAX_OUTCOME_CHARS)),
@@ -114,6 +145,9 @@ fn error_summary(name: &str, content: &str) -> String {
     if first.starts_with("The user denied permission") {
         return "denied".to_owned();
     }
+    if first.starts_with("The user doesn't want to proceed") {
+        return "rejected".to_owned();
+    }
     shorten(first, MAX_OUTCOME_CHARS)
 }
 
@@ -137,7 +171,7 @@ fn diff_stats(text: &str) -> (usize, usize) {
     })
 }
 
-fn count(n: usize, word: &str) -> String {
+pub(crate) fn count(n: usize, word: &str) -> String {
     if n == 1 {
         format!("1 {word}")
     } else {
@@ -146,7 +180,7 @@ fn count(n: usize, word: &str) -> String {
 }
 
 /// The first line, cut to `max` characters; `…` marks anything left out.
-fn shorten(s: &str, max: usize) -> String {
+pub(crate) fn shorten(s: &str, max: usize) -> String {
     let mut lines = s.trim().lines();
     let first = lines.next().unwrap_or_default();
     let more_lines = lines.next().is_some();
@@ -280,6 +314,36 @@ mod tests {
             ),
             call("WebFetch", &json!({"url": "https://example.com"})),
             outcome("WebFetch", "", false),
+            call(
+                "Bash",
+                &json!({"command": "npm run dev", "run_in_background": true}),
+            ),
+            outcome(
+                "Bash",
+                "Command running in background with ID: bash_1. Read its output with BashOutput, stop it with KillShell.",
+                false,
+            ),
+            call("BashOutput", &json!({"bash_id": "bash_1"})),
+            call("KillShell", &json!({"shell_id": "bash_1"})),
+            call(
+                "Agent",
+                &json!({"description": "find the parser", "prompt": "…"}),
+            ),
+            call(
+                "Task",
+                &json!({"description": "review", "prompt": "…", "subagent_type": "reviewer"}),
+            ),
+            call("ExitPlanMode", &json!({"plan": "1. edit"})),
+            outcome(
+                "ExitPlanMode",
+                "User has approved your plan. You can now start coding.\n\n## Approved Plan:\n1. edit",
+                false,
+            ),
+            outcome(
+                "ExitPlanMode",
+                "The user doesn't want to proceed with this ExitPlanMode call: it was rejected. To tell you how to proceed, the user said:\nsplit step 2",
+                true,
+            ),
         ];
         insta::assert_snapshot!(lines.join("\n"));
     }

@@ -13,6 +13,7 @@ use super::diff::call_diff;
 use super::markdown::{LineBuffer, MarkdownRenderer};
 use super::spinner::Status;
 use super::style::Palette;
+use super::subagent::{Subagents, is_agent};
 use super::tool_line::{Outcome, call_summary, outcome_summary, render_call, render_outcome};
 use crate::stream_json::SessionFacts;
 
@@ -48,6 +49,8 @@ pub struct TurnView {
     pub folded: Option<String>,
     /// Tokens of the newest request (input, cache and output), for the context gauge.
     pub context_tokens: Option<u64>,
+    /// The Agent calls running, each with a live line.
+    subagents: Subagents,
 }
 
 impl TurnView {
@@ -66,6 +69,7 @@ impl TurnView {
             last_blank: false,
             folded: None,
             context_tokens: None,
+            subagents: Subagents::default(),
         }
     }
 
@@ -84,6 +88,12 @@ impl TurnView {
         // Rendered on a copy: the fence state changes only when the line is complete.
         let mut markdown = self.markdown.clone();
         vec![markdown.render_line(partial)]
+    }
+
+    /// One live line per running sub-agent.
+    #[must_use]
+    pub fn subagent_lines(&self) -> Vec<String> {
+        self.subagents.lines(self.p, &self.cwd, Instant::now())
     }
 
     #[must_use]
@@ -136,8 +146,11 @@ impl TurnView {
                 Role::Assistant => self.on_assistant(&message),
                 Role::User => self.on_tool_results(&message),
             },
-            // A sub-agent's work shows as its Agent call's result.
+            // A sub-agent's messages show through its progress.
             EngineEvent::Subagent { .. } => {}
+            EngineEvent::SubagentProgress(progress) => {
+                self.subagents.update(progress, Instant::now());
+            }
             EngineEvent::Result(result) => self.on_result(&result),
         }
     }
@@ -155,6 +168,13 @@ impl TurnView {
         }
         for line in todo_checklist(self.p, name, input) {
             self.line(line);
+        }
+        if is_agent(name) {
+            let description = input
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or(name);
+            self.subagents.started(id, description, Instant::now());
         }
         self.calls.push(Call {
             id: id.to_owned(),
@@ -219,6 +239,7 @@ impl TurnView {
             LoopEvent::Tombstone => {
                 // Calls announced by the void attempt will not get results.
                 self.calls.clear();
+                self.subagents.clear();
                 self.text.discard();
                 self.markdown.reset();
                 if std::mem::take(&mut self.streamed) {
@@ -299,7 +320,10 @@ impl TurnView {
             };
             let call = self.calls.remove(at);
             let text = content.text();
-            let mut outcome = outcome_summary(&call.name, &text, *is_error);
+            let mut outcome = self
+                .subagents
+                .finish(&call.id, *is_error, &text, Instant::now())
+                .unwrap_or_else(|| outcome_summary(&call.name, &text, *is_error));
             if self.batch > 1 {
                 outcome = Outcome {
                     text: format!("{}: {}", call.summary, outcome.text),
@@ -364,6 +388,7 @@ impl TurnView {
 
     /// Closes the turn: the partial line, a blank line before the prompt.
     pub fn end(&mut self) {
+        self.subagents.clear();
         self.flush_text();
         self.activity = None;
         self.section();

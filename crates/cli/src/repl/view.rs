@@ -61,6 +61,54 @@ impl Choice {
     }
 }
 
+/// The answers to ExitPlanMode's question, in the order shown (Claude Code's three).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PlanChoice {
+    /// Approve, and switch to acceptEdits.
+    AutoAccept,
+    /// Approve, and switch to default (edits ask).
+    Manual,
+    /// Reject, with feedback typed next.
+    KeepPlanning,
+}
+
+impl PlanChoice {
+    pub const ALL: [Self; 3] = [Self::AutoAccept, Self::Manual, Self::KeepPlanning];
+
+    #[must_use]
+    pub const fn key(self) -> char {
+        match self {
+            Self::AutoAccept => '1',
+            Self::Manual => '2',
+            Self::KeepPlanning => '3',
+        }
+    }
+
+    #[must_use]
+    pub const fn label(self) -> &'static str {
+        match self {
+            Self::AutoAccept => "Yes, and auto-accept edits",
+            Self::Manual => "Yes, and manually approve edits",
+            Self::KeepPlanning => "No, keep planning",
+        }
+    }
+
+    #[must_use]
+    pub fn from_key(c: char) -> Option<Self> {
+        Self::ALL.into_iter().find(|choice| choice.key() == c)
+    }
+}
+
+/// ExitPlanMode's question: the plan (printed above the box when it comes) and the
+/// feedback being typed once "No, keep planning" was picked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlanQuestion {
+    /// The plan as Markdown rendered for the scrollback.
+    pub lines: Vec<String>,
+    /// `Some` while the user types what to change.
+    pub feedback: Option<String>,
+}
+
 /// A permission question on screen.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuestionView {
@@ -72,6 +120,29 @@ pub struct QuestionView {
     /// The rule "always" saves: `Bash(echo hello)`.
     pub rule: String,
     pub selected: usize,
+    /// Set for ExitPlanMode, which offers [`PlanChoice`]s instead of [`Choice`]s.
+    pub plan: Option<PlanQuestion>,
+}
+
+impl QuestionView {
+    /// How many answers the question offers.
+    #[must_use]
+    pub fn choices(&self) -> usize {
+        if self.plan.is_some() {
+            PlanChoice::ALL.len()
+        } else {
+            Choice::ALL.len()
+        }
+    }
+}
+
+/// `/bashes`' list, open in place of the input box: a row per shell (id, status,
+/// runtime, command), the one selected, and what the last key did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShellsView {
+    pub rows: Vec<String>,
+    pub selected: usize,
+    pub note: Option<String>,
 }
 
 /// What the status line reports.
@@ -82,12 +153,20 @@ pub struct StatusLine {
     /// Tokens the last request used, of the model's context window.
     pub context: Option<(u64, u64)>,
     pub cost_usd: f64,
+    /// Background shells still running (`/bashes` lists them).
+    pub shells: usize,
 }
 
 impl StatusLine {
     #[must_use]
     pub fn text(&self) -> String {
         let mut parts = vec![self.model.clone(), format!("{} mode", self.mode)];
+        // Before context and cost: a narrow terminal cuts the line's end.
+        match self.shells {
+            0 => {}
+            1 => parts.push("1 background shell (/bashes)".to_owned()),
+            n => parts.push(format!("{n} background shells (/bashes)")),
+        }
         if let Some((used, window)) = self.context
             && window > 0
         {
@@ -106,8 +185,12 @@ pub struct View<'a> {
     pub color: bool,
     /// Lines of the answer still streaming (Palette-styled).
     pub live: &'a [String],
+    /// One line per running sub-agent (Palette-styled), each kept to one row.
+    pub subagents: &'a [String],
     pub activity: Option<&'a Status>,
     pub question: Option<&'a QuestionView>,
+    /// `/bashes`' list, shown instead of the input box while open.
+    pub shells: Option<&'a ShellsView>,
     pub editor: &'a Editor,
     pub status: &'a StatusLine,
     /// A passing word in place of the status line ("Press Ctrl+C again to exit").
@@ -145,15 +228,36 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
             lines
         }
     };
-    let (boxed, cursor) = match view.question {
-        Some(q) => (
-            question_lines(view, q)
+    let (boxed, cursor) = match (view.question, view.shells) {
+        (None, Some(shells)) => (
+            shells_lines(view, shells)
                 .into_iter()
-                .flat_map(|l| hanging(&l, width.saturating_sub(2), ANSWER_INDENT))
+                .flat_map(|l| ansi::wrap(&l, width.saturating_sub(2)))
                 .collect(),
             None,
         ),
-        None => input_lines(view, width),
+        (Some(q), _) => {
+            let lines: Vec<Line<'static>> = question_lines(view, q)
+                .into_iter()
+                .flat_map(|l| hanging(&l, width.saturating_sub(2), ANSWER_INDENT))
+                .collect();
+            // Typing plan feedback: the cursor ends its row (the last before the border).
+            let cursor = q.plan.as_ref().and_then(|p| p.feedback.as_ref()).map(|_| {
+                let row = lines.len().saturating_sub(3);
+                let col = lines.get(row + 1).map_or(0, |l| {
+                    ansi::plain_text(l)
+                        .chars()
+                        .map(|c| c.width().unwrap_or(0))
+                        .sum::<usize>()
+                });
+                (
+                    u16::try_from(row).unwrap_or(u16::MAX),
+                    u16::try_from(col).unwrap_or(u16::MAX),
+                )
+            });
+            (lines, cursor)
+        }
+        (None, None) => input_lines(view, width),
     };
     let activity: Vec<Line<'static>> = view
         .activity
@@ -165,7 +269,12 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
             ansi::wrap(&line, width)
         })
         .unwrap_or_default();
-    let fixed = rows(&boxed) + rows(&activity) + rows(&status);
+    let subagents: Vec<Line<'static>> = view
+        .subagents
+        .iter()
+        .map(|l| one_row(&styled(view, l), width))
+        .collect();
+    let fixed = rows(&boxed) + rows(&subagents) + rows(&activity) + rows(&status);
     let room = area.height.saturating_sub(fixed);
     let mut live: Vec<Line<'static>> = view
         .live
@@ -177,10 +286,12 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
     }
     let mut y = area.y;
     place(live, area, &mut y, buf);
+    place(subagents, area, &mut y, buf);
     place(activity, area, &mut y, buf);
-    let (border, title) = match view.question {
-        Some(_) => (view.style(Style::default().fg(Color::Yellow)), None),
-        None => (
+    let (border, title) = match (view.question, view.shells) {
+        (Some(_), _) => (view.style(Style::default().fg(Color::Yellow)), None),
+        (None, Some(_)) => (view.dim(), Some(" Background shells ".to_owned())),
+        (None, None) => (
             view.dim(),
             view.editor
                 .search()
@@ -208,6 +319,22 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
 
 /// Where a wrapped answer of a question goes on: under its text, past ` › y) `.
 const ANSWER_INDENT: u16 = 6;
+
+/// `line` cut to one row of `width`, `…` marking the cut.
+fn one_row(line: &Line<'_>, width: u16) -> Line<'static> {
+    let rows = ansi::wrap(line, width);
+    if rows.len() <= 1 {
+        return rows.into_iter().next().unwrap_or_default();
+    }
+    let cut: Vec<Span<'static>> = ansi::wrap(line, width.saturating_sub(1))
+        .into_iter()
+        .next()
+        .map(|row| row.spans)
+        .unwrap_or_default();
+    let mut spans = cut;
+    spans.push(Span::raw("…"));
+    Line::from(spans)
+}
 
 /// Wraps `line` to `width`, its continuation rows indented by `indent`.
 fn hanging(line: &Line<'_>, width: u16, indent: u16) -> Vec<Line<'static>> {
@@ -293,8 +420,69 @@ fn input_lines(view: &View<'_>, width: u16) -> (Vec<Line<'static>>, Option<(u16,
     (lines, cursor)
 }
 
+/// `/bashes`' list inside its box (first and last rows stand for the borders).
+fn shells_lines(view: &View<'_>, shells: &ShellsView) -> Vec<Line<'static>> {
+    let mut lines = vec![Line::default()];
+    for (i, row) in shells.rows.iter().enumerate() {
+        if i == shells.selected {
+            lines.push(Line::styled(
+                format!(" › {row}"),
+                view.style(Style::default().fg(Color::Cyan)),
+            ));
+        } else {
+            lines.push(Line::from(format!("   {row}")));
+        }
+    }
+    if let Some(note) = &shells.note {
+        lines.push(Line::from(format!("   {note}")));
+    }
+    lines.push(Line::styled(
+        "   ↑/↓ select · k kills the selected shell · Esc closes".to_owned(),
+        view.dim(),
+    ));
+    lines.push(Line::default());
+    lines
+}
+
+/// ExitPlanMode's question inside its box: the three answers, or the feedback being
+/// typed (and where the cursor goes in it).
+fn plan_lines(view: &View<'_>, plan: &PlanQuestion, selected: usize) -> Vec<Line<'static>> {
+    let bold = view.style(Style::default().add_modifier(Modifier::BOLD));
+    let mut lines = vec![
+        Line::default(),
+        Line::from(vec![
+            Span::styled("? ", view.style(Style::default().fg(Color::Yellow))),
+            Span::styled("Ready to code? The plan is above.".to_owned(), bold),
+        ]),
+    ];
+    if let Some(feedback) = &plan.feedback {
+        lines.push(Line::styled(
+            "  What should gyre change in the plan? (Enter sends, Esc goes back)".to_owned(),
+            view.dim(),
+        ));
+        lines.push(Line::from(format!("  > {feedback}")));
+        lines.push(Line::default());
+        return lines;
+    }
+    for (i, choice) in PlanChoice::ALL.into_iter().enumerate() {
+        let marker = if i == selected { "›" } else { " " };
+        let text = format!(" {marker} {}) {}", choice.key(), choice.label());
+        let style = if i == selected {
+            view.style(Style::default().fg(Color::Cyan))
+        } else {
+            Style::default()
+        };
+        lines.push(Line::styled(text, style));
+    }
+    lines.push(Line::default());
+    lines
+}
+
 /// A question's lines inside its box (first and last rows stand for the borders).
 fn question_lines(view: &View<'_>, q: &QuestionView) -> Vec<Line<'static>> {
+    if let Some(plan) = &q.plan {
+        return plan_lines(view, plan, q.selected);
+    }
     let bold = view.style(Style::default().add_modifier(Modifier::BOLD));
     let mut lines = vec![
         Line::default(),
@@ -341,12 +529,15 @@ mod tests {
             mode: "default".into(),
             context: Some((24_000, 200_000)),
             cost_usd: 0.0123,
+            shells: 0,
         };
         let view = View {
             color: false,
             live,
+            subagents: &[],
             activity,
             question,
+            shells: None,
             editor,
             status: &status,
             hint: None,
@@ -403,6 +594,7 @@ mod tests {
             reason: "running this command needs permission".into(),
             rule: "Bash(echo hello | tee greeting.txt)".into(),
             selected: 1,
+            plan: None,
         };
         let editor = Editor::new(Vec::new());
         insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
@@ -413,5 +605,124 @@ mod tests {
         let mut editor = Editor::new(Vec::new());
         editor.insert_str("/c");
         insta::assert_snapshot!(frame(&editor, &[], None, None, Instant::now()));
+    }
+
+    fn plan_question(feedback: Option<&str>) -> QuestionView {
+        QuestionView {
+            summary: "ExitPlanMode".into(),
+            details: Vec::new(),
+            reason: String::new(),
+            rule: "ExitPlanMode".into(),
+            selected: 0,
+            plan: Some(PlanQuestion {
+                lines: vec!["1. Edit a.rs".into()],
+                feedback: feedback.map(str::to_owned),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_plan_offers_auto_accept_manual_approval_or_more_planning() {
+        let editor = Editor::new(Vec::new());
+        let question = plan_question(None);
+        insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
+    }
+
+    #[test]
+    fn keeping_on_planning_takes_typed_feedback_in_the_box() {
+        let editor = Editor::new(Vec::new());
+        let question = plan_question(Some("split step 2"));
+        insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
+    }
+
+    #[test]
+    fn the_status_line_counts_running_background_shells() {
+        let mut status = StatusLine {
+            model: "m".into(),
+            mode: "default".into(),
+            context: None,
+            cost_usd: 0.0,
+            shells: 0,
+        };
+        assert_eq!(status.text(), "m · default mode");
+        status.shells = 1;
+        assert_eq!(
+            status.text(),
+            "m · default mode · 1 background shell (/bashes)"
+        );
+        status.shells = 3;
+        status.context = Some((24_000, 200_000));
+        status.cost_usd = 0.01;
+        assert_eq!(
+            status.text(),
+            "m · default mode · 3 background shells (/bashes) · context 12% · $0.0100"
+        );
+    }
+
+    #[test]
+    fn each_sub_agent_keeps_to_one_row() {
+        let subagents = [
+            "  ⎿ find a · Grep fn parse · 2 tool uses · 12.4k tokens".to_owned(),
+            "  ⎿ find b · Done (1 tool use · 850 tokens · 8.2s)".to_owned(),
+            "  ⎿ find c · ✗ Failed after 1 tool use: The API rejected the request (400 invalid_request_error)".to_owned(),
+        ];
+        let status = StatusLine::default();
+        let editor = Editor::new(Vec::new());
+        let view = View {
+            color: false,
+            live: &[],
+            subagents: &subagents,
+            activity: None,
+            question: None,
+            shells: None,
+            editor: &editor,
+            status: &status,
+            hint: None,
+            now: Instant::now(),
+            frame: 0,
+        };
+        let mut terminal = Terminal::new(TestBackend::new(60, 8)).unwrap();
+        terminal
+            .draw(|f| {
+                let area = f.area();
+                render(&view, area, f.buffer_mut());
+            })
+            .unwrap();
+        insta::assert_snapshot!(terminal.backend());
+    }
+
+    #[test]
+    fn bashes_lists_the_shells_in_place_of_the_input_box() {
+        let shells = ShellsView {
+            rows: vec![
+                "bash_1   running     12.3s  npm run dev".into(),
+                "bash_2   killed       4.0s  sleep 300".into(),
+            ],
+            selected: 1,
+            note: Some("Killed bash_2 (sleep 300)".into()),
+        };
+        let status = StatusLine::default();
+        let editor = Editor::new(Vec::new());
+        let view = View {
+            color: false,
+            live: &[],
+            subagents: &[],
+            activity: None,
+            question: None,
+            shells: Some(&shells),
+            editor: &editor,
+            status: &status,
+            hint: None,
+            now: Instant::now(),
+            frame: 0,
+        };
+        let mut terminal = Terminal::new(TestBackend::new(60, 8)).unwrap();
+        terminal
+            .draw(|f| {
+                let area = f.area();
+                assert_eq!(render(&view, area, f.buffer_mut()), None);
+            })
+            .unwrap();
+        insta::assert_snapshot!(terminal.backend());
     }
 }

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::QueryEngine;
 use crate::agent_tool::SubagentEvent;
-use crate::event::LoopEvent;
+use crate::event::{LoopEvent, SubagentProgress};
 use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
 
@@ -42,6 +42,8 @@ pub enum EngineEvent {
         /// The message.
         message: Message,
     },
+    /// What a sub-agent is doing (its Agent call, tool calls, tokens), for a UI.
+    SubagentProgress(SubagentProgress),
     /// The end of the turn.
     Result(TurnResult),
 }
@@ -253,6 +255,7 @@ impl QueryEngine {
                 self.add_usage(&model, &usage, tally);
                 None
             }
+            SubagentEvent::Progress(progress) => Some(EngineEvent::SubagentProgress(progress)),
         }
     }
 
