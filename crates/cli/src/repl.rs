@@ -761,8 +761,12 @@ impl Repl {
                 self.front.status.model.clone_from(&name);
                 format!("Model set to {}", p.bold(&name))
             }
-            SlashCommand::Compact => {
-                let result = until_interrupted(&mut self.front, engine.compact()).await?;
+            SlashCommand::Compact(instructions) => {
+                let result = until_interrupted(
+                    &mut self.front,
+                    engine.compact_with(instructions.as_deref()),
+                )
+                .await?;
                 match result {
                     None => p.dim("Compaction interrupted."),
                     Some(Ok(Some(outcome))) => format!(

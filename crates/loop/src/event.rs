@@ -95,12 +95,14 @@ pub struct SubagentProgress {
     pub tool_uses: u32,
     /// Tokens of its newest request (input, cache and output): its context's size.
     pub tokens: u64,
+    /// Running, done or failed.
     pub state: SubagentState,
 }
 
 /// Where a sub-agent stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubagentState {
+    /// Still working.
     Running,
     /// It ended with a final answer.
     Done,

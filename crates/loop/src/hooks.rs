@@ -26,13 +26,6 @@ pub trait StopHook: Send + Sync {
     ) -> BoxFuture<'a, StopHookOutcome>;
 }
 
-<<<<<<< HEAD
-/// Runs after each tool call; returning `Some(reason)` stops the query after this
-/// round of tools (`hook_stopped`).
-pub trait ToolHook: Send + Sync {
-    /// Looks at a finished call; `Some(reason)` stops the query after this round.
-    fn after_tool<'a>(&'a self, outcome: &'a ToolCallOutcome) -> BoxFuture<'a, Option<String>>;
-=======
 /// What a tool hook decided after one call (Claude Code's PostToolUse hooks).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AfterToolOutcome {
@@ -48,6 +41,7 @@ pub struct AfterToolOutcome {
 /// Runs after each tool call. What it adds goes to the model with the round's results,
 /// after them, as `<system-reminder>` text.
 pub trait ToolHook: Send + Sync {
+    /// Looks at a finished call: context for the model, an objection, or a stop.
     fn after_tool<'a>(&'a self, outcome: &'a ToolCallOutcome) -> BoxFuture<'a, AfterToolOutcome>;
 }
 
@@ -68,5 +62,4 @@ pub trait CompactHook: Send + Sync {
         trigger: Trigger,
         custom_instructions: Option<&'a str>,
     ) -> BoxFuture<'a, PreCompactOutcome>;
->>>>>>> sdk
 }

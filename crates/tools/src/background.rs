@@ -99,8 +99,11 @@ struct Shell {
 /// One background shell as a UI lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShellInfo {
+    /// The id the model and `/bashes` name it by (`bash_1`, …).
     pub id: String,
+    /// The command line it runs.
     pub command: String,
+    /// Running, or how it ended.
     pub status: ShellStatus,
     /// How long it ran (so far, while it runs).
     pub runtime: std::time::Duration,

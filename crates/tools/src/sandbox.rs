@@ -89,7 +89,9 @@ pub enum DeniedPath {
     /// The entries under `root` that `matches` accepts (and everything beneath them),
     /// found by walking `root` when a command starts.
     Matching {
+        /// The literal directory the pattern starts at.
         root: PathBuf,
+        /// Which entries under `root` the rule denies.
         matches: crate::PathFilter,
     },
 }
@@ -98,6 +100,7 @@ pub enum DeniedPath {
 /// rules, resolved against its cwd.
 #[derive(Debug, Clone, Default)]
 pub struct ReadDenied {
+    /// One entry per deny rule that names something on disk.
     pub paths: Vec<DeniedPath>,
 }
 
@@ -198,7 +201,9 @@ fn search(
 /// denied path lies beneath it (then only listing it is granted).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReadGrant {
+    /// The file or directory granted.
     pub path: PathBuf,
+    /// Only listing is granted: a denied path lies beneath it.
     pub list_only: bool,
 }
 
@@ -302,14 +307,22 @@ pub enum SandboxError {
     /// The private temp dir could not be created.
     #[error("could not create the sandbox's temp dir: {0}")]
     TempDir(std::io::Error),
+    /// A deny pattern matched under a tree too large to search before each command.
     #[error(
         "a Read deny rule could not be enforced in the sandbox: searching {root} for what it denies went past {MAX_SEARCHED_ENTRIES} entries; anchor the rule to a path (e.g. Read(./config/.env)); the command was not run"
     )]
-    TooManyEntries { root: PathBuf },
+    TooManyEntries {
+        /// Where the search started.
+        root: PathBuf,
+    },
+    /// A directory to split has more entries than a ruleset may hold.
     #[error(
         "a Read deny rule could not be enforced in the sandbox: {dir} has too many entries to grant one by one (more than {MAX_READ_RULES} rules); the command was not run"
     )]
-    TooManyRules { dir: PathBuf },
+    TooManyRules {
+        /// The directory with too many entries.
+        dir: PathBuf,
+    },
 }
 
 /// In debug builds (the ones tests run), this variable makes [`landlock_abi`] report a

@@ -6,7 +6,8 @@ use gyre_protocol::Usage;
 /// A parsed slash command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlashCommand {
-    Compact,
+    /// `/compact [instructions]`: summarize now, the instructions guiding the summary.
+    Compact(Option<String>),
     Clear,
     Cost,
     /// `/model` shows the model, `/model NAME` switches to it.
@@ -31,7 +32,7 @@ impl SlashCommand {
             .map_or((rest, ""), |(n, a)| (n, a.trim()));
         let arg = (!arg.is_empty()).then(|| arg.to_owned());
         Some(match name {
-            "compact" => Self::Compact,
+            "compact" => Self::Compact(arg),
             "clear" | "reset" | "new" => Self::Clear,
             "cost" => Self::Cost,
             "model" => Self::Model(arg),
@@ -47,7 +48,7 @@ impl SlashCommand {
 /// What `/help` prints.
 pub const HELP: &str = "\
 Commands
-  /compact        summarize the conversation to free context
+  /compact [how]  summarize the conversation to free context (how: what to keep)
   /clear          start a new conversation (the transcript keeps the old one)
   /cost           cost, tokens and time of this session
   /model [name]   show the model, or switch to another
@@ -146,7 +147,7 @@ mod tests {
         assert_eq!(SlashCommand::parse("  /clear  "), Some(SlashCommand::Clear));
         assert_eq!(
             SlashCommand::parse("/compact keep the plan"),
-            Some(SlashCommand::Compact)
+            Some(SlashCommand::Compact(Some("keep the plan".to_owned())))
         );
         assert_eq!(
             SlashCommand::parse("/model"),
