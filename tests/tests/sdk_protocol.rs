@@ -785,6 +785,47 @@ fn post_tool_use_settings_hooks_add_context_and_a_blocks_reason_after_the_result
     assert_eq!(out.stdout.trim(), "Done.");
 }
 
+#[test]
+fn pre_tool_use_settings_hooks_context_reaches_the_model_after_the_result() {
+    let sandbox = Sandbox::new().unwrap();
+    let context = json!({"hookSpecificOutput": {"hookEventName": "PreToolUse",
+        "additionalContext": "builds take a minute here"}});
+    let settings = json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
+        {"type": "command", "command": format!("echo '{context}'")}
+    ]}]}});
+    sandbox
+        .write(".gyre/settings.json", &settings.to_string())
+        .unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": "echo built"})),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "build it",
+        "--dangerously-skip-permissions",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let messages = &server.requests()[1].body["messages"];
+    let results = messages.as_array().unwrap().last().unwrap()["content"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(results[0]["type"], "tool_result", "{results:?}");
+    assert!(
+        results[0].to_string().contains("built"),
+        "the call ran: {results:?}"
+    );
+    assert_eq!(
+        results[1]["text"],
+        "<system-reminder>PreToolUse:Bash hook additional context: builds take a minute here</system-reminder>",
+        "{results:?}"
+    );
+    assert_eq!(results.len(), 2, "{results:?}");
+}
+
 fn is_summary_request(body: &Value) -> bool {
     body.to_string()
         .contains("You are summarizing a coding session")

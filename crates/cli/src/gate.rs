@@ -4,6 +4,7 @@
 //! after. One object, so a permission mode set over the control protocol and hooks
 //! registered in `initialize` apply to the running session.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use gyre_compact::Trigger;
@@ -81,6 +82,9 @@ pub struct Gate {
     interrupt: OnceLock<InterruptHandle>,
     /// A hook's `continue: false`, waiting for the end of the tool round.
     stop: Mutex<Option<String>>,
+    /// PreToolUse hooks' `additionalContext`, by tool_use id, until the call's
+    /// [`ToolHook::after_tool`] hands it to the loop.
+    pre_tool_context: Mutex<HashMap<String, Vec<String>>>,
     /// `--json-schema`: where the StructuredOutput tool leaves the answer.
     structured: OnceLock<structured::Slot>,
 }
@@ -108,6 +112,7 @@ impl Gate {
             sdk_prompt: OnceLock::new(),
             interrupt: OnceLock::new(),
             stop: Mutex::new(None),
+            pre_tool_context: Mutex::new(HashMap::new()),
             structured: OnceLock::new(),
         })
     }
@@ -290,6 +295,12 @@ impl Gate {
                     &ctx.cancel,
                 )
                 .await;
+            if !v.context.is_empty() {
+                self.pre_tool_context
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(call.id.clone(), v.context.clone());
+            }
             if let Some(reason) = &v.stop {
                 *self.stop.lock().unwrap_or_else(PoisonError::into_inner) = Some(reason.clone());
                 return keep(PermissionDecision::Deny {
@@ -461,11 +472,19 @@ impl CanUseTool for Gate {
 }
 
 impl ToolHook for Gate {
-    /// PostToolUse hooks: their `additionalContext` and a block's reason go to the model
-    /// after the result; `continue: false` (or a PreToolUse hook's) stops the query.
+    /// PreToolUse and PostToolUse hooks' `additionalContext` and a PostToolUse block's
+    /// reason go to the model after the result; `continue: false` (or a PreToolUse hook's) stops the query.
     fn after_tool<'a>(&'a self, outcome: &'a ToolCallOutcome) -> BoxFuture<'a, AfterToolOutcome> {
         Box::pin(async move {
-            let mut after = AfterToolOutcome::default();
+            let mut after = AfterToolOutcome {
+                pre_tool_context: self
+                    .pre_tool_context
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .remove(&outcome.tool_use_id)
+                    .unwrap_or_default(),
+                ..AfterToolOutcome::default()
+            };
             let hooks = self.hooks();
             if hooks.has(HookEvent::PostToolUse) && outcome.denial.is_none() {
                 let fields = json!({

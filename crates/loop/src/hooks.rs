@@ -29,6 +29,9 @@ pub trait StopHook: Send + Sync {
 /// What a tool hook decided after one call (Claude Code's PostToolUse hooks).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct AfterToolOutcome {
+    /// Text a PreToolUse hook gave for the model about this call (`additionalContext`),
+    /// shown after the call's result like PostToolUse context.
+    pub pre_tool_context: Vec<String>,
     /// Text for the model, shown after the call's result (`additionalContext`).
     pub additional_context: Vec<String>,
     /// The hook objected to what the call did (`decision: "block"`; the call already

@@ -148,15 +148,19 @@ impl QueryRun {
 /// A tool hook's context and objection as the model reads them, after the results
 /// (Claude Code's wording for PostToolUse hook output).
 fn hook_notes(tool_name: &str, after: &AfterToolOutcome) -> Vec<String> {
-    let context = after.additional_context.iter().map(|text| {
-        format!(
-            "<system-reminder>PostToolUse:{tool_name} hook additional context: {text}</system-reminder>"
-        )
-    });
+    let context = |event: &'static str| {
+        move |text: &String| {
+            format!(
+                "<system-reminder>{event}:{tool_name} hook additional context: {text}</system-reminder>"
+            )
+        }
+    };
+    let pre = after.pre_tool_context.iter().map(context("PreToolUse"));
+    let post = after.additional_context.iter().map(context("PostToolUse"));
     let block = after.block_reason.iter().map(|reason| {
         format!("<system-reminder>PostToolUse:{tool_name} hook blocking error: {reason}</system-reminder>")
     });
-    context.chain(block).collect()
+    pre.chain(post).chain(block).collect()
 }
 
 fn call_key(call: &ToolCall) -> String {
@@ -339,6 +343,10 @@ mod tests {
         ) -> gyre_tools::BoxFuture<'a, AfterToolOutcome> {
             Box::pin(async move {
                 AfterToolOutcome {
+                    pre_tool_context: (outcome.tool_use_id == "a")
+                        .then(|| "a was expected".to_owned())
+                        .into_iter()
+                        .collect(),
                     additional_context: vec![format!("{} looked fine", outcome.tool_use_id)],
                     block_reason: (outcome.tool_use_id == "b").then(|| "b wrote too much".into()),
                     stop: None,
@@ -371,6 +379,7 @@ mod tests {
         assert_eq!(
             notes,
             [
+                "<system-reminder>PreToolUse:Echo hook additional context: a was expected</system-reminder>",
                 "<system-reminder>PostToolUse:Echo hook additional context: a looked fine</system-reminder>",
                 "<system-reminder>PostToolUse:Echo hook additional context: b looked fine</system-reminder>",
                 "<system-reminder>PostToolUse:Echo hook blocking error: b wrote too much</system-reminder>",
