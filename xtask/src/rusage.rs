@@ -1,6 +1,7 @@
 //! Peak RSS of one child process, from the `rusage` that `wait4` returns when it reaps
 //! it. (`getrusage(RUSAGE_CHILDREN)` would mix in every earlier child: cargo, the
-//! testkit.) The one place xtask needs `unsafe`: two libc calls, no pointers kept.
+//! testkit.) Used by `xtask-bench-probe spawn`. The one place xtask needs `unsafe`: two
+//! libc calls, no pointers kept.
 
 #![allow(unsafe_code)]
 

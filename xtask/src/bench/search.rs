@@ -1,0 +1,284 @@
+//! Grep and Glob against `rg` on a real tree, both timed the same way: a process started,
+//! its stdout read to the end, the wall time from spawn to exit. gyre's side is one call
+//! of the tool through the public gyre-tools API (`xtask-bench-probe tool`), so process
+//! start, runtime start, the walk, the search and the formatting of the result all
+//! count, as they do for `rg`. The runs alternate (gyre, rg, rg, gyre, …) so that load
+//! from elsewhere falls on both. Before a time is reported the answers are compared.
+//!
+//! Semantics made equal on purpose: `rg --hidden --no-require-git` (gyre searches
+//! hidden files and honours `.gitignore` outside git repositories), `head_limit: 0`
+//! (gyre's default 250 would print less than `rg`). Differences kept on purpose and
+//! left out of the comparison: files_with_matches and Glob list newest first (one
+//! `stat` per hit), content lines are cut at 500 characters, Glob returns at most 100
+//! paths (its whole set is compared through `glob::find`).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde_json::json;
+
+use super::{Plan, Row, STABLE_SPREAD, ms, rg_version, spread};
+
+/// The pattern files_with_matches and count look for, and content prints.
+const FILES_PATTERN: &str = "unsafe impl";
+const CONTENT_PATTERN: &str = "TODO|FIXME";
+const GLOB_PATTERN: &str = "**/*.rs";
+
+/// `$CARGO_HOME/registry/src`: every crate gyre builds with, unpacked (about 200 MB in
+/// 13k files after a build). Real code, not generated; the same for everyone on one
+/// `Cargo.lock`.
+pub(super) fn registry_tree() -> Option<PathBuf> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")))?;
+    let src = home.join("registry").join("src");
+    src.is_dir().then_some(src)
+}
+
+/// Files and bytes under `dir` that `rg --files` lists.
+fn tree_size(dir: &Path) -> Result<(usize, u64)> {
+    let out = Command::new("rg")
+        .args(["--files", "--hidden", "--no-require-git"])
+        .current_dir(dir)
+        .output()?;
+    let list = String::from_utf8_lossy(&out.stdout);
+    let mut bytes = 0;
+    let mut files = 0;
+    for line in list.lines() {
+        files += 1;
+        bytes += std::fs::metadata(dir.join(line)).map_or(0, |m| m.len());
+    }
+    Ok((files, bytes))
+}
+
+/// One case: the tool and its input, `rg`'s arguments, and how answers are compared.
+struct Case {
+    id: &'static str,
+    label: &'static str,
+    tool: &'static str,
+    input: serde_json::Value,
+    rg: Vec<&'static str>,
+    rg_label: &'static str,
+    answer: fn(&str, &Path) -> BTreeSet<String>,
+}
+
+/// Runs `command` to its end; wall time in ms and stdout.
+fn run_timed(mut command: Command) -> Result<(f64, String)> {
+    let started = Instant::now();
+    let out = command.stderr(Stdio::piped()).output()?;
+    let took = ms(started.elapsed());
+    // rg exits 1 when nothing matched.
+    if out.status.code().is_none_or(|c| c > 1) {
+        bail!(
+            "{:?} failed: {}",
+            command,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok((took, String::from_utf8_lossy(&out.stdout).into_owned()))
+}
+
+fn relative(path: &str, tree: &Path) -> String {
+    Path::new(path)
+        .strip_prefix(tree)
+        .map_or_else(|_| path.to_owned(), |p| p.display().to_string())
+}
+
+/// Paths, one per line; gyre's "Found N files" header dropped.
+fn path_set(out: &str, tree: &Path) -> BTreeSet<String> {
+    out.lines()
+        .filter(|l| !l.is_empty() && !l.starts_with("Found ") && !l.starts_with('('))
+        .map(|l| relative(l, tree))
+        .collect()
+}
+
+/// `path:line` of each `path:line:text` line.
+fn line_set(out: &str, tree: &Path) -> BTreeSet<String> {
+    out.lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (path, line) = (parts.next()?, parts.next()?);
+            line.parse::<u64>().ok()?;
+            Some(format!("{}:{line}", relative(path, tree)))
+        })
+        .collect()
+}
+
+/// `path:count` lines; gyre's summary and pagination notes dropped.
+fn count_set(out: &str, tree: &Path) -> BTreeSet<String> {
+    out.lines()
+        .filter_map(|l| {
+            let (path, n) = l.rsplit_once(':')?;
+            n.parse::<u64>().ok()?;
+            Some(format!("{}:{n}", relative(path, tree)))
+        })
+        .collect()
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            id: "grep_files",
+            label: "Grep files_with_matches",
+            tool: "Grep",
+            input: json!({"pattern": FILES_PATTERN, "head_limit": 0}),
+            rg: vec!["-l", FILES_PATTERN],
+            rg_label: "rg -l",
+            answer: path_set,
+        },
+        Case {
+            id: "grep_content",
+            label: "Grep content",
+            tool: "Grep",
+            input: json!({"pattern": CONTENT_PATTERN, "output_mode": "content", "head_limit": 0}),
+            rg: vec!["-n", CONTENT_PATTERN],
+            rg_label: "rg -n",
+            answer: line_set,
+        },
+        Case {
+            id: "grep_count",
+            label: "Grep count",
+            tool: "Grep",
+            input: json!({"pattern": CONTENT_PATTERN, "output_mode": "count", "head_limit": 0}),
+            rg: vec!["-c", CONTENT_PATTERN],
+            rg_label: "rg -c",
+            answer: count_set,
+        },
+        Case {
+            id: "glob",
+            label: "Glob **/*.rs",
+            tool: "Glob",
+            input: json!({"pattern": GLOB_PATTERN}),
+            rg: vec!["--files", "-g", "*.rs"],
+            rg_label: "rg --files",
+            answer: path_set,
+        },
+    ]
+}
+
+/// What differs between two answers, in a few words (empty when they agree).
+fn difference(gyre: &BTreeSet<String>, rg: &BTreeSet<String>) -> String {
+    if gyre == rg {
+        return String::new();
+    }
+    let only_gyre: Vec<_> = gyre.difference(rg).take(3).collect();
+    let only_rg: Vec<_> = rg.difference(gyre).take(3).collect();
+    format!(
+        "ANSWERS DIFFER: {} only in gyre (e.g. {only_gyre:?}), {} only in rg (e.g. {only_rg:?})",
+        gyre.difference(rg).count(),
+        rg.difference(gyre).count()
+    )
+}
+
+pub(super) fn rows(probe: &Path, plan: &Plan) -> Result<Vec<Row>> {
+    let cases = cases();
+    let Some(tree) = registry_tree() else {
+        return Ok(cases
+            .iter()
+            .map(|c| {
+                Row::missing(
+                    c.id,
+                    c.label,
+                    "ms",
+                    "no ~/.cargo/registry/src: build the workspace once",
+                )
+            })
+            .collect());
+    };
+    if rg_version().is_none() {
+        return Ok(cases
+            .iter()
+            .map(|c| {
+                Row::missing(
+                    c.id,
+                    c.label,
+                    "ms",
+                    "rg not installed: apt-get install ripgrep (or cargo install ripgrep)",
+                )
+            })
+            .collect());
+    }
+    let (files, bytes) = tree_size(&tree)?;
+    let tree_note = format!(
+        "~/.cargo/registry/src, {files} files, {:.0} MB",
+        bytes as f64 / 1e6
+    );
+    let mut rows = Vec::new();
+    for case in cases {
+        let gyre_cmd = || {
+            let mut c = Command::new(probe);
+            c.arg("tool")
+                .arg(case.tool)
+                .arg(&tree)
+                .arg(case.input.to_string())
+                .current_dir(&tree);
+            c
+        };
+        let rg_cmd = || {
+            let mut c = Command::new("rg");
+            c.args(["--hidden", "--no-require-git"])
+                .args(&case.rg)
+                .current_dir(&tree);
+            c
+        };
+        let mut gyre_ms = Vec::new();
+        let mut rg_ms = Vec::new();
+        let mut answers = (String::new(), String::new());
+        // Run 0 warms the page cache for both and is not counted.
+        for i in 0..=plan.search_runs {
+            let (g, r) = if i % 2 == 0 {
+                let g = run_timed(gyre_cmd())?;
+                (g, run_timed(rg_cmd())?)
+            } else {
+                let r = run_timed(rg_cmd())?;
+                (run_timed(gyre_cmd())?, r)
+            };
+            if i > 0 {
+                gyre_ms.push(g.0);
+                rg_ms.push(r.0);
+            }
+            answers = (g.1, r.1);
+        }
+        let gyre_answer = if case.tool == "Glob" {
+            let out = Command::new(probe)
+                .args(["glob-all"])
+                .arg(&tree)
+                .arg(GLOB_PATTERN)
+                .output()
+                .context("could not run xtask-bench-probe glob-all")?;
+            path_set(&String::from_utf8_lossy(&out.stdout), &tree)
+        } else {
+            (case.answer)(&answers.0, &tree)
+        };
+        let rg_answer = (case.answer)(&answers.1, &tree);
+        let diff = difference(&gyre_answer, &rg_answer);
+        let ratios: Vec<f64> = gyre_ms.iter().zip(&rg_ms).map(|(g, r)| g / r).collect();
+        let label = format!("{} ({tree_note})", case.label);
+        let mut row = Row::new(case.id, &label, "ms")
+            .samples(&gyre_ms)
+            .against_samples(&rg_ms, case.rg_label)
+            .ratio_at_most(plan.loosen(1.1))
+            .stable_if(spread(&ratios) <= STABLE_SPREAD);
+        if !diff.is_empty() {
+            row = row.fail("the same answer as rg");
+        }
+        let note = if diff.is_empty() {
+            format!(
+                "same {} {} as rg",
+                rg_answer.len(),
+                match case.id {
+                    "grep_content" => "lines",
+                    "grep_count" => "counts",
+                    _ => "files",
+                }
+            )
+        } else {
+            diff
+        };
+        rows.push(row.note(note));
+    }
+    Ok(rows)
+}
