@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::tool::call_blocking;
-use crate::walk::{collect_files, walk_builder};
+use crate::walk::{Beneath, collect_files, walk_builder};
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// At most this many paths are returned.
@@ -142,8 +142,10 @@ pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf
     // Without a slash a pattern names files at any depth, as `rg --glob` does.
     let by_name = !pattern.contains('/');
     let builder = walk_builder(&base, ctx.hidden.as_ref());
+    let beneath = Beneath::new(&base);
     let mut hits: Vec<(PathBuf, Option<SystemTime>)> = collect_files(
         &builder,
+        &beneath,
         &ctx.cancel,
         || (),
         |(), entry| {
@@ -158,7 +160,7 @@ pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf
                 return None;
             }
             // Listed only if it is where the walk found it (see `collect_files`).
-            let metadata = crate::paths::metadata_as_checked(path).ok()?;
+            let metadata = beneath.metadata(path).ok()?;
             Some((path.to_path_buf(), metadata.modified().ok()))
         },
     );

@@ -1,7 +1,8 @@
 //! Directory walks shared by Grep and Glob: ripgrep's rules (`.gitignore`, `.ignore`,
 //! hidden files searched, `.git` skipped), walked in parallel.
 
-use std::path::Path;
+use std::fs::{File, Metadata};
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
 
 use ignore::{DirEntry, WalkBuilder, WalkState};
@@ -30,6 +31,113 @@ fn walk_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get().min(12))
 }
 
+/// The walk's root, held open. What the walk finds is opened relative to it with
+/// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`: one system call that refuses a
+/// symlink anywhere on the way, so a directory swapped for a symlink while the walk runs
+/// cannot lead outside the root. (The walk follows no symlinks, so none is on the way
+/// of a path it found.) Where `openat2` is missing (Linux before 5.6, other systems) or
+/// the root is a file, each path is opened and checked as
+/// [`open_as_checked`](crate::paths::open_as_checked) does (`/proc/self/fd`).
+pub(crate) struct Beneath {
+    root: PathBuf,
+    #[cfg(target_os = "linux")]
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+impl Beneath {
+    /// `root` (resolved, as checked) opened once, and checked to be `root`.
+    pub(crate) fn new(root: &Path) -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            use rustix::fs::{Mode, OFlags};
+            let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC | OFlags::NOFOLLOW;
+            let fd = rustix::fs::open(root, flags, Mode::empty())
+                .ok()
+                .filter(|fd| crate::paths::verify_opened(fd, root).is_ok());
+            Self {
+                root: root.to_path_buf(),
+                fd,
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        Self {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// `path`, found by the walk, opened below the root with `flags`; `None`: use the
+    /// fallback.
+    #[cfg(target_os = "linux")]
+    fn open_below(
+        &self,
+        path: &Path,
+        flags: rustix::fs::OFlags,
+    ) -> Option<std::io::Result<std::os::fd::OwnedFd>> {
+        use rustix::fs::{Mode, OFlags, ResolveFlags};
+        let fd = self.fd.as_ref()?;
+        let rel = path.strip_prefix(&self.root).ok()?;
+        if rel.as_os_str().is_empty() {
+            return None;
+        }
+        let resolve = ResolveFlags::BENEATH | ResolveFlags::NO_SYMLINKS;
+        match rustix::fs::openat2(
+            fd,
+            rel,
+            flags | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+            resolve,
+        ) {
+            Ok(fd) => Some(Ok(fd)),
+            Err(rustix::io::Errno::NOSYS) => None,
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::XDEV) => Some(Err(
+                std::io::Error::other(crate::paths::changed_message(path, Path::new("a symlink"))),
+            )),
+            Err(e) => Some(Err(e.into())),
+        }
+    }
+
+    /// A regular file the walk found, open for reading, with its metadata. Anything
+    /// else (a FIFO swapped in meanwhile) is refused; the open does not block.
+    pub(crate) fn open(&self, path: &Path) -> std::io::Result<(File, Metadata)> {
+        #[cfg(target_os = "linux")]
+        if let Some(opened) = self.open_below(
+            path,
+            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY,
+        ) {
+            let file = File::from(opened?);
+            let metadata = file.metadata()?;
+            crate::paths::refuse_special(path, &metadata)?;
+            return Ok((file, metadata));
+        }
+        let file = crate::paths::open_as_checked(path)?;
+        let metadata = file.metadata()?;
+        Ok((file, metadata))
+    }
+
+    /// The metadata of a file or directory the walk found, from a descriptor opened
+    /// below the root (needs no read permission: `O_PATH`).
+    pub(crate) fn metadata(&self, path: &Path) -> std::io::Result<Metadata> {
+        #[cfg(target_os = "linux")]
+        if let Some(opened) = self.open_below(path, rustix::fs::OFlags::PATH) {
+            return File::from(opened?).metadata();
+        }
+        crate::paths::metadata_as_checked(path)
+    }
+
+    /// Whether a directory the walk found is where it was found (not a symlink swapped
+    /// in): one `openat2`, no `stat`.
+    fn check_dir(&self, path: &Path) -> std::io::Result<()> {
+        #[cfg(target_os = "linux")]
+        if let Some(opened) = self.open_below(
+            path,
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+        ) {
+            return opened.map(drop);
+        }
+        crate::paths::metadata_as_checked(path).map(drop)
+    }
+}
+
 /// Items produced by one walker thread, handed over when the thread is done.
 struct ThreadItems<'a, T> {
     items: Vec<T>,
@@ -47,11 +155,12 @@ impl<T> Drop for ThreadItems<'_, T> {
 
 /// Walks in parallel and collects what `visit` returns for each file. Each walker
 /// thread gets its own state from `make_state` (a searcher, a buffer). Stops early when
-/// `cancel` fires. `visit` must open or stat the file through `paths` (checked to be
-/// where the walk found it), not by path alone: the walk itself reads directories by
-/// path, and one may be swapped for a symlink while it runs.
+/// `cancel` fires. `visit` must open or stat the file through `beneath` (the walk's
+/// root), not by path alone: the walk itself reads directories by path, and one may be
+/// swapped for a symlink while it runs.
 pub(crate) fn collect_files<S, T, M, V>(
     builder: &WalkBuilder,
+    beneath: &Beneath,
     cancel: &CancellationToken,
     make_state: M,
     visit: V,
@@ -81,7 +190,7 @@ where
             // outside its root: not entered. (Files are checked again when opened.)
             if entry.depth() > 0
                 && entry.file_type().is_some_and(|t| t.is_dir())
-                && crate::paths::metadata_as_checked(entry.path()).is_err()
+                && beneath.check_dir(entry.path()).is_err()
             {
                 return WalkState::Skip;
             }
