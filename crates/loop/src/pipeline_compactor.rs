@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use gyre_compact::{
-    CompactConfig, CompactError, Pipeline, PrepareContext, Prepared, RecentFile, SummarizeError,
-    Summarizer, SummaryRequest, TiktokenCounter, Trigger, UsageAnchor,
+    CompactConfig, CompactError, EstimateCounter, Pipeline, PrepareContext, Prepared, RecentFile,
+    SummarizeError, Summarizer, SummaryRequest, Trigger, UsageAnchor,
 };
 use gyre_protocol::Message;
 use gyre_tools::{BoxFuture, FileStateCache};
@@ -81,7 +81,7 @@ impl PipelineCompactor {
         });
         let autocompact_enabled = config.autocompact.enabled;
         Self {
-            pipeline: Pipeline::new(config, summarizer, Arc::new(TiktokenCounter)),
+            pipeline: Pipeline::new(config, summarizer, Arc::new(EstimateCounter)),
             session_dir,
             file_state,
             autocompact_enabled,
