@@ -204,3 +204,29 @@ where
     });
     sink.into_inner().unwrap_or_else(PoisonError::into_inner)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn beneath_opens_files_below_the_root_and_refuses_a_path_through_a_symlink() {
+        let root = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let root_path = root.path().canonicalize().unwrap();
+        std::fs::create_dir(root_path.join("sub")).unwrap();
+        std::fs::write(root_path.join("sub/in.txt"), "inside").unwrap();
+        std::fs::write(outside.path().join("in.txt"), "outside").unwrap();
+        std::os::unix::fs::symlink(outside.path(), root_path.join("link")).unwrap();
+        let beneath = Beneath::new(&root_path);
+        let (mut file, metadata) = beneath.open(&root_path.join("sub/in.txt")).unwrap();
+        assert!(metadata.is_file());
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut file, &mut text).unwrap();
+        assert_eq!(text, "inside");
+        assert!(beneath.open(&root_path.join("link/in.txt")).is_err());
+        assert!(beneath.metadata(&root_path.join("link/in.txt")).is_err());
+        assert!(beneath.check_dir(&root_path.join("link")).is_err());
+        assert!(beneath.check_dir(&root_path.join("sub")).is_ok());
+    }
+}
