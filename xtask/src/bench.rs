@@ -56,6 +56,10 @@ pub struct Args {
     /// for a before/after table) instead of building them first.
     #[arg(long)]
     no_build: bool,
+    /// Where the binaries are (implies --no-build); default `target/release`. A copy of
+    /// an older build there gives the "before" column of a before/after table.
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
 }
 
 impl Args {
@@ -66,6 +70,7 @@ impl Args {
             baseline: None,
             only: None,
             no_build: false,
+            bin_dir: None,
         }
     }
 }
@@ -271,6 +276,7 @@ pub fn run(args: &Args) -> Result<()> {
         baseline,
         only,
         no_build,
+        bin_dir,
     } = args;
     let quick = *quick;
     let wanted = |group: &str| only.as_deref().is_none_or(|o| o == group);
@@ -281,10 +287,10 @@ pub fn run(args: &Args) -> Result<()> {
     };
 
     let cargo = cargo();
-    if !no_build {
+    if !no_build && bin_dir.is_none() {
         build_release(&cargo)?;
     }
-    let release = target_dir().join("release");
+    let release = bin_dir.clone().unwrap_or_else(|| target_dir().join("release"));
     let gyre = release.join("gyre");
     let probe = release.join("xtask-bench-probe");
     let testkit = release.join("gyre-testkit");
