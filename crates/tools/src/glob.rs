@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::tool::call_blocking;
-use crate::walk::{Beneath, collect_files, walk_builder};
+use crate::walk::{Beneath, DirCache, collect_files, walk_builder};
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// At most this many paths are returned.
@@ -147,8 +147,8 @@ pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf
         &builder,
         &beneath,
         &ctx.cancel,
-        || (),
-        |(), entry| {
+        DirCache::default,
+        |dir, entry| {
             let path = entry.path();
             let matched = if by_name {
                 matcher.is_match(entry.file_name())
@@ -160,8 +160,8 @@ pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf
                 return None;
             }
             // Listed only if it is where the walk found it (see `collect_files`).
-            let metadata = beneath.metadata(path).ok()?;
-            Some((path.to_path_buf(), metadata.modified().ok()))
+            let modified = beneath.modified(dir, path).ok()?;
+            Some((path.to_path_buf(), modified))
         },
     );
     hits.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));

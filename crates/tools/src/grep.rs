@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use crate::paths::display_relative;
 use crate::read::push_cut;
 use crate::tool::call_blocking;
-use crate::walk::{Beneath, collect_files, walk_builder};
+use crate::walk::{Beneath, DirCache, collect_files, walk_builder};
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// Entries returned when no `head_limit` is given (0 = unlimited).
@@ -260,8 +260,8 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
         &builder,
         &beneath,
         &ctx.cancel,
-        || search.searcher.build(),
-        |searcher, entry| search_file(&search, searcher, entry.path()),
+        || (search.searcher.build(), DirCache::default()),
+        |(searcher, dir), entry| search_file(&search, searcher, dir, entry.path()),
     );
     if ctx.cancel.is_cancelled() {
         return ToolOutput::error(crate::INTERRUPTED_MESSAGE);
@@ -335,10 +335,15 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
     ToolOutput::ok(out)
 }
 
-fn search_file(search: &Search<'_>, searcher: &mut Searcher, path: &Path) -> Option<FileHits> {
+fn search_file(
+    search: &Search<'_>,
+    searcher: &mut Searcher,
+    dir: &mut DirCache,
+    path: &Path,
+) -> Option<FileHits> {
     // Unreadable files are skipped, as ripgrep skips them with a warning; so is a file
     // that is not where the walk found it (a directory swapped for a symlink).
-    let (file, metadata) = search.beneath.open(path).ok()?;
+    let (file, metadata) = search.beneath.open(dir, path).ok()?;
     let mut sink = HitSink {
         mode: search.mode,
         line_numbers: search.line_numbers,

@@ -4,6 +4,7 @@
 use std::fs::{File, Metadata};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, PoisonError};
+use std::time::SystemTime;
 
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use tokio_util::sync::CancellationToken;
@@ -89,39 +90,95 @@ impl Beneath {
         ) {
             Ok(fd) => Some(Ok(fd)),
             Err(rustix::io::Errno::NOSYS) => None,
-            Err(rustix::io::Errno::LOOP | rustix::io::Errno::XDEV) => Some(Err(
-                std::io::Error::other(crate::paths::changed_message(path, Path::new("a symlink"))),
-            )),
+            Err(rustix::io::Errno::LOOP | rustix::io::Errno::XDEV) => Some(Err(swapped(path))),
             Err(e) => Some(Err(e.into())),
         }
     }
 
-    /// A regular file the walk found, open for reading, with its metadata. Anything
-    /// else (a FIFO swapped in meanwhile) is refused; the open does not block.
-    pub(crate) fn open(&self, path: &Path) -> std::io::Result<(File, Metadata)> {
+    /// The directory holding `path`, opened below the root and kept in `dir` for the
+    /// next file of the same directory (a walker thread visits a directory's files one
+    /// after the other); `None`: use the fallback.
+    #[cfg(target_os = "linux")]
+    fn parent_fd<'d, 'p>(
+        &'d self,
+        dir: &'d mut DirCache,
+        path: &'p Path,
+    ) -> Option<std::io::Result<(std::os::fd::BorrowedFd<'d>, &'p std::ffi::OsStr)>> {
+        use std::os::fd::AsFd as _;
+        let root = self.fd.as_ref()?;
+        let (parent, name) = (path.parent()?, path.file_name()?);
+        if parent == self.root {
+            return Some(Ok((root.as_fd(), name)));
+        }
+        if dir.path.as_deref() != Some(parent) {
+            let flags = rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY;
+            // Not where the walk found it (`Err`): every file in it is refused.
+            dir.fd = self.open_below(parent, flags)?.ok();
+            dir.path = Some(parent.to_path_buf());
+        }
+        Some(match &dir.fd {
+            Some(fd) => Ok((fd.as_fd(), name)),
+            None => Err(swapped(parent)),
+        })
+    }
+
+    /// A regular file the walk found, open for reading, with its metadata: opened by
+    /// name in its directory (see [`Beneath::parent_fd`]), never through a symlink.
+    /// Anything else (a FIFO swapped in meanwhile) is refused; the open does not block.
+    pub(crate) fn open(
+        &self,
+        dir: &mut DirCache,
+        path: &Path,
+    ) -> std::io::Result<(File, Metadata)> {
         #[cfg(target_os = "linux")]
-        if let Some(opened) = self.open_below(
-            path,
-            rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY,
-        ) {
-            let file = File::from(opened?);
+        if let Some(parent) = self.parent_fd(dir, path) {
+            use rustix::fs::{Mode, OFlags};
+            let (fd, name) = parent?;
+            let flags = OFlags::RDONLY
+                | OFlags::NONBLOCK
+                | OFlags::NOCTTY
+                | OFlags::NOFOLLOW
+                | OFlags::CLOEXEC;
+            let file = File::from(rustix::fs::openat(fd, name, flags, Mode::empty()).map_err(
+                |e| {
+                    if e == rustix::io::Errno::LOOP {
+                        swapped(path)
+                    } else {
+                        e.into()
+                    }
+                },
+            )?);
             let metadata = file.metadata()?;
             crate::paths::refuse_special(path, &metadata)?;
             return Ok((file, metadata));
         }
+        let _ = dir;
         let file = crate::paths::open_as_checked(path)?;
         let metadata = file.metadata()?;
         Ok((file, metadata))
     }
 
-    /// The metadata of a file or directory the walk found, from a descriptor opened
-    /// below the root (needs no read permission: `O_PATH`).
-    pub(crate) fn metadata(&self, path: &Path) -> std::io::Result<Metadata> {
+    /// The modification time of a file the walk found, stat'ed by name in its directory
+    /// (see [`Beneath::parent_fd`]) without following a symlink: one call a file.
+    pub(crate) fn modified(
+        &self,
+        dir: &mut DirCache,
+        path: &Path,
+    ) -> std::io::Result<Option<SystemTime>> {
         #[cfg(target_os = "linux")]
-        if let Some(opened) = self.open_below(path, rustix::fs::OFlags::PATH) {
-            return File::from(opened?).metadata();
+        if let Some(parent) = self.parent_fd(dir, path) {
+            let (fd, name) = parent?;
+            let stat = rustix::fs::statat(fd, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+            let (Ok(secs), Ok(nanos)) = (
+                u64::try_from(stat.st_mtime),
+                u32::try_from(stat.st_mtime_nsec),
+            ) else {
+                return Ok(None);
+            };
+            return Ok(SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::new(secs, nanos)));
         }
-        crate::paths::metadata_as_checked(path)
+        let _ = dir;
+        Ok(crate::paths::metadata_as_checked(path)?.modified().ok())
     }
 
     /// Whether a directory the walk found is where it was found (not a symlink swapped
@@ -136,6 +193,18 @@ impl Beneath {
         }
         crate::paths::metadata_as_checked(path).map(drop)
     }
+}
+
+/// A walker thread's last directory (see [`Beneath::parent_fd`]).
+#[derive(Default)]
+pub(crate) struct DirCache {
+    path: Option<PathBuf>,
+    #[cfg(target_os = "linux")]
+    fd: Option<std::os::fd::OwnedFd>,
+}
+
+fn swapped(path: &Path) -> std::io::Error {
+    std::io::Error::other(crate::paths::changed_message(path, Path::new("a symlink")))
 }
 
 /// Items produced by one walker thread, handed over when the thread is done.
@@ -219,13 +288,32 @@ mod tests {
         std::fs::write(outside.path().join("in.txt"), "outside").unwrap();
         std::os::unix::fs::symlink(outside.path(), root_path.join("link")).unwrap();
         let beneath = Beneath::new(&root_path);
-        let (mut file, metadata) = beneath.open(&root_path.join("sub/in.txt")).unwrap();
+        let mut dir = DirCache::default();
+        let (mut file, metadata) = beneath
+            .open(&mut dir, &root_path.join("sub/in.txt"))
+            .unwrap();
         assert!(metadata.is_file());
         let mut text = String::new();
         std::io::Read::read_to_string(&mut file, &mut text).unwrap();
         assert_eq!(text, "inside");
-        assert!(beneath.open(&root_path.join("link/in.txt")).is_err());
-        assert!(beneath.metadata(&root_path.join("link/in.txt")).is_err());
+        assert_eq!(
+            beneath
+                .modified(&mut dir, &root_path.join("sub/in.txt"))
+                .unwrap(),
+            metadata.modified().ok()
+        );
+        assert!(
+            beneath
+                .open(&mut dir, &root_path.join("link/in.txt"))
+                .is_err()
+        );
+        assert!(
+            beneath
+                .modified(&mut dir, &root_path.join("link/in.txt"))
+                .is_err()
+        );
+        // A file named like the symlink itself is not followed either.
+        assert!(beneath.open(&mut dir, &root_path.join("link")).is_err());
         assert!(beneath.check_dir(&root_path.join("link")).is_err());
         assert!(beneath.check_dir(&root_path.join("sub")).is_ok());
     }
