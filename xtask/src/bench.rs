@@ -290,7 +290,12 @@ pub fn run(args: &Args) -> Result<()> {
     if !no_build && bin_dir.is_none() {
         build_release(&cargo)?;
     }
-    let release = bin_dir.clone().unwrap_or_else(|| target_dir().join("release"));
+    let release = match bin_dir {
+        Some(dir) => dir
+            .canonicalize()
+            .with_context(|| format!("--bin-dir {}", dir.display()))?,
+        None => target_dir().join("release"),
+    };
     let gyre = release.join("gyre");
     let probe = release.join("xtask-bench-probe");
     let testkit = release.join("gyre-testkit");
@@ -319,7 +324,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if wanted("search") {
         eprintln!("· Grep / Glob vs rg");
-        rows.extend(search::rows(&probe, &plan)?);
+        rows.extend(search::rows(&spawner, &probe, &plan)?);
     }
     if wanted("stream") {
         eprintln!("· streamed turn with five 200 ms tools");
@@ -503,8 +508,9 @@ impl Testkit {
     }
 
     /// How long the testkit took to answer each request so far, in order: the
-    /// server's share of a turn, which the per-turn numbers leave out.
-    fn handled(&self) -> Result<Vec<Duration>> {
+    /// server's share of a turn, which the per-turn numbers leave out; and each
+    /// request's body size in bytes.
+    fn handled(&self) -> Result<Vec<(Duration, u64)>> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.write_all(
             b"GET /_testkit/requests?bodies=false HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
@@ -519,8 +525,12 @@ impl Testkit {
         requests
             .iter()
             .map(|r| {
+                let size = r
+                    .header("content-length")
+                    .and_then(|l| l.parse().ok())
+                    .unwrap_or(0);
                 r.handled_us
-                    .map(Duration::from_micros)
+                    .map(|us| (Duration::from_micros(us), size))
                     .context("gyre-testkit has a request it did not answer")
             })
             .collect()
@@ -547,6 +557,8 @@ struct Measured {
     code: i32,
     kib: u64,
     wall: Duration,
+    /// User + system CPU time.
+    cpu: Duration,
 }
 
 impl Spawner {
@@ -584,11 +596,13 @@ impl Spawner {
         std::fs::remove_file(&self.out)?;
         let mut parts = text.split_whitespace().map(str::parse::<i64>);
         let mut next = || -> Result<i64> { Ok(parts.next().context("short measurement")??) };
-        let (code, kib, wall) = (next()?, next()?, next()?);
+        let (code, kib, wall, cpu) = (next()?, next()?, next()?, next()?);
+        let micros = |us: i64| Duration::from_micros(u64::try_from(us).unwrap_or(0));
         Ok(Measured {
             code: i32::try_from(code).unwrap_or(-1),
             kib: u64::try_from(kib).unwrap_or(0),
-            wall: Duration::from_micros(u64::try_from(wall).unwrap_or(0)),
+            wall: micros(wall),
+            cpu: micros(cpu),
         })
     }
 
@@ -596,6 +610,16 @@ impl Spawner {
     fn run(&self, command: &Command) -> Result<Measured> {
         let child = self.wrap(command).stdout(Stdio::null()).spawn()?;
         self.wait(child)
+    }
+
+    /// Runs `command` to its end; its measurement and stdout.
+    fn output(&self, command: &Command) -> Result<(Measured, String)> {
+        let mut child = self.wrap(command).stdout(Stdio::piped()).spawn()?;
+        let mut out = String::new();
+        if let Some(mut stdout) = child.stdout.take() {
+            stdout.read_to_string(&mut out)?;
+        }
+        Ok((self.wait(child)?, out))
     }
 }
 
@@ -732,6 +756,9 @@ struct SessionRuns {
     late_raw: Vec<f64>,
     /// `compact_boundary` lines seen in the last run.
     boundaries: usize,
+    /// Request sizes (KB) of turns 2–6 and the last five.
+    early_kb: Vec<f64>,
+    late_kb: Vec<f64>,
 }
 
 fn run_sessions(
@@ -772,7 +799,9 @@ fn run_sessions(
                 at,
             ));
         }
-        let Measured { code, kib, wall } = spawner.wait(child)?;
+        let Measured {
+            code, kib, wall, ..
+        } = spawner.wait(child)?;
         if code != 0 {
             bail!("the {turns}-turn session exited {code}");
         }
@@ -816,7 +845,10 @@ fn run_sessions(
         };
         // gyre's own share: the testkit's time to parse and answer the request (request
         // k is turn k's) is the model's side of the turn, not gyre's.
-        let own = |k: usize| -> f64 { turn(k) - ms(handled[k - 1]) };
+        let own = |k: usize| -> f64 { turn(k) - ms(handled[k - 1].0) };
+        let kb = |k: usize| handled[k - 1].1 as f64 / 1000.0;
+        out.early_kb.extend((2..=6).map(kb));
+        out.late_kb.extend((turns - 4..=turns).map(kb));
         out.walls.push(ms(wall));
         out.rss.push(kib as f64 / 1024.0);
         out.first.push(own(1));
@@ -898,7 +930,9 @@ fn rows_of(id: &str, turns: usize, runs: &SessionRuns, rss_goal: f64, plan: &Pla
         .ratio_at_most(plan.loosen(1.5))
         .stable_if(n >= 3 && spread(&runs.ratios) <= STABLE_SPREAD)
         .note(format!(
-            "per-run ratios: {}",
+            "requests {:.0} KB vs {:.0} KB (sending them is gyre's time); per-run ratios: {}",
+            median(runs.late_kb.clone()).unwrap_or(0.0),
+            median(runs.early_kb.clone()).unwrap_or(0.0),
             runs.ratios
                 .iter()
                 .map(|r| format!("{r:.2}"))

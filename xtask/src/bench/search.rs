@@ -14,13 +14,12 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 use serde_json::json;
 
-use super::{Plan, Row, STABLE_SPREAD, ms, rg_version, spread};
+use super::{Plan, Row, STABLE_SPREAD, Spawner, median, ms, rg_version, spread};
 
 /// The pattern files_with_matches and count look for, and content prints.
 const FILES_PATTERN: &str = "unsafe impl";
@@ -65,20 +64,15 @@ struct Case {
     answer: fn(&str, &Path) -> BTreeSet<String>,
 }
 
-/// Runs `command` to its end; wall time in ms and stdout.
-fn run_timed(mut command: Command) -> Result<(f64, String)> {
-    let started = Instant::now();
-    let out = command.stderr(Stdio::piped()).output()?;
-    let took = ms(started.elapsed());
+/// Runs `command` to its end (through the spawner, as every measured process); wall
+/// and CPU time in ms, and stdout.
+fn run_timed(spawner: &Spawner, command: &Command) -> Result<(f64, f64, String)> {
+    let (m, out) = spawner.output(command)?;
     // rg exits 1 when nothing matched.
-    if out.status.code().is_none_or(|c| c > 1) {
-        bail!(
-            "{:?} failed: {}",
-            command,
-            String::from_utf8_lossy(&out.stderr)
-        );
+    if !(0..=1).contains(&m.code) {
+        bail!("{command:?} failed with {}", m.code);
     }
-    Ok((took, String::from_utf8_lossy(&out.stdout).into_owned()))
+    Ok((ms(m.wall), ms(m.cpu), out))
 }
 
 fn relative(path: &str, tree: &Path) -> String {
@@ -173,7 +167,7 @@ fn difference(gyre: &BTreeSet<String>, rg: &BTreeSet<String>) -> String {
     )
 }
 
-pub(super) fn rows(probe: &Path, plan: &Plan) -> Result<Vec<Row>> {
+pub(super) fn rows(spawner: &Spawner, probe: &Path, plan: &Plan) -> Result<Vec<Row>> {
     let cases = cases();
     let Some(tree) = registry_tree() else {
         return Ok(cases
@@ -226,22 +220,31 @@ pub(super) fn rows(probe: &Path, plan: &Plan) -> Result<Vec<Row>> {
         };
         let mut gyre_ms = Vec::new();
         let mut rg_ms = Vec::new();
+        let mut gyre_cpu = Vec::new();
+        let mut rg_cpu = Vec::new();
         let mut answers = (String::new(), String::new());
         // Run 0 warms the page cache for both and is not counted.
         for i in 0..=plan.search_runs {
             let (g, r) = if i % 2 == 0 {
-                let g = run_timed(gyre_cmd())?;
-                (g, run_timed(rg_cmd())?)
+                let g = run_timed(spawner, &gyre_cmd())?;
+                (g, run_timed(spawner, &rg_cmd())?)
             } else {
-                let r = run_timed(rg_cmd())?;
-                (run_timed(gyre_cmd())?, r)
+                let r = run_timed(spawner, &rg_cmd())?;
+                (run_timed(spawner, &gyre_cmd())?, r)
             };
             if i > 0 {
                 gyre_ms.push(g.0);
                 rg_ms.push(r.0);
+                gyre_cpu.push(g.1);
+                rg_cpu.push(r.1);
             }
-            answers = (g.1, r.1);
+            answers = (g.2, r.2);
         }
+        let cpu = format!(
+            "CPU {:.0} vs {:.0} ms",
+            median(gyre_cpu).unwrap_or(f64::NAN),
+            median(rg_cpu).unwrap_or(f64::NAN)
+        );
         let gyre_answer = if case.tool == "Glob" {
             let out = Command::new(probe)
                 .args(["glob-all"])
@@ -267,7 +270,7 @@ pub(super) fn rows(probe: &Path, plan: &Plan) -> Result<Vec<Row>> {
         }
         let note = if diff.is_empty() {
             format!(
-                "same {} {} as rg",
+                "{cpu}; same {} {} as rg",
                 rg_answer.len(),
                 match case.id {
                     "grep_content" => "lines",

@@ -75,7 +75,8 @@ fn median_ms(mut samples: Vec<Duration>) -> f64 {
 }
 
 /// Runs `program` with `args` (stdio, directory and environment inherited) and writes
-/// `<exit code> <peak RSS in KiB> <wall µs>` to `out`; exits with the program's code.
+/// `<exit code> <peak RSS in KiB> <wall µs> <CPU µs>` to `out`; exits with the
+/// program's code.
 ///
 /// Why a process between the bench and what it measures: the peak RSS the kernel
 /// reports for a child counts the memory of the process it was forked from (the
@@ -88,10 +89,16 @@ fn spawn(out: &str, program: &str, args: &[String]) -> Result<i32> {
         .args(args)
         .spawn()
         .with_context(|| format!("could not run {program}"))?;
-    let (code, kib) = rusage::wait_peak_rss(&child)?;
+    let usage = rusage::wait_usage(&child)?;
     let wall = started.elapsed().as_micros();
-    std::fs::write(out, format!("{code} {kib} {wall}\n"))?;
-    Ok(code)
+    std::fs::write(
+        out,
+        format!(
+            "{} {} {wall} {}\n",
+            usage.code, usage.peak_kib, usage.cpu_us
+        ),
+    )?;
+    Ok(usage.code)
 }
 
 /// One Grep or Glob call in `dir` (the working directory), its text on stdout: what a
