@@ -1216,7 +1216,7 @@ fn cells(
         .map(str::to_owned)
         .collect::<Vec<_>>();
     if baseline.is_some() {
-        header.push("vs baseline".to_owned());
+        header.push("baseline (change)".to_owned());
     }
     header.push("notes".to_owned());
     let rows = report
@@ -1239,7 +1239,11 @@ fn cells(
             ];
             if let Some(base) = baseline {
                 c.push(match (base.get(&r.id), r.value) {
-                    (Some(b), Some(v)) if *b != 0.0 => format!("{:+.1}%", (v - b) / b * 100.0),
+                    (Some(b), Some(v)) if *b != 0.0 => format!(
+                        "{} ({:+.1}%)",
+                        fmt_value(Some(*b), &r.unit),
+                        (v - b) / b * 100.0
+                    ),
                     _ => "—".to_owned(),
                 });
             }
