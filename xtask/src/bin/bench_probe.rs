@@ -44,7 +44,8 @@ fn main() -> Result<()> {
         let code = spawn(out, program, rest)?;
         std::process::exit(code);
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // The runtime gyre itself runs tools on (one thread; the tool on a blocking one).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("could not start a tokio runtime")?;
