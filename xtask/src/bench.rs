@@ -230,7 +230,11 @@ impl Row {
     /// Goal `value < limit`.
     fn below(mut self, limit: f64) -> Self {
         self.goal = self.value.map(|v| Goal {
-            text: format!("< {} {}", trim_num(limit), self.unit),
+            text: format!(
+                "< {} {}",
+                trim_num((limit * 100.0).round() / 100.0),
+                self.unit
+            ),
             pass: v < limit,
         });
         self
@@ -239,7 +243,7 @@ impl Row {
     /// Goal `ratio ≤ limit`.
     fn ratio_at_most(mut self, limit: f64) -> Self {
         self.goal = self.ratio.map(|r| Goal {
-            text: format!("≤ {limit}×"),
+            text: format!("≤ {}×", trim_num((limit * 100.0).round() / 100.0)),
             pass: r <= limit,
         });
         self
@@ -1329,6 +1333,53 @@ mod tests {
         assert_eq!(
             below.goal.map(|g| (g.text, g.pass)),
             Some(("< 12 MiB".to_owned(), false))
+        );
+    }
+
+    #[test]
+    fn spread_is_the_interquartile_range_over_the_median() {
+        assert_eq!(spread(&[10.0]), 0.0);
+        // Three samples: the full range.
+        assert!((spread(&[9.0, 10.0, 11.0]) - 0.2).abs() < 1e-9);
+        // Eight samples: the outliers at both ends do not count.
+        let v = [1.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 100.0];
+        assert_eq!(spread(&v), 0.0);
+    }
+
+    #[test]
+    fn only_stable_rows_that_miss_their_goal_fail_the_run() {
+        let missed_but_noisy = Row::new("a", "a", "MiB").value(30.0).below(25.0);
+        let missed_and_stable = Row::new("b", "b", "MiB")
+            .value(30.0)
+            .below(25.0)
+            .stable_if(true);
+        let met = Row::new("c", "c", "MiB")
+            .value(20.0)
+            .below(25.0)
+            .stable_if(true);
+        let wrong = Row::new("d", "d", "ms")
+            .value(1.0)
+            .fail("the same answer as rg");
+        let failed = missed(&[missed_but_noisy, missed_and_stable, met, wrong]);
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert!(
+            failed[0].starts_with("b: 30.0 MiB (goal < 25 MiB)"),
+            "{failed:?}"
+        );
+        assert!(failed[1].contains("the same answer as rg"), "{failed:?}");
+    }
+
+    #[test]
+    fn quick_mode_loosens_time_goals() {
+        assert!((QUICK.loosen(1.1) - 1.65).abs() < 1e-9);
+        assert!((FULL.loosen(1.1) - 1.1).abs() < 1e-9);
+        let row = Row::new("a", "a", "ms")
+            .value(1.6)
+            .against(1.0, "r")
+            .ratio_at_most(QUICK.loosen(1.1));
+        assert_eq!(
+            row.goal.map(|g| (g.text, g.pass)),
+            Some(("≤ 1.65×".to_owned(), true))
         );
     }
 

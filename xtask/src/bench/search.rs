@@ -285,3 +285,40 @@ pub(super) fn rows(spawner: &Spawner, probe: &Path, plan: &Plan) -> Result<Vec<R
     }
     Ok(rows)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_are_compared_as_sets_of_relative_paths_lines_and_counts() {
+        let tree = Path::new("/reg");
+        let gyre = "Found 2 files\n/reg/b/x.rs\n/reg/a.rs";
+        let rg = "a.rs\nb/x.rs\n";
+        assert_eq!(path_set(gyre, tree), path_set(rg, tree));
+        // Text is left out: gyre cuts long lines, rg does not.
+        assert_eq!(
+            line_set("a.rs:3:TODO fix\nb.rs:10:FIXME: x", tree),
+            line_set(
+                "a.rs:3:TODO fix, and a very long tail\nb.rs:10:FIXME: x",
+                tree
+            )
+        );
+        let counts = count_set(
+            "a.rs:3\nb.rs:1\n\nFound 4 total occurrences across 2 files.",
+            tree,
+        );
+        assert_eq!(counts, count_set("b.rs:1\na.rs:3\n", tree));
+        assert_ne!(counts, count_set("a.rs:2\nb.rs:1\n", tree));
+    }
+
+    #[test]
+    fn a_difference_names_what_each_side_alone_has() {
+        let gyre: BTreeSet<String> = ["a", "b"].map(String::from).into();
+        let rg: BTreeSet<String> = ["b", "c"].map(String::from).into();
+        let diff = difference(&gyre, &rg);
+        assert!(diff.starts_with("ANSWERS DIFFER: 1 only in gyre"), "{diff}");
+        assert!(diff.contains("1 only in rg"), "{diff}");
+        assert_eq!(difference(&gyre, &gyre), "");
+    }
+}
