@@ -249,14 +249,17 @@ fn repl_streams_asks_interrupts_reports_cost_and_exits() {
                 "Bash",
                 json!({"command": "printf 'hello\\nfrom\\nthe\\nshell\\n' | tee greeting.txt"}),
             )
+            // Every turn scripts its input tokens (unscripted, the testkit would report
+            // the request's size): 500 + 600 + 100 = the 1,200 /cost shows.
+            .with_tokens(500, 0)
             .delay_per_event(Duration::from_millis(10)),
         Turn::text(
             "## Done\n\nThe command printed **hello** and wrote `greeting.txt`:\n\n\
              - one file\n- four lines\n\n```rust\nlet greeting = \"hello\";\n```\n",
         )
-        .with_tokens(1200, 80)
+        .with_tokens(600, 80)
         .delay_per_event(Duration::from_millis(10)),
-        Turn::tool_use("Bash", json!({"command": "sleep 30"})),
+        Turn::tool_use("Bash", json!({"command": "sleep 30"})).with_tokens(100, 0),
         Turn::text("unused"),
     ]))
     .unwrap();

@@ -1,18 +1,23 @@
 //! `cargo xtask bench [--quick] [--baseline FILE]`: the benchmark suite of SPEC §11 as one
-//! table of medians, each next to its reference (measured in the same run) and its goal.
+//! table of medians, each next to its reference (measured in the same run, interleaved)
+//! and its goal.
 //!
-//! - gyre itself: the release binary against gyre-testkit served from this process
-//!   (`--version`, a one-turn `gyre -p hi`, a 100-turn session), wall time and peak RSS
-//!   (from `wait4`), per-turn times from the arrival of stream-json lines, less the
-//!   testkit's own time to answer each request (it reports it per request);
-//! - Grep / Glob against `rg` on the same generated tree, and a streamed turn with five
-//!   200 ms safe tools: `xtask-bench-probe` (gyre's library code, release build);
+//! - gyre itself: the release binary against gyre-testkit (release) in its own process
+//!   (`--version`, a one-turn `gyre -p hi` with and without 3 stdio MCP servers, 100-
+//!   and 500-turn sessions of 10 KB Reads whose usage is the request size / 4, so the
+//!   compaction stages run), wall time and peak RSS (from `wait4`), per-turn times from
+//!   the arrival of stream-json lines less the testkit's own time for each request;
+//! - Grep / Glob against `rg` on `~/.cargo/registry/src`, both as processes, answers
+//!   compared (see `bench/search.rs`), and a streamed turn with five 200 ms safe tools
+//!   (`xtask-bench-probe`, gyre's library code in release);
 //! - compaction and SSE parsing: the crates' criterion benches, medians read from
 //!   `target/criterion/*/new/estimates.json`.
 //!
+//! A goal whose samples agree (see [`STABLE_SPREAD`]) and that misses fails the command,
+//! so `cargo xtask ci` fails; quick mode holds time goals [`QUICK_SLACK`]× looser.
 //! The full run writes `target/bench/report.md` and `target/bench/report.json`;
-//! `--baseline` compares with an earlier `report.json`. `--quick` (CI) uses a small tree
-//! and few runs.
+//! `--baseline` compares with an earlier `report.json`. `--quick` (CI) runs each row a
+//! few times and skips the 500-turn session and criterion.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -26,8 +31,9 @@ use gyre_testkit::{Script, Turn};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::rusage::wait_peak_rss;
 use crate::{cargo, run_cmd, target_dir};
+
+mod search;
 
 /// The groups of rows, in the order they run.
 const GROUPS: [&str; 5] = ["process", "session", "search", "stream", "criterion"];
@@ -41,10 +47,19 @@ pub struct Args {
     /// Compare with an earlier `target/bench/report.json`.
     #[arg(long, value_name = "FILE")]
     baseline: Option<String>,
-    /// Run one group: process (--version, one turn), session (100 turns), search
-    /// (Grep/Glob vs rg), stream (five tools in a streamed turn), criterion (compaction, SSE).
+    /// Run one group: process (--version, one turn, MCP start-up), session (100 and 500
+    /// turns), search (Grep/Glob vs rg), stream (five tools in a streamed turn),
+    /// criterion (compaction, SSE).
     #[arg(long, value_name = "GROUP", value_parser = GROUPS)]
     only: Option<String>,
+    /// Measure the release binaries already in `target/release` (e.g. an older build,
+    /// for a before/after table) instead of building them first.
+    #[arg(long)]
+    no_build: bool,
+    /// Where the binaries are (implies --no-build); default `target/release`. A copy of
+    /// an older build there gives the "before" column of a before/after table.
+    #[arg(long, value_name = "DIR")]
+    bin_dir: Option<PathBuf>,
 }
 
 impl Args {
@@ -54,6 +69,8 @@ impl Args {
             quick: true,
             baseline: None,
             only: None,
+            no_build: false,
+            bin_dir: None,
         }
     }
 }
@@ -61,41 +78,61 @@ impl Args {
 /// How much work a run does.
 #[derive(Debug, Clone, Copy)]
 struct Plan {
-    /// `gyre --version` and one-turn runs.
+    quick: bool,
+    /// `gyre --version` and one-turn runs (each, with and without MCP servers).
     process_runs: usize,
     /// 100-turn sessions.
     session_runs: usize,
-    /// Calls per search case (gyre and rg alike).
+    /// 500-turn sessions (none in quick mode).
+    long_session_runs: usize,
+    /// Runs per search case (gyre and rg alike).
     search_runs: usize,
     /// Streamed turns.
     stream_runs: usize,
-    /// The generated tree: files × bytes each.
-    tree_files: usize,
-    tree_file_bytes: usize,
 }
 
 const QUICK: Plan = Plan {
+    quick: true,
     process_runs: 5,
-    session_runs: 1,
+    session_runs: 3,
+    long_session_runs: 0,
     search_runs: 3,
     stream_runs: 2,
-    tree_files: 500,
-    tree_file_bytes: 4 * 1024,
 };
 
 const FULL: Plan = Plan {
-    process_runs: 30,
+    quick: false,
+    process_runs: 20,
     session_runs: 5,
+    long_session_runs: 3,
     search_runs: 10,
     stream_runs: 5,
-    // ≥ 50 MB in ≥ 5000 files (SPEC §11, issue #8).
-    tree_files: 5000,
-    tree_file_bytes: 10 * 1024,
 };
 
-/// Turns of the long session: 99 Read turns, then a text answer.
+/// Quick mode (CI, a shared machine, 3 runs) holds time ratios to this many times their
+/// goal; memory goals are the same in both modes.
+const QUICK_SLACK: f64 = 1.5;
+
+/// A row's goal is enforced (`cargo xtask ci` fails when it misses) only when its
+/// samples agree: interquartile range (full range for 3 samples) over the median at
+/// most this.
+const STABLE_SPREAD: f64 = 0.25;
+
+impl Plan {
+    /// A time-ratio goal, looser in quick mode.
+    fn loosen(&self, limit: f64) -> f64 {
+        if self.quick {
+            limit * QUICK_SLACK
+        } else {
+            limit
+        }
+    }
+}
+
+/// Turns of the long sessions: Read turns, then a text answer.
 const SESSION_TURNS: usize = 100;
-/// Size of each file the long session reads: 99 × 10 KB ≈ 1 MB of history at turn 100.
+const LONG_SESSION_TURNS: usize = 500;
+/// Size of each file the sessions read (each file once): 10 KB a turn.
 const SESSION_FILE_BYTES: usize = 10_000;
 
 /// A goal from SPEC §11.
@@ -121,6 +158,13 @@ struct Row {
     goal: Option<Goal>,
     /// Why a number is missing, or what to know about it.
     note: Option<String>,
+    /// The samples' spread (see [`spread`]), when there are samples.
+    #[serde(default)]
+    spread: Option<f64>,
+    /// Whether the measurement is stable enough to hold to its goal: a missed goal of a
+    /// stable row fails `cargo xtask ci`.
+    #[serde(default)]
+    stable: bool,
 }
 
 impl Row {
@@ -135,7 +179,40 @@ impl Row {
             ratio: None,
             goal: None,
             note: None,
+            spread: None,
+            stable: false,
         }
+    }
+
+    /// The median of `samples`, and their spread.
+    fn samples(mut self, samples: &[f64]) -> Self {
+        self.value = median(samples.to_vec());
+        self.spread = Some(spread(samples));
+        self
+    }
+
+    /// Compared with the median of `samples`, measured in the same run.
+    fn against_samples(self, samples: &[f64], label: &str) -> Self {
+        match median(samples.to_vec()) {
+            Some(reference) => self.against(reference, label),
+            None => self,
+        }
+    }
+
+    /// Marks the row stable (its goal enforced) when `stable` holds.
+    fn stable_if(mut self, stable: bool) -> Self {
+        self.stable = stable;
+        self
+    }
+
+    /// A goal that failed for a reason other than the number (a wrong answer).
+    fn fail(mut self, why: &str) -> Self {
+        self.goal = Some(Goal {
+            text: why.to_owned(),
+            pass: false,
+        });
+        self.stable = true;
+        self
     }
 
     fn value(mut self, v: f64) -> Self {
@@ -153,7 +230,11 @@ impl Row {
     /// Goal `value < limit`.
     fn below(mut self, limit: f64) -> Self {
         self.goal = self.value.map(|v| Goal {
-            text: format!("< {} {}", trim_num(limit), self.unit),
+            text: format!(
+                "< {} {}",
+                trim_num((limit * 100.0).round() / 100.0),
+                self.unit
+            ),
             pass: v < limit,
         });
         self
@@ -162,7 +243,7 @@ impl Row {
     /// Goal `ratio ≤ limit`.
     fn ratio_at_most(mut self, limit: f64) -> Self {
         self.goal = self.ratio.map(|r| Goal {
-            text: format!("≤ {limit}×"),
+            text: format!("≤ {}×", trim_num((limit * 100.0).round() / 100.0)),
             pass: r <= limit,
         });
         self
@@ -198,6 +279,8 @@ pub fn run(args: &Args) -> Result<()> {
         quick,
         baseline,
         only,
+        no_build,
+        bin_dir,
     } = args;
     let quick = *quick;
     let wanted = |group: &str| only.as_deref().is_none_or(|o| o == group);
@@ -208,34 +291,23 @@ pub fn run(args: &Args) -> Result<()> {
     };
 
     let cargo = cargo();
-    // One build for both: two would each compile the dependency graph with its own
-    // features (minutes on 2 cores). Unifying features only adds code gyre never calls.
-    run_cmd(
-        &cargo,
-        &[
-            "build",
-            "--release",
-            "-p",
-            "gyre-cli",
-            "-p",
-            "xtask",
-            "-p",
-            "gyre-testkit",
-            "--bin",
-            "gyre",
-            "--bin",
-            "gyre-testkit",
-            "--bin",
-            "xtask-bench-probe",
-        ],
-    )?;
-    let release = target_dir().join("release");
+    if !no_build && bin_dir.is_none() {
+        build_release(&cargo)?;
+    }
+    let release = match bin_dir {
+        Some(dir) => dir
+            .canonicalize()
+            .with_context(|| format!("--bin-dir {}", dir.display()))?,
+        None => target_dir().join("release"),
+    };
     let gyre = release.join("gyre");
     let probe = release.join("xtask-bench-probe");
     let testkit = release.join("gyre-testkit");
+    let test_mcp = release.join("gyre-test-mcp");
     let work = target_dir().join("bench");
     std::fs::create_dir_all(&work)?;
 
+    let spawner = Spawner::new(&probe, &work);
     let machine = machine();
     eprintln!(
         "benchmarking ({} mode) on {}",
@@ -246,15 +318,17 @@ pub fn run(args: &Args) -> Result<()> {
 
     if wanted("process") {
         eprintln!("· gyre --version, one-turn run");
-        rows.extend(process_rows(&gyre, &testkit, &work, &plan)?);
+        rows.extend(process_rows(
+            &spawner, &gyre, &testkit, &test_mcp, &work, &plan,
+        )?);
     }
     if wanted("session") {
         eprintln!("· 100-turn session");
-        rows.extend(session_rows(&gyre, &testkit, &work, &plan)?);
+        rows.extend(session_rows(&spawner, &gyre, &testkit, &work, &plan)?);
     }
     if wanted("search") {
         eprintln!("· Grep / Glob vs rg");
-        rows.extend(search_rows(&probe, &work, &plan)?);
+        rows.extend(search::rows(&spawner, &probe, &plan)?);
     }
     if wanted("stream") {
         eprintln!("· streamed turn with five 200 ms tools");
@@ -281,6 +355,9 @@ pub fn run(args: &Args) -> Result<()> {
     };
     let table = render_table(&report, baseline.as_ref());
     println!("{table}");
+    // Every run, partial or quick: something to pass as --baseline to the next one.
+    let last = work.join("last.json");
+    std::fs::write(&last, serde_json::to_string_pretty(&report)? + "\n")?;
     // A partial run would overwrite the full report with a few rows.
     if !quick && only.is_none() {
         let md = work.join("report.md");
@@ -289,7 +366,42 @@ pub fn run(args: &Args) -> Result<()> {
         std::fs::write(&js, serde_json::to_string_pretty(&report)? + "\n")?;
         println!("wrote {} and {}", md.display(), js.display());
     }
+    let missed = missed(&report.rows);
+    if !missed.is_empty() {
+        bail!(
+            "{} goal(s) missed with a stable measurement:\n  {}",
+            missed.len(),
+            missed.join("\n  ")
+        );
+    }
     Ok(())
+}
+
+/// The release binaries the bench runs.
+fn build_release(cargo: &str) -> Result<()> {
+    // One build for both: two would each compile the dependency graph with its own
+    // features (minutes on 2 cores). Unifying features only adds code gyre never calls.
+    run_cmd(
+        cargo,
+        &[
+            "build",
+            "--release",
+            "-p",
+            "gyre-cli",
+            "-p",
+            "xtask",
+            "-p",
+            "gyre-testkit",
+            "--bin",
+            "gyre",
+            "--bin",
+            "gyre-testkit",
+            "--bin",
+            "xtask-bench-probe",
+            "--bin",
+            "gyre-test-mcp",
+        ],
+    )
 }
 
 // ---- measurements -------------------------------------------------------------------
@@ -301,6 +413,39 @@ fn median(mut v: Vec<f64>) -> Option<f64> {
     }
     v.sort_by(f64::total_cmp);
     Some(v[v.len() / 2])
+}
+
+/// Interquartile range over the median (the full range below 4 samples); 0 for fewer
+/// than 2 samples.
+fn spread(samples: &[f64]) -> f64 {
+    let mut v: Vec<f64> = samples.iter().copied().filter(|x| x.is_finite()).collect();
+    if v.len() < 2 {
+        return 0.0;
+    }
+    v.sort_by(f64::total_cmp);
+    let (lo, hi) = if v.len() < 4 {
+        (v[0], v[v.len() - 1])
+    } else {
+        (v[v.len() / 4], v[v.len() * 3 / 4])
+    };
+    let mid = v[v.len() / 2];
+    if mid == 0.0 { 0.0 } else { (hi - lo) / mid }
+}
+
+/// The enforced goals that missed.
+fn missed(rows: &[Row]) -> Vec<String> {
+    rows.iter()
+        .filter(|r| r.stable)
+        .filter_map(|r| {
+            let goal = r.goal.as_ref().filter(|g| !g.pass)?;
+            Some(format!(
+                "{}: {} (goal {})",
+                r.label.trim(),
+                fmt_value(r.value, &r.unit),
+                goal.text
+            ))
+        })
+        .collect()
 }
 
 fn ms(d: Duration) -> f64 {
@@ -367,8 +512,9 @@ impl Testkit {
     }
 
     /// How long the testkit took to answer each request so far, in order: the
-    /// server's share of a turn, which the per-turn numbers leave out.
-    fn handled(&self) -> Result<Vec<Duration>> {
+    /// server's share of a turn, which the per-turn numbers leave out; and each
+    /// request's body size in bytes.
+    fn handled(&self) -> Result<Vec<(Duration, u64)>> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
         stream.write_all(
             b"GET /_testkit/requests?bodies=false HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
@@ -383,8 +529,12 @@ impl Testkit {
         requests
             .iter()
             .map(|r| {
+                let size = r
+                    .header("content-length")
+                    .and_then(|l| l.parse().ok())
+                    .unwrap_or(0);
                 r.handled_us
-                    .map(Duration::from_micros)
+                    .map(|us| (Duration::from_micros(us), size))
                     .context("gyre-testkit has a request it did not answer")
             })
             .collect()
@@ -398,69 +548,182 @@ impl Drop for Testkit {
     }
 }
 
-/// Runs to the end; returns wall time, exit code and peak RSS in KiB.
-fn timed(mut command: Command) -> Result<(Duration, i32, u64)> {
-    let started = Instant::now();
-    let child = command.stdout(Stdio::null()).spawn()?;
-    let (code, rss) = wait_peak_rss(&child)?;
-    Ok((started.elapsed(), code, rss))
+/// Starts measured processes through `xtask-bench-probe spawn` (see there: a child of
+/// the bench itself would report the bench's RSS as its own).
+struct Spawner {
+    probe: PathBuf,
+    out: PathBuf,
 }
 
-fn process_rows(gyre: &Path, testkit: &Path, work: &Path, plan: &Plan) -> Result<Vec<Row>> {
+/// What [`Spawner::wait`] read: exit code, peak RSS in KiB, wall time from spawn to
+/// exit (measured by the probe, its own start-up left out).
+struct Measured {
+    code: i32,
+    kib: u64,
+    wall: Duration,
+    /// User + system CPU time.
+    cpu: Duration,
+}
+
+impl Spawner {
+    fn new(probe: &Path, work: &Path) -> Self {
+        Self {
+            probe: probe.to_path_buf(),
+            out: work.join("spawn.measured"),
+        }
+    }
+
+    /// `command` (program, arguments, directory, environment) run through the probe.
+    fn wrap(&self, command: &Command) -> Command {
+        let mut c = Command::new(&self.probe);
+        c.arg("spawn")
+            .arg(&self.out)
+            .arg(command.get_program())
+            .args(command.get_args());
+        if let Some(dir) = command.get_current_dir() {
+            c.current_dir(dir);
+        }
+        for (key, value) in command.get_envs() {
+            match value {
+                Some(v) => c.env(key, v),
+                None => c.env_remove(key),
+            };
+        }
+        c.stdin(Stdio::null()).stderr(Stdio::null());
+        c
+    }
+
+    /// Waits for a wrapped child; its measurement.
+    fn wait(&self, mut child: std::process::Child) -> Result<Measured> {
+        child.wait()?;
+        let text = std::fs::read_to_string(&self.out).context("the probe wrote no measurement")?;
+        std::fs::remove_file(&self.out)?;
+        let mut parts = text.split_whitespace().map(str::parse::<i64>);
+        let mut next = || -> Result<i64> { Ok(parts.next().context("short measurement")??) };
+        let (code, kib, wall, cpu) = (next()?, next()?, next()?, next()?);
+        let micros = |us: i64| Duration::from_micros(u64::try_from(us).unwrap_or(0));
+        Ok(Measured {
+            code: i32::try_from(code).unwrap_or(-1),
+            kib: u64::try_from(kib).unwrap_or(0),
+            wall: micros(wall),
+            cpu: micros(cpu),
+        })
+    }
+
+    /// Runs `command` to its end, stdout discarded.
+    fn run(&self, command: &Command) -> Result<Measured> {
+        let child = self.wrap(command).stdout(Stdio::null()).spawn()?;
+        self.wait(child)
+    }
+
+    /// Runs `command` to its end; its measurement and stdout.
+    fn output(&self, command: &Command) -> Result<(Measured, String)> {
+        let mut child = self.wrap(command).stdout(Stdio::piped()).spawn()?;
+        let mut out = String::new();
+        if let Some(mut stdout) = child.stdout.take() {
+            stdout.read_to_string(&mut out)?;
+        }
+        Ok((self.wait(child)?, out))
+    }
+}
+
+/// `{"mcpServers": …}` with `n` stdio test servers.
+fn mcp_config(test_mcp: &Path, n: usize) -> String {
+    let servers: serde_json::Map<String, Value> = (0..n)
+        .map(|i| {
+            (
+                format!("bench{i}"),
+                json!({"command": test_mcp.to_string_lossy(), "args": []}),
+            )
+        })
+        .collect();
+    json!({ "mcpServers": servers }).to_string()
+}
+
+fn process_rows(
+    spawner: &Spawner,
+    gyre: &Path,
+    testkit: &Path,
+    test_mcp: &Path,
+    work: &Path,
+    plan: &Plan,
+) -> Result<Vec<Row>> {
     let (project, home) = scratch(work, "one-turn")?;
     let script = Script::new([Turn::text("hello").with_tokens(12, 3)]).repeat_last();
     let server = Testkit::start(testkit, work, "one-turn", &script)?;
     let url = server.url.clone();
+    let mcp = mcp_config(test_mcp, 3);
 
     let mut version = Vec::new();
-    for i in 0..=plan.process_runs {
-        let mut c = Command::new(gyre);
-        c.arg("--version").stderr(Stdio::null());
-        let (wall, code, _) = timed(c)?;
-        if code != 0 {
-            bail!("gyre --version exited {code}");
-        }
-        if i > 0 {
-            version.push(ms(wall));
-        }
-    }
+    let mut version_rss = Vec::new();
     let mut walls = Vec::new();
     let mut rss = Vec::new();
+    let mut mcp_walls = Vec::new();
+    // Interleaved, so that load from elsewhere falls on each kind of run alike.
     for i in 0..=plan.process_runs {
+        let mut c = Command::new(gyre);
+        c.arg("--version");
+        let v = spawner.run(&c)?;
+        if v.code != 0 {
+            bail!("gyre --version exited {}", v.code);
+        }
         let mut c = gyre_command(gyre, &project, &home, &url);
         c.args(["-p", "hi"]);
-        let (wall, code, kib) = timed(c)?;
-        if code != 0 {
-            bail!("gyre -p hi exited {code} against the testkit");
+        let one = spawner.run(&c)?;
+        if one.code != 0 {
+            bail!("gyre -p hi exited {} against the testkit", one.code);
+        }
+        let mut c = gyre_command(gyre, &project, &home, &url);
+        c.args(["-p", "hi", "--mcp-config", &mcp]);
+        let with_mcp = spawner.run(&c)?;
+        if with_mcp.code != 0 {
+            bail!("gyre -p hi with 3 MCP servers exited {}", with_mcp.code);
         }
         if i > 0 {
-            walls.push(ms(wall));
-            rss.push(kib as f64 / 1024.0);
+            version.push(ms(v.wall));
+            version_rss.push(v.kib as f64 / 1024.0);
+            walls.push(ms(one.wall));
+            rss.push(one.kib as f64 / 1024.0);
+            mcp_walls.push(ms(with_mcp.wall));
         }
     }
-    let version = median(version).context("no --version samples")?;
-    let wall = median(walls).context("no one-turn samples")?;
-    let rss = median(rss).context("no RSS samples")?;
+    let added: Vec<f64> = mcp_walls.iter().zip(&walls).map(|(m, w)| m - w).collect();
+    let wall_spread = spread(&walls);
     Ok(vec![
-        Row::new("version_wall", "gyre --version, wall", "ms").value(version),
+        Row::new("version_wall", "gyre --version, wall", "ms").samples(&version),
+        Row::new("version_rss", "gyre --version, peak RSS", "MiB").samples(&version_rss),
         Row::new(
             "one_turn_wall",
             "one-turn headless run (gyre -p hi), wall",
             "ms",
         )
-        .value(wall)
-        .against(version, "--version")
-        .below(15.0),
+        .samples(&walls)
+        .against_samples(&version, "--version")
+        .below(plan.loosen(15.0))
+        .stable_if(wall_spread <= STABLE_SPREAD),
         Row::new("one_turn_rss", "one-turn headless run, peak RSS", "MiB")
-            .value(rss)
-            .below(12.0),
+            .samples(&rss)
+            .below(12.0)
+            .stable_if(spread(&rss) <= STABLE_SPREAD),
+        Row::new(
+            "mcp_startup",
+            "  start-up added by 3 stdio MCP servers (gyre-test-mcp)",
+            "ms",
+        )
+        .samples(&added)
+        .below(plan.loosen(50.0))
+        .stable_if(wall_spread <= STABLE_SPREAD && spread(&mcp_walls) <= STABLE_SPREAD)
+        .note("one-turn run with --mcp-config minus the same run without, pairwise"),
     ])
 }
 
-/// `f000.txt`… `f098.txt`, about [`SESSION_FILE_BYTES`] each, and the script reading them.
-fn session_script(project: &Path) -> Result<Script> {
-    let mut turns = Vec::with_capacity(SESSION_TURNS);
-    for i in 0..SESSION_TURNS - 1 {
+/// `turns - 1` files of about [`SESSION_FILE_BYTES`] each, and the script reading them,
+/// one a turn, then a text answer. No turn scripts its input tokens: the testkit reports
+/// each request's size / 4, as the API would count it, so the context grows as in a real
+/// session and the compaction stages run when their thresholds say.
+fn session_script(project: &Path, turns: usize) -> Result<Script> {
+    let mut script = Vec::with_capacity(turns);
+    for i in 0..turns - 1 {
         let path = project.join(format!("f{i:03}.txt"));
         let mut text = String::with_capacity(SESSION_FILE_BYTES + 80);
         let mut line = 0;
@@ -472,30 +735,50 @@ fn session_script(project: &Path) -> Result<Script> {
             ));
         }
         std::fs::write(&path, text)?;
-        turns.push(
+        script.push(
             Turn::tool_use("Read", json!({ "file_path": path.to_string_lossy() }))
-                // Usage grows but stays under the autocompact threshold: a compaction
-                // would spend scripted turns on its summary request.
-                .with_tokens(1000 + 1000 * i as u64, 40),
+                .with_tokens(0, 40),
         );
     }
-    turns.push(Turn::text("Read all 99 files; done.").with_tokens(100_000, 12));
-    Ok(Script::new(turns))
+    script.push(Turn::text(format!("Read all {} files; done.", turns - 1)).with_tokens(0, 12));
+    Ok(Script::new(script))
 }
 
-fn session_rows(gyre: &Path, testkit: &Path, work: &Path, plan: &Plan) -> Result<Vec<Row>> {
-    let (project, home) = scratch(work, "session")?;
-    let script = session_script(&project)?;
-    let mut walls = Vec::new();
-    let mut rss = Vec::new();
-    let mut early = Vec::new();
-    let mut late = Vec::new();
-    let mut first = Vec::new();
-    let mut last = Vec::new();
-    let mut early_raw = Vec::new();
-    let mut late_raw = Vec::new();
-    for _ in 0..plan.session_runs {
-        let server = Testkit::start(testkit, work, "session", &script)?;
+/// What one kind of session measured over its runs.
+#[derive(Default)]
+struct SessionRuns {
+    walls: Vec<f64>,
+    rss: Vec<f64>,
+    /// gyre's own time for turn 1, the last turn, turns 2–6 and the last five (all runs).
+    first: Vec<f64>,
+    last: Vec<f64>,
+    early: Vec<f64>,
+    late: Vec<f64>,
+    /// Per run: median of the last five over median of turns 2–6.
+    ratios: Vec<f64>,
+    early_raw: Vec<f64>,
+    late_raw: Vec<f64>,
+    /// `compact_boundary` lines seen in the last run.
+    boundaries: usize,
+    /// Request sizes (KB) of turns 2–6 and the last five.
+    early_kb: Vec<f64>,
+    late_kb: Vec<f64>,
+}
+
+fn run_sessions(
+    spawner: &Spawner,
+    gyre: &Path,
+    testkit: &Path,
+    work: &Path,
+    turns: usize,
+    runs: usize,
+) -> Result<SessionRuns> {
+    let name = format!("session{turns}");
+    let (project, home) = scratch(work, &name)?;
+    let script = session_script(&project, turns)?;
+    let mut out = SessionRuns::default();
+    for _ in 0..runs {
+        let server = Testkit::start(testkit, work, &name, &script)?;
         let mut c = gyre_command(gyre, &project, &home, &server.url);
         c.args([
             "-p",
@@ -504,136 +787,208 @@ fn session_rows(gyre: &Path, testkit: &Path, work: &Path, plan: &Plan) -> Result
             "stream-json",
             "--verbose",
             "--max-turns",
-            "200",
+            "1000",
         ]);
-        let started = Instant::now();
-        let mut child = c.stdout(Stdio::piped()).spawn()?;
+        let mut child = spawner.wrap(&c).stdout(Stdio::piped()).spawn()?;
         let stdout = child.stdout.take().context("no stdout from gyre")?;
-        // (type, arrival) of every line.
-        let mut seen: Vec<(String, Instant)> = Vec::new();
+        // (type, subtype, arrival) of every line.
+        let mut seen: Vec<(String, String, Instant)> = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let line = line?;
             let at = Instant::now();
             let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            seen.push((v["type"].as_str().unwrap_or_default().to_owned(), at));
+            seen.push((
+                v["type"].as_str().unwrap_or_default().to_owned(),
+                v["subtype"].as_str().unwrap_or_default().to_owned(),
+                at,
+            ));
         }
-        let (code, kib) = wait_peak_rss(&child)?;
-        let wall = started.elapsed();
+        let Measured {
+            code, kib, wall, ..
+        } = spawner.wait(child)?;
         if code != 0 {
-            bail!("the 100-turn session exited {code}");
+            bail!("the {turns}-turn session exited {code}");
         }
         let handled = server.handled()?;
-        if handled.len() != SESSION_TURNS {
+        if handled.len() != turns {
             bail!(
-                "the 100-turn session sent {} requests instead of {SESSION_TURNS}",
+                "the {turns}-turn session sent {} requests instead of {turns} (a summary request \
+                 would take a Read turn: the script has no answer for autocompact)",
                 handled.len()
             );
         }
         let init = seen
             .iter()
-            .find(|(t, _)| t == "system")
-            .map(|(_, at)| *at)
+            .find(|(t, s, _)| t == "system" && s == "init")
+            .map(|(_, _, at)| *at)
             .context("no init line")?;
-        let assistant: Vec<Instant> = seen
-            .iter()
-            .filter(|(t, _)| t == "assistant")
-            .map(|(_, at)| *at)
-            .collect();
-        let user: Vec<Instant> = seen
-            .iter()
-            .filter(|(t, _)| t == "user")
-            .map(|(_, at)| *at)
-            .collect();
-        if assistant.len() != SESSION_TURNS || user.len() != SESSION_TURNS - 1 {
+        let of = |kind: &str| -> Vec<Instant> {
+            seen.iter()
+                .filter(|(t, _, _)| t == kind)
+                .map(|(_, _, at)| *at)
+                .collect()
+        };
+        let assistant = of("assistant");
+        let user = of("user");
+        if assistant.len() != turns || user.len() != turns - 1 {
             bail!(
-                "the 100-turn session printed {} assistant and {} user lines",
+                "the {turns}-turn session printed {} assistant and {} user lines",
                 assistant.len(),
                 user.len()
             );
         }
+        out.boundaries = seen
+            .iter()
+            .filter(|(_, s, _)| s == "compact_boundary")
+            .count();
         // Turn k: from the line that ended turn k-1 (init, or its tool results) to this
         // turn's assistant line: request building, the API round trip, streaming.
         let turn = |k: usize| -> f64 {
             let from = if k == 1 { init } else { user[k - 2] };
             ms(assistant[k - 1].duration_since(from))
         };
-        // gyre's own share: the testkit's time to read, parse and answer the request
-        // (request k is turn k's) is the model's side of the turn, not gyre's.
-        let own = |k: usize| -> f64 { turn(k) - ms(handled[k - 1]) };
-        walls.push(ms(wall));
-        rss.push(kib as f64 / 1024.0);
-        first.push(own(1));
-        last.push(own(SESSION_TURNS));
-        early.extend((2..=6).map(own));
-        late.extend((SESSION_TURNS - 4..=SESSION_TURNS).map(own));
-        early_raw.extend((2..=6).map(turn));
-        late_raw.extend((SESSION_TURNS - 4..=SESSION_TURNS).map(turn));
+        // gyre's own share: the testkit's time to parse and answer the request (request
+        // k is turn k's) is the model's side of the turn, not gyre's.
+        let own = |k: usize| -> f64 { turn(k) - ms(handled[k - 1].0) };
+        let kb = |k: usize| handled[k - 1].1 as f64 / 1000.0;
+        out.early_kb.extend((2..=6).map(kb));
+        out.late_kb.extend((turns - 4..=turns).map(kb));
+        out.walls.push(ms(wall));
+        out.rss.push(kib as f64 / 1024.0);
+        out.first.push(own(1));
+        out.last.push(own(turns));
+        let early: Vec<f64> = (2..=6).map(own).collect();
+        let late: Vec<f64> = (turns - 4..=turns).map(own).collect();
+        if let (Some(e), Some(l)) = (median(early.clone()), median(late.clone())) {
+            out.ratios.push(l / e);
+        }
+        out.early.extend(early);
+        out.late.extend(late);
+        out.early_raw.extend((2..=6).map(turn));
+        out.late_raw.extend((turns - 4..=turns).map(turn));
     }
-    let early = median(early).context("no early turns")?;
-    let late = median(late).context("no late turns")?;
-    let early_raw = median(early_raw).context("no early turns")?;
-    let late_raw = median(late_raw).context("no late turns")?;
-    Ok(vec![
+    Ok(out)
+}
+
+/// The rows of one kind of session; `rss_goal` in MiB.
+fn rows_of(id: &str, turns: usize, runs: &SessionRuns, rss_goal: f64, plan: &Plan) -> Vec<Row> {
+    let n = runs.walls.len();
+    let rss_spread = spread(&runs.rss);
+    let (lo, hi) = runs
+        .rss
+        .iter()
+        .fold((f64::MAX, 0.0_f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
+    let range = (hi - lo) / median(runs.rss.clone()).unwrap_or(1.0) * 100.0;
+    let compactions = format!(
+        "{} compact_boundary lines; testkit reports request bytes / 4 as input_tokens",
+        runs.boundaries
+    );
+    vec![
         Row::new(
-            "session100_wall",
-            "100-turn session (99 Reads of 10 KB), wall",
+            &format!("{id}_wall"),
+            &format!("{turns}-turn session ({} Reads of 10 KB), wall", turns - 1),
             "ms",
         )
-        .value(median(walls).context("no session samples")?),
-        Row::new("session100_rss", "100-turn session, peak RSS", "MiB")
-            .value(median(rss).context("no session RSS")?),
-        // SPEC §11's bar: turn 100 of the 1 MB session against turn 1.
+        .samples(&runs.walls),
         Row::new(
-            "per_turn_100_vs_1",
-            "gyre's time per turn, turn 100 (1 MB history) vs 1",
+            &format!("{id}_rss"),
+            &format!("{turns}-turn session, peak RSS"),
+            "MiB",
+        )
+        .samples(&runs.rss)
+        .below(rss_goal)
+        .stable_if(n >= 3 && rss_spread <= STABLE_SPREAD)
+        .note(compactions),
+        // Enforced in full runs only: 3 quick runs on a shared machine say little.
+        Row::new(
+            &format!("{id}_rss_range"),
+            "  peak RSS, (max − min) / median over runs",
+            "%",
+        )
+        .value(range)
+        .below(20.0)
+        .stable_if(!plan.quick && n >= 3)
+        .note(format!(
+            "{n} runs: {}",
+            runs.rss
+                .iter()
+                .map(|r| format!("{r:.1}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+        Row::new(
+            &format!("{id}_turn_last_vs_1"),
+            &format!("gyre's time per turn, turn {turns} vs turn 1"),
             "ms",
         )
-        .value(median(last).context("no turn 100")?)
-        .against(median(first).context("no turn 1")?, "turn 1")
-        .ratio_at_most(2.0)
-        .note("testkit's handling of each request subtracted"),
-        // Stricter: turn 1 also opens the connection.
+        .samples(&runs.last)
+        .against_samples(&runs.first, "turn 1")
+        .note("testkit's handling of each request subtracted; turn 1 also connects"),
         Row::new(
-            "per_turn_late_vs_early",
-            "  turns 96-100 vs 2-6 (turn 1 also connects)",
+            &format!("{id}_turn_late_vs_early"),
+            &format!("  turns {}-{turns} vs 2-6", turns - 4),
             "ms",
         )
-        .value(late)
-        .against(early, "turns 2-6")
-        .note("what still grows: the kernel copying 1 MB into the socket, per-message checks"),
+        .samples(&runs.late)
+        .against_samples(&runs.early, "turns 2-6")
+        .ratio_at_most(plan.loosen(1.5))
+        .stable_if(n >= 3 && spread(&runs.ratios) <= STABLE_SPREAD)
+        .note(format!(
+            "requests {:.0} KB vs {:.0} KB (sending them is gyre's time); per-run ratios: {}",
+            median(runs.late_kb.clone()).unwrap_or(0.0),
+            median(runs.early_kb.clone()).unwrap_or(0.0),
+            runs.ratios
+                .iter()
+                .map(|r| format!("{r:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
         Row::new(
-            "per_turn_round_trip",
+            &format!("{id}_round_trip"),
             "  same, with the testkit's handling of the request",
             "ms",
         )
-        .value(late_raw)
-        .against(early_raw, "turns 2-6")
-        .note("the testkit parses and keeps each 1 MB body"),
-    ])
+        .samples(&runs.late_raw)
+        .against_samples(&runs.early_raw, "turns 2-6"),
+    ]
 }
 
-/// The generated tree, reused while its marker says it is complete.
-fn corpus(work: &Path, plan: &Plan) -> Result<(PathBuf, u64)> {
-    let dir = work.join(format!("tree-{}x{}", plan.tree_files, plan.tree_file_bytes));
-    let marker = dir.with_extension("complete");
-    if let Some(bytes) = std::fs::read_to_string(&marker)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-    {
-        return Ok((dir, bytes));
+fn session_rows(
+    spawner: &Spawner,
+    gyre: &Path,
+    testkit: &Path,
+    work: &Path,
+    plan: &Plan,
+) -> Result<Vec<Row>> {
+    let short = run_sessions(
+        spawner,
+        gyre,
+        testkit,
+        work,
+        SESSION_TURNS,
+        plan.session_runs,
+    )?;
+    let mut rows = rows_of("session100", SESSION_TURNS, &short, 25.0, plan);
+    if plan.long_session_runs > 0 {
+        eprintln!("· 500-turn session");
+        let long = run_sessions(
+            spawner,
+            gyre,
+            testkit,
+            work,
+            LONG_SESSION_TURNS,
+            plan.long_session_runs,
+        )?;
+        rows.extend(rows_of("session500", LONG_SESSION_TURNS, &long, 30.0, plan));
+    } else {
+        rows.push(Row::missing(
+            "session500_rss",
+            "500-turn session, peak RSS",
+            "MiB",
+            "full run only",
+        ));
     }
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir)?;
-    }
-    eprintln!(
-        "  generating {} files of {} bytes",
-        plan.tree_files, plan.tree_file_bytes
-    );
-    let bytes =
-        gyre_tools::bench_support::generate_tree(&dir, plan.tree_files, plan.tree_file_bytes)
-            .with_context(|| format!("could not generate {}", dir.display()))?;
-    std::fs::write(&marker, bytes.to_string())?;
-    Ok((dir, bytes))
+    Ok(rows)
 }
 
 fn rg_version() -> Option<String> {
@@ -645,91 +1000,6 @@ fn rg_version() -> Option<String> {
             .unwrap_or("rg")
             .to_owned()
     })
-}
-
-fn search_rows(probe: &Path, work: &Path, plan: &Plan) -> Result<Vec<Row>> {
-    let (tree, bytes) = corpus(work, plan)?;
-    let tree_note = format!(
-        "{} files, {:.1} MB",
-        plan.tree_files,
-        bytes as f64 / 1_000_000.0
-    );
-    let out = Command::new(probe)
-        .args([
-            "search",
-            &tree.to_string_lossy(),
-            &plan.search_runs.to_string(),
-        ])
-        .output()
-        .context("could not run xtask-bench-probe")?;
-    if !out.status.success() {
-        bail!(
-            "xtask-bench-probe search failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let gyre: Value = serde_json::from_slice(&out.stdout).context("probe output is not JSON")?;
-    let cases = [
-        (
-            "grep_files",
-            "Grep files_with_matches",
-            vec!["-l", "needle_[0-9]+"],
-            "rg -l",
-        ),
-        (
-            "grep_content",
-            "Grep content",
-            vec!["-n", "needle_[0-9]+"],
-            "rg -n",
-        ),
-        (
-            "glob",
-            "Glob **/*.rs",
-            vec!["--files", "-g", "*.rs"],
-            "rg --files",
-        ),
-    ];
-    let rg = rg_version();
-    let mut rows = Vec::new();
-    for (id, label, rg_args, rg_label) in cases {
-        let label = format!("{label} ({tree_note})");
-        let Some(value) = gyre[id]["median_ms"].as_f64() else {
-            rows.push(Row::missing(id, &label, "ms", "the probe gave no number"));
-            continue;
-        };
-        let row = Row::new(id, &label, "ms").value(value);
-        if rg.is_none() {
-            rows.push(
-                row.note("rg not installed: apt-get install ripgrep (or cargo install ripgrep)"),
-            );
-            continue;
-        }
-        let mut samples = Vec::new();
-        let mut rg_lines = 0;
-        for i in 0..=plan.search_runs {
-            let started = Instant::now();
-            let out = Command::new("rg").args(&rg_args).arg(&tree).output()?;
-            let took = started.elapsed();
-            // rg exits 1 when nothing matched: still a valid timing.
-            if out.status.code().is_none_or(|c| c > 1) {
-                bail!("rg {} failed", rg_args.join(" "));
-            }
-            rg_lines = out.stdout.iter().filter(|b| **b == b'\n').count();
-            if i > 0 {
-                samples.push(ms(took));
-            }
-        }
-        let reference = median(samples).context("no rg samples")?;
-        rows.push(
-            row.against(reference, rg_label)
-                .ratio_at_most(1.2)
-                .note(format!(
-                    "gyre in-process: {} lines out, rg: {rg_lines}",
-                    gyre[id]["lines"]
-                )),
-        );
-    }
-    Ok(rows)
 }
 
 fn stream_row(probe: &Path, plan: &Plan) -> Row {
@@ -950,7 +1220,7 @@ fn cells(
         .map(str::to_owned)
         .collect::<Vec<_>>();
     if baseline.is_some() {
-        header.push("vs baseline".to_owned());
+        header.push("baseline (change)".to_owned());
     }
     header.push("notes".to_owned());
     let rows = report
@@ -973,7 +1243,11 @@ fn cells(
             ];
             if let Some(base) = baseline {
                 c.push(match (base.get(&r.id), r.value) {
-                    (Some(b), Some(v)) if *b != 0.0 => format!("{:+.1}%", (v - b) / b * 100.0),
+                    (Some(b), Some(v)) if *b != 0.0 => format!(
+                        "{} ({:+.1}%)",
+                        fmt_value(Some(*b), &r.unit),
+                        (v - b) / b * 100.0
+                    ),
                     _ => "—".to_owned(),
                 });
             }
@@ -1059,6 +1333,53 @@ mod tests {
         assert_eq!(
             below.goal.map(|g| (g.text, g.pass)),
             Some(("< 12 MiB".to_owned(), false))
+        );
+    }
+
+    #[test]
+    fn spread_is_the_interquartile_range_over_the_median() {
+        assert_eq!(spread(&[10.0]), 0.0);
+        // Three samples: the full range.
+        assert!((spread(&[9.0, 10.0, 11.0]) - 0.2).abs() < 1e-9);
+        // Eight samples: the outliers at both ends do not count.
+        let v = [1.0, 10.0, 10.0, 10.0, 10.0, 10.0, 10.0, 100.0];
+        assert_eq!(spread(&v), 0.0);
+    }
+
+    #[test]
+    fn only_stable_rows_that_miss_their_goal_fail_the_run() {
+        let missed_but_noisy = Row::new("a", "a", "MiB").value(30.0).below(25.0);
+        let missed_and_stable = Row::new("b", "b", "MiB")
+            .value(30.0)
+            .below(25.0)
+            .stable_if(true);
+        let met = Row::new("c", "c", "MiB")
+            .value(20.0)
+            .below(25.0)
+            .stable_if(true);
+        let wrong = Row::new("d", "d", "ms")
+            .value(1.0)
+            .fail("the same answer as rg");
+        let failed = missed(&[missed_but_noisy, missed_and_stable, met, wrong]);
+        assert_eq!(failed.len(), 2, "{failed:?}");
+        assert!(
+            failed[0].starts_with("b: 30.0 MiB (goal < 25 MiB)"),
+            "{failed:?}"
+        );
+        assert!(failed[1].contains("the same answer as rg"), "{failed:?}");
+    }
+
+    #[test]
+    fn quick_mode_loosens_time_goals() {
+        assert!((QUICK.loosen(1.1) - 1.65).abs() < 1e-9);
+        assert!((FULL.loosen(1.1) - 1.1).abs() < 1e-9);
+        let row = Row::new("a", "a", "ms")
+            .value(1.6)
+            .against(1.0, "r")
+            .ratio_at_most(QUICK.loosen(1.1));
+        assert_eq!(
+            row.goal.map(|g| (g.text, g.pass)),
+            Some(("≤ 1.65×".to_owned(), true))
         );
     }
 

@@ -1,6 +1,6 @@
 //! `cargo xtask ci`: exactly what `.ci/run` runs, cheapest checks first.
 //!
-//! fmt, clippy, the system tools that ignored tests need (tmux), every test — the
+//! fmt, clippy, the system tools that ignored tests and the bench need (tmux, rg), every test — the
 //! ignored ones included, so a test that needs a tool runs here rather than passing
 //! unseen — (nextest when installed, plus doc tests), `fixture check`, the demo, then
 //! `bench --quick` (a release build: the slowest step, so last). About 15 minutes from a
@@ -36,7 +36,8 @@ pub fn run(_args: &Args) -> Result<()> {
         ],
     )?;
     step("tools for the ignored tests");
-    ensure_installed(&[("tmux", "tmux")])?;
+    // rg: the bench's reference for Grep and Glob.
+    ensure_installed(&[("tmux", "tmux"), ("rg", "ripgrep")])?;
     step("tests (ignored ones included)");
     let nextest = std::process::Command::new(&cargo)
         .args(["nextest", "--version"])

@@ -6,7 +6,6 @@ mod demo;
 mod fixture;
 mod proxy;
 mod release;
-mod rusage;
 mod secrets;
 
 use std::path::PathBuf;

@@ -31,11 +31,11 @@
 //! # Token accounting
 //!
 //! The count is the usage of the last API response (input, cache read, cache creation
-//! and output tokens, see [`UsageAnchor`]) plus an estimate of the messages after it, counted
-//! with tiktoken's BPE ([`TiktokenCounter`]) and cached per message, so a turn costs
-//! O(new content). While a bound of one token per byte stays below every threshold
-//! nothing is tokenized at all and the BPE tables are never built. Any [`TokenCounter`]
-//! can be injected.
+//! and output tokens, see [`UsageAnchor`]) plus an estimate of the messages after it,
+//! cached per message, so a turn costs O(new content). The counter is injected: gyre's
+//! sessions use [`EstimateCounter`] (3 bytes a token, no tables); [`TiktokenCounter`]
+//! counts with tiktoken's BPE, whose tables are built only when a bound of one token
+//! per byte reaches a threshold.
 //!
 //! # Windows ([`Thresholds`])
 //!
@@ -154,7 +154,7 @@ pub use pipeline::{Pipeline, PrepareContext, Prepared, TokenState};
 pub use snip::{parse_snip_marker, snip, snip_marker};
 pub use stage::{Stage, StageReport, StageResult};
 pub use tokens::{
-    BLOCK_OVERHEAD_TOKENS, BytesPerTokenCounter, CachedCounter, IMAGE_TOKENS,
-    MESSAGE_OVERHEAD_TOKENS, Measure, TiktokenCounter, TokenCounter, UsageAnchor, measure,
-    tokenizer_loaded,
+    BLOCK_OVERHEAD_TOKENS, BytesPerTokenCounter, CachedCounter, ESTIMATE_BYTES_PER_TOKEN,
+    EstimateCounter, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, Measure, TiktokenCounter, TokenCounter,
+    UsageAnchor, measure, tokenizer_loaded,
 };

@@ -127,6 +127,27 @@ impl TokenCounter for TiktokenCounter {
     }
 }
 
+/// The default of a session: an estimate from the text's length, 3 bytes a token
+/// (Claude's tokenizer gives about 3.5 for code and 4 for English, so this errs on the
+/// side of compacting early). The thresholds are crossed on the API's own usage count
+/// plus an estimate of the few messages sent since; tiktoken's tables (about 20 MB once
+/// built, and not Claude's tokenizer either) would make that estimate no more exact.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct EstimateCounter;
+
+/// Bytes a token for [`EstimateCounter`].
+pub const ESTIMATE_BYTES_PER_TOKEN: u64 = 3;
+
+impl TokenCounter for EstimateCounter {
+    fn count_text(&self, text: &str) -> u64 {
+        (text.len() as u64).div_ceil(ESTIMATE_BYTES_PER_TOKEN)
+    }
+
+    fn text_upper_bound(&self, text: &str) -> u64 {
+        self.count_text(text)
+    }
+}
+
 /// Four bytes per token: cheap, deterministic, good for tests and benchmarks.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct BytesPerTokenCounter;

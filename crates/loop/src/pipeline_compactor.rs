@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Instant;
 
 use gyre_compact::{
-    CompactConfig, CompactError, Pipeline, PrepareContext, Prepared, RecentFile, SummarizeError,
-    Summarizer, SummaryRequest, TiktokenCounter, Trigger, UsageAnchor,
+    CompactConfig, CompactError, EstimateCounter, Pipeline, PrepareContext, Prepared, RecentFile,
+    SummarizeError, Summarizer, SummaryRequest, Trigger, UsageAnchor,
 };
 use gyre_protocol::{ContentBlock, Message};
 use gyre_tools::{BoxFuture, FileStateCache};
@@ -125,7 +125,7 @@ impl PipelineCompactor {
             pipeline: Pipeline::new(
                 config,
                 Arc::clone(&summarizer) as Arc<dyn Summarizer>,
-                Arc::new(TiktokenCounter),
+                Arc::new(EstimateCounter),
             ),
             summarizer,
             session_dir,

@@ -91,7 +91,10 @@
 //!   replaces `input` and is streamed verbatim, for malformed-input tests.
 //! - `stop_reason`: any string; default `tool_use` if there is a tool_use block, else
 //!   `end_turn`. `stop_sequence` is optional.
-//! - `usage`: all fields optional (default 0). `message_start` carries the input side and
+//! - `usage`: all fields optional (default 0). When the input side (`input_tokens`,
+//!   `cache_read_input_tokens`, `cache_creation_input_tokens`) is all 0, `input_tokens`
+//!   is the request body's size / 4, as the API would count it, so a scripted session
+//!   grows its context like a real one. `message_start` carries the input side and
 //!   `output_tokens: 1`; `message_delta` carries all four as cumulative totals.
 //! - `model`: default the request's `model`. `id`: default `msg_testkit_<request number>`.
 //! - `headers`: extra response headers, `{"name": "value"}`.

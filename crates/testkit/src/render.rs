@@ -14,6 +14,9 @@ pub(crate) const UNKNOWN_EVENT: &str = "testkit_unknown_event";
 /// Values that come from the request rather than the script.
 #[derive(Debug)]
 pub(crate) struct RenderContext<'a> {
+    /// The request's size in tokens (bytes / 4): the input tokens reported when the turn
+    /// scripts no input side of its usage.
+    pub(crate) request_tokens: u64,
     /// The request's model, the default for the response's.
     pub(crate) request_model: Option<&'a str>,
     /// The capture index of the request: unique per server, so ids made from it are too.
@@ -149,9 +152,19 @@ struct WireUsage {
 }
 
 impl WireUsage {
-    fn new(turn: &ResponseTurn, output_tokens: u64) -> Self {
+    /// A turn whose usage has no input side (all three input counts 0) reports the
+    /// request's own size, so a long scripted session grows its context as a real one.
+    fn new(turn: &ResponseTurn, ctx: &RenderContext<'_>, output_tokens: u64) -> Self {
+        let u = &turn.usage;
+        let scripted = u.input_tokens > 0
+            || u.cache_read_input_tokens > 0
+            || u.cache_creation_input_tokens > 0;
         Self {
-            input_tokens: turn.usage.input_tokens,
+            input_tokens: if scripted {
+                u.input_tokens
+            } else {
+                ctx.request_tokens
+            },
             cache_creation_input_tokens: turn.usage.cache_creation_input_tokens,
             cache_read_input_tokens: turn.usage.cache_read_input_tokens,
             output_tokens,
@@ -214,7 +227,7 @@ fn message<'a>(
             None
         },
         // message_start reports 1 output token, as the API does.
-        usage: WireUsage::new(turn, if done { turn.usage.output_tokens } else { 1 }),
+        usage: WireUsage::new(turn, ctx, if done { turn.usage.output_tokens } else { 1 }),
     }
 }
 
@@ -319,7 +332,7 @@ fn content_events(turn: &ResponseTurn, ctx: &RenderContext<'_>) -> Vec<Bytes> {
             stop_reason: Some(turn.effective_stop_reason()),
             stop_sequence: turn.stop_sequence.as_deref(),
         },
-        usage: WireUsage::new(turn, turn.usage.output_tokens),
+        usage: WireUsage::new(turn, ctx, turn.usage.output_tokens),
     }));
     events.push(event(&WireEvent::MessageStop));
     events
@@ -414,10 +427,22 @@ mod tests {
 
     fn ctx() -> RenderContext<'static> {
         RenderContext {
+            request_tokens: 250,
             request_model: Some("m"),
             request_number: 7,
             chunk_chars: 3,
         }
+    }
+
+    #[test]
+    fn usage_without_an_input_side_reports_the_request_size() {
+        let unscripted = message_json(&response(Turn::text("a")), &ctx());
+        let v: serde_json::Value = serde_json::from_str(&unscripted).unwrap();
+        assert_eq!(v["usage"]["input_tokens"], 250);
+        let scripted = message_json(&response(Turn::text("a").with_tokens(12, 3)), &ctx());
+        let v: serde_json::Value = serde_json::from_str(&scripted).unwrap();
+        assert_eq!(v["usage"]["input_tokens"], 12);
+        assert_eq!(v["usage"]["output_tokens"], 3);
     }
 
     #[test]

@@ -44,10 +44,11 @@ pub struct CapturedRequest {
     /// Index into `Script::turns` of the turn that answered this request; `None` when no
     /// turn did (script exhausted, wrong API key, invalid body, unknown path).
     pub turn: Option<usize>,
-    /// Microseconds the server took from the request's first bytes to its answer: reading
-    /// and parsing the body, the turn's `delay_ms`, rendering (not the streaming of an SSE
-    /// body after that). A benchmark subtracts it to time the client alone. `None`
-    /// until the answer is ready.
+    /// Microseconds the server took from the moment the whole body was read to its
+    /// answer: parsing the body, the turn's `delay_ms`, rendering (not the streaming of
+    /// an SSE body after that). Sending the body is the client's work and is not
+    /// included. A benchmark subtracts it to time the client alone. `None` until the
+    /// answer is ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handled_us: Option<u64>,
 }
@@ -373,92 +374,11 @@ async fn serve(listener: TcpListener, state: Arc<State>) {
 async fn serve_connection(stream: TcpStream, state: Arc<State>) {
     // Small SSE writes must not wait for Nagle + delayed ACK (tens of ms).
     let _ = stream.set_nodelay(true);
-    let first_read = FirstRead::default();
-    let io = TimedIo {
-        inner: stream,
-        first_read: first_read.clone(),
-    };
-    let service = service_fn(move |req| handle(Arc::clone(&state), first_read.clone(), req));
+    let service = service_fn(move |req| handle(Arc::clone(&state), req));
     // Errors are client disconnects and deliberate cuts: nothing to report.
     let _ = http1::Builder::new()
-        .serve_connection(TokioIo::new(io), service)
+        .serve_connection(TokioIo::new(stream), service)
         .await;
-}
-
-/// When the connection last delivered bytes after [`FirstRead::take`]: the start of the
-/// request being read, head included (hyper reads part of the body with the head,
-/// before the handler runs).
-#[derive(Debug, Clone, Default)]
-struct FirstRead(Arc<Mutex<Option<Instant>>>);
-
-impl FirstRead {
-    fn stamp(&self) {
-        self.0
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get_or_insert_with(Instant::now);
-    }
-
-    fn take(&self) -> Option<Instant> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner).take()
-    }
-}
-
-/// A connection that notes when each request's first bytes arrive.
-struct TimedIo {
-    inner: TcpStream,
-    first_read: FirstRead,
-}
-
-impl tokio::io::AsyncRead for TimedIo {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
-        if buf.filled().len() > before {
-            self.first_read.stamp();
-        }
-        polled
-    }
-}
-
-impl tokio::io::AsyncWrite for TimedIo {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }
 
 /// The error a cut stream ends with; hyper answers it by aborting the connection.
@@ -516,12 +436,8 @@ fn header_map(headers: &HeaderMap) -> BTreeMap<String, String> {
 
 async fn handle(
     state: Arc<State>,
-    first_read: FirstRead,
     request: Request<Incoming>,
 ) -> Result<Response<Body>, Infallible> {
-    // The request's first bytes were read before this handler ran; reads of its body
-    // stamp again and are discarded at the end.
-    let arrived = first_read.take().unwrap_or_else(Instant::now);
     let (parts, body) = request.into_parts();
     let path = parts.uri.path();
     if parts.method == Method::GET && path == "/_testkit/health" {
@@ -538,6 +454,8 @@ async fn handle(
         .await
         .map(http_body_util::Collected::to_bytes)
         .unwrap_or_default();
+    // The server's share starts once the body is in: sending it is the client's work.
+    let arrived = Instant::now();
     let headers = header_map(&parts.headers);
     let is_messages = parts.method == Method::POST && path == "/v1/messages";
     let key_ok = match &state.script.require_api_key {
@@ -572,7 +490,7 @@ async fn handle(
             }
             (Ok(probe), Some(index)) => match state.script.turns.get(index) {
                 Some(Turn::Response(turn)) => {
-                    respond(turn, &probe, number, state.script.chunk_chars).await
+                    respond(turn, &probe, number, state.script.chunk_chars, body.len()).await
                 }
                 Some(Turn::HttpError(turn)) => http_error(turn).await,
                 None => exhausted(state.script.turns.len()),
@@ -583,7 +501,6 @@ async fn handle(
     if let Ok(id) = HeaderValue::from_str(&format!("req_testkit_{number}")) {
         response.headers_mut().insert("request-id", id);
     }
-    first_read.take();
     if let Some(r) = state.log().requests.get_mut(number) {
         r.handled = Some(arrived.elapsed());
     }
@@ -627,9 +544,11 @@ async fn respond(
     probe: &Probe,
     number: usize,
     chunk_chars: usize,
+    body_len: usize,
 ) -> Response<Body> {
     delay(turn.delay_ms).await;
     let ctx = RenderContext {
+        request_tokens: request_tokens(body_len),
         request_model: probe.model.as_deref(),
         request_number: number,
         chunk_chars,
@@ -647,6 +566,12 @@ async fn respond(
     };
     add_headers(&mut response, &turn.headers);
     response
+}
+
+/// The input tokens a request of `body_len` bytes is reported to cost when its turn
+/// scripts none: about four bytes a token, as the API counts English and code.
+fn request_tokens(body_len: usize) -> u64 {
+    u64::try_from(body_len / 4).unwrap_or(u64::MAX)
 }
 
 fn sse_response(body: Body) -> Response<Body> {

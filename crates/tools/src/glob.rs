@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::tool::call_blocking;
-use crate::walk::{collect_files, walk_builder};
+use crate::walk::{Beneath, DirCache, collect_files, walk_builder};
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// At most this many paths are returned.
@@ -101,14 +101,14 @@ fn glob_files(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
             return ToolOutput::error(format!("Directory does not exist: {}", root.display()));
         }
     }
-    let files = match find(&root, &input.pattern, ctx) {
-        Ok(files) => files,
+    let (files, total) = match find_newest(&root, &input.pattern, ctx, MAX_RESULTS) {
+        Ok(found) => found,
         Err(message) => return ToolOutput::tool_use_error(message),
     };
     if files.is_empty() {
         return ToolOutput::ok("No files found");
     }
-    let truncated = files.len() > MAX_RESULTS;
+    let truncated = total > MAX_RESULTS;
     let mut out: Vec<String> = files
         .iter()
         .take(MAX_RESULTS)
@@ -122,10 +122,22 @@ fn glob_files(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
 
 /// Every file under `root` matching `pattern`, newest first (ties by path).
 pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf>, String> {
+    find_newest(root, pattern, ctx, usize::MAX).map(|(files, _)| files)
+}
+
+/// The `limit` newest files of [`find`] and how many matched in all. Only those are
+/// sorted: a registry's files share their mtime, and ordering ten thousand paths by
+/// component to keep a hundred costs more than the walk's stats.
+fn find_newest(
+    root: &Path,
+    pattern: &str,
+    ctx: &ToolContext,
+    limit: usize,
+) -> Result<(Vec<PathBuf>, usize), String> {
     let (base, rest) = split_literal_prefix(root, pattern);
     let matcher = compile(&rest)?;
     if !base.is_dir() {
-        return Ok(Vec::new());
+        return Ok((Vec::new(), 0));
     }
     // The permission check judged `root`: a pattern's literal prefix (an absolute path,
     // a symlinked directory) must not move the walk outside it.
@@ -139,11 +151,13 @@ pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf
     // Without a slash a pattern names files at any depth, as `rg --glob` does.
     let by_name = !pattern.contains('/');
     let builder = walk_builder(&base, ctx.hidden.as_ref());
+    let beneath = Beneath::new(&base);
     let mut hits: Vec<(PathBuf, Option<SystemTime>)> = collect_files(
         &builder,
+        &beneath,
         &ctx.cancel,
-        || (),
-        |(), entry| {
+        DirCache::default,
+        |dir, entry| {
             let path = entry.path();
             let matched = if by_name {
                 matcher.is_match(entry.file_name())
@@ -155,12 +169,20 @@ pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf
                 return None;
             }
             // Listed only if it is where the walk found it (see `collect_files`).
-            let metadata = crate::paths::metadata_as_checked(path).ok()?;
-            Some((path.to_path_buf(), metadata.modified().ok()))
+            let modified = beneath.modified(dir, path).ok()?;
+            Some((path.to_path_buf(), modified))
         },
     );
-    hits.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    Ok(hits.into_iter().map(|(p, _)| p).collect())
+    let total = hits.len();
+    let newest_first = |a: &(PathBuf, Option<SystemTime>), b: &(PathBuf, Option<SystemTime>)| {
+        b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0))
+    };
+    if limit < hits.len() {
+        hits.select_nth_unstable_by(limit, newest_first);
+        hits.truncate(limit);
+    }
+    hits.sort_by(newest_first);
+    Ok((hits.into_iter().map(|(p, _)| p).collect(), total))
 }
 
 /// The longest glob pattern accepted, in bytes: far beyond any real path pattern
@@ -224,6 +246,36 @@ mod tests {
         let (base, rest) = split_literal_prefix(Path::new("/p"), "*.rs");
         assert_eq!(base, PathBuf::from("/p"));
         assert_eq!(rest, "*.rs");
+    }
+}
+
+#[cfg(test)]
+mod newest {
+    use super::*;
+
+    #[test]
+    fn the_newest_few_are_the_head_of_the_whole_sorted_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        for i in 0..30u64 {
+            let path = root.join(format!("f{i:02}.rs"));
+            std::fs::write(&path, "x").unwrap();
+            // Three files per second: ties broken by path.
+            let at = SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000 + i / 3);
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .unwrap()
+                .set_modified(at)
+                .unwrap();
+        }
+        let ctx = ToolContext::new(&root);
+        let all = find(&root, "*.rs", &ctx).unwrap();
+        assert_eq!(all.len(), 30);
+        assert_eq!(all[0], root.join("f27.rs"));
+        let (few, total) = find_newest(&root, "*.rs", &ctx, 7).unwrap();
+        assert_eq!(total, 30);
+        assert_eq!(few, all[..7].to_vec());
     }
 }
 

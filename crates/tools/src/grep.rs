@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::paths::display_relative;
 use crate::read::push_cut;
 use crate::tool::call_blocking;
-use crate::walk::{collect_files, walk_builder};
+use crate::walk::{Beneath, DirCache, collect_files, walk_builder};
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
 /// Entries returned when no `head_limit` is given (0 = unlimited).
@@ -157,6 +157,7 @@ struct Search<'a> {
     mode: OutputMode,
     line_numbers: bool,
     display_base: &'a Path,
+    beneath: &'a Beneath,
 }
 
 fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
@@ -225,7 +226,8 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
     let context = to_count(input.context);
     let mut searcher = SearcherBuilder::new();
     searcher
-        .line_number(true)
+        // Counting lines costs a pass over every buffer: only content shows them.
+        .line_number(mode == OutputMode::Content)
         .multi_line(multiline)
         .binary_detection(BinaryDetection::quit(0));
     if mode == OutputMode::Content {
@@ -234,18 +236,21 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
             .after_context(to_count(input.after).max(context));
     }
     let display_base = ctx.resolve(".");
+    let beneath = Beneath::new(&root);
     let search = Search {
         matcher,
         searcher,
         mode,
         line_numbers: input.line_numbers.unwrap_or(true),
         display_base: &display_base,
+        beneath: &beneath,
     };
     let mut hits = collect_files(
         &builder,
+        &beneath,
         &ctx.cancel,
-        || search.searcher.build(),
-        |searcher, entry| search_file(&search, searcher, entry.path()),
+        || (search.searcher.build(), DirCache::default()),
+        |(searcher, dir), entry| search_file(&search, searcher, dir, entry.path()),
     );
     if ctx.cancel.is_cancelled() {
         return ToolOutput::error(crate::INTERRUPTED_MESSAGE);
@@ -319,17 +324,24 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
     ToolOutput::ok(out)
 }
 
-fn search_file(search: &Search<'_>, searcher: &mut Searcher, path: &Path) -> Option<FileHits> {
+fn search_file(
+    search: &Search<'_>,
+    searcher: &mut Searcher,
+    dir: &mut DirCache,
+    path: &Path,
+) -> Option<FileHits> {
+    // Unreadable files are skipped, as ripgrep skips them with a warning; so is a file
+    // that is not where the walk found it (a directory swapped for a symlink).
+    let (file, metadata) = search.beneath.open(dir, path).ok()?;
     let mut sink = HitSink {
         mode: search.mode,
         line_numbers: search.line_numbers,
-        prefix: display_relative(path, search.display_base),
+        path,
+        display_base: search.display_base,
+        prefix: None,
         count: 0,
         lines: Vec::new(),
     };
-    // Unreadable files are skipped, as ripgrep skips them with a warning; so is a file
-    // that is not where the walk found it (a directory swapped for a symlink).
-    let file = crate::paths::open_as_checked(path).ok()?;
     searcher
         .search_file(&search.matcher, &file, &mut sink)
         .ok()?;
@@ -337,7 +349,7 @@ fn search_file(search: &Search<'_>, searcher: &mut Searcher, path: &Path) -> Opt
         return None;
     }
     let mtime = match search.mode {
-        OutputMode::FilesWithMatches => file.metadata().and_then(|m| m.modified()).ok(),
+        OutputMode::FilesWithMatches => metadata.modified().ok(),
         OutputMode::Content | OutputMode::Count => None,
     };
     Some(FileHits {
@@ -348,21 +360,26 @@ fn search_file(search: &Search<'_>, searcher: &mut Searcher, path: &Path) -> Opt
     })
 }
 
-struct HitSink {
+struct HitSink<'a> {
     mode: OutputMode,
     line_numbers: bool,
-    prefix: String,
+    path: &'a Path,
+    display_base: &'a Path,
+    /// The path as shown before each line, made at the first line (most files have none).
+    prefix: Option<String>,
     count: u64,
     lines: Vec<String>,
 }
 
-impl HitSink {
+impl HitSink<'_> {
     fn push_line(&mut self, number: Option<u64>, separator: char, bytes: &[u8]) {
+        let prefix = self
+            .prefix
+            .get_or_insert_with(|| display_relative(self.path, self.display_base));
         let text = String::from_utf8_lossy(bytes);
         let text = text.trim_end_matches(['\n', '\r']);
-        let mut line =
-            String::with_capacity(self.prefix.len() + text.len().min(MAX_LINE_CHARS) + 16);
-        line.push_str(&self.prefix);
+        let mut line = String::with_capacity(prefix.len() + text.len().min(MAX_LINE_CHARS) + 16);
+        line.push_str(prefix);
         line.push(separator);
         if self.line_numbers
             && let Some(n) = number
@@ -375,7 +392,7 @@ impl HitSink {
     }
 }
 
-impl Sink for HitSink {
+impl Sink for HitSink<'_> {
     type Error = std::io::Error;
 
     fn matched(&mut self, _searcher: &Searcher, mat: &SinkMatch<'_>) -> Result<bool, Self::Error> {

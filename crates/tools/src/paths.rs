@@ -45,7 +45,7 @@ pub(crate) fn resolve_as_checked(cwd: &Path, raw: &str) -> Result<PathBuf, Strin
     }
 }
 
-fn changed_message(path: &Path, now: &Path) -> String {
+pub(crate) fn changed_message(path: &Path, now: &Path) -> String {
     format!(
         "{} changed after the permission check (it now leads to {}); it was not used. Try the call again.",
         path.display(),

@@ -1,8 +1,12 @@
-//! `xtask-bench-probe`: the parts of `cargo xtask bench` that measure gyre's libraries
-//! in-process, built in release like the shipped binary. Prints one JSON object.
+//! `xtask-bench-probe`: the parts of `cargo xtask bench` that run gyre's libraries
+//! directly, built in release like the shipped binary.
 //!
-//! - `search DIR RUNS`: Grep (files_with_matches, content) and Glob `**/*.rs` over DIR,
-//!   median wall time of RUNS calls each after one warm-up call.
+//! - `tool Grep|Glob DIR INPUT_JSON`: one call of the tool through the public
+//!   gyre-tools API with DIR as the working directory, its text on stdout. The bench
+//!   times the whole process, as it times `rg`.
+//! - `glob-all DIR PATTERN`: every file Glob's search finds (before its cut at 100).
+//! - `spawn OUT PROGRAM ARGS…`: runs PROGRAM and writes its exit code, peak RSS and
+//!   wall time to OUT (see `spawn` for why the bench needs a small parent).
 //! - `stream RUNS`: one streamed turn from gyre-testkit carrying five tool calls to a safe
 //!   tool that sleeps 200 ms, run through the `StreamingToolExecutor` as the loop does
 //!   (each call added at its `content_block_stop`); median stream time and turn time (all
@@ -28,9 +32,20 @@ use serde_json::{Value, json};
 /// How long each fake tool call takes.
 const TOOL_MS: u64 = 200;
 
+#[path = "../rusage.rs"]
+mod rusage;
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // Before anything else (no runtime): this process stays small, see `spawn`.
+    if let [command, out, program, rest @ ..] = args.as_slice()
+        && command == "spawn"
+    {
+        let code = spawn(out, program, rest)?;
+        std::process::exit(code);
+    }
+    // The runtime gyre itself runs tools on (one thread; the tool on a blocking one).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("could not start a tokio runtime")?;
@@ -40,9 +55,14 @@ fn main() -> Result<()> {
         .collect::<Vec<_>>()
         .as_slice()
     {
-        ["search", dir, runs] => runtime.block_on(search(dir, runs.parse()?))?,
-        ["stream", runs] => runtime.block_on(stream(runs.parse()?))?,
-        _ => bail!("usage: xtask-bench-probe search DIR RUNS | stream RUNS"),
+        ["tool", name, dir, input] => runtime.block_on(tool(name, dir, input))?,
+        ["glob-all", dir, pattern] => glob_all(dir, pattern)?,
+        ["stream", runs] => runtime
+            .block_on(stream(runs.parse()?))
+            .map(|v| v.to_string())?,
+        _ => bail!(
+            "usage: xtask-bench-probe tool Grep|Glob DIR INPUT_JSON | glob-all DIR PATTERN | stream RUNS"
+        ),
     };
     println!("{out}");
     Ok(())
@@ -55,47 +75,61 @@ fn median_ms(mut samples: Vec<Duration>) -> f64 {
         .map_or(f64::NAN, |d| d.as_secs_f64() * 1000.0)
 }
 
-async fn search(dir: &str, runs: usize) -> Result<Value> {
+/// Runs `program` with `args` (stdio, directory and environment inherited) and writes
+/// `<exit code> <peak RSS in KiB> <wall µs> <CPU µs>` to `out`; exits with the
+/// program's code.
+///
+/// Why a process between the bench and what it measures: the peak RSS the kernel
+/// reports for a child counts the memory of the process it was forked from (the
+/// parent's address space is the child's until `exec`), so a child of the bench would
+/// report at least the bench's own RSS (about 12 MiB for a debug xtask) however little
+/// it uses. This process is a few MiB.
+fn spawn(out: &str, program: &str, args: &[String]) -> Result<i32> {
+    let started = Instant::now();
+    let child = std::process::Command::new(program)
+        .args(args)
+        .spawn()
+        .with_context(|| format!("could not run {program}"))?;
+    let usage = rusage::wait_usage(&child)?;
+    let wall = started.elapsed().as_micros();
+    std::fs::write(
+        out,
+        format!(
+            "{} {} {wall} {}\n",
+            usage.code, usage.peak_kib, usage.cpu_us
+        ),
+    )?;
+    Ok(usage.code)
+}
+
+/// One Grep or Glob call in `dir` (the working directory), its text on stdout: what a
+/// user of the tool waits for, process start included, timed from outside like `rg`.
+async fn tool(name: &str, dir: &str, input: &str) -> Result<String> {
     let ctx = ToolContext::new(dir);
-    let cases: [(&str, &dyn Tool, Value); 3] = [
-        (
-            "grep_files",
-            &gyre_tools::grep::GrepTool,
-            json!({"pattern": "needle_[0-9]+"}),
-        ),
-        (
-            "grep_content",
-            &gyre_tools::grep::GrepTool,
-            json!({"pattern": "needle_[0-9]+", "output_mode": "content", "head_limit": 0}),
-        ),
-        (
-            "glob",
-            &gyre_tools::glob::GlobTool,
-            json!({"pattern": "**/*.rs"}),
-        ),
-    ];
-    let mut out = serde_json::Map::new();
-    for (name, tool, input) in cases {
-        let mut samples = Vec::with_capacity(runs);
-        let mut lines = 0;
-        for i in 0..=runs {
-            let started = Instant::now();
-            let result = tool.call(input.clone(), &ctx, &|_| {}).await;
-            let took = started.elapsed();
-            if result.is_error {
-                bail!("{name} failed: {}", result.content);
-            }
-            lines = result.content.lines().count();
-            if i > 0 {
-                samples.push(took);
-            }
-        }
-        out.insert(
-            name.to_owned(),
-            json!({"median_ms": median_ms(samples), "lines": lines}),
-        );
+    let input: Value = serde_json::from_str(input).context("the tool input is not JSON")?;
+    let tool: &dyn Tool = match name {
+        "Grep" => &gyre_tools::grep::GrepTool,
+        "Glob" => &gyre_tools::glob::GlobTool,
+        _ => bail!("unknown tool {name}: Grep or Glob"),
+    };
+    let result = tool.call(input, &ctx, &|_| {}).await;
+    if result.is_error {
+        bail!("{name} failed: {}", result.content);
     }
-    Ok(Value::Object(out))
+    Ok(result.content)
+}
+
+/// Every file Glob's search finds for `pattern` in `dir`, one per line, before the
+/// tool's cut at 100: the set to compare with `rg --files`.
+fn glob_all(dir: &str, pattern: &str) -> Result<String> {
+    let ctx = ToolContext::new(dir);
+    let files = gyre_tools::glob::find(std::path::Path::new(dir), pattern, &ctx)
+        .map_err(anyhow::Error::msg)?;
+    Ok(files
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join("\n"))
 }
 
 /// A concurrency-safe tool that takes [`TOOL_MS`].
