@@ -275,9 +275,15 @@ pub fn build(
     }
     // Searches skip what the read deny rules name.
     tool_context.hidden = permissions.read_deny_filter(&tool_context);
+    // The sandbox asks the policy in force at each command: deny rules added mid-session
+    // (`addRules`, an "always deny") reach the kernel from the next command on.
+    let rules_context = tool_context.clone();
+    let live_gate = Arc::clone(&gate);
     tool_context.sandbox_by_mode = Some(settings.sandbox_by_mode(
         gate.mode_handle(),
-        permissions.sandbox_read_denied(&tool_context),
+        gyre_tools::sandbox::ReadDeniedSource::live(move || {
+            live_gate.permissions().sandbox_read_denied(&rules_context)
+        }),
     ));
 
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
