@@ -344,7 +344,11 @@ pub fn build(
         .collect();
     registry = registry.filtered(&kept);
     // A shared catalog: the SDK's `agents` from `initialize` are added to it.
-    let agents = AgentCatalog::new(crate::agents::definitions(cli.agents.as_deref(), cwd)?);
+    let agents = AgentCatalog::new(crate::agents::definitions(
+        cli.agents.as_deref(),
+        cwd,
+        crate::trust::is_trusted(&gyre_home(), cwd),
+    )?);
     let agent_setup = AgentSetup {
         definitions: agents.clone(),
         tools: registry.clone(),
