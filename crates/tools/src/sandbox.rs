@@ -650,9 +650,13 @@ fn scrub(entry: *mut libc::c_char) {
     }
 }
 
-/// Removes `CAP_SYS_PTRACE` from the bounding set, so a command run as root cannot read
-/// the memory or `/proc/<pid>/environ` of non-dumpable gyre. Without `CAP_SETPCAP` (not
-/// root) this fails harmlessly: such a process has no `CAP_SYS_PTRACE` to lose.
+/// Removes `CAP_SYS_PTRACE` from the bounding set of the child before it execs, so a
+/// command run as root cannot read the memory of non-dumpable gyre: the exec recomputes
+/// root's permitted and effective sets from the bounding set, and `no_new_privs` (set by
+/// Landlock) keeps later execs from regaining it. (`/proc/<gyre>/environ` stays readable
+/// to root without the capability on Linux 6.18; it holds no secret.) Without
+/// `CAP_SETPCAP` (not root) this fails harmlessly: such a process has no
+/// `CAP_SYS_PTRACE` to lose.
 fn drop_ptrace_capability() {
     let _ = rustix::thread::remove_capability_from_bounding_set(
         rustix::thread::CapabilitySet::SYS_PTRACE,
