@@ -1,6 +1,7 @@
 //! What changes mid-session reaches the sandbox (issue #19), through the real binary
 //! driven the way an SDK program drives it: a `Read(…)` deny rule an SDK adds with
-//! `can_use_tool`'s `updatedPermissions` holds in the kernel from the next command on,
+//! `can_use_tool`'s `updatedPermissions` holds in the kernel (and in searches) from the
+//! next call on,
 //! and a session that switches into plan mode on a kernel without Landlock says so once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -75,8 +76,8 @@ fn is_result(line: &Value) -> bool {
     line["type"] == "result"
 }
 
-/// The Bash results in call order: (is_error, text).
-fn bash_results(lines: &[Value]) -> Vec<(bool, String)> {
+/// The tool results in call order: (is_error, text).
+fn tool_results(lines: &[Value]) -> Vec<(bool, String)> {
     lines
         .iter()
         .filter(|v| v["type"] == "user")
@@ -102,11 +103,13 @@ fn a_read_deny_rule_the_sdk_adds_mid_session_is_enforced_by_the_kernel() {
     let sandbox = Sandbox::new().unwrap();
     sandbox.write("secret.txt", "hunter2\n").unwrap();
     let server = TestServer::spawn(Script::new([
-        // Plan mode runs a reader in the read-only sandbox without asking.
+        // Plan mode runs readers (Bash in the read-only sandbox) without asking.
+        Turn::tool_use("Grep", json!({"pattern": "hunter"})),
         Turn::tool_use("Bash", json!({"command": "cat secret.txt"})),
         // A writer is asked about; the SDK allows it and adds rules for the session.
         Turn::tool_use("Bash", json!({"command": "touch made.txt"})),
         Turn::tool_use("Bash", json!({"command": "cat secret.txt"})),
+        Turn::tool_use("Grep", json!({"pattern": "hunter"})),
         Turn::text("done"),
     ]))
     .unwrap();
@@ -148,15 +151,18 @@ fn a_read_deny_rule_the_sdk_adds_mid_session_is_enforced_by_the_kernel() {
     );
     assert!(!stderr.contains("not applied"), "{stderr}");
     assert_eq!(questions, 1, "{lines:?}");
-    let results = bash_results(&lines);
-    assert_eq!(results.len(), 3, "{lines:?}\n{stderr}");
-    assert_eq!(results[0], (false, "hunter2".to_owned()), "{stderr}");
+    let results = tool_results(&lines);
+    assert_eq!(results.len(), 5, "{lines:?}\n{stderr}");
+    assert!(results[0].1.contains("secret.txt"), "{:?}", results[0]);
+    assert_eq!(results[1], (false, "hunter2".to_owned()), "{stderr}");
     // Allowed, but plan mode's sandbox is read-only.
-    assert!(results[1].0, "{:?}", results[1]);
+    assert!(results[2].0, "{:?}", results[2]);
     assert!(!sandbox.project().join("made.txt").exists());
+    // Searches skip what the new rule denies.
+    assert!(!results[4].1.contains("secret.txt"), "{:?}", results[4]);
     // The Bash allow rule lets the command run; the deny rule added with it reached the
     // kernel, which refuses the read.
-    let (is_error, text) = &results[2];
+    let (is_error, text) = &results[3];
     assert!(
         *is_error && text.contains("Permission denied"),
         "the new deny rule did not reach the sandbox: {text}"
@@ -200,7 +206,7 @@ fn a_session_switched_into_plan_mode_without_landlock_says_so_once_and_asks() {
             None
         },
     );
-    let results = bash_results(&lines);
+    let results = tool_results(&lines);
     assert_eq!(results.len(), 3, "{lines:?}\n{stderr}");
     // Before the switch nothing asked for a sandbox: the allowed command ran.
     assert_eq!(results[0], (false, "b\na".to_owned()), "{stderr}");

@@ -273,8 +273,12 @@ pub fn build(
     for dir in working_dirs.iter().skip(1) {
         tool_context = tool_context.with_working_dir(dir.clone());
     }
-    // Searches skip what the read deny rules name.
-    tool_context.hidden = permissions.read_deny_filter(&tool_context);
+    // Searches skip what the read deny rules name — those in force now, so a rule added
+    // mid-session (`addRules`) hides its paths from the next search on.
+    tool_context.hidden = Some(live_read_deny_filter(
+        Arc::clone(&gate),
+        tool_context.clone(),
+    ));
     // The sandbox asks the policy in force at each command: deny rules added mid-session
     // (`addRules`, an "always deny") reach the kernel from the next command on.
     let rules_context = tool_context.clone();
@@ -444,5 +448,29 @@ pub fn build(
         mcp: Arc::new(mcp),
         gate,
         agents,
+    })
+}
+
+/// A filter holding what the `Read(…)` deny rules of `gate`'s policy now name, rebuilt
+/// only when the policy is (a mode change or `addRules`).
+fn live_read_deny_filter(gate: Arc<Gate>, ctx: ToolContext) -> gyre_tools::PathFilter {
+    type Cached = Option<(Arc<gyre_tools::Permissions>, Option<gyre_tools::PathFilter>)>;
+    let cache: std::sync::Mutex<Cached> = std::sync::Mutex::new(None);
+    gyre_tools::PathFilter::new(move |path| {
+        let now = gate.permissions();
+        let filter = {
+            let mut cached = cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match cached.as_ref() {
+                Some((built_from, filter)) if Arc::ptr_eq(built_from, &now) => filter.clone(),
+                _ => {
+                    let filter = now.read_deny_filter(&ctx);
+                    *cached = Some((now, filter.clone()));
+                    filter
+                }
+            }
+        };
+        filter.is_some_and(|f| f.matches(path))
     })
 }
