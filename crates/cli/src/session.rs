@@ -283,12 +283,17 @@ pub fn build(
     // (`addRules`, an "always deny") reach the kernel from the next command on.
     let rules_context = tool_context.clone();
     let live_gate = Arc::clone(&gate);
-    tool_context.sandbox_by_mode = Some(settings.sandbox_by_mode(
+    let by_mode = settings.sandbox_by_mode(
         gate.mode_handle(),
         gyre_tools::sandbox::ReadDeniedSource::live(move || {
             live_gate.permissions().sandbox_read_denied(&rules_context)
         }),
-    ));
+    );
+    if interactive {
+        // Said at start if at all; later the permission question names the reason.
+        by_mode.quiet_from_now();
+    }
+    tool_context.sandbox_by_mode = Some(by_mode);
 
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),

@@ -94,6 +94,12 @@ impl SandboxByMode {
         unenforceable
     }
 
+    /// Stops later notices on stderr: the REPL draws on the terminal, and its question
+    /// for each such command already gives the reason.
+    pub fn quiet_from_now(&self) {
+        self.told_unenforceable.store(true, Ordering::SeqCst);
+    }
+
     /// Says once per session that this kernel has no Landlock.
     pub fn tell_unenforceable(&self) {
         if !self.told_unenforceable.swap(true, Ordering::SeqCst) {
