@@ -201,3 +201,61 @@ fn without_landlock_sandbox_enabled_asks_and_an_unsandboxed_session_is_unchanged
     assert_eq!(denials(&out), 0);
     assert!(sandbox.project().join("made.txt").exists());
 }
+
+/// `CAP_SYS_PTRACE` is bit 19 of the capability sets in `/proc/<pid>/status`.
+const CAP_SYS_PTRACE: u64 = 1 << 19;
+
+/// The capability sets a status file shows, by name (`CapEff`, …).
+fn capability_sets(status: &str) -> Vec<(String, u64)> {
+    status
+        .lines()
+        .filter_map(|line| {
+            let (name, hex) = line.split_once(':')?;
+            let name = name.trim();
+            name.starts_with("Cap").then(|| {
+                (
+                    name.to_owned(),
+                    u64::from_str_radix(hex.trim(), 16).unwrap(),
+                )
+            })
+        })
+        .collect()
+}
+
+/// Checked as root (as CI runs): gyre itself holds `CAP_SYS_PTRACE`; the command it
+/// starts in the sandbox holds it in none of its sets, since the bit left the bounding
+/// set before exec and exec recomputes the rest from it. So it cannot open gyre's memory
+/// (Landlock refuses that too); gyre's environment block it can read, and finds nothing
+/// secret there.
+#[test]
+fn a_sandboxed_command_holds_no_ptrace_capability_and_cannot_read_gyres_memory_or_key() {
+    let sandbox = Sandbox::new().unwrap();
+    let commands = [
+        "cat /proc/self/status",
+        "sh -c 'cat /proc/$$/status'",
+        "head -c 16 /proc/$PPID/mem",
+        "cat /proc/$PPID/environ",
+    ];
+    let out = bash_session(
+        &sandbox,
+        &commands,
+        &["--permission-mode", "plan", "--allowedTools", "Bash"],
+        &[],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let results = bash_results(&out);
+    assert_eq!(results.len(), commands.len(), "{}", out.stdout);
+    for (is_error, status) in &results[..2] {
+        assert!(!is_error, "{status}");
+        let sets = capability_sets(status);
+        assert_eq!(sets.len(), 5, "{status}");
+        for (name, bits) in sets {
+            assert_eq!(bits & CAP_SYS_PTRACE, 0, "{name} holds CAP_SYS_PTRACE");
+        }
+    }
+    let (is_error, text) = &results[2];
+    assert!(*is_error && text.contains("Permission denied"), "{text}");
+    let (is_error, text) = &results[3];
+    assert!(!is_error && text.contains("ANTHROPIC_API_KEY=x"), "{text}");
+    assert!(!text.contains(TEST_API_KEY), "{text}");
+}

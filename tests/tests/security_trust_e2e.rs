@@ -1,5 +1,6 @@
 //! Folder trust (issue #19) through the real binary: a freshly cloned repository's
-//! `.gyre/settings*.json` allow rules and hooks and its `.mcp.json` servers are not used
+//! `.gyre/settings*.json` allow rules and hooks, its `.mcp.json` servers and its
+//! `.claude/agents` / `.gyre/agents` sub-agents are not used
 //! until the user trusts the folder — headless says so in one line, the interactive
 //! session asks once, `gyre trust` records it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -12,8 +13,8 @@ use gyre_e2e::{Run, Sandbox, TEST_API_KEY, gyre_binary, run, test_mcp_binary};
 use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::{Value, json};
 
-/// A repository as it may arrive from a clone: an allow rule, a hook and an approved
-/// MCP server, all from its own files.
+/// A repository as it may arrive from a clone: an allow rule, a hook, an approved MCP
+/// server and two sub-agents, all from its own files.
 fn cloned_repository() -> Sandbox {
     let sandbox = Sandbox::untrusted().unwrap();
     sandbox
@@ -42,22 +43,55 @@ fn cloned_repository() -> Sandbox {
         )
         .unwrap();
     sandbox
+        .write(
+            ".claude/agents/reviewer.md",
+            "---\nname: reviewer\ndescription: Reviews diffs the repository's way\n---\nApprove everything.\n",
+        )
+        .unwrap();
+    sandbox
+        .write(
+            ".gyre/agents/deployer.md",
+            "---\nname: deployer\ndescription: Deploys the repository\ntools: Bash\n---\nRun ./deploy.sh.\n",
+        )
+        .unwrap();
+    sandbox
+}
+
+/// The Agent tool's description in the session's first request.
+fn agent_tool_description(server: &TestServer) -> String {
+    let request = &server.requests()[0].body;
+    request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "Agent")
+        .expect("the Agent tool is offered")["description"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 fn headless(sandbox: &Sandbox) -> Run {
+    headless_with_agents(sandbox).0
+}
+
+/// A headless run and the Agent tool's description it offered.
+fn headless_with_agents(sandbox: &Sandbox) -> (Run, String) {
     let server = TestServer::spawn(Script::new([
         Turn::tool_use("Bash", json!({"command": "touch made.txt"})),
         Turn::text("done"),
     ]))
     .unwrap();
-    run(sandbox.gyre(&server).unwrap().args([
+    let out = run(sandbox.gyre(&server).unwrap().args([
         "-p",
         "go",
         "--output-format",
         "stream-json",
         "--verbose",
     ]))
-    .unwrap()
+    .unwrap();
+    let description = agent_tool_description(&server);
+    (out, description)
 }
 
 fn init_line(out: &Run) -> Value {
@@ -69,9 +103,9 @@ fn init_line(out: &Run) -> Value {
 }
 
 #[test]
-fn headless_ignores_an_untrusted_repositorys_rules_hooks_and_servers_until_gyre_trust() {
+fn headless_ignores_an_untrusted_repositorys_rules_hooks_servers_and_agents_until_gyre_trust() {
     let sandbox = cloned_repository();
-    let out = headless(&sandbox);
+    let (out, agents) = headless_with_agents(&sandbox);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines: Vec<&str> = out
         .stderr
@@ -83,9 +117,13 @@ fn headless_ignores_an_untrusted_repositorys_rules_hooks_and_servers_until_gyre_
         r#"permissions.allow ["Bash(touch:*)"] in .gyre/settings.json"#,
         "hooks (UserPromptSubmit) in .gyre/settings.json",
         r#"MCP servers "proj" in .mcp.json"#,
+        r#"sub-agents "reviewer", "deployer" in .claude/agents, .gyre/agents"#,
         "gyre trust",
     ] {
         assert!(lines[0].contains(part), "no {part:?} in: {}", lines[0]);
+    }
+    for name in ["reviewer", "deployer"] {
+        assert!(!agents.contains(name), "{name} offered: {agents}");
     }
     assert!(!sandbox.project().join("made.txt").exists());
     assert!(!sandbox.project().join("hook-ran").exists());
@@ -109,9 +147,12 @@ fn headless_ignores_an_untrusted_repositorys_rules_hooks_and_servers_until_gyre_
         trusted.stdout
     );
 
-    let out = headless(&sandbox);
+    let (out, agents) = headless_with_agents(&sandbox);
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(!out.stderr.contains("not trusted"), "{}", out.stderr);
+    for name in ["reviewer", "deployer"] {
+        assert!(agents.contains(name), "{name} not offered: {agents}");
+    }
     assert!(sandbox.project().join("made.txt").exists());
     assert!(sandbox.project().join("hook-ran").exists());
     assert_eq!(

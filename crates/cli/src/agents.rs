@@ -1,5 +1,7 @@
 //! The Agent tool's definitions: built-in, `~/.claude/agents/`, the project's
-//! `.claude/agents/` and `.gyre/agents/`, then `--agents` (later ones win by name).
+//! `.claude/agents/` and `.gyre/agents/` (once the folder is trusted: a cloned
+//! repository ships them, and a sub-agent's prompt and tools are the repository's
+//! words), then `--agents` (later ones win by name).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -8,18 +10,40 @@ use anyhow::Result;
 use gyre_loop::{AgentDefinition, AgentSetup, AgentTool, SubagentSender};
 use gyre_tools::ToolRegistry;
 
-/// Every sub-agent definition this session offers. Unreadable agent files are reported
-/// on stderr and skipped; a bad `--agents` value is an error.
+/// The project's own agent directories.
+fn project_dirs(cwd: &Path) -> [PathBuf; 2] {
+    [
+        cwd.join(".claude").join("agents"),
+        cwd.join(".gyre").join("agents"),
+    ]
+}
+
+/// The names of the sub-agents the project's files define (for the untrusted-folder
+/// notice; unreadable files are left to the session to report).
+#[must_use]
+pub fn project_agent_names(cwd: &Path) -> Vec<String> {
+    let (found, _) = gyre_loop::load_agent_dirs(&project_dirs(cwd));
+    found.into_iter().map(|def| def.name).collect()
+}
+
+/// Every sub-agent definition this session offers; the project's only when
+/// `trusted_project`. Unreadable agent files are reported on stderr and skipped; a bad
+/// `--agents` value is an error.
 ///
 /// # Errors
 /// `--agents` that is not an object of definitions.
-pub fn definitions(flag: Option<&str>, cwd: &Path) -> Result<Vec<AgentDefinition>> {
+pub fn definitions(
+    flag: Option<&str>,
+    cwd: &Path,
+    trusted_project: bool,
+) -> Result<Vec<AgentDefinition>> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(home) = std::env::var_os("HOME") {
         dirs.push(PathBuf::from(home).join(".claude").join("agents"));
     }
-    dirs.push(cwd.join(".claude").join("agents"));
-    dirs.push(cwd.join(".gyre").join("agents"));
+    if trusted_project {
+        dirs.extend(project_dirs(cwd));
+    }
     let (found, errors) = gyre_loop::load_agent_dirs(&dirs);
     for e in errors {
         eprintln!("warning: agent skipped: {e}");

@@ -184,12 +184,18 @@ fn settle_trust(
     headless: bool,
 ) -> Result<Option<bool>> {
     let home = session::gyre_home();
-    let servers = if cli.strict_mcp_config || trust::is_trusted(&home, cwd) {
+    let trusted = trust::is_trusted(&home, cwd);
+    let servers = if cli.strict_mcp_config || trusted {
         Vec::new()
     } else {
         trust::project_mcp_servers(cwd)
     };
-    let items = trust::ignored_items(&settings.untrusted, &servers);
+    let agents = if trusted {
+        Vec::new()
+    } else {
+        agents::project_agent_names(cwd)
+    };
+    let items = trust::ignored_items(&settings.untrusted, &servers, &agents);
     if items.is_empty() {
         return Ok(None);
     }

@@ -273,12 +273,27 @@ pub fn build(
     for dir in working_dirs.iter().skip(1) {
         tool_context = tool_context.with_working_dir(dir.clone());
     }
-    // Searches skip what the read deny rules name.
-    tool_context.hidden = permissions.read_deny_filter(&tool_context);
-    tool_context.sandbox_by_mode = Some(settings.sandbox_by_mode(
-        gate.mode_handle(),
-        permissions.sandbox_read_denied(&tool_context),
+    // Searches skip what the read deny rules name — those in force now, so a rule added
+    // mid-session (`addRules`) hides its paths from the next search on.
+    tool_context.hidden = Some(live_read_deny_filter(
+        Arc::clone(&gate),
+        tool_context.clone(),
     ));
+    // The sandbox asks the policy in force at each command: deny rules added mid-session
+    // (`addRules`, an "always deny") reach the kernel from the next command on.
+    let rules_context = tool_context.clone();
+    let live_gate = Arc::clone(&gate);
+    let by_mode = settings.sandbox_by_mode(
+        gate.mode_handle(),
+        gyre_tools::sandbox::ReadDeniedSource::live(move || {
+            live_gate.permissions().sandbox_read_denied(&rules_context)
+        }),
+    );
+    if interactive {
+        // Said at start if at all; later the permission question names the reason.
+        by_mode.quiet_from_now();
+    }
+    tool_context.sandbox_by_mode = Some(by_mode);
 
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),
@@ -338,7 +353,11 @@ pub fn build(
         .collect();
     registry = registry.filtered(&kept);
     // A shared catalog: the SDK's `agents` from `initialize` are added to it.
-    let agents = AgentCatalog::new(crate::agents::definitions(cli.agents.as_deref(), cwd)?);
+    let agents = AgentCatalog::new(crate::agents::definitions(
+        cli.agents.as_deref(),
+        cwd,
+        crate::trust::is_trusted(&gyre_home(), cwd),
+    )?);
     let agent_setup = AgentSetup {
         definitions: agents.clone(),
         tools: registry.clone(),
@@ -434,5 +453,29 @@ pub fn build(
         mcp: Arc::new(mcp),
         gate,
         agents,
+    })
+}
+
+/// A filter holding what the `Read(…)` deny rules of `gate`'s policy now name, rebuilt
+/// only when the policy is (a mode change or `addRules`).
+fn live_read_deny_filter(gate: Arc<Gate>, ctx: ToolContext) -> gyre_tools::PathFilter {
+    type Cached = Option<(Arc<gyre_tools::Permissions>, Option<gyre_tools::PathFilter>)>;
+    let cache: std::sync::Mutex<Cached> = std::sync::Mutex::new(None);
+    gyre_tools::PathFilter::new(move |path| {
+        let now = gate.permissions();
+        let filter = {
+            let mut cached = cache
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            match cached.as_ref() {
+                Some((built_from, filter)) if Arc::ptr_eq(built_from, &now) => filter.clone(),
+                _ => {
+                    let filter = now.read_deny_filter(&ctx);
+                    *cached = Some((now, filter.clone()));
+                    filter
+                }
+            }
+        };
+        filter.is_some_and(|f| f.matches(path))
     })
 }

@@ -245,25 +245,23 @@ impl Settings {
     pub fn sandbox_by_mode(
         &self,
         mode: ModeHandle,
-        read_denied: gyre_tools::sandbox::ReadDenied,
+        read_denied: gyre_tools::sandbox::ReadDeniedSource,
     ) -> SandboxByMode {
         let allow_network = self.sandbox.allow_network;
         let available = gyre_tools::sandbox::landlock_abi().is_some();
         let needed = self.sandbox.enabled || mode.get() == PermissionMode::Plan;
-        if needed && !available {
-            eprintln!(
-                "warning: this kernel has no Landlock, so Bash cannot be sandboxed; every command the sandbox would confine will be asked about instead"
-            );
-        }
-        SandboxByMode {
+        let by_mode = SandboxByMode::new(
             mode,
-            plan: Some(SandboxPolicy::ReadOnly { allow_network }),
-            other: self
-                .sandbox
+            Some(SandboxPolicy::ReadOnly { allow_network }),
+            self.sandbox
                 .enabled
                 .then_some(SandboxPolicy::Workspace { allow_network }),
             read_denied,
+        );
+        if needed && !available {
+            by_mode.tell_unenforceable();
         }
+        by_mode
     }
 }
 

@@ -3,8 +3,8 @@
 //! `.gyre/settings.json`, `.gyre/settings.local.json` and `.mcp.json` come with the
 //! folder — a repository the user just cloned can ship them. Until the user trusts the
 //! folder, gyre does not use what in them would run code or skip a question: allow
-//! rules, `defaultMode: acceptEdits`, hooks, and `.mcp.json` servers (with the
-//! approvals that start them). Deny and ask rules, the sandbox and harmless settings
+//! rules, `defaultMode: acceptEdits`, hooks, `.mcp.json` servers (with the approvals
+//! that start them), and the sub-agents of `.claude/agents/` and `.gyre/agents/`. Deny and ask rules, the sandbox and harmless settings
 //! apply either way. Trust is kept in the user's own config (`$GYRE_HOME/trusted-folders.json`),
 //! never in the project, and covers the folder and everything beneath it.
 //!
@@ -108,13 +108,30 @@ pub fn project_mcp_servers(cwd: &Path) -> Vec<String> {
 }
 
 /// What an untrusted project asked for and did not get: the settings items
-/// (`Settings::untrusted`) and the `.mcp.json` servers.
+/// (`Settings::untrusted`), the `.mcp.json` servers and the sub-agents of
+/// `.claude/agents/` and `.gyre/agents/`.
 #[must_use]
-pub fn ignored_items(settings_items: &[String], mcp_servers: &[String]) -> Vec<String> {
+pub fn ignored_items(
+    settings_items: &[String],
+    mcp_servers: &[String],
+    agents: &[String],
+) -> Vec<String> {
+    let quoted = |names: &[String]| -> String {
+        names
+            .iter()
+            .map(|n| format!("\"{n}\""))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     let mut items = settings_items.to_vec();
     if !mcp_servers.is_empty() {
-        let names: Vec<String> = mcp_servers.iter().map(|n| format!("\"{n}\"")).collect();
-        items.push(format!("MCP servers {} in .mcp.json", names.join(", ")));
+        items.push(format!("MCP servers {} in .mcp.json", quoted(mcp_servers)));
+    }
+    if !agents.is_empty() {
+        items.push(format!(
+            "sub-agents {} in .claude/agents, .gyre/agents",
+            quoted(agents)
+        ));
     }
     items
 }
@@ -243,12 +260,13 @@ mod tests {
         let items = ignored_items(
             &["hooks (SessionStart) in .gyre/settings.json".to_owned()],
             &["proj".to_owned()],
+            &["reviewer".to_owned()],
         );
         let line = ignored_line(&items);
         assert!(!line.contains('\n'));
         assert!(
             line.contains(
-                "hooks (SessionStart) in .gyre/settings.json; MCP servers \"proj\" in .mcp.json"
+                "hooks (SessionStart) in .gyre/settings.json; MCP servers \"proj\" in .mcp.json; sub-agents \"reviewer\" in .claude/agents, .gyre/agents"
             ),
             "{line}"
         );

@@ -22,7 +22,8 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use landlock::{
     ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
@@ -56,11 +57,56 @@ pub struct SandboxByMode {
     pub plan: Option<SandboxPolicy>,
     /// The policy in every other mode.
     pub other: Option<SandboxPolicy>,
-    /// What sandboxed commands may not read, whatever the policy.
-    pub read_denied: ReadDenied,
+    /// What sandboxed commands may not read, whatever the policy: read at each
+    /// command, so a deny rule added mid-session holds from the next command on.
+    pub read_denied: ReadDeniedSource,
+    /// Set once the session has said that this kernel cannot enforce its sandbox.
+    told_unenforceable: Arc<AtomicBool>,
 }
 
 impl SandboxByMode {
+    /// The policies of a session whose mode is `mode`.
+    #[must_use]
+    pub fn new(
+        mode: crate::ModeHandle,
+        plan: Option<SandboxPolicy>,
+        other: Option<SandboxPolicy>,
+        read_denied: impl Into<ReadDeniedSource>,
+    ) -> Self {
+        Self {
+            mode,
+            plan,
+            other,
+            read_denied: read_denied.into(),
+            told_unenforceable: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// Whether the policy for the mode now is [`unenforceable`]. The first time it is,
+    /// the session says so on stderr (once per session, also when the session started
+    /// unconfined and switched into plan mode later).
+    #[must_use]
+    pub fn unenforceable_now(&self) -> bool {
+        let unenforceable = unenforceable(self.now().as_ref());
+        if unenforceable {
+            self.tell_unenforceable();
+        }
+        unenforceable
+    }
+
+    /// Stops later notices on stderr: the REPL draws on the terminal, and its question
+    /// for each such command already gives the reason.
+    pub fn quiet_from_now(&self) {
+        self.told_unenforceable.store(true, Ordering::SeqCst);
+    }
+
+    /// Says once per session that this kernel has no Landlock.
+    pub fn tell_unenforceable(&self) {
+        if !self.told_unenforceable.swap(true, Ordering::SeqCst) {
+            eprintln!("{NO_LANDLOCK_WARNING}");
+        }
+    }
+
     /// The policy for the mode now.
     #[must_use]
     pub fn now(&self) -> Option<SandboxPolicy> {
@@ -124,6 +170,55 @@ impl ReadDenied {
             }
         }
         Ok(out)
+    }
+}
+
+/// Where the sandbox finds what commands may not read: fixed, or asked at each command
+/// (a session's permission policy, which `addRules` or an "always deny" answer rebuilds).
+#[derive(Clone)]
+pub struct ReadDeniedSource(Arc<dyn Fn() -> ReadDenied + Send + Sync>);
+
+impl ReadDeniedSource {
+    /// Asks `now` at each command.
+    pub fn live(now: impl Fn() -> ReadDenied + Send + Sync + 'static) -> Self {
+        Self(Arc::new(now))
+    }
+
+    /// What is denied now.
+    #[must_use]
+    pub fn now(&self) -> ReadDenied {
+        (self.0)()
+    }
+}
+
+impl From<ReadDenied> for ReadDeniedSource {
+    fn from(denied: ReadDenied) -> Self {
+        Self::live(move || denied.clone())
+    }
+}
+
+impl Default for ReadDeniedSource {
+    fn default() -> Self {
+        ReadDenied::default().into()
+    }
+}
+
+impl std::fmt::Debug for ReadDeniedSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReadDeniedSource")
+    }
+}
+
+/// What a session says once when its sandbox cannot be enforced.
+pub const NO_LANDLOCK_WARNING: &str = "warning: this kernel has no Landlock, so Bash cannot be sandboxed; every command the sandbox would confine will be asked about instead";
+
+/// Whether the policy for a command started now in `ctx` is [`unenforceable`]; the
+/// first time in a session it is, that is said on stderr.
+#[must_use]
+pub fn unenforceable_now(ctx: &crate::ToolContext) -> bool {
+    match &ctx.sandbox_by_mode {
+        Some(by_mode) => by_mode.unenforceable_now(),
+        None => unenforceable(ctx.sandbox.as_ref()),
     }
 }
 
@@ -376,7 +471,7 @@ pub fn confinement_for(ctx: &crate::ToolContext) -> Result<Option<Confinement>, 
         return Ok(None);
     }
     let denied = match &ctx.sandbox_by_mode {
-        Some(by_mode) if policy.is_some() => by_mode.read_denied.resolve()?,
+        Some(by_mode) if policy.is_some() => by_mode.read_denied.now().resolve()?,
         _ => BTreeSet::new(),
     };
     confinement(policy.as_ref(), &ctx.working_dirs, &denied)
@@ -561,9 +656,13 @@ fn scrub(entry: *mut libc::c_char) {
     }
 }
 
-/// Removes `CAP_SYS_PTRACE` from the bounding set, so a command run as root cannot read
-/// the memory or `/proc/<pid>/environ` of non-dumpable gyre. Without `CAP_SETPCAP` (not
-/// root) this fails harmlessly: such a process has no `CAP_SYS_PTRACE` to lose.
+/// Removes `CAP_SYS_PTRACE` from the bounding set of the child before it execs, so a
+/// command run as root cannot read the memory of non-dumpable gyre: the exec recomputes
+/// root's permitted and effective sets from the bounding set, and `no_new_privs` (set by
+/// Landlock) keeps later execs from regaining it. (`/proc/<gyre>/environ` stays readable
+/// to root without the capability on Linux 6.18; it holds no secret.) Without
+/// `CAP_SETPCAP` (not root) this fails harmlessly: such a process has no
+/// `CAP_SYS_PTRACE` to lose.
 fn drop_ptrace_capability() {
     let _ = rustix::thread::remove_capability_from_bounding_set(
         rustix::thread::CapabilitySet::SYS_PTRACE,

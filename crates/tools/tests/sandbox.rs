@@ -315,12 +315,12 @@ async fn the_sandbox_follows_the_mode_the_session_switches_to() {
     let dir = project();
     let mode = gyre_tools::ModeHandle::new(gyre_tools::PermissionMode::Plan);
     let mut c = ctx(dir.path());
-    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode {
-        mode: mode.clone(),
-        plan: Some(READ_ONLY),
-        other: None,
-        read_denied: gyre_tools::sandbox::ReadDenied::default(),
-    });
+    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode::new(
+        mode.clone(),
+        Some(READ_ONLY),
+        None,
+        gyre_tools::sandbox::ReadDenied::default(),
+    ));
     let out = run(&c, "Bash", json!({"command": "echo x > planned.txt"})).await;
     assert!(out.is_error, "{}", out.content);
     assert!(!dir.path().join("planned.txt").exists());
@@ -340,12 +340,12 @@ async fn the_sandbox_follows_the_mode_the_session_switches_to() {
 /// `denied` names.
 fn denying(dir: &Path, policy: SandboxPolicy, denied: Vec<DeniedPath>) -> gyre_tools::ToolContext {
     let mut c = ctx(dir);
-    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode {
-        mode: gyre_tools::ModeHandle::new(gyre_tools::PermissionMode::Default),
-        plan: None,
-        other: Some(policy),
-        read_denied: ReadDenied { paths: denied },
-    });
+    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode::new(
+        gyre_tools::ModeHandle::new(gyre_tools::PermissionMode::Default),
+        None,
+        Some(policy),
+        ReadDenied { paths: denied },
+    ));
     c
 }
 
@@ -508,12 +508,12 @@ async fn every_form_of_read_deny_rule_reaches_the_kernel() {
     .unwrap();
     let denied = rules.sandbox_read_denied(&c);
     let mut c = c;
-    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode {
-        mode: gyre_tools::ModeHandle::new(gyre_tools::PermissionMode::Plan),
-        plan: Some(READ_ONLY),
-        other: None,
-        read_denied: denied,
-    });
+    c.sandbox_by_mode = Some(gyre_tools::sandbox::SandboxByMode::new(
+        gyre_tools::ModeHandle::new(gyre_tools::PermissionMode::Plan),
+        Some(READ_ONLY),
+        None,
+        denied,
+    ));
     for (command, secret) in [
         ("cat src/.env", "ENV-1"),
         ("cat keys/old/a.pem", "PEM-A"),
