@@ -14,7 +14,8 @@
 //!   `target/criterion/*/new/estimates.json`.
 //!
 //! A goal whose samples agree (see [`STABLE_SPREAD`]) and that misses fails the command,
-//! so `cargo xtask ci` fails; quick mode holds time goals [`QUICK_SLACK`]× looser.
+//! so `cargo xtask ci` fails; quick mode holds time goals [`QUICK_SLACK`]× looser and
+//! does not enforce the per-turn late-vs-early ratio (too few runs to tell it from noise).
 //! The full run writes `target/bench/report.md` and `target/bench/report.json`;
 //! `--baseline` compares with an earlier `report.json`. `--quick` (CI) runs each row a
 //! few times and skips the 500-turn session and criterion.
@@ -932,7 +933,9 @@ fn rows_of(id: &str, turns: usize, runs: &SessionRuns, rss_goal: f64, plan: &Pla
         .samples(&runs.late)
         .against_samples(&runs.early, "turns 2-6")
         .ratio_at_most(plan.loosen(1.5))
-        .stable_if(n >= 3 && spread(&runs.ratios) <= STABLE_SPREAD)
+        // Quick mode's three runs of this ratio swing from 1.8× to 2.8× on two busy
+        // cores, around its loosened goal: only the full run holds it to the goal.
+        .stable_if(!plan.quick && n >= 3 && spread(&runs.ratios) <= STABLE_SPREAD)
         .note(format!(
             "requests {:.0} KB vs {:.0} KB (sending them is gyre's time); per-run ratios: {}",
             median(runs.late_kb.clone()).unwrap_or(0.0),
