@@ -808,3 +808,117 @@ fn mcp_server_time_from_pypi_answers_and_reports_errors() {
         results[2]
     );
 }
+
+/// `server-everything` serving the legacy HTTP+SSE transport on a free port; killed
+/// when dropped.
+struct SseEverything {
+    child: Child,
+    url: String,
+}
+
+impl SseEverything {
+    fn start() -> Self {
+        let entry = server_everything();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new("node")
+            .arg(entry)
+            .arg("sse")
+            .env("PORT", port.to_string())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut said = Vec::new();
+        for line in stderr.lines() {
+            let line = line.unwrap();
+            let listening = line.contains("Server is running on port");
+            said.push(line);
+            if listening {
+                break;
+            }
+        }
+        assert!(
+            said.last().is_some_and(|l| l.contains("running")),
+            "server-everything sse did not start: {said:?}"
+        );
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/sse"),
+        }
+    }
+}
+
+impl Drop for SseEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn server_everything_over_legacy_sse_lists_and_calls_tools() {
+    let server = SseEverything::start();
+    let (api, out) = run_with(
+        "everything",
+        json!({"type": "sse", "url": server.url, "headers": {"X-Gyre-Test": "1"}}),
+        Script::new([
+            Turn::tool_use("mcp__everything__echo", json!({"message": "hello over sse"}))
+                .and_tool_use("mcp__everything__get-sum", json!({"a": 20, "b": 22})),
+            Turn::text("Done."),
+        ]),
+    );
+    let init = init_line(&out);
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "everything", "status": "connected"}])
+    );
+    assert!(
+        init["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__everything__echo"))
+    );
+    let results = tool_results(&api);
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert!(
+        results.iter().all(|r| r["is_error"] != true),
+        "{results:#?}"
+    );
+    assert!(
+        text_of(&results[0]).contains("hello over sse"),
+        "{}",
+        results[0]
+    );
+    assert!(text_of(&results[1]).contains("42"), "{}", results[1]);
+}
+
+#[test]
+fn an_sse_server_that_is_not_listening_is_reported_failed() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sandbox = Sandbox::new().unwrap();
+    let api = TestServer::spawn(Script::new([Turn::text("Done.")])).unwrap();
+    let out = gyre(
+        &sandbox,
+        &api,
+        &config(json!({"gone": {"type": "sse", "url": format!("http://127.0.0.1:{port}/sse")}})),
+        &[],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        init_line(&out)["mcp_servers"],
+        json!([{"name": "gone", "status": "failed"}])
+    );
+    assert!(
+        out.stderr.contains("MCP server \"gone\" (sse) failed: the SSE connection failed"),
+        "{}",
+        out.stderr
+    );
+}

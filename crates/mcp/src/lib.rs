@@ -4,7 +4,7 @@
 //! - [`McpConfig`]: which servers, in Claude Code's `{"mcpServers": {…}}` format, from
 //!   `--mcp-config` (a file or inline JSON) and `.mcp.json`.
 //! - [`McpServers::start`]: starts every server at once (stdio child processes,
-//!   streamable HTTP), each within a timeout; a failing one is reported in
+//!   streamable HTTP, legacy HTTP+SSE), each within a timeout; a failing one is reported in
 //!   [`McpServers::status`], never fatal.
 //! - [`McpTool`]: one server tool as a [`gyre_tools::Tool`] named
 //!   `mcp__<server>__<tool>`; results (text, images, resources, structured content,
@@ -50,6 +50,7 @@ mod result;
 mod sdk;
 mod server;
 mod servers;
+mod sse;
 mod tool;
 
 pub use config::{ConfigError, McpConfig, ServerConfig};
@@ -57,6 +58,7 @@ pub use resources::{McpResourceTool, ResourceAction};
 pub use result::{NO_CONTENT, to_output};
 pub use sdk::{SdkBridge, SdkChannel, SdkSendError, sdk_channel};
 pub use server::{Server, StartError};
+pub use sse::SseSendError;
 pub use servers::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ServerState, ServerStatus,
     StartOptions,
