@@ -831,9 +831,9 @@ impl SseEverything {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let stderr = BufReader::new(child.stderr.take().unwrap());
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
         let mut said = Vec::new();
-        for line in stderr.lines() {
+        for line in stderr.by_ref() {
             let line = line.unwrap();
             let listening = line.contains("Server is running on port");
             said.push(line);
@@ -841,6 +841,8 @@ impl SseEverything {
                 break;
             }
         }
+        // Node dies of EPIPE when its stderr is closed: keep reading it.
+        std::thread::spawn(move || stderr.for_each(drop));
         assert!(
             said.last().is_some_and(|l| l.contains("running")),
             "server-everything sse did not start: {said:?}"
@@ -866,15 +868,20 @@ fn server_everything_over_legacy_sse_lists_and_calls_tools() {
         "everything",
         json!({"type": "sse", "url": server.url, "headers": {"X-Gyre-Test": "1"}}),
         Script::new([
-            Turn::tool_use("mcp__everything__echo", json!({"message": "hello over sse"}))
-                .and_tool_use("mcp__everything__get-sum", json!({"a": 20, "b": 22})),
+            Turn::tool_use(
+                "mcp__everything__echo",
+                json!({"message": "hello over sse"}),
+            )
+            .and_tool_use("mcp__everything__get-sum", json!({"a": 20, "b": 22})),
             Turn::text("Done."),
         ]),
     );
     let init = init_line(&out);
     assert_eq!(
         init["mcp_servers"],
-        json!([{"name": "everything", "status": "connected"}])
+        json!([{"name": "everything", "status": "connected"}]),
+        "{}",
+        out.stderr
     );
     assert!(
         init["tools"]
@@ -917,7 +924,8 @@ fn an_sse_server_that_is_not_listening_is_reported_failed() {
         json!([{"name": "gone", "status": "failed"}])
     );
     assert!(
-        out.stderr.contains("MCP server \"gone\" (sse) failed: the SSE connection failed"),
+        out.stderr
+            .contains("MCP server \"gone\" (sse) failed: the SSE connection failed"),
         "{}",
         out.stderr
     );

@@ -58,11 +58,11 @@ pub use resources::{McpResourceTool, ResourceAction};
 pub use result::{NO_CONTENT, to_output};
 pub use sdk::{SdkBridge, SdkChannel, SdkSendError, sdk_channel};
 pub use server::{Server, StartError};
-pub use sse::SseSendError;
 pub use servers::{
     DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ServerState, ServerStatus,
     StartOptions,
 };
+pub use sse::SseSendError;
 pub use tool::{McpTool, tool_name};
 
 /// The model types of `rmcp` that appear in this crate's API (resources, tool infos).

@@ -20,12 +20,12 @@ use crate::server::StartError;
 #[derive(Debug, thiserror::Error)]
 pub enum SseSendError {
     /// The request failed (connection refused, reset, …).
-    #[error("POST {endpoint}: {source}")]
+    #[error("POST {endpoint}: {message}")]
     Request {
         /// The message endpoint.
         endpoint: String,
-        /// The HTTP client's error.
-        source: reqwest::Error,
+        /// The HTTP client's error with its causes.
+        message: String,
     },
     /// The server refused the message.
     #[error("POST {endpoint}: HTTP {status}")]
@@ -79,6 +79,18 @@ pub(crate) fn classify(event: &Sse, base: &Url) -> SseEvent {
 type Messages = Pin<Box<dyn Stream<Item = RxJsonRpcMessage<RoleClient>> + Send>>;
 type Posts = Pin<Box<dyn Sink<TxJsonRpcMessage<RoleClient>, Error = SseSendError> + Send>>;
 
+/// `error: cause: cause`, as reqwest's own message hides why a request failed.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut cause = error.source();
+    while let Some(e) = cause {
+        message.push_str(": ");
+        message.push_str(&e.to_string());
+        cause = e.source();
+    }
+    message
+}
+
 /// The configured headers as an HTTP header map.
 pub(crate) fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap, StartError> {
     let mut map = HeaderMap::new();
@@ -113,7 +125,7 @@ pub(crate) async fn connect(
             .header(ACCEPT, "text/event-stream")
             .send()
             .await
-            .map_err(|e| StartError::Sse(format!("GET {base}: {e}")))?;
+            .map_err(|e| StartError::Sse(format!("GET {base}: {}", with_causes(&e))))?;
         if !response.status().is_success() {
             return Err(StartError::Sse(format!(
                 "GET {base}: HTTP {}",
@@ -171,9 +183,9 @@ pub(crate) async fn connect(
                 .body(body)
                 .send()
                 .await
-                .map_err(|source| SseSendError::Request {
+                .map_err(|e| SseSendError::Request {
                     endpoint: endpoint.to_string(),
-                    source,
+                    message: with_causes(&e),
                 })?;
             if !response.status().is_success() {
                 return Err(SseSendError::Status {
