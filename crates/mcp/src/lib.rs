@@ -8,7 +8,8 @@
 //!   [`McpServers::status`], never fatal.
 //! - [`McpTool`]: one server tool as a [`gyre_tools::Tool`] named
 //!   `mcp__<server>__<tool>`; results (text, images, resources, structured content,
-//!   `isError`) become tool outputs; a call honours abort and a timeout, and a server
+//!   `isError`) become tool outputs, and it is on offer only while its server is
+//!   connected ([`McpServers::reconnect`], [`McpServers::set_enabled`]); a call honours abort and a timeout, and a server
 //!   that died answers with an error naming it.
 //! - [`sdk_channel`]: the seam for `{"type": "sdk"}` servers, whose JSON-RPC the CLI
 //!   carries in `mcp_message` control requests ([`McpServers::start_with_sdk`]).
@@ -59,8 +60,8 @@ pub use result::{NO_CONTENT, to_output};
 pub use sdk::{SdkBridge, SdkChannel, SdkSendError, sdk_channel};
 pub use server::{Server, StartError};
 pub use servers::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ServerState, ServerStatus,
-    StartOptions,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ReconnectError, ServerSlot,
+    ServerState, ServerStatus, StartOptions,
 };
 pub use sse::SseSendError;
 pub use tool::{McpTool, tool_name};
