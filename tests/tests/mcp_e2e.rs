@@ -930,3 +930,57 @@ fn an_sse_server_that_is_not_listening_is_reported_failed() {
         out.stderr
     );
 }
+
+#[test]
+fn an_sse_server_that_goes_away_mid_call_gives_error_results_naming_it() {
+    let mut sse = SseEverything::start();
+    let sandbox = Sandbox::new().unwrap();
+    let api = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "mcp__everything__trigger-long-running-operation",
+            json!({"duration": 600, "steps": 600}),
+        ),
+        Turn::tool_use("mcp__everything__echo", json!({"message": "still there?"})),
+        Turn::text("The server is gone."),
+    ]))
+    .unwrap();
+    let mut child = gyre_command(
+        &sandbox,
+        &api,
+        &config(json!({"everything": {"type": "sse", "url": sse.url}})),
+        &["--allowedTools", "mcp__everything"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.contains("\"tool_use\"") && line.contains("trigger-long-running-operation") {
+            break;
+        }
+    }
+    // The server ends while the call runs (or just before it is posted): either way
+    // the call fails naming the server, and the next one is refused at once.
+    sse.child.kill().unwrap();
+    sse.child.wait().unwrap();
+    // A hang is killed, then fails the test.
+    let status = wait_or_kill(&mut child, Duration::from_secs(60));
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert_eq!(status, Some(0), "{rest:#?}");
+    let results = tool_results(&api);
+    assert_eq!(results.len(), 2, "{results:#?}");
+    for result in &results {
+        assert_eq!(result["is_error"], true, "{result}");
+        assert!(
+            text_of(result).contains("MCP server \"everything\""),
+            "{result}"
+        );
+    }
+    assert!(
+        text_of(&results[1]).contains("is not running"),
+        "{}",
+        results[1]
+    );
+}
