@@ -808,3 +808,179 @@ fn mcp_server_time_from_pypi_answers_and_reports_errors() {
         results[2]
     );
 }
+
+/// `server-everything` serving the legacy HTTP+SSE transport on a free port; killed
+/// when dropped.
+struct SseEverything {
+    child: Child,
+    url: String,
+}
+
+impl SseEverything {
+    fn start() -> Self {
+        let entry = server_everything();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut child = Command::new("node")
+            .arg(entry)
+            .arg("sse")
+            .env("PORT", port.to_string())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut said = Vec::new();
+        for line in stderr.by_ref() {
+            let line = line.unwrap();
+            let listening = line.contains("Server is running on port");
+            said.push(line);
+            if listening {
+                break;
+            }
+        }
+        // Node dies of EPIPE when its stderr is closed: keep reading it.
+        std::thread::spawn(move || stderr.for_each(drop));
+        assert!(
+            said.last().is_some_and(|l| l.contains("running")),
+            "server-everything sse did not start: {said:?}"
+        );
+        Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/sse"),
+        }
+    }
+}
+
+impl Drop for SseEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn server_everything_over_legacy_sse_lists_and_calls_tools() {
+    let server = SseEverything::start();
+    let (api, out) = run_with(
+        "everything",
+        json!({"type": "sse", "url": server.url, "headers": {"X-Gyre-Test": "1"}}),
+        Script::new([
+            Turn::tool_use(
+                "mcp__everything__echo",
+                json!({"message": "hello over sse"}),
+            )
+            .and_tool_use("mcp__everything__get-sum", json!({"a": 20, "b": 22})),
+            Turn::text("Done."),
+        ]),
+    );
+    let init = init_line(&out);
+    assert_eq!(
+        init["mcp_servers"],
+        json!([{"name": "everything", "status": "connected"}]),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        init["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__everything__echo"))
+    );
+    let results = tool_results(&api);
+    assert_eq!(results.len(), 2, "{results:#?}");
+    assert!(
+        results.iter().all(|r| r["is_error"] != true),
+        "{results:#?}"
+    );
+    assert!(
+        text_of(&results[0]).contains("hello over sse"),
+        "{}",
+        results[0]
+    );
+    assert!(text_of(&results[1]).contains("42"), "{}", results[1]);
+}
+
+#[test]
+fn an_sse_server_that_is_not_listening_is_reported_failed() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sandbox = Sandbox::new().unwrap();
+    let api = TestServer::spawn(Script::new([Turn::text("Done.")])).unwrap();
+    let out = gyre(
+        &sandbox,
+        &api,
+        &config(json!({"gone": {"type": "sse", "url": format!("http://127.0.0.1:{port}/sse")}})),
+        &[],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(
+        init_line(&out)["mcp_servers"],
+        json!([{"name": "gone", "status": "failed"}])
+    );
+    assert!(
+        out.stderr
+            .contains("MCP server \"gone\" (sse) failed: the SSE connection failed"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn an_sse_server_that_goes_away_mid_call_gives_error_results_naming_it() {
+    let mut sse = SseEverything::start();
+    let sandbox = Sandbox::new().unwrap();
+    let api = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "mcp__everything__trigger-long-running-operation",
+            json!({"duration": 600, "steps": 600}),
+        ),
+        Turn::tool_use("mcp__everything__echo", json!({"message": "still there?"})),
+        Turn::text("The server is gone."),
+    ]))
+    .unwrap();
+    let mut child = gyre_command(
+        &sandbox,
+        &api,
+        &config(json!({"everything": {"type": "sse", "url": sse.url}})),
+        &["--allowedTools", "mcp__everything"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::null())
+    .spawn()
+    .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        if line.contains("\"tool_use\"") && line.contains("trigger-long-running-operation") {
+            break;
+        }
+    }
+    // The server ends while the call runs (or just before it is posted): either way
+    // the call fails naming the server, and the next one is refused at once.
+    sse.child.kill().unwrap();
+    sse.child.wait().unwrap();
+    // A hang is killed, then fails the test.
+    let status = wait_or_kill(&mut child, Duration::from_secs(60));
+    let rest: Vec<String> = lines.map(Result::unwrap).collect();
+    assert_eq!(status, Some(0), "{rest:#?}");
+    let results = tool_results(&api);
+    assert_eq!(results.len(), 2, "{results:#?}");
+    for result in &results {
+        assert_eq!(result["is_error"], true, "{result}");
+        assert!(
+            text_of(result).contains("MCP server \"everything\""),
+            "{result}"
+        );
+    }
+    assert!(
+        text_of(&results[1]).contains("is not running"),
+        "{}",
+        results[1]
+    );
+}

@@ -1036,3 +1036,144 @@ fn an_sdk_mcp_call_the_sdk_answers_with_an_error_is_an_error_result_naming_the_s
         "{text}"
     );
 }
+
+fn offered_tools(body: &Value) -> Vec<String> {
+    body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn mcp_toggle_withdraws_and_restores_a_servers_tools_and_mcp_reconnect_restarts_a_dead_one() {
+    let sandbox = Sandbox::new().unwrap();
+    let pid_file = sandbox.project().join("pids");
+    let echo = |text: &str| Turn::tool_use("mcp__test__echo", json!({"text": text}));
+    let server = TestServer::spawn(Script::new([
+        echo("first"),
+        Turn::text("one"),
+        Turn::text("two"),
+        echo("third"),
+        Turn::text("three"),
+        echo("fourth"),
+        Turn::text("four"),
+        echo("fifth"),
+        Turn::text("five"),
+    ]))
+    .unwrap();
+    let config = json!({"mcpServers": {"test": {
+        "command": gyre_e2e::test_mcp_binary().unwrap(),
+        "args": ["--pid-file", pid_file.to_str().unwrap()]
+    }}})
+    .to_string();
+    let toggle = |id: &str, enabled: bool| {
+        control(
+            id,
+            &json!({"subtype": "mcp_toggle", "serverName": "test", "enabled": enabled}),
+        )
+    };
+    let mut results = 0;
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &["--mcp-config", &config, "--allowedTools", "mcp__test"],
+        &[user(&json!("one"))],
+        |line| {
+            let answered = line["response"]["request_id"].as_str();
+            match (line["type"].as_str(), answered) {
+                (Some("result"), _) => {
+                    results += 1;
+                    Some(match results {
+                        1 => vec![toggle("off", false)],
+                        2 => vec![toggle("on", true)],
+                        3 => {
+                            // The server dies between turns: its next call fails, naming it.
+                            let pids = std::fs::read_to_string(&pid_file).unwrap();
+                            let pid = pids.lines().last().unwrap();
+                            let killed = std::process::Command::new("kill")
+                                .args(["-9", pid])
+                                .status()
+                                .unwrap();
+                            assert!(killed.success());
+                            vec![user(&json!("four"))]
+                        }
+                        4 => vec![control(
+                            "again",
+                            &json!({"subtype": "mcp_reconnect", "serverName": "test"}),
+                        )],
+                        _ => vec![control("s2", &json!({"subtype": "mcp_status"}))],
+                    })
+                }
+                (Some("control_response"), Some("off")) => Some(vec![
+                    control("s1", &json!({"subtype": "mcp_status"})),
+                    user(&json!("two")),
+                ]),
+                (Some("control_response"), Some("on")) => Some(vec![
+                    control(
+                        "unknown",
+                        &json!({"subtype": "mcp_reconnect", "serverName": "nope"}),
+                    ),
+                    user(&json!("three")),
+                ]),
+                (Some("control_response"), Some("again")) => Some(vec![user(&json!("five"))]),
+                (Some("control_response"), Some("s2")) => None,
+                _ => Some(Vec::new()),
+            }
+        },
+    );
+    for id in ["off", "on", "again"] {
+        assert_eq!(
+            response_to(&lines, id)["response"]["subtype"],
+            "success",
+            "{id}: {stderr}"
+        );
+    }
+    let unknown = &response_to(&lines, "unknown")["response"];
+    assert_eq!(unknown["subtype"], "error");
+    assert!(
+        unknown["error"].as_str().unwrap().contains("\"nope\""),
+        "{unknown}"
+    );
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 9, "{stderr}");
+    let offers_echo =
+        |i: usize| offered_tools(&requests[i].body).contains(&"mcp__test__echo".to_owned());
+    // Disabled: the turn after the toggle goes without the server's tools.
+    assert!(offers_echo(0));
+    assert!(!offers_echo(2), "{:?}", offered_tools(&requests[2].body));
+    assert!(offers_echo(3));
+    let disabled = &response_to(&lines, "s1")["response"]["response"]["mcpServers"][0];
+    assert_eq!(disabled["status"], "disabled", "{disabled}");
+    assert_eq!(disabled["tools"], json!([]));
+
+    // Enabled again: the call works; killed: the call fails naming the server;
+    // reconnected: the call works again.
+    let last_result = |i: usize| {
+        requests[i].body["messages"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap()["content"][0]
+            .clone()
+    };
+    assert_eq!(last_result(4)["content"], "third", "{}", last_result(4));
+    assert_eq!(last_result(6)["is_error"], true, "{}", last_result(6));
+    assert!(
+        last_result(6)
+            .to_string()
+            .contains("MCP server \\\"test\\\""),
+        "{}",
+        last_result(6)
+    );
+    assert_eq!(last_result(8)["content"], "fifth", "{}", last_result(8));
+    let status = &response_to(&lines, "s2")["response"]["response"]["mcpServers"][0];
+    assert_eq!(status["status"], "connected", "{status}");
+    assert_eq!(
+        std::fs::read_to_string(&pid_file).unwrap().lines().count(),
+        3,
+        "started, enabled again, reconnected"
+    );
+}

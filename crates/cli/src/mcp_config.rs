@@ -7,7 +7,9 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
-use gyre_mcp::{McpConfig, McpServers, SdkBridge, ServerState, ServerStatus, StartOptions};
+use gyre_mcp::{
+    McpConfig, McpServers, SdkBridge, SdkChannel, ServerState, ServerStatus, StartOptions,
+};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -119,10 +121,7 @@ pub async fn start_with_sdk(
     }
     let servers =
         McpServers::start_with_sdk(&config, &StartOptions::from_env(cwd), |name: &str| {
-            let channel = sdk?.clone();
-            let (client, bridge) = gyre_mcp::sdk_channel();
-            tokio::spawn(bridge_sdk_server(name.to_owned(), bridge, channel));
-            Some(client)
+            Some(sdk_channel(name, sdk?))
         })
         .await;
     for status in servers.status() {
@@ -131,10 +130,17 @@ pub async fn start_with_sdk(
                 "gyre: MCP server \"{}\" ({}) failed: {error}; continuing without it",
                 status.name, status.transport
             ),
-            ServerState::Connected => {}
+            ServerState::Connected | ServerState::Disabled => {}
         }
     }
     Ok(servers)
+}
+
+/// A channel to the SDK's server `name`, bridged to `mcp_message` control requests.
+pub fn sdk_channel(name: &str, control: &ControlChannel) -> SdkChannel {
+    let (client, bridge) = gyre_mcp::sdk_channel();
+    tokio::spawn(bridge_sdk_server(name.to_owned(), bridge, control.clone()));
+    client
 }
 
 /// Carries one SDK server's JSON-RPC over the control protocol: each message gyre's
@@ -237,6 +243,7 @@ pub fn status_report(servers: &[ServerStatus]) -> String {
         ));
         match &server.state {
             ServerState::Failed { error } => out.push_str(&format!(" — {error}")),
+            ServerState::Disabled => {}
             ServerState::Connected => {
                 out.push_str(&format!(", {} tools", server.tools.len()));
                 for tool in &server.tools {

@@ -127,6 +127,31 @@ impl Dispatcher {
             Inbound::Request {
                 request_id,
                 request,
+            } if matches!(
+                request.get("subtype").and_then(Value::as_str),
+                Some("mcp_reconnect" | "mcp_toggle")
+            ) =>
+            {
+                // Starting a server takes a while: answered when it is done, while other
+                // requests go on.
+                let (out, mcp, channel) = (
+                    self.out.clone(),
+                    Arc::clone(&self.mcp),
+                    self.channel.clone(),
+                );
+                tokio::spawn(async move {
+                    let reply = match mcp_control(&mcp, &channel, &request).await {
+                        Ok(()) => control::success(&request_id, &json!({})),
+                        Err(e) => control::error(&request_id, &e),
+                    };
+                    if let Err(e) = out.line(&reply) {
+                        eprintln!("gyre: could not write a control response: {e}");
+                    }
+                });
+            }
+            Inbound::Request {
+                request_id,
+                request,
             } => {
                 let reply = match self.answer(&request) {
                     Ok(body) => control::success(&request_id, &body),
@@ -216,16 +241,6 @@ impl Dispatcher {
                     "gridRows": [],
                 }))
             }
-            "mcp_reconnect" | "mcp_toggle" => {
-                let name = text("serverName").unwrap_or("");
-                Err(if self.mcp.status().iter().any(|s| s.name == name) {
-                    format!(
-                        "{subtype} is not supported by gyre: MCP servers start once, with the session"
-                    )
-                } else {
-                    format!("no MCP server named {name:?}")
-                })
-            }
             "rewind_files" => Err(
                 "rewind_files is not supported by gyre: it keeps no file checkpoints".to_owned(),
             ),
@@ -236,6 +251,33 @@ impl Dispatcher {
             other => Err(format!("unknown control request subtype {other:?}")),
         }
     }
+}
+
+/// `mcp_reconnect` (`serverName`) and `mcp_toggle` (`serverName`, `enabled`): restarts
+/// the server, or disconnects it and withdraws its tools from the next request, or
+/// starts it again.
+async fn mcp_control(
+    mcp: &gyre_mcp::McpServers,
+    channel: &ControlChannel,
+    request: &Value,
+) -> Result<(), String> {
+    let subtype = request.get("subtype").and_then(Value::as_str).unwrap_or("");
+    let name = request
+        .get("serverName")
+        .and_then(Value::as_str)
+        .ok_or_else(|| format!("{subtype} needs a `serverName`"))?;
+    let sdk =
+        (mcp.transport(name) == Some("sdk")).then(|| crate::mcp_config::sdk_channel(name, channel));
+    let done = if subtype == "mcp_toggle" {
+        let enabled = request
+            .get("enabled")
+            .and_then(Value::as_bool)
+            .ok_or("mcp_toggle needs a boolean `enabled`")?;
+        mcp.set_enabled(name, enabled, sdk).await
+    } else {
+        mcp.reconnect(name, sdk).await
+    };
+    done.map_err(|e| e.to_string())
 }
 
 /// Runs the session until stdin ends (or Ctrl+C). Returns whether the last turn was an

@@ -33,6 +33,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 println!("{}: connected, tools {:?}", status.name, status.tools);
             }
             ServerState::Failed { error } => println!("{}: failed: {error}", status.name),
+            ServerState::Disabled => println!("{}: disabled", status.name),
         }
     }
     let status = servers.status();

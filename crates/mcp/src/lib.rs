@@ -4,11 +4,12 @@
 //! - [`McpConfig`]: which servers, in Claude Code's `{"mcpServers": {…}}` format, from
 //!   `--mcp-config` (a file or inline JSON) and `.mcp.json`.
 //! - [`McpServers::start`]: starts every server at once (stdio child processes,
-//!   streamable HTTP), each within a timeout; a failing one is reported in
+//!   streamable HTTP, legacy HTTP+SSE), each within a timeout; a failing one is reported in
 //!   [`McpServers::status`], never fatal.
 //! - [`McpTool`]: one server tool as a [`gyre_tools::Tool`] named
 //!   `mcp__<server>__<tool>`; results (text, images, resources, structured content,
-//!   `isError`) become tool outputs; a call honours abort and a timeout, and a server
+//!   `isError`) become tool outputs, and it is on offer only while its server is
+//!   connected ([`McpServers::reconnect`], [`McpServers::set_enabled`]); a call honours abort and a timeout, and a server
 //!   that died answers with an error naming it.
 //! - [`sdk_channel`]: the seam for `{"type": "sdk"}` servers, whose JSON-RPC the CLI
 //!   carries in `mcp_message` control requests ([`McpServers::start_with_sdk`]).
@@ -50,6 +51,7 @@ mod result;
 mod sdk;
 mod server;
 mod servers;
+mod sse;
 mod tool;
 
 pub use config::{ConfigError, McpConfig, ServerConfig};
@@ -58,9 +60,10 @@ pub use result::{NO_CONTENT, to_output};
 pub use sdk::{SdkBridge, SdkChannel, SdkSendError, sdk_channel};
 pub use server::{Server, StartError};
 pub use servers::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ServerState, ServerStatus,
-    StartOptions,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ReconnectError, ServerSlot,
+    ServerState, ServerStatus, StartOptions,
 };
+pub use sse::SseSendError;
 pub use tool::{McpTool, tool_name};
 
 /// The model types of `rmcp` that appear in this crate's API (resources, tool infos).

@@ -8,18 +8,23 @@ use serde_json::{Value, json};
 
 use crate::result::{Shown, show_resource};
 use crate::server::Server;
+use crate::servers::ServerSlot;
 
 /// Resource listings and contents are text the model reads, like tool results.
 const MAX_RESULT_CHARS: usize = 100_000;
 
-fn find<'a>(servers: &'a [Arc<Server>], name: &str) -> Result<&'a Arc<Server>, ToolOutput> {
-    servers.iter().find(|s| s.name() == name).ok_or_else(|| {
-        let names: Vec<&str> = servers.iter().map(|s| s.name()).collect();
-        ToolOutput::tool_use_error(format_args!(
-            "no MCP server named {name:?} offers resources; these do: {}",
-            names.join(", ")
-        ))
-    })
+fn find(servers: &[Arc<Server>], name: &str) -> Result<Arc<Server>, ToolOutput> {
+    servers
+        .iter()
+        .find(|s| s.name() == name)
+        .cloned()
+        .ok_or_else(|| {
+            let names: Vec<&str> = servers.iter().map(|s| s.name()).collect();
+            ToolOutput::tool_use_error(format_args!(
+                "no MCP server named {name:?} offers resources; these do: {}",
+                names.join(", ")
+            ))
+        })
 }
 
 /// What a resource tool does.
@@ -35,23 +40,33 @@ pub enum ResourceAction {
 #[derive(Debug)]
 pub struct McpResourceTool {
     action: ResourceAction,
-    servers: Vec<Arc<Server>>,
+    servers: Vec<Arc<ServerSlot>>,
 }
 
 impl McpResourceTool {
     /// The resource tool doing `action` over the servers that offer resources.
     #[must_use]
-    pub fn new(action: ResourceAction, servers: Vec<Arc<Server>>) -> Self {
+    pub fn new(action: ResourceAction, servers: Vec<Arc<ServerSlot>>) -> Self {
         Self { action, servers }
     }
 
+    /// The servers connected now that offer resources.
+    fn connected(&self) -> Vec<Arc<Server>> {
+        self.servers
+            .iter()
+            .filter_map(|slot| slot.server())
+            .filter(|server| server.offers_resources())
+            .collect()
+    }
+
     async fn list(&self, input: &Value) -> ToolOutput {
-        let servers: Vec<&Arc<Server>> = match input.get("server").and_then(Value::as_str) {
-            Some(name) => match find(&self.servers, name) {
+        let connected = self.connected();
+        let servers: Vec<Arc<Server>> = match input.get("server").and_then(Value::as_str) {
+            Some(name) => match find(&connected, name) {
                 Ok(server) => vec![server],
                 Err(output) => return output,
             },
-            None => self.servers.iter().collect(),
+            None => connected,
         };
         let mut listed = Vec::new();
         for server in servers {
@@ -81,7 +96,7 @@ impl McpResourceTool {
 
     async fn read(&self, input: &Value) -> ToolOutput {
         let field = |name: &str| input.get(name).and_then(Value::as_str).unwrap_or_default();
-        let server = match find(&self.servers, field("server")) {
+        let server = match find(&self.connected(), field("server")) {
             Ok(server) => server,
             Err(output) => return output,
         };
@@ -163,6 +178,11 @@ impl Tool for McpResourceTool {
 
     fn max_result_size_chars(&self) -> usize {
         MAX_RESULT_CHARS
+    }
+
+    /// On offer while some server offering resources is connected.
+    fn is_enabled(&self) -> bool {
+        !self.connected().is_empty()
     }
 
     fn call<'a>(

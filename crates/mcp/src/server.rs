@@ -65,11 +65,9 @@ pub enum StartError {
         /// The tail of the server's stderr, if it wrote any.
         stderr: String,
     },
-    /// An `sse` server: gyre speaks only streamable HTTP.
-    #[error(
-        "the legacy HTTP+SSE transport is not supported; use \"type\": \"http\" (streamable HTTP)"
-    )]
-    SseUnsupported,
+    /// An `sse` server's event stream could not be opened, or sent no `endpoint`.
+    #[error("the SSE connection failed: {0}")]
+    Sse(String),
     /// An `sdk` server in a session without the SDK control protocol.
     #[error(
         "needs the SDK control protocol (mcp_message control requests), which this session does not carry"
@@ -238,7 +236,7 @@ impl StartError {
             other @ (Self::Spawn { .. }
             | Self::Header { .. }
             | Self::ListTools(_)
-            | Self::SseUnsupported
+            | Self::Sse(_)
             | Self::NeedsSdkControl) => other,
         }
     }
@@ -303,7 +301,13 @@ impl Server {
                 );
                 (handshake(transport, timeout).await?, None)
             }
-            ServerConfig::Sse { .. } => return Err(StartError::SseUnsupported),
+            ServerConfig::Sse { url, headers } => {
+                ensure_crypto_provider();
+                let started = std::time::Instant::now();
+                let transport = crate::sse::connect(url, headers, timeout).await?;
+                let left = timeout.saturating_sub(started.elapsed());
+                (handshake(transport, left).await?, None)
+            }
             ServerConfig::Sdk => {
                 let channel = sdk.ok_or(StartError::NeedsSdkControl)?;
                 (channel.handshake(timeout).await?, None)

@@ -1,8 +1,11 @@
 //! The servers of a session: started together at session start, each within a timeout;
-//! the ones that fail are reported and the session goes on without them.
+//! the ones that fail are reported and the session goes on without them. A server can be
+//! reconnected or disabled and enabled again mid-session ([`McpServers::reconnect`],
+//! [`McpServers::set_enabled`]); its tools are withdrawn from the registry while it is
+//! disabled ([`gyre_tools::Tool::is_enabled`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use gyre_tools::Tool;
@@ -10,7 +13,7 @@ use gyre_tools::Tool;
 use crate::config::{McpConfig, ServerConfig};
 use crate::resources::{McpResourceTool, ResourceAction};
 use crate::sdk::SdkChannel;
-use crate::server::Server;
+use crate::server::{Server, StartError};
 use crate::tool::McpTool;
 
 /// How long a server may take to start and list its tools: Claude Code's default.
@@ -59,15 +62,19 @@ pub enum ServerState {
         /// Why it is not usable, for the status line.
         error: String,
     },
+    /// Turned off mid-session (`mcp_toggle`): disconnected, its tools not on offer.
+    Disabled,
 }
 
 impl ServerState {
-    /// The status word of the init line and `mcp_status`: `connected` or `failed`.
+    /// The status word of the init line and `mcp_status`: `connected`, `failed` or
+    /// `disabled`.
     #[must_use]
     pub fn as_str(&self) -> &'static str {
         match self {
             Self::Connected => "connected",
             Self::Failed { .. } => "failed",
+            Self::Disabled => "disabled",
         }
     }
 }
@@ -81,22 +88,140 @@ pub struct ServerStatus {
     pub transport: &'static str,
     /// Whether it is usable.
     pub state: ServerState,
-    /// The gyre names of its tools (`mcp__<server>__<tool>`); empty unless connected.
+    /// The gyre names of its tools on offer (`mcp__<server>__<tool>`); empty unless
+    /// connected.
     pub tools: Vec<String>,
+}
+
+/// Why a server could not be reconnected or enabled.
+#[derive(Debug, thiserror::Error)]
+pub enum ReconnectError {
+    /// No server of that name is configured.
+    #[error("no MCP server named {0:?}")]
+    UnknownServer(String),
+    /// It was configured but did not start again.
+    #[error("MCP server {name:?} did not start: {source}")]
+    Start {
+        /// The server's name.
+        name: String,
+        /// Why.
+        source: StartError,
+    },
+}
+
+#[derive(Debug)]
+enum Connection {
+    Connected(Arc<Server>),
+    Failed(String),
+    Disabled,
+}
+
+/// One configured server and its connection now: replaced by a reconnect, dropped
+/// while disabled. Its tools reach the server through it.
+#[derive(Debug)]
+pub struct ServerSlot {
+    name: String,
+    config: ServerConfig,
+    connection: RwLock<Connection>,
+}
+
+impl ServerSlot {
+    /// The server's name in the config.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The live connection, unless the server is disabled or failed to start.
+    #[must_use]
+    pub fn server(&self) -> Option<Arc<Server>> {
+        match &*self
+            .connection
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            Connection::Connected(server) => Some(Arc::clone(server)),
+            Connection::Failed(_) | Connection::Disabled => None,
+        }
+    }
+
+    /// Why the server cannot take calls now, when [`ServerSlot::server`] is `None`.
+    #[must_use]
+    pub fn unavailable(&self) -> String {
+        match &*self
+            .connection
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            Connection::Disabled => format!("MCP server \"{}\" is disabled", self.name),
+            Connection::Failed(error) => {
+                format!("MCP server \"{}\" is not connected: {error}", self.name)
+            }
+            Connection::Connected(_) => format!("MCP server \"{}\" is connected", self.name),
+        }
+    }
+
+    fn set(&self, connection: Connection) {
+        // The old connection is dropped outside the lock: ending a process takes time.
+        let old = std::mem::replace(
+            &mut *self
+                .connection
+                .write()
+                .unwrap_or_else(PoisonError::into_inner),
+            connection,
+        );
+        drop(old);
+    }
+
+    fn state(&self) -> ServerState {
+        match &*self
+            .connection
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+        {
+            Connection::Connected(server) => server
+                .failure()
+                .map_or(ServerState::Connected, |error| ServerState::Failed {
+                    error,
+                }),
+            Connection::Failed(error) => ServerState::Failed {
+                error: error.clone(),
+            },
+            Connection::Disabled => ServerState::Disabled,
+        }
+    }
 }
 
 #[derive(Debug)]
 struct Entry {
-    name: String,
-    transport: &'static str,
-    outcome: Result<(Arc<Server>, Vec<Arc<McpTool>>), String>,
+    slot: Arc<ServerSlot>,
+    /// Its tools as first listed; the registry holds them for the whole session.
+    tools: Vec<Arc<McpTool>>,
 }
 
-/// The session's servers. Dropping the last handle to a server (this set and the tools
-/// in the registry) ends its process group.
+/// The session's servers. Dropping the last handle to a server's connection (this set,
+/// or a call running on it) ends its process group.
 #[derive(Debug, Default)]
 pub struct McpServers {
     entries: Vec<Entry>,
+    options: Option<StartOptions>,
+}
+
+async fn connect(
+    name: &str,
+    config: &ServerConfig,
+    options: &StartOptions,
+    sdk: Option<SdkChannel>,
+) -> Result<Server, StartError> {
+    Server::connect(
+        name,
+        config,
+        &options.cwd,
+        options.startup_timeout,
+        options.call_timeout,
+        sdk,
+    )
+    .await
 }
 
 impl McpServers {
@@ -136,50 +261,52 @@ impl McpServers {
                 .iter()
                 .zip(channels)
                 .map(|((name, server), channel)| async move {
-                    let outcome = Server::connect(
-                        name,
-                        server,
-                        &options.cwd,
-                        options.startup_timeout,
-                        options.call_timeout,
-                        channel,
-                    )
-                    .await
-                    .map(|server| {
-                        let server = Arc::new(server);
-                        let tools = server
-                            .tools()
-                            .iter()
-                            .map(|info| Arc::new(McpTool::new(Arc::clone(&server), info)))
-                            .collect();
-                        (server, tools)
-                    })
-                    .map_err(|e| e.to_string());
-                    Entry {
+                    let outcome = connect(name, server, options, channel).await;
+                    let slot = Arc::new(ServerSlot {
                         name: name.clone(),
-                        transport: server.kind(),
-                        outcome,
-                    }
+                        config: server.clone(),
+                        connection: RwLock::new(Connection::Disabled),
+                    });
+                    let tools = match outcome {
+                        Ok(server) => {
+                            let server = Arc::new(server);
+                            let tools = server
+                                .tools()
+                                .iter()
+                                .map(|info| Arc::new(McpTool::new(Arc::clone(&slot), info)))
+                                .collect();
+                            slot.set(Connection::Connected(server));
+                            tools
+                        }
+                        Err(e) => {
+                            slot.set(Connection::Failed(e.to_string()));
+                            Vec::new()
+                        }
+                    };
+                    Entry { slot, tools }
                 });
         Self {
             entries: futures::future::join_all(starts).await,
+            options: Some(options.clone()),
         }
     }
 
-    /// The tools of the connected servers, for the registry; with
+    /// The tools of the servers that connected at start, for the registry; with
     /// `ListMcpResourcesTool` and `ReadMcpResourceTool` when some server offers
-    /// resources.
+    /// resources. Each is on offer ([`Tool::is_enabled`]) while its server is
+    /// connected and still lists it.
     #[must_use]
     pub fn tools(&self) -> Vec<Arc<dyn Tool>> {
-        let connected = self.entries.iter().filter_map(|e| e.outcome.as_ref().ok());
-        let mut tools: Vec<Arc<dyn Tool>> = connected
-            .clone()
-            .flat_map(|(_, tools)| tools.iter().map(|t| Arc::clone(t) as Arc<dyn Tool>))
+        let mut tools: Vec<Arc<dyn Tool>> = self
+            .entries
+            .iter()
+            .flat_map(|e| e.tools.iter().map(|t| Arc::clone(t) as Arc<dyn Tool>))
             .collect();
-        let with_resources: Vec<Arc<Server>> = connected
-            .map(|(server, _)| server)
-            .filter(|server| server.offers_resources())
-            .cloned()
+        let with_resources: Vec<Arc<ServerSlot>> = self
+            .entries
+            .iter()
+            .filter(|e| e.slot.server().is_some_and(|s| s.offers_resources()))
+            .map(|e| Arc::clone(&e.slot))
             .collect();
         if !with_resources.is_empty() {
             tools.push(Arc::new(McpResourceTool::new(
@@ -196,37 +323,113 @@ impl McpServers {
 
     /// A connected server by name.
     #[must_use]
-    pub fn server(&self, name: &str) -> Option<&Arc<Server>> {
+    pub fn server(&self, name: &str) -> Option<Arc<Server>> {
+        self.slot(name).and_then(|slot| slot.server())
+    }
+
+    fn slot(&self, name: &str) -> Option<&Arc<ServerSlot>> {
         self.entries
             .iter()
-            .filter(|e| e.name == name)
-            .find_map(|e| e.outcome.as_ref().ok().map(|(server, _)| server))
+            .map(|e| &e.slot)
+            .find(|slot| slot.name == name)
+    }
+
+    /// Whether a server of that name is configured.
+    #[must_use]
+    pub fn contains(&self, name: &str) -> bool {
+        self.slot(name).is_some()
+    }
+
+    /// The transport of the server called `name` (`stdio`, `http`, `sse`, `sdk`).
+    #[must_use]
+    pub fn transport(&self, name: &str) -> Option<&'static str> {
+        self.slot(name).map(|slot| slot.config.kind())
+    }
+
+    /// Ends the server's connection (its process, for a stdio server) and connects
+    /// again, enabling it if it was disabled; its tools then reach the new connection.
+    /// An `sdk` server needs a fresh `sdk` channel. A server that fails to start stays
+    /// failed, with the reason in [`McpServers::status`].
+    ///
+    /// Tools the server did not list when the session started are not offered: the
+    /// registry is built once.
+    ///
+    /// # Errors
+    /// An unknown name, or why the server did not start.
+    pub async fn reconnect(
+        &self,
+        name: &str,
+        sdk: Option<SdkChannel>,
+    ) -> Result<(), ReconnectError> {
+        let slot = self
+            .slot(name)
+            .ok_or_else(|| ReconnectError::UnknownServer(name.to_owned()))?;
+        // The old process ends before the new one starts: a server holding a lock or a
+        // port must not meet itself.
+        slot.set(Connection::Failed("reconnecting".to_owned()));
+        let options = self
+            .options
+            .clone()
+            .unwrap_or_else(|| StartOptions::from_env(Path::new(".")));
+        match connect(name, &slot.config, &options, sdk).await {
+            Ok(server) => {
+                slot.set(Connection::Connected(Arc::new(server)));
+                Ok(())
+            }
+            Err(source) => {
+                slot.set(Connection::Failed(source.to_string()));
+                Err(ReconnectError::Start {
+                    name: name.to_owned(),
+                    source,
+                })
+            }
+        }
+    }
+
+    /// `false`: disconnects the server and withdraws its tools. `true`: connects it
+    /// again if it is not connected ([`McpServers::reconnect`]).
+    ///
+    /// # Errors
+    /// An unknown name, or why the server did not start.
+    pub async fn set_enabled(
+        &self,
+        name: &str,
+        enabled: bool,
+        sdk: Option<SdkChannel>,
+    ) -> Result<(), ReconnectError> {
+        let slot = self
+            .slot(name)
+            .ok_or_else(|| ReconnectError::UnknownServer(name.to_owned()))?;
+        if !enabled {
+            slot.set(Connection::Disabled);
+            return Ok(());
+        }
+        if slot.state() == ServerState::Connected {
+            return Ok(());
+        }
+        self.reconnect(name, sdk).await
     }
 
     /// Every server, its state now (a server that died since it started is `failed`)
-    /// and its tools.
+    /// and its tools on offer.
     #[must_use]
     pub fn status(&self) -> Vec<ServerStatus> {
         self.entries
             .iter()
             .map(|entry| {
-                let (state, tools) = match &entry.outcome {
-                    Ok((server, tools)) => (
-                        server.failure().map_or(ServerState::Connected, |error| {
-                            ServerState::Failed { error }
-                        }),
-                        tools.iter().map(|t| t.name().to_owned()).collect(),
-                    ),
-                    Err(error) => (
-                        ServerState::Failed {
-                            error: error.clone(),
-                        },
-                        Vec::new(),
-                    ),
+                let state = entry.slot.state();
+                let tools = match state {
+                    ServerState::Connected | ServerState::Failed { .. } => entry
+                        .tools
+                        .iter()
+                        .filter(|t| t.is_enabled())
+                        .map(|t| t.name().to_owned())
+                        .collect(),
+                    ServerState::Disabled => Vec::new(),
                 };
                 ServerStatus {
-                    name: entry.name.clone(),
-                    transport: entry.transport,
+                    name: entry.slot.name.clone(),
+                    transport: entry.slot.config.kind(),
                     state,
                     tools,
                 }

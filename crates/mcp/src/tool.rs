@@ -6,7 +6,7 @@ use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, T
 use rmcp::model::Tool as McpToolInfo;
 use serde_json::Value;
 
-use crate::server::Server;
+use crate::servers::ServerSlot;
 
 /// The longest description sent to the model; servers sometimes ship whole manuals.
 /// Claude Code cuts at the same length.
@@ -45,13 +45,13 @@ pub struct McpTool {
     /// The tool's name on the server.
     remote_name: String,
     read_only: bool,
-    server: Arc<Server>,
+    server: Arc<ServerSlot>,
 }
 
 impl McpTool {
-    /// Wraps `info`, a tool `server` listed.
+    /// Wraps `info`, a tool the server in `server` listed.
     #[must_use]
-    pub fn new(server: Arc<Server>, info: &McpToolInfo) -> Self {
+    pub fn new(server: Arc<ServerSlot>, info: &McpToolInfo) -> Self {
         let name = tool_name(server.name(), &info.name);
         let mut description = info.description.as_deref().unwrap_or_default().to_owned();
         if let Some((cut, _)) = description.char_indices().nth(MAX_DESCRIPTION_CHARS) {
@@ -81,7 +81,7 @@ impl McpTool {
 
     /// The server this tool belongs to.
     #[must_use]
-    pub fn server(&self) -> &Arc<Server> {
+    pub fn server(&self) -> &Arc<ServerSlot> {
         &self.server
     }
 }
@@ -127,6 +127,16 @@ impl Tool for McpTool {
         MAX_RESULT_CHARS
     }
 
+    /// On offer while its server is connected (not disabled) and still lists it.
+    fn is_enabled(&self) -> bool {
+        self.server.server().is_some_and(|server| {
+            server
+                .tools()
+                .iter()
+                .any(|t| t.name.as_ref() == self.remote_name)
+        })
+    }
+
     fn call<'a>(
         &'a self,
         input: Value,
@@ -137,7 +147,14 @@ impl Tool for McpTool {
             let Value::Object(arguments) = input else {
                 return ToolOutput::tool_use_error("the input must be a JSON object");
             };
-            self.server
+            let Some(server) = self.server.server() else {
+                return ToolOutput::error(format!(
+                    "{}; {} is unavailable",
+                    self.server.unavailable(),
+                    self.name
+                ));
+            };
+            server
                 .call_tool(&self.remote_name, arguments, &ctx.cancel)
                 .await
         })

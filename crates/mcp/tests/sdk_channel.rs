@@ -4,7 +4,7 @@
 
 use futures::{SinkExt, StreamExt};
 use gyre_mcp::{McpConfig, McpServers, SdkBridge, ServerState, StartOptions, sdk_channel};
-use gyre_tools::{ToolContext, ToolOutput};
+use gyre_tools::{ToolContext, ToolOutput, ToolRegistry};
 use serde_json::json;
 
 /// Answers like an SDK program's in-process server with one tool, `add`.
@@ -88,7 +88,70 @@ async fn without_a_channel_an_sdk_server_fails_with_a_reason() {
         ServerState::Failed { error } => {
             assert!(error.contains("SDK control protocol"), "{error}");
         }
-        ServerState::Connected => panic!("an SDK server without a channel connected"),
+        other @ (ServerState::Connected | ServerState::Disabled) => {
+            panic!("an SDK server without a channel is {other:?}")
+        }
     }
     assert!(servers.tools().is_empty());
+}
+
+#[tokio::test]
+async fn a_disabled_server_leaves_the_registry_and_comes_back_when_enabled_or_reconnected() {
+    let (channel, bridge) = sdk_channel();
+    tokio::spawn(fake_sdk_server(bridge));
+    let mut channel = Some(channel);
+    let servers =
+        McpServers::start_with_sdk(&sdk_config(), &StartOptions::from_env(".".as_ref()), |_| {
+            channel.take()
+        })
+        .await;
+    let mut registry = ToolRegistry::new();
+    for tool in servers.tools() {
+        registry.register(tool);
+    }
+    assert_eq!(registry.names(), ["mcp__probe__add"]);
+
+    servers.set_enabled("probe", false, None).await.unwrap();
+    assert_eq!(servers.status()[0].state, ServerState::Disabled);
+    assert!(servers.status()[0].tools.is_empty());
+    assert!(registry.names().is_empty());
+    assert!(registry.get("mcp__probe__add").is_none());
+    assert!(registry.definitions().is_empty());
+
+    let (channel, bridge) = sdk_channel();
+    tokio::spawn(fake_sdk_server(bridge));
+    servers
+        .set_enabled("probe", true, Some(channel))
+        .await
+        .unwrap();
+    assert_eq!(servers.status()[0].state, ServerState::Connected);
+    let add = registry.get("mcp__probe__add").expect("offered again");
+    let ctx = ToolContext::new(".");
+    assert_eq!(
+        add.call(json!({"a": 1, "b": 2}), &ctx, &|_| {}).await,
+        ToolOutput::ok("3")
+    );
+
+    // The SDK program went away: a reconnect over a new channel makes calls work again.
+    let (channel, bridge) = sdk_channel();
+    drop(bridge);
+    assert!(servers.reconnect("probe", Some(channel)).await.is_err());
+    assert!(matches!(
+        servers.status()[0].state,
+        ServerState::Failed { .. }
+    ));
+    let (channel, bridge) = sdk_channel();
+    tokio::spawn(fake_sdk_server(bridge));
+    servers.reconnect("probe", Some(channel)).await.unwrap();
+    let add = registry
+        .get("mcp__probe__add")
+        .expect("offered after the reconnect");
+    assert_eq!(
+        add.call(json!({"a": 2, "b": 2}), &ctx, &|_| {}).await,
+        ToolOutput::ok("4")
+    );
+    assert!(matches!(
+        servers.reconnect("nope", None).await,
+        Err(gyre_mcp::ReconnectError::UnknownServer(_))
+    ));
 }

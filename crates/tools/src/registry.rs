@@ -75,35 +75,34 @@ impl ToolRegistry {
         self
     }
 
-    /// The tool called `name` (or answering to it as an alias).
+    /// The tool called `name` (or answering to it as an alias), if it is on offer.
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.tools
-            .iter()
+        self.iter()
             .find(|t| t.name() == name || t.aliases().contains(&name))
     }
 
-    /// The names of the tools, in registration order.
+    /// The names of the tools on offer, in registration order.
     #[must_use]
     pub fn names(&self) -> Vec<&'static str> {
-        self.tools.iter().map(|t| t.name()).collect()
+        self.iter().map(|t| t.name()).collect()
     }
 
-    /// The tools, in registration order.
+    /// The tools on offer now ([`Tool::is_enabled`]), in registration order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.iter()
+        self.tools.iter().filter(|t| t.is_enabled())
     }
 
-    /// How many tools are registered (server tools not counted).
+    /// How many tools are on offer (server tools not counted).
     #[must_use]
     pub fn len(&self) -> usize {
-        self.tools.len()
+        self.iter().count()
     }
 
-    /// Whether no tool is registered.
+    /// Whether no tool is on offer.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
+        self.iter().next().is_none()
     }
 
     /// Only the named tools (`--tools Read,Grep`); unknown names are ignored. Names may
@@ -132,8 +131,7 @@ impl ToolRegistry {
     /// The definitions sent in the request's `tools`.
     #[must_use]
     pub fn definitions(&self) -> Vec<ToolDefinition> {
-        self.tools
-            .iter()
+        self.iter()
             .map(|t| ToolDefinition {
                 name: t.name().to_owned(),
                 description: t.description().to_owned(),

@@ -276,6 +276,13 @@ pub trait Tool: Send + Sync {
     fn aliases(&self) -> &'static [&'static str] {
         &[]
     }
+
+    /// Whether the tool is on offer now. An MCP server's tools are withdrawn while the
+    /// server is disabled; the registry then neither offers nor finds them, so the next
+    /// request goes without them. Always, by default.
+    fn is_enabled(&self) -> bool {
+        true
+    }
 }
 
 impl std::fmt::Debug for dyn Tool {
