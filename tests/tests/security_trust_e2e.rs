@@ -319,8 +319,10 @@ fn the_interactive_session_asks_once_and_a_yes_puts_the_rules_to_use() {
     tmux.wait_for("/help for commands");
     tmux.type_line("make the file");
     tmux.wait_for("Made it.");
-    // The project's allow rule ran the command without a question.
+    // The project's allow rule ran the command without a question, and its
+    // UserPromptSubmit hook ran before the prompt went out.
     assert!(sandbox.project().join("made.txt").exists());
+    assert!(sandbox.project().join("hook-ran").exists());
     drop(tmux);
 
     // Asked once: the next session starts without the question.

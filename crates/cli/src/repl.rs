@@ -818,6 +818,22 @@ impl Repl {
 
     /// Sends one message and shows the turn as it happens.
     async fn turn(&mut self, text: &str) -> Result<Flow> {
+        let content = match crate::sdk::prompt_hooks(
+            &self.session.gate,
+            &self.session.engine,
+            vec![ContentBlock::text(text)],
+        )
+        .await
+        {
+            Ok(content) => content,
+            Err(reason) => {
+                let p = self.front.palette;
+                self.front.print(&[p.red(&format!(
+                    "✗ The prompt was blocked by a UserPromptSubmit hook: {reason}"
+                ))])?;
+                return Ok(Flow::Continue);
+            }
+        };
         self.sent = true;
         let front = &mut self.front;
         let engine = &mut self.session.engine;
@@ -827,7 +843,7 @@ impl Repl {
         let mut tick = tokio::time::interval(TICK);
         let mut flow = Flow::Continue;
         {
-            let events = engine.submit_message(vec![ContentBlock::text(text)]);
+            let events = engine.submit_message(content);
             futures::pin_mut!(events);
             loop {
                 front.print(&view.take_lines())?;
