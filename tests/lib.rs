@@ -235,6 +235,62 @@ pub fn run(cmd: &mut Command) -> Result<Run> {
     Ok(cmd.output().context("running gyre")?.into())
 }
 
+/// Runs `cmd` (a `gyre` command with its arguments) in stream-json mode the way an SDK
+/// program does: `first` goes to stdin, then every stdout line is handed to `answer`,
+/// whose lines are written back; stdin closes when `answer` returns `None`. Returns
+/// every stdout line and stderr.
+///
+/// # Panics
+/// When gyre cannot be started or prints a line that is not JSON (this is for tests).
+#[allow(clippy::unwrap_used)]
+pub fn converse(
+    mut cmd: Command,
+    first: &[Value],
+    mut answer: impl FnMut(&Value) -> Option<Vec<Value>>,
+) -> (Vec<Value>, String) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut child = cmd
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let stderr = std::thread::spawn(move || {
+        let mut text = String::new();
+        stderr.read_to_string(&mut text).unwrap();
+        text
+    });
+    let mut stdin = Some(child.stdin.take().unwrap());
+    for line in first {
+        writeln!(stdin.as_mut().unwrap(), "{line}").unwrap();
+    }
+    let mut lines = Vec::new();
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line: Value = serde_json::from_str(&line.unwrap()).unwrap();
+        if let Some(input) = stdin.as_mut() {
+            match answer(&line) {
+                Some(replies) => {
+                    for reply in replies {
+                        writeln!(input, "{reply}").unwrap();
+                    }
+                }
+                None => stdin = None,
+            }
+        }
+        lines.push(line);
+    }
+    child.wait().unwrap();
+    (lines, stderr.join().unwrap())
+}
+
 /// `(type, subtype)` of each line, for sequence assertions.
 #[must_use]
 pub fn kinds(lines: &[Value]) -> Vec<String> {

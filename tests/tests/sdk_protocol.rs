@@ -555,60 +555,18 @@ fn agents_from_initialize_are_offered_by_the_agent_tool() {
     );
 }
 
-/// Runs gyre in stream-json mode the way an SDK program does: `first` goes to stdin,
-/// then every stdout line is handed to `answer`, whose lines are written back; stdin
-/// closes when `answer` returns `None`. Returns every stdout line and stderr.
+/// Runs gyre in stream-json mode the way an SDK program does (see
+/// [`gyre_e2e::converse`]), with `extra` arguments.
 fn converse(
     sandbox: &Sandbox,
     server: &TestServer,
     extra: &[&str],
     first: &[Value],
-    mut answer: impl FnMut(&Value) -> Option<Vec<Value>>,
+    answer: impl FnMut(&Value) -> Option<Vec<Value>>,
 ) -> (Vec<Value>, String) {
-    use std::io::{BufRead, BufReader, Read};
-    let mut child = sandbox
-        .gyre(server)
-        .unwrap()
-        .args([
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-        ])
-        .args(extra)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || {
-        let mut text = String::new();
-        stderr.read_to_string(&mut text).unwrap();
-        text
-    });
-    let mut stdin = Some(child.stdin.take().unwrap());
-    for line in first {
-        writeln!(stdin.as_mut().unwrap(), "{line}").unwrap();
-    }
-    let mut lines = Vec::new();
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line: Value = serde_json::from_str(&line.unwrap()).unwrap();
-        if let Some(input) = stdin.as_mut() {
-            match answer(&line) {
-                Some(replies) => {
-                    for reply in replies {
-                        writeln!(input, "{reply}").unwrap();
-                    }
-                }
-                None => stdin = None,
-            }
-        }
-        lines.push(line);
-    }
-    child.wait().unwrap();
-    (lines, stderr.join().unwrap())
+    let mut cmd = sandbox.gyre(server).unwrap();
+    cmd.args(extra);
+    gyre_e2e::converse(cmd, first, answer)
 }
 
 /// What an SDK program's in-process server `calc` (one tool, `add`) answers to one

@@ -5,67 +5,26 @@
 //! and a session that switches into plan mode on a kernel without Landlock says so once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::process::Stdio;
-
 use gyre_e2e::Sandbox;
 use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::{Value, json};
 
-/// Runs gyre in stream-json mode as an SDK program does: `first` goes to stdin, then
-/// every stdout line is handed to `answer`, whose lines are written back; stdin closes
-/// when `answer` returns `None`. Returns every stdout line and stderr.
+/// Runs gyre in stream-json mode as an SDK program does (see [`gyre_e2e::converse`]),
+/// with `extra` arguments and `env`.
 fn converse(
     sandbox: &Sandbox,
     server: &TestServer,
     extra: &[&str],
     env: &[(&str, &str)],
     first: &[Value],
-    mut answer: impl FnMut(&Value) -> Option<Vec<Value>>,
+    answer: impl FnMut(&Value) -> Option<Vec<Value>>,
 ) -> (Vec<Value>, String) {
     let mut cmd = sandbox.gyre(server).unwrap();
-    cmd.args([
-        "--input-format",
-        "stream-json",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ])
-    .args(extra)
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
+    cmd.args(extra);
     for (key, value) in env {
         cmd.env(key, value);
     }
-    let mut child = cmd.spawn().unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || {
-        let mut text = String::new();
-        stderr.read_to_string(&mut text).unwrap();
-        text
-    });
-    let mut stdin = Some(child.stdin.take().unwrap());
-    for line in first {
-        writeln!(stdin.as_mut().unwrap(), "{line}").unwrap();
-    }
-    let mut lines = Vec::new();
-    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
-        let line: Value = serde_json::from_str(&line.unwrap()).unwrap();
-        if let Some(input) = stdin.as_mut() {
-            match answer(&line) {
-                Some(replies) => {
-                    for reply in replies {
-                        writeln!(input, "{reply}").unwrap();
-                    }
-                }
-                None => stdin = None,
-            }
-        }
-        lines.push(line);
-    }
-    child.wait().unwrap();
-    (lines, stderr.join().unwrap())
+    gyre_e2e::converse(cmd, first, answer)
 }
 
 fn user(text: &str) -> Value {
