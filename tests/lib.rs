@@ -291,6 +291,29 @@ pub fn converse(
     (lines, stderr.join().unwrap())
 }
 
+/// The tool results on stream-json `user` lines, in call order: (is_error, text).
+#[must_use]
+pub fn tool_results_of_lines(lines: &[Value]) -> Vec<(bool, String)> {
+    lines
+        .iter()
+        .filter(|v| v["type"] == "user")
+        .flat_map(|v| {
+            v["message"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| {
+            let text = match &b["content"] {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            (b["is_error"] == Value::Bool(true), text)
+        })
+        .collect()
+}
+
 /// `(type, subtype)` of each line, for sequence assertions.
 #[must_use]
 pub fn kinds(lines: &[Value]) -> Vec<String> {

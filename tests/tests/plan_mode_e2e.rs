@@ -9,7 +9,7 @@ use std::process::Command;
 
 use gyre_e2e::{Run, Sandbox, TEST_API_KEY, run};
 use gyre_testkit::{Script, TestServer, Turn};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Commands that write, delete, or run something that writes. `hostname NAME` and the
 /// like are left out: Landlock guards files, and the tests run as root.
@@ -204,25 +204,7 @@ fn plan_session(sandbox: &Sandbox, commands: &[&str], extra: &[&str]) -> Run {
 
 /// The Bash results in call order: (is_error, text).
 fn bash_results(out: &Run) -> Vec<(bool, String)> {
-    out.lines()
-        .unwrap()
-        .iter()
-        .filter(|v| v["type"] == "user")
-        .flat_map(|v| {
-            v["message"]["content"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter(|b| b["type"] == "tool_result")
-        .map(|b| {
-            let text = match &b["content"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            (b["is_error"] == json!(true), text)
-        })
-        .collect()
+    gyre_e2e::tool_results_of_lines(&out.lines().unwrap())
 }
 
 #[test]

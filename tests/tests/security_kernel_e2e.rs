@@ -5,7 +5,7 @@
 
 use gyre_e2e::{Run, Sandbox, TEST_API_KEY, run};
 use gyre_testkit::{Script, TestServer, Turn};
-use serde_json::{Value, json};
+use serde_json::json;
 
 /// Runs one Bash call per turn headless in stream-json, with `args` and `env`.
 fn bash_session(sandbox: &Sandbox, commands: &[&str], args: &[&str], env: &[(&str, &str)]) -> Run {
@@ -25,25 +25,7 @@ fn bash_session(sandbox: &Sandbox, commands: &[&str], args: &[&str], env: &[(&st
 
 /// The Bash results in call order: (is_error, text).
 fn bash_results(out: &Run) -> Vec<(bool, String)> {
-    out.lines()
-        .unwrap()
-        .iter()
-        .filter(|v| v["type"] == "user")
-        .flat_map(|v| {
-            v["message"]["content"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter(|b| b["type"] == "tool_result")
-        .map(|b| {
-            let text = match &b["content"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            (b["is_error"] == json!(true), text)
-        })
-        .collect()
+    gyre_e2e::tool_results_of_lines(&out.lines().unwrap())
 }
 
 fn denials(out: &Run) -> usize {

@@ -37,24 +37,7 @@ fn is_result(line: &Value) -> bool {
 
 /// The tool results in call order: (is_error, text).
 fn tool_results(lines: &[Value]) -> Vec<(bool, String)> {
-    lines
-        .iter()
-        .filter(|v| v["type"] == "user")
-        .flat_map(|v| {
-            v["message"]["content"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter(|b| b["type"] == "tool_result")
-        .map(|b| {
-            let text = match &b["content"] {
-                Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            (b["is_error"] == json!(true), text)
-        })
-        .collect()
+    gyre_e2e::tool_results_of_lines(lines)
 }
 
 #[test]
