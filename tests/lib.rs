@@ -411,3 +411,179 @@ pub fn run_racing(
         .map_err(|_| anyhow::anyhow!("the racing thread panicked"))?;
     Ok((out?, rounds))
 }
+
+/// A tmux server of a test's own, for driving the interactive UI through a real
+/// terminal (used by the tests marked `#[ignore = "needs tmux …"]`).
+pub mod tmux {
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::{Duration, Instant};
+
+    /// How long a wait for the screen may take before the test fails.
+    pub const WAIT: Duration = Duration::from_secs(60);
+    /// The tmux session the command runs in.
+    pub const SESSION: &str = "gyre";
+
+    /// A tmux server (its socket in the test's directory), killed on drop.
+    #[derive(Debug)]
+    pub struct Tmux {
+        socket: PathBuf,
+    }
+
+    impl Tmux {
+        /// Whether a `tmux` binary runs here.
+        #[must_use]
+        pub fn installed() -> bool {
+            Command::new("tmux")
+                .arg("-V")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        }
+
+        /// Starts `command` (a shell command line) in a 100x50 pane that stays after it
+        /// exits.
+        ///
+        /// # Panics
+        /// When tmux fails (this is for tests).
+        #[must_use]
+        pub fn start(dir: &Path, command: &str) -> Self {
+            // A fresh socket each time: a server being killed may still hold the last one.
+            static STARTED: AtomicUsize = AtomicUsize::new(0);
+            let n = STARTED.fetch_add(1, Ordering::Relaxed);
+            let tmux = Self {
+                socket: dir.join(format!("tmux-{n}.sock")),
+            };
+            tmux.run(&[
+                "new-session",
+                "-d",
+                "-s",
+                SESSION,
+                "-x",
+                "100",
+                "-y",
+                "50",
+                command,
+                ";",
+                "set-option",
+                "-t",
+                SESSION,
+                "remain-on-exit",
+                "on",
+            ]);
+            tmux
+        }
+
+        /// Runs one tmux command against this server; its stdout.
+        ///
+        /// # Panics
+        /// When the command fails.
+        #[allow(clippy::expect_used)]
+        pub fn run(&self, args: &[&str]) -> String {
+            let out = Command::new("tmux")
+                .arg("-S")
+                .arg(&self.socket)
+                .args(["-f", "/dev/null"])
+                .args(args)
+                .output()
+                .expect("run tmux");
+            assert!(
+                out.status.success(),
+                "tmux {args:?}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        }
+
+        /// Types `text` literally, then Enter.
+        pub fn type_line(&self, text: &str) {
+            self.run(&["send-keys", "-t", SESSION, "-l", text]);
+            self.run(&["send-keys", "-t", SESSION, "Enter"]);
+        }
+
+        /// Sends one key by tmux's name for it (`Enter`, `C-c`, `Up`, …).
+        pub fn key(&self, key: &str) {
+            self.run(&["send-keys", "-t", SESSION, key]);
+        }
+
+        /// The screen as text.
+        #[must_use]
+        pub fn capture(&self) -> String {
+            let pane = self.run(&["capture-pane", "-p", "-t", SESSION]);
+            pane.trim_end().to_owned()
+        }
+
+        /// The screen with its colours and attributes as escape sequences.
+        #[must_use]
+        pub fn capture_styled(&self) -> String {
+            self.run(&["capture-pane", "-e", "-p", "-t", SESSION])
+        }
+
+        /// The screen with everything scrolled off it.
+        #[must_use]
+        pub fn capture_all(&self) -> String {
+            let pane = self.run(&["capture-pane", "-p", "-S", "-", "-t", SESSION]);
+            pane.trim_end().to_owned()
+        }
+
+        /// Pastes `text` as a terminal does when the application asked for bracketed
+        /// paste.
+        pub fn paste(&self, text: &str) {
+            self.run(&["set-buffer", "-b", "gyre-paste", text]);
+            self.run(&[
+                "paste-buffer",
+                "-p",
+                "-d",
+                "-b",
+                "gyre-paste",
+                "-t",
+                SESSION,
+            ]);
+        }
+
+        /// Polls the screen until `done` holds; fails with the screen after [`WAIT`].
+        pub fn wait_until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
+            self.poll(what, Self::capture, done)
+        }
+
+        /// Waits until `text` is on the screen.
+        pub fn wait_for(&self, text: &str) -> String {
+            self.wait_until(text, |pane| pane.contains(text))
+        }
+
+        /// Waits until `text` is on the screen or scrolled off it.
+        pub fn wait_for_in_scrollback(&self, text: &str) -> String {
+            self.poll(text, Self::capture_all, |pane| pane.contains(text))
+        }
+
+        fn poll(
+            &self,
+            what: &str,
+            capture: impl Fn(&Self) -> String,
+            done: impl Fn(&str) -> bool,
+        ) -> String {
+            let start = Instant::now();
+            loop {
+                let pane = capture(self);
+                if done(&pane) {
+                    return pane;
+                }
+                assert!(
+                    start.elapsed() < WAIT,
+                    "timed out waiting for {what}; the screen:\n{pane}"
+                );
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    impl Drop for Tmux {
+        fn drop(&mut self) {
+            let _ = Command::new("tmux")
+                .arg("-S")
+                .arg(&self.socket)
+                .arg("kill-server")
+                .output();
+        }
+    }
+}

@@ -8,145 +8,25 @@
 //! `GYRE_UPDATE_DOCS=1` rewrites `docs/repl.md` from the first test's screen.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
+use gyre_e2e::tmux::{SESSION, Tmux, WAIT};
 use gyre_e2e::{Sandbox, TEST_API_KEY, gyre_binary, run};
 use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::json;
 
-const WAIT: Duration = Duration::from_secs(60);
-const SESSION: &str = "gyre";
-
-/// A tmux server of our own (its socket in the sandbox), killed on drop.
-struct Tmux {
-    socket: PathBuf,
+/// The REPL's own waits, on top of the shared driver.
+trait ReplScreen {
+    /// Waits until the REPL is idle at an empty input box (so typing is not early).
+    fn wait_for_prompt(&self) -> String;
 }
 
-impl Tmux {
-    fn installed() -> bool {
-        Command::new("tmux")
-            .arg("-V")
-            .output()
-            .is_ok_and(|o| o.status.success())
-    }
-
-    /// Starts `command` (a shell command line) in a 100x50 pane that stays after it exits.
-    fn start(dir: &Path, command: &str) -> Self {
-        let tmux = Self {
-            socket: dir.join("tmux.sock"),
-        };
-        tmux.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            SESSION,
-            "-x",
-            "100",
-            "-y",
-            "50",
-            command,
-            ";",
-            "set-option",
-            "-t",
-            SESSION,
-            "remain-on-exit",
-            "on",
-        ]);
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["-f", "/dev/null"])
-            .args(args)
-            .output()
-            .expect("run tmux");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn type_line(&self, text: &str) {
-        self.run(&["send-keys", "-t", SESSION, "-l", text]);
-        self.run(&["send-keys", "-t", SESSION, "Enter"]);
-    }
-
-    fn key(&self, key: &str) {
-        self.run(&["send-keys", "-t", SESSION, key]);
-    }
-
-    fn capture(&self) -> String {
-        let pane = self.run(&["capture-pane", "-p", "-t", SESSION]);
-        pane.trim_end().to_owned()
-    }
-
-    /// The screen with its colours and attributes as escape sequences.
-    fn capture_styled(&self) -> String {
-        self.run(&["capture-pane", "-e", "-p", "-t", SESSION])
-    }
-
-    /// The screen with everything scrolled off it.
-    fn capture_all(&self) -> String {
-        let pane = self.run(&["capture-pane", "-p", "-S", "-", "-t", SESSION]);
-        pane.trim_end().to_owned()
-    }
-
-    /// Waits until the REPL is idle at an empty input box (so typing is not early).
+impl ReplScreen for Tmux {
     fn wait_for_prompt(&self) -> String {
         self.wait_until("the empty input box", |pane| {
             box_text(pane).as_deref() == Some("") && !busy(pane)
         })
-    }
-
-    /// Pastes `text` as a terminal does when the application asked for bracketed paste.
-    fn paste(&self, text: &str) {
-        self.run(&["set-buffer", "-b", "gyre-paste", text]);
-        self.run(&[
-            "paste-buffer",
-            "-p",
-            "-d",
-            "-b",
-            "gyre-paste",
-            "-t",
-            SESSION,
-        ]);
-    }
-
-    /// Polls the screen until `done` holds; fails with the screen after [`WAIT`].
-    fn wait_until(&self, what: &str, done: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let pane = self.capture();
-            if done(&pane) {
-                return pane;
-            }
-            assert!(
-                start.elapsed() < WAIT,
-                "timed out waiting for {what}; the screen:\n{pane}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn wait_for(&self, text: &str) -> String {
-        self.wait_until(text, |pane| pane.contains(text))
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .output();
     }
 }
 

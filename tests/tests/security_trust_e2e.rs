@@ -5,10 +5,7 @@
 //! session asks once, `gyre trust` records it.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
-
+use gyre_e2e::tmux::Tmux;
 use gyre_e2e::{Run, Sandbox, TEST_API_KEY, gyre_binary, run, test_mcp_binary};
 use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::{Value, json};
@@ -186,86 +183,6 @@ fn trust_is_kept_in_the_users_config_not_the_project() {
     assert_eq!(list["folders"], json!([sandbox.project()]));
 }
 
-/// A tmux server of our own (its socket in the sandbox), killed on drop.
-struct Tmux {
-    socket: PathBuf,
-}
-
-impl Tmux {
-    fn start(dir: &Path, command: &str) -> Self {
-        // A fresh socket each time: a server being killed may still hold the last one.
-        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let n = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmux = Self {
-            socket: dir.join(format!("tmux-{n}.sock")),
-        };
-        tmux.run(&[
-            "new-session",
-            "-d",
-            "-s",
-            "gyre",
-            "-x",
-            "100",
-            "-y",
-            "40",
-            command,
-            ";",
-            "set-option",
-            "-t",
-            "gyre",
-            "remain-on-exit",
-            "on",
-        ]);
-        tmux
-    }
-
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .args(["-f", "/dev/null"])
-            .args(args)
-            .output()
-            .expect("run tmux");
-        assert!(
-            out.status.success(),
-            "tmux {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn type_line(&self, text: &str) {
-        self.run(&["send-keys", "-t", "gyre", "-l", text]);
-        self.run(&["send-keys", "-t", "gyre", "Enter"]);
-    }
-
-    fn wait_for(&self, text: &str) -> String {
-        let start = Instant::now();
-        loop {
-            let pane = self.run(&["capture-pane", "-p", "-S", "-", "-t", "gyre"]);
-            if pane.contains(text) {
-                return pane;
-            }
-            assert!(
-                start.elapsed() < Duration::from_secs(60),
-                "timed out waiting for {text:?}; the screen:\n{pane}"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .arg("-S")
-            .arg(&self.socket)
-            .arg("kill-server")
-            .status();
-    }
-}
-
 fn quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
@@ -306,7 +223,7 @@ fn the_interactive_session_asks_once_and_a_yes_puts_the_rules_to_use() {
     )
     .unwrap();
     let tmux = interactive(&sandbox, &server);
-    let pane = tmux.wait_for("Trust this folder? [y/N]");
+    let pane = tmux.wait_for_in_scrollback("Trust this folder? [y/N]");
     assert!(
         pane.contains(r#"permissions.allow ["Bash(touch:*)"] in .gyre/settings.json"#),
         "{pane}"
@@ -316,9 +233,9 @@ fn the_interactive_session_asks_once_and_a_yes_puts_the_rules_to_use() {
         "{pane}"
     );
     tmux.type_line("y");
-    tmux.wait_for("/help for commands");
+    tmux.wait_for_in_scrollback("/help for commands");
     tmux.type_line("make the file");
-    tmux.wait_for("Made it.");
+    tmux.wait_for_in_scrollback("Made it.");
     // The project's allow rule ran the command without a question, and its
     // UserPromptSubmit hook ran before the prompt went out.
     assert!(sandbox.project().join("made.txt").exists());
@@ -327,7 +244,7 @@ fn the_interactive_session_asks_once_and_a_yes_puts_the_rules_to_use() {
 
     // Asked once: the next session starts without the question.
     let tmux = interactive(&sandbox, &server);
-    let pane = tmux.wait_for("/help for commands");
+    let pane = tmux.wait_for_in_scrollback("/help for commands");
     assert!(!pane.contains("Trust this folder?"), "{pane}");
 }
 
@@ -337,14 +254,14 @@ fn answering_no_keeps_the_repositorys_rules_unused_and_asks_again_next_time() {
     let sandbox = cloned_repository();
     let server = TestServer::spawn(Script::new([Turn::text("Hello.")]).repeat_last()).unwrap();
     let tmux = interactive(&sandbox, &server);
-    tmux.wait_for("Trust this folder? [y/N]");
+    tmux.wait_for_in_scrollback("Trust this folder? [y/N]");
     tmux.type_line("n");
-    tmux.wait_for("/help for commands");
+    tmux.wait_for_in_scrollback("/help for commands");
     tmux.type_line("hi");
-    tmux.wait_for("Hello.");
+    tmux.wait_for_in_scrollback("Hello.");
     assert!(!sandbox.project().join("hook-ran").exists());
     assert!(!sandbox.home().join("trusted-folders.json").exists());
     drop(tmux);
     let tmux = interactive(&sandbox, &server);
-    tmux.wait_for("Trust this folder? [y/N]");
+    tmux.wait_for_in_scrollback("Trust this folder? [y/N]");
 }
