@@ -449,13 +449,13 @@ async fn handle(
         return Ok(json_response(200, requests));
     }
     // A body cut short by the client is recorded as far as it got.
-    let body = body
-        .collect()
-        .await
+    let collected = body.collect().await;
+    // The server's share starts once the last byte is in: sending it is the client's
+    // work; joining the frames into one buffer is the server's.
+    let arrived = Instant::now();
+    let body = collected
         .map(http_body_util::Collected::to_bytes)
         .unwrap_or_default();
-    // The server's share starts once the body is in: sending it is the client's work.
-    let arrived = Instant::now();
     let headers = header_map(&parts.headers);
     let is_messages = parts.method == Method::POST && path == "/v1/messages";
     let key_ok = match &state.script.require_api_key {
