@@ -2,6 +2,9 @@
 //! each, with the default retry settings; stdout stays the answer alone.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+
 use gyre_e2e::{Sandbox, run};
 use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::json;
@@ -12,10 +15,12 @@ fn overloaded() -> Turn {
 
 #[test]
 fn text_mode_reports_each_retry_on_stderr_and_prints_the_answer() {
+    // Default retry settings (no GYRE_MAX_RETRIES): two 529s, the second with a
+    // `retry-after` in seconds, as the API sends it.
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([
         overloaded(),
-        overloaded(),
+        Turn::http_error(529).with_header("retry-after", "1"),
         Turn::text("made it"),
     ]))
     .unwrap();
@@ -24,13 +29,50 @@ fn text_mode_reports_each_retry_on_stderr_and_prints_the_answer() {
     assert_eq!(out.stdout, "made it\n");
     let lines: Vec<&str> = out.stderr.lines().collect();
     assert_eq!(lines.len(), 2, "{}", out.stderr);
-    for (n, line) in lines.iter().enumerate() {
+    for (n, (line, wait)) in lines.iter().zip(["20 ms", "1 s"]).enumerate() {
         assert!(line.starts_with("gyre: "), "{line}");
         assert!(line.to_lowercase().contains("overloaded"), "{line}");
-        assert!(line.contains("retrying in 20 ms"), "{line}");
+        assert!(line.contains(&format!("retrying in {wait}")), "{line}");
         assert!(line.ends_with(&format!("(attempt {}/10)", n + 1)), "{line}");
     }
     assert_eq!(server.request_count(), 3);
+}
+
+#[test]
+fn an_unreachable_api_is_reported_on_stderr_before_the_first_wait() {
+    // A port nobody listens on: every attempt is refused. With the default budget the
+    // retries take minutes; the first line must come before them, naming the cause.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([])).unwrap();
+    let mut child = sandbox
+        .gyre(&server)
+        .unwrap()
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .args(["-p", "hello"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stderr.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    // Still retrying: the line came while gyre waits, not with its final error.
+    let still_running = child.try_wait().unwrap().is_none();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(still_running, "gyre had already exited: {first}");
+    assert!(first.starts_with("gyre: "), "{first}");
+    assert!(first.contains(&format!("127.0.0.1:{port}")), "{first}");
+    assert!(first.contains("Connection refused"), "{first}");
+    assert!(first.contains("retrying in "), "{first}");
+    assert!(first.trim_end().ends_with("(attempt 1/10)"), "{first}");
+    assert_eq!(server.request_count(), 0);
 }
 
 #[test]
@@ -79,9 +121,22 @@ fn usage_errors_show_clap_s_whole_message_and_exit_2() {
     .unwrap();
     assert_eq!(typo.code, Some(2));
     assert!(typo.stderr.contains("'--modle'"), "{}", typo.stderr);
-    assert!(typo.stderr.contains("--model"), "{}", typo.stderr);
+    assert!(
+        typo.stderr
+            .contains("tip: a similar argument exists: '--model'"),
+        "{}",
+        typo.stderr
+    );
+    assert!(typo.stderr.contains("For more information, try '--help'"));
     let missing = run(sandbox.gyre(&server).unwrap().arg("completions")).unwrap();
     assert_eq!(missing.code, Some(2));
+    assert!(
+        missing
+            .stderr
+            .contains("the following required arguments were not provided"),
+        "{}",
+        missing.stderr
+    );
     assert!(missing.stderr.contains("<SHELL>"), "{}", missing.stderr);
     assert_eq!(server.request_count(), 0);
 }
