@@ -76,19 +76,43 @@ pub fn run(_args: &Args) -> Result<()> {
         .stdin(Stdio::null())
         .status()
         .with_context(|| format!("could not run {}", gyre.display()))?;
-    let transcripts = home.join("projects");
+    let transcript = transcript_in(&home.join("projects"))?;
     println!(
         "\ngyre exited with {status}; {} requests reached the scripted model.\n\
-         The project and the session transcript are kept in {}\n\
-         (transcript: {}); remove them with `rm -rf {}`.\n\
+         Kept until you remove them (`rm -rf {}`):\n\
+         \x20 the project:    {}\n\
+         \x20 the transcript: {}\n\
          In a terminal, plain `gyre` opens the interactive UI; docs/repl.md shows it.",
         server.request_count(),
         run_dir.display(),
-        transcripts.display(),
-        target_dir().join("demo").display(),
+        project.display(),
+        transcript.display(),
     );
     if !status.success() {
         bail!("the demo session failed");
     }
     Ok(())
+}
+
+/// The one session transcript gyre wrote under `projects` (`<project key>/<id>.jsonl`):
+/// the demo promises the reader a transcript, so its absence fails the demo (and CI).
+fn transcript_in(projects: &Path) -> Result<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for dir in std::fs::read_dir(projects)
+        .with_context(|| format!("gyre wrote no sessions under {}", projects.display()))?
+    {
+        for file in std::fs::read_dir(dir?.path())? {
+            let path = file?.path();
+            if path.extension().is_some_and(|x| x == "jsonl") {
+                found.push(path);
+            }
+        }
+    }
+    match found.as_slice() {
+        [one] if std::fs::metadata(one)?.len() > 0 => Ok(one.clone()),
+        _ => bail!(
+            "expected one non-empty transcript under {}, found {found:?}",
+            projects.display()
+        ),
+    }
 }
