@@ -15,6 +15,8 @@ use gyre_testkit::{Script, TestServer};
 use crate::{cargo, run_cmd, target_dir};
 
 const SCRIPT: &str = include_str!("../demo/session.json");
+/// No `--quiet`: the first build takes minutes, and cargo's progress says why.
+const BUILD: [&str; 3] = ["build", "-p", "gyre-cli"];
 const PROMPT: &str = "What does this project do? Read what you need and summarise it.";
 
 fn write_project(dir: &Path) -> Result<()> {
@@ -40,7 +42,7 @@ fn write_project(dir: &Path) -> Result<()> {
 pub struct Args {}
 
 pub fn run(_args: &Args) -> Result<()> {
-    run_cmd(&cargo(), &["build", "-p", "gyre-cli"])?;
+    run_cmd(&cargo(), &BUILD)?;
     let gyre = target_dir().join("debug").join("gyre");
     if !gyre.is_file() {
         bail!("built gyre not found at {}", gyre.display());
@@ -78,11 +80,14 @@ pub fn run(_args: &Args) -> Result<()> {
         .with_context(|| format!("could not run {}", gyre.display()))?;
     let transcript = transcript_in(&home.join("projects"))?;
     println!(
-        "\ngyre exited with {status}; {} requests reached the scripted model.\n\
+        "\ngyre exited with {}; {} requests reached the scripted model.\n\
          Kept until you remove them (`rm -rf {}`):\n\
          \x20 the project:    {}\n\
          \x20 the transcript: {}\n\
          In a terminal, plain `gyre` opens the interactive UI; docs/repl.md shows it.",
+        status
+            .code()
+            .map_or_else(|| status.to_string(), |c| format!("code {c}")),
         server.request_count(),
         run_dir.display(),
         project.display(),
@@ -114,5 +119,25 @@ fn transcript_in(projects: &Path) -> Result<std::path::PathBuf> {
             "expected one non-empty transcript under {}, found {found:?}",
             projects.display()
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::workspace_root;
+
+    #[test]
+    fn the_demo_s_builds_show_cargo_s_progress() {
+        assert!(!BUILD.iter().any(|a| *a == "--quiet" || *a == "-q"));
+        // `cargo xtask` itself is an alias: the first build of xtask shows its progress too.
+        let config = std::fs::read_to_string(workspace_root().join(".cargo/config.toml")).unwrap();
+        let alias = config
+            .lines()
+            .find(|l| l.starts_with("xtask = "))
+            .expect("the xtask alias");
+        assert_eq!(alias, "xtask = \"run --package xtask --\"");
     }
 }
