@@ -6,7 +6,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 
 use gyre_e2e::{Sandbox, run};
-use gyre_testkit::{Script, TestServer, Turn};
+use gyre_testkit::{Script, TestServer, Turn, Usage};
 use serde_json::json;
 
 fn overloaded() -> Turn {
@@ -73,6 +73,76 @@ fn an_unreachable_api_is_reported_on_stderr_before_the_first_wait() {
     assert!(first.contains("retrying in "), "{first}");
     assert!(first.trim_end().ends_with("(attempt 1/10)"), "{first}");
     assert_eq!(server.request_count(), 0);
+}
+
+#[test]
+fn text_mode_reports_the_switch_to_the_fallback_model() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        overloaded(),
+        overloaded(),
+        overloaded(),
+        Turn::text("answered by the fallback"),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "hello",
+        "--model",
+        "big-model",
+        "--fallback-model",
+        "small-model",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "answered by the fallback\n");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", out.stderr);
+    assert!(lines[0].ends_with("(attempt 1/10)"), "{}", lines[0]);
+    assert!(lines[1].ends_with("(attempt 2/10)"), "{}", lines[1]);
+    assert_eq!(
+        lines[2],
+        "gyre: big-model is overloaded: switched to small-model for the rest of the session"
+    );
+}
+
+#[test]
+fn text_mode_reports_a_compaction() {
+    let sandbox = Sandbox::new().unwrap();
+    // As in compaction_e2e: a few reads, the last one near the context window.
+    let file = sandbox
+        .write(
+            "notes.txt",
+            &"some content line that is long enough to count\n".repeat(800),
+        )
+        .unwrap();
+    let read = |input_tokens| {
+        Turn::tool_use("Read", json!({"file_path": file})).with_usage(Usage {
+            input_tokens,
+            output_tokens: 50,
+            ..Usage::default()
+        })
+    };
+    let server = TestServer::spawn(Script::new([
+        read(5_000),
+        read(9_000),
+        read(13_000),
+        read(190_000),
+        Turn::text("<summary>1. Primary request: read notes.txt.</summary>"),
+        Turn::text("Done after compaction."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args(["-p", "read notes"])).unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "Done after compaction.\n");
+    let lines: Vec<&str> = out.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", out.stderr);
+    assert!(
+        lines[0].starts_with("gyre: compacted the conversation (auto): "),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].ends_with(" tokens"), "{}", lines[0]);
 }
 
 #[test]
