@@ -150,7 +150,8 @@ pub struct Cli {
     #[arg(long)]
     pub verbose: bool,
 
-    /// Text mode: no progress lines (retries, permission denials) on stderr.
+    /// Text mode: no progress lines on stderr (retries, fallback model, compaction,
+    /// permission denials).
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
