@@ -126,15 +126,6 @@ fn the_readme_s_headless_examples_run_as_written() {
     }
 }
 
-/// A port nobody listens on at the moment.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn the_offline_walk_through_runs_as_written() {
     let readme = readme();
@@ -148,12 +139,7 @@ fn the_offline_walk_through_runs_as_written() {
         .skip_while(|w| *w != "--script")
         .nth(1)
         .expect("the walk-through starts gyre-testkit --script FILE")
-        .to_owned();
-    let port = block
-        .split("--port ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("the walk-through gives gyre-testkit a --port")
+        .trim_end_matches(')')
         .to_owned();
     // The scripted answer is the text of the script's last turn.
     let script_json = block
@@ -168,20 +154,17 @@ fn the_offline_walk_through_runs_as_written() {
         .to_owned();
 
     // Run the block as written, except: the binaries are already built (and may live in
-    // another target dir), the script goes to this test's dir and the port is a free one.
+    // another target dir) and the script goes to this test's dir.
     let sandbox = Sandbox::new().unwrap();
     sandbox.write("README.md", "# a project\n").unwrap();
     let bin_dir = gyre_binary().unwrap().parent().unwrap().to_path_buf();
     let own_script = sandbox.home().join("offline.json");
-    let port_now = free_port().to_string();
     let body: Vec<&str> = lines.iter().skip(1).map(String::as_str).collect();
     let body = body
         .join("\n")
         .replace("target/debug/", &format!("{}/", bin_dir.display()))
-        .replace(&script_path, &own_script.to_string_lossy())
-        .replace(&port, &port_now);
-    // The testkit dies with the script even when a line fails.
-    let script_text = format!("set -e\ntrap 'kill $(jobs -p) 2>/dev/null || true' EXIT\n{body}\n");
+        .replace(&script_path, &own_script.to_string_lossy());
+    let script_text = format!("set -e\n{body}\n");
     let server = TestServer::spawn(Script::new([])).unwrap();
     let out = bash(&sandbox, &server, &script_text);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -199,12 +182,38 @@ fn the_offline_walk_through_runs_as_written() {
         "{stderr}"
     );
     assert!(stderr.contains("● Glob *.md"), "{stderr}");
+    // gyre starts once gyre-testkit listens: no connection is refused first.
+    assert!(!stderr.contains("Could not reach the API"), "{stderr}");
     assert!(stderr.contains("⎿ 1 file"), "{stderr}");
     assert_eq!(
         server.request_count(),
         0,
         "the walk-through uses its own testkit"
     );
+    // Its last line stops gyre-testkit (the script path is this test's own); a
+    // SIGTERM'd process may take a moment to go.
+    let running = || {
+        let pids = Command::new("pgrep")
+            .args(["-f", &own_script.to_string_lossy()])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&pids.stdout)
+            .split_whitespace()
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let mut left = running();
+    for _ in 0..100 {
+        if left.is_empty() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        left = running();
+    }
+    for pid in &left {
+        let _ = Command::new("kill").arg(pid).status();
+    }
+    assert!(left.is_empty(), "gyre-testkit still runs: {left:?}");
 }
 
 #[test]
