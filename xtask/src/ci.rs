@@ -97,7 +97,10 @@ impl Step {
             Self::DocTests if nextest_installed(cargo) => {
                 run_cmd(cargo, &["test", "--workspace", "--doc"])
             }
-            Self::DocTests => Ok(()),
+            Self::DocTests => {
+                eprintln!("(`cargo test` ran them with the other tests)");
+                Ok(())
+            }
             Self::FixtureCheck => {
                 crate::fixture::run(crate::fixture::FixtureCommand::Check { dir: None })
             }

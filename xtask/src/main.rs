@@ -29,6 +29,11 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Task {
     /// Run gyre end to end against the bundled testkit session (no API key needed).
+    ///
+    /// Builds gyre (cargo shows its progress), then runs the real binary with `--verbose`
+    /// against gyre-testkit serving xtask/demo/session.json, in a small project under
+    /// target/demo/run-<time>/. That project and gyre's session transcript stay there
+    /// until you remove them; the demo prints both paths.
     Demo(demo::Args),
     /// What CI runs, in this order: fmt check, clippy, install tmux and rg if missing,
     /// tests (ignored ones included), doc tests, fixture check, demo, bench --quick.
