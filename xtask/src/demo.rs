@@ -140,4 +140,19 @@ mod tests {
             .expect("the xtask alias");
         assert_eq!(alias, "xtask = \"run --package xtask --\"");
     }
+
+    #[test]
+    fn the_demo_names_the_transcript_gyre_wrote_and_fails_without_one() {
+        let home = tempfile::tempdir().unwrap();
+        let projects = home.path().join("projects");
+        assert!(transcript_in(&projects).is_err(), "no projects dir");
+        let dir = projects.join("-tmp-thermo");
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(transcript_in(&projects).is_err(), "no transcript");
+        let transcript = dir.join("0b3c.jsonl");
+        std::fs::write(&transcript, "").unwrap();
+        assert!(transcript_in(&projects).is_err(), "an empty transcript");
+        std::fs::write(&transcript, "{\"type\":\"user\"}\n").unwrap();
+        assert_eq!(transcript_in(&projects).unwrap(), transcript);
+    }
 }
