@@ -258,6 +258,8 @@ fn an_unreachable_base_url_is_a_clear_error() {
         .gyre(&server)
         .unwrap()
         .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        // The final error alone; progress_lines.rs tests what the default budget
+        // prints while it waits.
         .env("GYRE_MAX_RETRIES", "0")
         .args(["-p", "x"]))
     .unwrap();

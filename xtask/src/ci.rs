@@ -3,8 +3,9 @@
 //! fmt, clippy, the system tools that ignored tests and the bench need (tmux, rg), every test — the
 //! ignored ones included, so a test that needs a tool runs here rather than passing
 //! unseen — (nextest when installed, plus doc tests), `fixture check`, the demo, then
-//! `bench --quick` (a release build: the slowest step, so last). About 15 minutes from a
-//! cold `target/` on 2 cores, a few with a warm one.
+//! `bench --quick` (a release build: the slowest step, so last). [`Step::ALL`] is that
+//! order; `--help` and the README list it. 12.5 minutes from a fresh clone on 2 cores,
+//! a few with a warm `target/`.
 
 use std::time::Instant;
 
@@ -16,66 +17,120 @@ use crate::{cargo, run_cmd};
 #[derive(Debug, clap::Args)]
 pub struct Args {}
 
+/// The steps, in the order they run (the `--help` text and the README list them so).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Fmt,
+    Clippy,
+    Tools,
+    Tests,
+    DocTests,
+    FixtureCheck,
+    Demo,
+    Bench,
+}
+
+impl Step {
+    pub const ALL: [Self; 8] = [
+        Self::Fmt,
+        Self::Clippy,
+        Self::Tools,
+        Self::Tests,
+        Self::DocTests,
+        Self::FixtureCheck,
+        Self::Demo,
+        Self::Bench,
+    ];
+
+    /// How the step is announced; the `--help` text uses the same words.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Fmt => "fmt check",
+            Self::Clippy => "clippy",
+            Self::Tools => "install tmux and rg if missing",
+            Self::Tests => "tests (ignored ones included)",
+            Self::DocTests => "doc tests",
+            Self::FixtureCheck => "fixture check",
+            Self::Demo => "demo",
+            Self::Bench => "bench --quick",
+        }
+    }
+
+    fn run(self, cargo: &str) -> Result<()> {
+        match self {
+            Self::Fmt => run_cmd(cargo, &["fmt", "--all", "--", "--check"]),
+            Self::Clippy => run_cmd(
+                cargo,
+                &[
+                    "clippy",
+                    "--workspace",
+                    "--all-targets",
+                    "--",
+                    "-D",
+                    "warnings",
+                ],
+            ),
+            // rg: the bench's reference for Grep and Glob.
+            Self::Tools => ensure_installed(&[("tmux", "tmux"), ("rg", "ripgrep")]),
+            Self::Tests if nextest_installed(cargo) => run_cmd(
+                cargo,
+                &[
+                    "nextest",
+                    "run",
+                    "--workspace",
+                    "--no-fail-fast",
+                    "--run-ignored",
+                    "all",
+                ],
+            ),
+            // Without nextest, `cargo test` runs the doc tests with the others.
+            Self::Tests => run_cmd(
+                cargo,
+                &[
+                    "test",
+                    "--workspace",
+                    "--no-fail-fast",
+                    "--",
+                    "--include-ignored",
+                ],
+            ),
+            Self::DocTests if nextest_installed(cargo) => {
+                run_cmd(cargo, &["test", "--workspace", "--doc"])
+            }
+            Self::DocTests => {
+                eprintln!("(`cargo test` ran them with the other tests)");
+                Ok(())
+            }
+            Self::FixtureCheck => {
+                crate::fixture::run(crate::fixture::FixtureCommand::Check { dir: None })
+            }
+            Self::Demo => crate::demo::run(&crate::demo::Args {}),
+            Self::Bench => crate::bench::run(&crate::bench::Args::quick()),
+        }
+    }
+}
+
 pub fn run(_args: &Args) -> Result<()> {
     let started = Instant::now();
     let cargo = cargo();
-    let step = |name: &str| eprintln!("\n== ci: {name} ({:.0?} so far)", started.elapsed());
-
-    step("fmt");
-    run_cmd(&cargo, &["fmt", "--all", "--", "--check"])?;
-    step("clippy");
-    run_cmd(
-        &cargo,
-        &[
-            "clippy",
-            "--workspace",
-            "--all-targets",
-            "--",
-            "-D",
-            "warnings",
-        ],
-    )?;
-    step("tools for the ignored tests");
-    // rg: the bench's reference for Grep and Glob.
-    ensure_installed(&[("tmux", "tmux"), ("rg", "ripgrep")])?;
-    step("tests (ignored ones included)");
-    let nextest = std::process::Command::new(&cargo)
-        .args(["nextest", "--version"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if nextest {
-        run_cmd(
-            &cargo,
-            &[
-                "nextest",
-                "run",
-                "--workspace",
-                "--no-fail-fast",
-                "--run-ignored",
-                "all",
-            ],
-        )?;
-        run_cmd(&cargo, &["test", "--workspace", "--doc"])?;
-    } else {
-        run_cmd(
-            &cargo,
-            &[
-                "test",
-                "--workspace",
-                "--no-fail-fast",
-                "--",
-                "--include-ignored",
-            ],
-        )?;
+    for step in Step::ALL {
+        eprintln!(
+            "\n== ci: {} ({:.0?} so far)",
+            step.name(),
+            started.elapsed()
+        );
+        step.run(&cargo)?;
     }
-    step("fixture check");
-    crate::fixture::run(crate::fixture::FixtureCommand::Check { dir: None })?;
-    step("demo");
-    crate::demo::run(&crate::demo::Args {})?;
-    step("bench --quick");
-    crate::bench::run(&crate::bench::Args::quick())?;
     eprintln!("\n== ci: passed in {:.0?}", started.elapsed());
     Ok(())
+}
+
+/// nextest runs every test but the doc tests, which need `cargo test --doc`.
+fn nextest_installed(cargo: &str) -> bool {
+    std::process::Command::new(cargo)
+        .args(["nextest", "--version"])
+        .output()
+        .is_ok_and(|o| o.status.success())
 }
 
 /// Installs each missing `(command, Debian package)` with apt-get, or fails naming the

@@ -15,6 +15,8 @@ use gyre_testkit::{Script, TestServer};
 use crate::{cargo, run_cmd, target_dir};
 
 const SCRIPT: &str = include_str!("../demo/session.json");
+/// No `--quiet`: the first build takes minutes, and cargo's progress says why.
+const BUILD: [&str; 3] = ["build", "-p", "gyre-cli"];
 const PROMPT: &str = "What does this project do? Read what you need and summarise it.";
 
 fn write_project(dir: &Path) -> Result<()> {
@@ -40,7 +42,7 @@ fn write_project(dir: &Path) -> Result<()> {
 pub struct Args {}
 
 pub fn run(_args: &Args) -> Result<()> {
-    run_cmd(&cargo(), &["build", "-p", "gyre-cli"])?;
+    run_cmd(&cargo(), &BUILD)?;
     let gyre = target_dir().join("debug").join("gyre");
     if !gyre.is_file() {
         bail!("built gyre not found at {}", gyre.display());
@@ -76,19 +78,81 @@ pub fn run(_args: &Args) -> Result<()> {
         .stdin(Stdio::null())
         .status()
         .with_context(|| format!("could not run {}", gyre.display()))?;
-    let transcripts = home.join("projects");
+    let transcript = transcript_in(&home.join("projects"))?;
     println!(
-        "\ngyre exited with {status}; {} requests reached the scripted model.\n\
-         The project and the session transcript are kept in {}\n\
-         (transcript: {}); remove them with `rm -rf {}`.\n\
+        "\ngyre exited with {}; {} requests reached the scripted model.\n\
+         Kept until you remove them (`rm -rf {}`):\n\
+         \x20 the project:    {}\n\
+         \x20 the transcript: {}\n\
          In a terminal, plain `gyre` opens the interactive UI; docs/repl.md shows it.",
+        status
+            .code()
+            .map_or_else(|| status.to_string(), |c| format!("code {c}")),
         server.request_count(),
         run_dir.display(),
-        transcripts.display(),
-        target_dir().join("demo").display(),
+        project.display(),
+        transcript.display(),
     );
     if !status.success() {
         bail!("the demo session failed");
     }
     Ok(())
+}
+
+/// The one session transcript gyre wrote under `projects` (`<project key>/<id>.jsonl`):
+/// the demo promises the reader a transcript, so its absence fails the demo (and CI).
+fn transcript_in(projects: &Path) -> Result<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for dir in std::fs::read_dir(projects)
+        .with_context(|| format!("gyre wrote no sessions under {}", projects.display()))?
+    {
+        for file in std::fs::read_dir(dir?.path())? {
+            let path = file?.path();
+            if path.extension().is_some_and(|x| x == "jsonl") {
+                found.push(path);
+            }
+        }
+    }
+    match found.as_slice() {
+        [one] if std::fs::metadata(one)?.len() > 0 => Ok(one.clone()),
+        _ => bail!(
+            "expected one non-empty transcript under {}, found {found:?}",
+            projects.display()
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use crate::workspace_root;
+
+    #[test]
+    fn the_demo_s_builds_show_cargo_s_progress() {
+        assert!(!BUILD.iter().any(|a| *a == "--quiet" || *a == "-q"));
+        // `cargo xtask` itself is an alias: the first build of xtask shows its progress too.
+        let config = std::fs::read_to_string(workspace_root().join(".cargo/config.toml")).unwrap();
+        let alias = config
+            .lines()
+            .find(|l| l.starts_with("xtask = "))
+            .expect("the xtask alias");
+        assert_eq!(alias, "xtask = \"run --package xtask --\"");
+    }
+
+    #[test]
+    fn the_demo_names_the_transcript_gyre_wrote_and_fails_without_one() {
+        let home = tempfile::tempdir().unwrap();
+        let projects = home.path().join("projects");
+        assert!(transcript_in(&projects).is_err(), "no projects dir");
+        let dir = projects.join("-tmp-thermo");
+        std::fs::create_dir_all(&dir).unwrap();
+        assert!(transcript_in(&projects).is_err(), "no transcript");
+        let transcript = dir.join("0b3c.jsonl");
+        std::fs::write(&transcript, "").unwrap();
+        assert!(transcript_in(&projects).is_err(), "an empty transcript");
+        std::fs::write(&transcript, "{\"type\":\"user\"}\n").unwrap();
+        assert_eq!(transcript_in(&projects).unwrap(), transcript);
+    }
 }

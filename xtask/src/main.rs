@@ -29,9 +29,14 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Task {
     /// Run gyre end to end against the bundled testkit session (no API key needed).
+    ///
+    /// Builds gyre (cargo shows its progress), then runs the real binary with `--verbose`
+    /// against gyre-testkit serving xtask/demo/session.json, in a small project under
+    /// target/demo/run-<time>/. That project and gyre's session transcript stay there
+    /// until you remove them; the demo prints both paths.
     Demo(demo::Args),
-    /// What CI runs, in this order: fmt check, clippy, install tmux if missing, tests
-    /// (ignored ones included), doc tests, fixture check, demo, bench --quick.
+    /// What CI runs, in this order: fmt check, clippy, install tmux and rg if missing,
+    /// tests (ignored ones included), doc tests, fixture check, demo, bench --quick.
     Ci(ci::Args),
     /// Optimised build, tarball gyre-<version>-<target>.tar.gz and its .sha256.
     Release(release::Args),
@@ -111,5 +116,98 @@ fn human_bytes(bytes: u64) -> String {
         format!("{:.1} KiB", b / 1024.0)
     } else {
         format!("{bytes} B")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use clap::CommandFactory;
+    use clap::error::ErrorKind;
+
+    use super::*;
+
+    /// Every subcommand path: `["demo"]`, `["fixture", "record"]`, …
+    fn subcommand_paths(cmd: &clap::Command, prefix: &[String], out: &mut Vec<Vec<String>>) {
+        for sub in cmd.get_subcommands() {
+            let mut path = prefix.to_vec();
+            path.push(sub.get_name().to_owned());
+            out.push(path.clone());
+            subcommand_paths(sub, &path, out);
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_subcommand_answers_help_instead_of_running() {
+        let mut paths = Vec::new();
+        subcommand_paths(&Cli::command(), &[], &mut paths);
+        let names: Vec<String> = paths.iter().map(|p| p.join(" ")).collect();
+        for expected in ["demo", "ci", "release", "fixture record", "bench"] {
+            assert!(names.iter().any(|n| n == expected), "{names:?}");
+        }
+        for path in paths {
+            for flag in ["--help", "-h"] {
+                let args = std::iter::once("cargo xtask")
+                    .chain(path.iter().map(String::as_str))
+                    .chain([flag]);
+                let err = Cli::try_parse_from(args).expect_err("help is not a task to run");
+                assert_eq!(err.kind(), ErrorKind::DisplayHelp, "{path:?} {flag}");
+                assert!(err.to_string().contains("Usage: cargo xtask"), "{err}");
+            }
+        }
+    }
+
+    /// Where each of `needles` first occurs in `haystack`, searching after the previous.
+    fn in_order(haystack: &str, needles: &[&str]) -> Result<(), String> {
+        let mut from = 0;
+        for needle in needles {
+            match haystack[from..].find(needle) {
+                Some(at) => from += at + needle.len(),
+                None => {
+                    return Err(format!(
+                        "{needle:?} missing or out of order in {haystack:?}"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    #[test]
+    fn ci_help_lists_the_steps_in_the_order_they_run() {
+        let mut cli = Cli::command();
+        let ci = cli.find_subcommand_mut("ci").unwrap();
+        let help = ci.render_help().to_string();
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        let names: Vec<&str> = ci::Step::ALL.iter().map(|s| s.name()).collect();
+        in_order(&help, &names).unwrap();
+    }
+
+    #[test]
+    fn the_readme_lists_the_ci_steps_in_the_order_they_run() {
+        let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+        let sentence = readme
+            .split("\n\n")
+            .find(|p| p.starts_with("`cargo xtask ci` runs, in this order:"))
+            .expect("the README says what `cargo xtask ci` runs");
+        let sentence = sentence.split_whitespace().collect::<Vec<_>>().join(" ");
+        // The README's word for each step of ci::Step::ALL.
+        let words: [&str; ci::Step::ALL.len()] = [
+            "fmt",
+            "clippy",
+            "tmux",
+            "every test",
+            "doc tests",
+            "fixture check",
+            "demo",
+            "bench",
+        ];
+        in_order(&sentence, &words).unwrap();
     }
 }

@@ -150,7 +150,8 @@ pub struct Cli {
     #[arg(long)]
     pub verbose: bool,
 
-    /// Text mode: no progress lines (retries, permission denials) on stderr.
+    /// Text mode: no progress lines on stderr (retries, fallback model, compaction,
+    /// permission denials).
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
@@ -317,5 +318,21 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cli.ignored_flag_warnings(), ["--betas", "--plugin-dir"]);
+    }
+
+    #[test]
+    fn every_hidden_flag_is_one_gyre_warns_it_ignores() {
+        use clap::CommandFactory;
+        let hidden: Vec<String> = Cli::command()
+            .get_arguments()
+            .filter(|a| a.is_hide_set())
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .collect();
+        let mut args = vec!["gyre".to_owned(), "-p".to_owned(), "x".to_owned()];
+        for flag in &hidden {
+            args.extend([flag.clone(), "1".to_owned()]);
+        }
+        let cli = Cli::try_parse_from(args).unwrap();
+        assert_eq!(cli.ignored_flag_warnings(), hidden);
     }
 }

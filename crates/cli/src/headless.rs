@@ -4,7 +4,7 @@ use std::io::Write;
 
 use anyhow::{Context, Result};
 use futures::StreamExt;
-use gyre_loop::{EngineEvent, LoopEvent, QueryEngine, TurnResult};
+use gyre_loop::{CompactionOutcome, EngineEvent, LoopEvent, QueryEngine, TurnResult};
 use gyre_protocol::{ContentBlock, Message};
 use serde_json::Value;
 
@@ -154,6 +154,12 @@ pub async fn run_turn<W: Write>(
                     }
                 }
                 LoopEvent::Fallback { original, fallback } => {
+                    output.progress(|| {
+                        progress_line(&ProgressEvent::Fallback {
+                            original: &original,
+                            fallback: &fallback,
+                        })
+                    });
                     facts.model.clone_from(&fallback);
                     if output.streaming() {
                         output.line(&stream_json::model_fallback(
@@ -165,6 +171,7 @@ pub async fn run_turn<W: Write>(
                     }
                 }
                 LoopEvent::Compacted(outcome) => {
+                    output.progress(|| progress_line(&ProgressEvent::Compacted(&outcome)));
                     if output.streaming() {
                         output.line(&stream_json::compact_boundary(
                             &outcome,
@@ -283,6 +290,11 @@ pub async fn run_turn<W: Write>(
 /// What a text-mode progress line reports.
 enum ProgressEvent<'a> {
     Retry(&'a RetryStatus),
+    Fallback {
+        original: &'a str,
+        fallback: &'a str,
+    },
+    Compacted(&'a CompactionOutcome),
     Denied {
         denial: &'a PermissionDenial,
         message: &'a str,
@@ -290,8 +302,10 @@ enum ProgressEvent<'a> {
     },
 }
 
-/// One stderr line for a retry wait or a refused tool call:
-/// `API overloaded · retrying in 2 s (attempt 1/10)`,
+/// One stderr line for a retry wait, a switch of model, a compaction or a refused tool
+/// call: `API overloaded · retrying in 2 s (attempt 1/10)`,
+/// `big-model is overloaded: switched to small-model for the rest of the session`,
+/// `compacted the conversation (auto): 190000 → 2100 tokens`,
 /// `denied Bash rm -rf build: <why>`.
 fn progress_line(event: &ProgressEvent<'_>) -> String {
     match event {
@@ -314,6 +328,15 @@ fn progress_line(event: &ProgressEvent<'_>) -> String {
                 status.max_retries
             )
         }
+        ProgressEvent::Fallback { original, fallback } => {
+            format!("{original} is overloaded: switched to {fallback} for the rest of the session")
+        }
+        ProgressEvent::Compacted(outcome) => format!(
+            "compacted the conversation ({}): {} → {} tokens",
+            outcome.trigger.as_str(),
+            outcome.pre_tokens,
+            outcome.post_tokens
+        ),
         ProgressEvent::Denied {
             denial,
             message,
@@ -397,6 +420,21 @@ mod tests {
                 cwd: Path::new("/p"),
             }),
             "denied Bash rm -rf build: Permission to run `rm -rf build` was denied."
+        );
+        assert_eq!(
+            progress_line(&ProgressEvent::Fallback {
+                original: "big-model",
+                fallback: "small-model",
+            }),
+            "big-model is overloaded: switched to small-model for the rest of the session"
+        );
+        assert_eq!(
+            progress_line(&ProgressEvent::Compacted(&CompactionOutcome {
+                trigger: gyre_compact::Trigger::Auto,
+                pre_tokens: 190_000,
+                post_tokens: 2_100,
+            })),
+            "compacted the conversation (auto): 190000 → 2100 tokens"
         );
     }
 }
