@@ -398,6 +398,46 @@ fn status_suffix(status: Option<u16>) -> String {
 }
 
 impl ApiError {
+    /// What went wrong, without the advice of the final error: the line shown while the
+    /// retry layer waits to try again, when "try again" would tell the user to do what
+    /// gyre is about to do. Errors that are not retried read as their `Display`.
+    #[must_use]
+    pub fn retry_reason(&self) -> String {
+        match self {
+            Self::RateLimited { message, .. } => {
+                format!("Rate limited by the API (429): {message}")
+            }
+            Self::Overloaded {
+                status, message, ..
+            } => format!("The API is overloaded{}: {message}", status_suffix(*status)),
+            Self::Server {
+                status, message, ..
+            } => format!("API server error ({status}): {message}"),
+            Self::StreamError {
+                error_type,
+                message,
+                ..
+            } => format!("The API reported an error mid-response ({error_type}): {message}"),
+            Self::Connection { message, .. } => format!("Could not reach the API: {message}"),
+            Self::Timeout { message, .. } => format!("The API request timed out: {message}"),
+            Self::StreamCut { events } => format!(
+                "The response stream ended early (after {events} events, before message_stop)"
+            ),
+            Self::StreamIdle { idle_ms, events } => format!(
+                "The response stream stalled: no data for {idle_ms} ms (after {events} events)"
+            ),
+            Self::StreamRestarted {
+                first,
+                second,
+                events,
+            } => format!(
+                "The response stream started message {second} in the middle of message {first} \
+                 (after {events} events)"
+            ),
+            other => other.to_string(),
+        }
+    }
+
     /// Whether another attempt with the same request could succeed. Budget rules (how
     /// many times, 401 only once, no 529 retry for background sources) live in the retry
     /// layer; a context overflow is retried there with a smaller `max_tokens`, so it is
@@ -735,6 +775,47 @@ mod tests {
             "claude-test",
             "http://x/v1/messages",
         )
+    }
+
+    #[test]
+    fn a_retry_reason_says_what_failed_without_telling_the_user_to_retry() {
+        let errors = [
+            from(529, "overloaded_error", "Overloaded"),
+            from(429, "rate_limit_error", "slow down"),
+            from(500, "api_error", "Internal"),
+            ApiError::Connection {
+                message: "connection refused".into(),
+            },
+            ApiError::Timeout {
+                message: "no answer".into(),
+            },
+            ApiError::StreamCut { events: 3 },
+            ApiError::StreamIdle {
+                idle_ms: 100,
+                events: 3,
+            },
+        ];
+        for error in errors {
+            assert!(error.is_retryable(), "{error}");
+            let reason = error.retry_reason();
+            let full = error.to_string();
+            assert!(
+                full.starts_with(&reason),
+                "{reason:?} is not how {full:?} starts"
+            );
+            for advice in [
+                "try again",
+                "Try again",
+                "Check",
+                "Raise",
+                "pass --",
+                "Wait",
+            ] {
+                assert!(!reason.contains(advice), "{reason:?} advises {advice:?}");
+            }
+        }
+        let not_retried = from(401, "authentication_error", "bad key");
+        assert_eq!(not_retried.retry_reason(), not_retried.to_string());
     }
 
     #[test]

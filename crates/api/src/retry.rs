@@ -334,6 +334,14 @@ pub trait RetryClassify<E> {
     fn category(&self, _error: &E) -> &'static str {
         "error"
     }
+    /// What went wrong, for [`RetryStatus::message`]: shown while the layer waits to try
+    /// again, so it should not advise the user to retry. The error's `Display` by default.
+    fn describe(&self, error: &E) -> String
+    where
+        E: std::fmt::Display,
+    {
+        error.to_string()
+    }
 }
 
 impl<E, F: Fn(&E) -> bool> RetryClassify<E> for F {
@@ -372,6 +380,9 @@ impl RetryClassify<ApiError> for ApiErrorClassifier {
     }
     fn category(&self, error: &ApiError) -> &'static str {
         error.category()
+    }
+    fn describe(&self, error: &ApiError) -> String {
+        error.retry_reason()
     }
 }
 
@@ -500,7 +511,7 @@ impl RetryState {
             delay_ms: duration_ms(delay),
             status: classifier.status(error),
             error: classifier.category(error).to_owned(),
-            message: error.to_string(),
+            message: classifier.describe(error),
         };
         if let Some(overflow) = classifier.context_overflow(error) {
             let available = overflow.available_output_tokens(OVERFLOW_SAFETY_BUFFER);
