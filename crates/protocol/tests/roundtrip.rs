@@ -1,9 +1,9 @@
 //! Serde round trips on realistic Messages API payloads.
 
 use gyre_protocol::{
-    AssistantResponse, CacheControl, ContentBlock, ContentDelta, ErrorResponse, ExtraFields,
-    Message, MessagesRequest, Role, ServerToolUsage, StopReason, StreamEvent, SystemBlock,
-    ToolDefinition, ToolResultContent, Usage, UsageDelta,
+    AssistantResponse, CacheControl, CacheCreation, ContentBlock, ContentDelta, ErrorResponse,
+    ExtraFields, Message, MessagesRequest, Role, ServerToolUsage, StopReason, StreamEvent,
+    SystemBlock, ToolDefinition, ToolResultContent, Usage, UsageDelta,
 };
 use serde_json::{Value, json};
 
@@ -325,6 +325,7 @@ fn message_delta_usage_replaces_the_fields_it_carries_zero_included() {
                 web_search_requests: 2,
                 web_fetch_requests: 1
             },
+            cache_creation: CacheCreation::default(),
         }
     );
     let json = serde_json::to_value(usage).unwrap();
@@ -335,6 +336,48 @@ fn message_delta_usage_replaces_the_fields_it_carries_zero_included() {
     let mut total = usage;
     total.add(&usage);
     assert_eq!(total.server_tool_use.web_search_requests, 4);
+}
+
+#[test]
+fn the_cache_write_breakdown_is_kept_summed_and_left_out_when_absent() {
+    let mut usage: Usage = serde_json::from_str(
+        r#"{"input_tokens":50,"output_tokens":1,"cache_creation_input_tokens":3000,
+            "cache_creation":{"ephemeral_5m_input_tokens":1000,"ephemeral_1h_input_tokens":2000},
+            "service_tier":"priority","inference_geo":"us"}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        usage.cache_creation,
+        CacheCreation {
+            ephemeral_5m_input_tokens: 1000,
+            ephemeral_1h_input_tokens: 2000,
+        }
+    );
+    // message_delta does not carry it today; if it does, the later value wins.
+    usage.merge_delta(&serde_json::from_str(r#"{"output_tokens":9}"#).unwrap());
+    assert_eq!(usage.cache_creation.ephemeral_1h_input_tokens, 2000);
+    usage.merge_delta(
+        &serde_json::from_str(
+            r#"{"output_tokens":9,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":2500}}"#,
+        )
+        .unwrap(),
+    );
+    assert_eq!(usage.cache_creation.ephemeral_1h_input_tokens, 2500);
+    assert_eq!(usage.cache_creation.ephemeral_5m_input_tokens, 0);
+    let mut total = usage;
+    total.add(&usage);
+    assert_eq!(total.cache_creation.ephemeral_1h_input_tokens, 5000);
+    let json = serde_json::to_value(usage).unwrap();
+    assert_eq!(json["cache_creation"]["ephemeral_1h_input_tokens"], 2500);
+    let null: Usage =
+        serde_json::from_str(r#"{"input_tokens":1,"output_tokens":1,"cache_creation":null}"#)
+            .unwrap();
+    assert!(
+        serde_json::to_value(null)
+            .unwrap()
+            .get("cache_creation")
+            .is_none()
+    );
 }
 
 #[test]
