@@ -542,3 +542,68 @@ fn citations_deltas_are_appended_to_their_text_block() {
         .collect();
     assert_eq!(shown, sent, "every citation, in order");
 }
+
+/// An event as `--include-partial-messages` must show it: as sent, but for its usage,
+/// which gyre shows as it counts it (the four token counts always present).
+fn without_usage(event: &Value) -> Value {
+    let mut event = event.clone();
+    if let Some(fields) = event.as_object_mut() {
+        fields.remove("usage");
+    }
+    if let Some(message) = event["message"].as_object_mut() {
+        message.remove("usage");
+    }
+    event
+}
+
+#[test]
+fn partial_messages_show_every_event_as_the_api_sent_it() {
+    const KNOWN: [&str; 8] = [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+        "message_delta",
+        "message_stop",
+        "ping",
+        "error",
+    ];
+    for file in corpus::files().unwrap() {
+        let name = file.display().to_string();
+        let events = corpus::read_events(&file).unwrap();
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(
+            Script::new([Turn::raw_events(events.clone()), Turn::text("ok")]).repeat_last(),
+        )
+        .unwrap();
+        let out = run(sandbox.gyre(&server).unwrap().args([
+            "-p",
+            "go",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--include-partial-messages",
+        ]))
+        .unwrap();
+        // Event types gyre does not know are tolerated, not shown.
+        let sent: Vec<Value> = events
+            .iter()
+            .filter(|e| KNOWN.contains(&e["type"].as_str().unwrap()))
+            .map(without_usage)
+            .collect();
+        let lines = out.lines().unwrap();
+        // The first response's events, up to its message_stop.
+        let mut shown: Vec<Value> = Vec::new();
+        for line in lines.iter().filter(|l| l["type"] == "stream_event") {
+            shown.push(without_usage(&line["event"]));
+            if line["event"]["type"] == "message_stop" {
+                break;
+            }
+        }
+        let shown: Vec<Value> = shown
+            .into_iter()
+            .filter(|e| e["type"] != "unknown")
+            .collect();
+        assert_eq!(shown, sent, "{name}");
+    }
+}

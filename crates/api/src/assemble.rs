@@ -139,7 +139,7 @@ impl MessageAssembler {
                 self.usage = message.usage;
                 self.stop_reason.clone_from(&message.stop_reason);
                 self.stop_sequence.clone_from(&message.stop_sequence);
-                let mut start = message.clone();
+                let mut start = MessageStart::clone(message);
                 for (index, block) in std::mem::take(&mut start.content).into_iter().enumerate() {
                     put(&mut self.done, index, block);
                 }
@@ -194,7 +194,7 @@ impl MessageAssembler {
                     block,
                 }))
             }
-            StreamEvent::MessageDelta { delta, usage } => {
+            StreamEvent::MessageDelta { delta, usage, .. } => {
                 self.require_started("message_delta")?;
                 if delta.stop_reason.is_some() {
                     self.stop_reason.clone_from(&delta.stop_reason);
@@ -452,7 +452,7 @@ fn json_kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gyre_protocol::{MessageDeltaBody, UsageDelta};
+    use gyre_protocol::MessageDeltaBody;
     use serde_json::json;
 
     fn ev(v: Value) -> StreamEvent {
@@ -733,8 +733,10 @@ mod tests {
                 delta: MessageDeltaBody {
                     stop_reason: Some(StopReason::StopSequence),
                     stop_sequence: Some("END".into()),
+                    ..MessageDeltaBody::default()
                 },
-                usage: UsageDelta::default(),
+                usage: Box::default(),
+                extra: serde_json::Map::new(),
             },
             StreamEvent::MessageStop,
         ];

@@ -68,11 +68,40 @@ fn stream_events_carry_the_fields_gyre_reads() {
     assert_eq!(content_block.as_tool_use().map(|t| t.0), Some("toolu_01A"));
 
     let delta: StreamEvent = serde_json::from_str(STREAM[17]).unwrap();
-    let StreamEvent::MessageDelta { delta, usage } = delta else {
+    let StreamEvent::MessageDelta { delta, usage, .. } = delta else {
         panic!("not message_delta")
     };
     assert_eq!(delta.stop_reason, Some(StopReason::ToolUse));
     assert_eq!(usage.output_tokens, Some(89));
+}
+
+#[test]
+fn message_level_fields_gyre_does_not_read_round_trip() {
+    let lines = [
+        r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","container":{"id":"container_1","expires_at":"2026-12-01T14:00:00Z"},"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"refusal","stop_sequence":null,"stop_details":{"type":"refusal","category":"cyber","explanation":null}},"usage":{"output_tokens":9}}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"compaction","stop_sequence":null},"context_management":{"applied_edits":[]},"usage":{"output_tokens":9}}"#,
+    ];
+    for line in lines {
+        let event: StreamEvent = serde_json::from_str(line).unwrap();
+        let sent: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(serde_json::to_value(&event).unwrap(), sent, "{line}");
+    }
+    let StreamEvent::MessageStart { message } = serde_json::from_str(lines[0]).unwrap() else {
+        panic!("not message_start")
+    };
+    assert_eq!(message.extra["container"]["id"], "container_1");
+    assert_eq!(message.extra["type"], "message");
+    let StreamEvent::MessageDelta { delta, extra, .. } = serde_json::from_str(lines[2]).unwrap()
+    else {
+        panic!("not message_delta")
+    };
+    assert_eq!(
+        delta.stop_reason,
+        Some(StopReason::Other("compaction".into()))
+    );
+    assert_eq!(extra["context_management"], json!({"applied_edits": []}));
+    assert!(!extra.contains_key("type"), "the tag is not an extra field");
 }
 
 #[test]
