@@ -1,7 +1,10 @@
 //! Every stream of gyre-testkit's corpus, replayed through the real binary: the
 //! assistant message gyre shows, writes and sends back is the one the streaming
 //! reference assembles, block for block and field for field, and a resumed session sends
-//! the same bytes again.
+//! the same bytes again (issue 17). Then the behaviours around the streams, through the
+//! binary: a repeated or foreign `message_start`, `pause_turn`, `refusal`,
+//! `model_context_window_exceeded`, usage and cost from `message_delta`, citations, and
+//! the raw events of `--include-partial-messages`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::Write;
