@@ -64,7 +64,8 @@ struct OpenBlock {
 /// | delta | block | merge |
 /// |---|---|---|
 /// | `text_delta` | `text`, or a block gyre does not model | `text` appended |
-/// | `thinking_delta`, `signature_delta` | `thinking`, or a block gyre does not model | `thinking` / `signature` appended |
+/// | `thinking_delta` | `thinking`, or a block gyre does not model | `thinking` appended |
+/// | `signature_delta` | `thinking`, or a block gyre does not model | `signature` set (it arrives whole) |
 /// | `input_json_delta` | `tool_use`, `server_tool_use`, `mcp_tool_use`, any block | concatenated, parsed into `input` once, at `content_block_stop` |
 /// | `citations_delta` | `text`, or a block gyre does not model | `citation` pushed onto `citations` |
 /// | `compaction_delta` | `compaction` | `content` appended, `encrypted_content` replaced |
@@ -138,7 +139,7 @@ impl MessageAssembler {
                 self.usage = message.usage;
                 self.stop_reason.clone_from(&message.stop_reason);
                 self.stop_sequence.clone_from(&message.stop_sequence);
-                let mut start = message.clone();
+                let mut start = MessageStart::clone(message);
                 for (index, block) in std::mem::take(&mut start.content).into_iter().enumerate() {
                     put(&mut self.done, index, block);
                 }
@@ -193,7 +194,7 @@ impl MessageAssembler {
                     block,
                 }))
             }
-            StreamEvent::MessageDelta { delta, usage } => {
+            StreamEvent::MessageDelta { delta, usage, .. } => {
                 self.require_started("message_delta")?;
                 if delta.stop_reason.is_some() {
                     self.stop_reason.clone_from(&delta.stop_reason);
@@ -263,11 +264,13 @@ fn apply_delta(open: &mut OpenBlock, delta: &ContentDelta, index: usize) -> Resu
         ) => {
             thinking.push_str(more);
         }
+        // The signature arrives whole, just before the block stops; it is set, as the
+        // SDKs do, not appended.
         (
             ContentBlock::Thinking { signature, .. },
-            ContentDelta::SignatureDelta { signature: more },
+            ContentDelta::SignatureDelta { signature: whole },
         ) => {
-            signature.push_str(more);
+            signature.clone_from(whole);
         }
         // Any block may stream its `input`; it is parsed at the block's stop.
         (
@@ -328,7 +331,9 @@ fn merge_into(
     match delta {
         ContentDelta::TextDelta { text } => append(fields, "text", text),
         ContentDelta::ThinkingDelta { thinking } => append(fields, "thinking", thinking),
-        ContentDelta::SignatureDelta { signature } => append(fields, "signature", signature),
+        ContentDelta::SignatureDelta { signature } => {
+            fields.insert("signature".to_owned(), Value::String(signature.clone()));
+        }
         ContentDelta::CitationsDelta { citation } => return push_citation(fields, citation, index),
         // Buffered by the caller and parsed at the block's stop.
         ContentDelta::InputJsonDelta { .. } => {}
@@ -447,7 +452,7 @@ fn json_kind(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gyre_protocol::{MessageDeltaBody, UsageDelta};
+    use gyre_protocol::MessageDeltaBody;
     use serde_json::json;
 
     fn ev(v: Value) -> StreamEvent {
@@ -560,6 +565,29 @@ mod tests {
                 cache_creation_input_tokens: 0,
                 cache_read_input_tokens: 4,
                 ..Usage::default()
+            }
+        );
+    }
+
+    #[test]
+    fn a_signature_delta_sets_the_signature_as_the_sdks_do() {
+        let events = vec![
+            start(),
+            ev(
+                json!({"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":"from-start"}}),
+            ),
+            ev(
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"signature_delta","signature":"EqQB=="}}),
+            ),
+            ev(json!({"type":"content_block_stop","index":0})),
+        ];
+        let (out, res) = run(&events);
+        res.unwrap();
+        assert_eq!(
+            out[0],
+            Assembled::Block {
+                index: 0,
+                block: ContentBlock::thinking("", "EqQB==")
             }
         );
     }
@@ -705,8 +733,10 @@ mod tests {
                 delta: MessageDeltaBody {
                     stop_reason: Some(StopReason::StopSequence),
                     stop_sequence: Some("END".into()),
+                    ..MessageDeltaBody::default()
                 },
-                usage: UsageDelta::default(),
+                usage: Box::default(),
+                extra: serde_json::Map::new(),
             },
             StreamEvent::MessageStop,
         ];

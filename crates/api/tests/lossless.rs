@@ -32,6 +32,8 @@ fn modelled_usage(usage: &Value) -> Value {
         "cache_read_input_tokens": n(&usage["cache_read_input_tokens"]),
         "web_search_requests": n(&usage["server_tool_use"]["web_search_requests"]),
         "web_fetch_requests": n(&usage["server_tool_use"]["web_fetch_requests"]),
+        "ephemeral_5m_input_tokens": n(&usage["cache_creation"]["ephemeral_5m_input_tokens"]),
+        "ephemeral_1h_input_tokens": n(&usage["cache_creation"]["ephemeral_1h_input_tokens"]),
     })
 }
 
@@ -64,6 +66,8 @@ fn every_corpus_stream_assembles_like_the_reference() {
                 "cache_read_input_tokens": u.cache_read_input_tokens,
                 "web_search_requests": u.server_tool_use.web_search_requests,
                 "web_fetch_requests": u.server_tool_use.web_fetch_requests,
+                "ephemeral_5m_input_tokens": u.cache_creation.ephemeral_5m_input_tokens,
+                "ephemeral_1h_input_tokens": u.cache_creation.ephemeral_1h_input_tokens,
             }),
             modelled_usage(&expected["usage"]),
             "{name}"
@@ -102,6 +106,10 @@ enum Spec {
     Thinking(String, String),
     ServerTool(Vec<(String, String)>),
     Future(String),
+    /// Text with citations streamed between its pieces.
+    Cited(String, Vec<String>),
+    /// A compaction summary and its opaque encrypted content.
+    Compaction(String, String),
 }
 
 fn text() -> impl Strategy<Value = String> {
@@ -114,6 +122,8 @@ fn spec() -> impl Strategy<Value = Spec> {
         (text(), "[A-Za-z0-9+/=]{0,16}").prop_map(|(t, s)| Spec::Thinking(t, s)),
         proptest::collection::vec(("[a-z_]{1,6}", text()), 0..4).prop_map(Spec::ServerTool),
         text().prop_map(Spec::Future),
+        (text(), proptest::collection::vec(text(), 1..4)).prop_map(|(t, c)| Spec::Cited(t, c)),
+        (text(), "[A-Za-z0-9+/=]{1,16}").prop_map(|(t, e)| Spec::Compaction(t, e)),
     ]
 }
 
@@ -184,6 +194,39 @@ fn stream(specs: &[Spec], sizes: &[usize]) -> (Vec<Value>, Value) {
                 let body = if t.is_empty() { Value::Null } else { json!(t) };
                 content.push(json!({"type":"future_block","body":body}));
             }
+            Spec::Cited(t, cited) => {
+                events.push(json!({"type":"content_block_start","index":index,"content_block":{"type":"text","text":""}}));
+                let citations: Vec<Value> = cited
+                    .iter()
+                    .map(|c| json!({"type":"char_location","cited_text":c,"document_index":0,"start_char_index":0,"end_char_index":c.chars().count()}))
+                    .collect();
+                let pieces = split(t, sizes, &mut next);
+                // Citation i goes before text piece i; those left over, after the text.
+                for i in 0..pieces.len().max(citations.len()) {
+                    if let Some(c) = citations.get(i) {
+                        events.push(delta(json!({"type":"citations_delta","citation":c})));
+                    }
+                    if let Some(p) = pieces.get(i) {
+                        events.push(delta(json!({"type":"text_delta","text":p})));
+                    }
+                }
+                content.push(json!({"type":"text","text":t,"citations":citations}));
+            }
+            Spec::Compaction(t, encrypted) => {
+                events.push(json!({"type":"content_block_start","index":index,"content_block":{"type":"compaction","content":null,"encrypted_content":null}}));
+                for piece in split(t, sizes, &mut next) {
+                    events.push(delta(
+                        json!({"type":"compaction_delta","content":piece,"encrypted_content":null}),
+                    ));
+                }
+                events.push(delta(
+                    json!({"type":"compaction_delta","content":null,"encrypted_content":encrypted}),
+                ));
+                let summary = if t.is_empty() { Value::Null } else { json!(t) };
+                content.push(
+                    json!({"type":"compaction","content":summary,"encrypted_content":encrypted}),
+                );
+            }
         }
         events.push(json!({"type":"content_block_stop","index":index}));
         if next % 3 == 0 {
@@ -229,20 +272,30 @@ proptest! {
                 "text_delta" => "text",
                 "thinking_delta" => "thinking",
                 "input_json_delta" => "partial_json",
+                // Its summary streams; its encrypted_content is replaced, not appended:
+                // the last piece carries it.
+                "compaction_delta" => "content",
                 _ => {
                     chunked.push(event);
                     continue;
                 }
             };
-            let s = event["delta"][field].as_str().unwrap().to_owned();
+            let Some(s) = event["delta"][field].as_str().map(str::to_owned) else {
+                chunked.push(event);
+                continue;
+            };
             let pieces = split(&s, &sizes, &mut next);
             if pieces.is_empty() {
                 chunked.push(event);
                 continue;
             }
-            for piece in pieces {
+            let last = pieces.len() - 1;
+            for (i, piece) in pieces.into_iter().enumerate() {
                 let mut e = event.clone();
                 e["delta"][field] = json!(piece);
+                if i != last && kind == "compaction_delta" {
+                    e["delta"]["encrypted_content"] = Value::Null;
+                }
                 chunked.push(e);
             }
         }

@@ -4,7 +4,7 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::Value;
 
-use crate::{ContentBlock, Role, StopReason, Usage, UsageDelta};
+use crate::{ContentBlock, ExtraFields, Role, StopReason, Usage, UsageDelta};
 
 /// The `message` of a `message_start` event.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -29,6 +29,10 @@ pub struct MessageStart {
     /// The usage so far (input tokens, cache counts); `message_delta` updates it.
     #[serde(default)]
     pub usage: Usage,
+    /// Fields gyre does not read (`type`, `container`, `stop_details`, whatever the API
+    /// adds next), kept so that the event is shown and recorded as it was sent.
+    #[serde(flatten)]
+    pub extra: ExtraFields,
 }
 
 fn assistant() -> Role {
@@ -179,6 +183,10 @@ pub struct MessageDeltaBody {
     /// The stop sequence that ended the message, if one did.
     #[serde(default)]
     pub stop_sequence: Option<String>,
+    /// Fields gyre does not read (a refusal's `stop_details`, the code-execution
+    /// `container`, whatever the API adds next), kept as they were sent.
+    #[serde(flatten)]
+    pub extra: ExtraFields,
 }
 
 /// The `error` object of an error body or an in-stream `error` event.
@@ -208,8 +216,9 @@ pub struct ErrorResponse {
 pub enum StreamEvent {
     /// The first event: the message being answered, without its content.
     MessageStart {
-        /// The message's id, model, role and initial usage.
-        message: MessageStart,
+        /// The message's id, model, role and initial usage (boxed: the other events are
+        /// small, and every event of a stream is moved through the loop).
+        message: Box<MessageStart>,
     },
     /// A content block begins at `index`.
     ContentBlockStart {
@@ -235,9 +244,13 @@ pub enum StreamEvent {
         /// The stop reason and stop sequence.
         #[serde(default)]
         delta: MessageDeltaBody,
-        /// The usage counters that changed; present ones replace the running values.
+        /// The usage counters that changed; present ones replace the running values
+        /// (boxed, like `message_start`'s message, to keep every event small).
         #[serde(default)]
-        usage: UsageDelta,
+        usage: Box<UsageDelta>,
+        /// Event fields gyre does not read (`context_management`, …), kept as sent.
+        #[serde(flatten)]
+        extra: ExtraFields,
     },
     /// The message is complete.
     MessageStop,

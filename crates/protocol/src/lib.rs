@@ -33,4 +33,4 @@ pub use event::{
 };
 pub use message::{AssistantResponse, Message, Role, StopReason};
 pub use request::{MessagesRequest, Metadata, SystemBlock, ThinkingConfig, ToolDefinition};
-pub use usage::{ServerToolUsage, Usage, UsageDelta};
+pub use usage::{CacheCreation, ServerToolUsage, Usage, UsageDelta};

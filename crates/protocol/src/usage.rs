@@ -25,6 +25,38 @@ pub struct Usage {
         skip_serializing_if = "ServerToolUsage::is_zero"
     )]
     pub server_tool_use: ServerToolUsage,
+    /// `cache_creation_input_tokens` by cache lifetime (5-minute and 1-hour writes are
+    /// priced apart); left out when the API did not break them down.
+    #[serde(
+        default,
+        deserialize_with = "default_if_null",
+        skip_serializing_if = "CacheCreation::is_zero"
+    )]
+    pub cache_creation: CacheCreation,
+}
+
+/// The `cache_creation` breakdown of a usage: prompt-cache writes by lifetime.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CacheCreation {
+    /// Tokens written to the 5-minute cache.
+    #[serde(default, deserialize_with = "zero_if_null")]
+    pub ephemeral_5m_input_tokens: u64,
+    /// Tokens written to the 1-hour cache.
+    #[serde(default, deserialize_with = "zero_if_null")]
+    pub ephemeral_1h_input_tokens: u64,
+}
+
+impl CacheCreation {
+    /// Whether no write was broken down.
+    #[must_use]
+    pub fn is_zero(&self) -> bool {
+        *self == Self::default()
+    }
+
+    fn add(&mut self, other: &Self) {
+        self.ephemeral_5m_input_tokens += other.ephemeral_5m_input_tokens;
+        self.ephemeral_1h_input_tokens += other.ephemeral_1h_input_tokens;
+    }
 }
 
 /// The `server_tool_use` counters of a usage.
@@ -71,6 +103,9 @@ pub struct UsageDelta {
     /// The new server tool counters, if sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_tool_use: Option<ServerToolUsage>,
+    /// The new cache-write breakdown, if sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_creation: Option<CacheCreation>,
 }
 
 fn default_if_null<'de, D: Deserializer<'de>, T: Default + Deserialize<'de>>(
@@ -103,6 +138,7 @@ impl Usage {
             cache_creation_input_tokens,
             cache_read_input_tokens,
             server_tool_use,
+            cache_creation,
         } = *delta;
         if let Some(n) = input_tokens {
             self.input_tokens = n;
@@ -119,6 +155,9 @@ impl Usage {
         if let Some(counters) = server_tool_use {
             self.server_tool_use = counters;
         }
+        if let Some(breakdown) = cache_creation {
+            self.cache_creation = breakdown;
+        }
     }
 
     /// Adds another response's usage to a running total.
@@ -128,5 +167,6 @@ impl Usage {
         self.cache_creation_input_tokens += other.cache_creation_input_tokens;
         self.cache_read_input_tokens += other.cache_read_input_tokens;
         self.server_tool_use.add(&other.server_tool_use);
+        self.cache_creation.add(&other.cache_creation);
     }
 }

@@ -1,9 +1,9 @@
 //! Serde round trips on realistic Messages API payloads.
 
 use gyre_protocol::{
-    AssistantResponse, CacheControl, ContentBlock, ContentDelta, ErrorResponse, ExtraFields,
-    Message, MessagesRequest, Role, ServerToolUsage, StopReason, StreamEvent, SystemBlock,
-    ToolDefinition, ToolResultContent, Usage, UsageDelta,
+    AssistantResponse, CacheControl, CacheCreation, ContentBlock, ContentDelta, ErrorResponse,
+    ExtraFields, Message, MessagesRequest, Role, ServerToolUsage, StopReason, StreamEvent,
+    SystemBlock, ToolDefinition, ToolResultContent, Usage, UsageDelta,
 };
 use serde_json::{Value, json};
 
@@ -68,11 +68,40 @@ fn stream_events_carry_the_fields_gyre_reads() {
     assert_eq!(content_block.as_tool_use().map(|t| t.0), Some("toolu_01A"));
 
     let delta: StreamEvent = serde_json::from_str(STREAM[17]).unwrap();
-    let StreamEvent::MessageDelta { delta, usage } = delta else {
+    let StreamEvent::MessageDelta { delta, usage, .. } = delta else {
         panic!("not message_delta")
     };
     assert_eq!(delta.stop_reason, Some(StopReason::ToolUse));
     assert_eq!(usage.output_tokens, Some(89));
+}
+
+#[test]
+fn message_level_fields_gyre_does_not_read_round_trip() {
+    let lines = [
+        r#"{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","model":"m","container":{"id":"container_1","expires_at":"2026-12-01T14:00:00Z"},"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":1,"output_tokens":1,"cache_creation_input_tokens":0,"cache_read_input_tokens":0}}}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"refusal","stop_sequence":null,"stop_details":{"type":"refusal","category":"cyber","explanation":null}},"usage":{"output_tokens":9}}"#,
+        r#"{"type":"message_delta","delta":{"stop_reason":"compaction","stop_sequence":null},"context_management":{"applied_edits":[]},"usage":{"output_tokens":9}}"#,
+    ];
+    for line in lines {
+        let event: StreamEvent = serde_json::from_str(line).unwrap();
+        let sent: Value = serde_json::from_str(line).unwrap();
+        assert_eq!(serde_json::to_value(&event).unwrap(), sent, "{line}");
+    }
+    let StreamEvent::MessageStart { message } = serde_json::from_str(lines[0]).unwrap() else {
+        panic!("not message_start")
+    };
+    assert_eq!(message.extra["container"]["id"], "container_1");
+    assert_eq!(message.extra["type"], "message");
+    let StreamEvent::MessageDelta { delta, extra, .. } = serde_json::from_str(lines[2]).unwrap()
+    else {
+        panic!("not message_delta")
+    };
+    assert_eq!(
+        delta.stop_reason,
+        Some(StopReason::Other("compaction".into()))
+    );
+    assert_eq!(extra["context_management"], json!({"applied_edits": []}));
+    assert!(!extra.contains_key("type"), "the tag is not an extra field");
 }
 
 #[test]
@@ -325,6 +354,7 @@ fn message_delta_usage_replaces_the_fields_it_carries_zero_included() {
                 web_search_requests: 2,
                 web_fetch_requests: 1
             },
+            cache_creation: CacheCreation::default(),
         }
     );
     let json = serde_json::to_value(usage).unwrap();
@@ -335,6 +365,48 @@ fn message_delta_usage_replaces_the_fields_it_carries_zero_included() {
     let mut total = usage;
     total.add(&usage);
     assert_eq!(total.server_tool_use.web_search_requests, 4);
+}
+
+#[test]
+fn the_cache_write_breakdown_is_kept_summed_and_left_out_when_absent() {
+    let mut usage: Usage = serde_json::from_str(
+        r#"{"input_tokens":50,"output_tokens":1,"cache_creation_input_tokens":3000,
+            "cache_creation":{"ephemeral_5m_input_tokens":1000,"ephemeral_1h_input_tokens":2000},
+            "service_tier":"priority","inference_geo":"us"}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        usage.cache_creation,
+        CacheCreation {
+            ephemeral_5m_input_tokens: 1000,
+            ephemeral_1h_input_tokens: 2000,
+        }
+    );
+    // message_delta does not carry it today; if it does, the later value wins.
+    usage.merge_delta(&serde_json::from_str(r#"{"output_tokens":9}"#).unwrap());
+    assert_eq!(usage.cache_creation.ephemeral_1h_input_tokens, 2000);
+    usage.merge_delta(
+        &serde_json::from_str(
+            r#"{"output_tokens":9,"cache_creation":{"ephemeral_5m_input_tokens":0,"ephemeral_1h_input_tokens":2500}}"#,
+        )
+        .unwrap(),
+    );
+    assert_eq!(usage.cache_creation.ephemeral_1h_input_tokens, 2500);
+    assert_eq!(usage.cache_creation.ephemeral_5m_input_tokens, 0);
+    let mut total = usage;
+    total.add(&usage);
+    assert_eq!(total.cache_creation.ephemeral_1h_input_tokens, 5000);
+    let json = serde_json::to_value(usage).unwrap();
+    assert_eq!(json["cache_creation"]["ephemeral_1h_input_tokens"], 2500);
+    let null: Usage =
+        serde_json::from_str(r#"{"input_tokens":1,"output_tokens":1,"cache_creation":null}"#)
+            .unwrap();
+    assert!(
+        serde_json::to_value(null)
+            .unwrap()
+            .get("cache_creation")
+            .is_none()
+    );
 }
 
 #[test]

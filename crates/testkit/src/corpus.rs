@@ -95,8 +95,8 @@ pub fn parse_events(text: &str) -> Result<Vec<Value>, (usize, String)> {
 /// hold gyre's assembler to, so it is written separately from it, over plain JSON:
 ///
 /// - a `message_start` repeated with the same id is ignored; unknown events are ignored;
-/// - `text_delta`, `thinking_delta`, `signature_delta`: appended to `text`, `thinking`,
-///   `signature`;
+/// - `text_delta`, `thinking_delta`: appended to `text`, `thinking`;
+/// - `signature_delta`: sets `signature` (it arrives whole, just before the stop);
 /// - `input_json_delta`: joined, and parsed into `input` at `content_block_stop` unless
 ///   only whitespace was streamed;
 /// - `citations_delta`: its `citation` pushed onto `citations`;
@@ -198,7 +198,9 @@ fn apply(block: &mut Map<String, Value>, json: &mut String, delta: &Value) -> Re
         "input_json_delta" => json.push_str(&text("partial_json")),
         "text_delta" => append(block, "text", &text("text")),
         "thinking_delta" => append(block, "thinking", &text("thinking")),
-        "signature_delta" => append(block, "signature", &text("signature")),
+        "signature_delta" => {
+            block.insert("signature".to_owned(), Value::String(text("signature")));
+        }
         "citations_delta" => {
             let list = block
                 .entry("citations")

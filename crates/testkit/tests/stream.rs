@@ -78,7 +78,7 @@ async fn thinking_text_and_two_tools_stream_in_api_order() {
     assert_eq!(message.usage.input_tokens, 1500);
     assert_eq!(message.usage.cache_read_input_tokens, 1000);
     assert_eq!(message.usage.output_tokens, 1);
-    let StreamEvent::MessageDelta { delta, usage } = &parsed[parsed.len() - 2] else {
+    let StreamEvent::MessageDelta { delta, usage, .. } = &parsed[parsed.len() - 2] else {
         panic!()
     };
     assert_eq!(
