@@ -68,14 +68,26 @@ pub fn price_for_model(model: &str) -> ModelPrice {
 /// Anthropic's pricing page; web fetches cost only their tokens).
 pub const WEB_SEARCH_USD: f64 = 0.01;
 
+/// A write to the 1-hour prompt cache costs this many times the input price (a 5-minute
+/// write costs [`ModelPrice::cache_write`]).
+pub const ONE_HOUR_WRITE_FACTOR: f64 = 2.0;
+
 /// Cost in USD of one response's usage, server-tool requests included.
 #[must_use]
 pub fn usage_cost_usd(model: &str, usage: &Usage) -> f64 {
     let p = price_for_model(model);
+    // `cache_creation_input_tokens` counts writes of both lifetimes; those to the 1-hour
+    // cache cost twice the input price instead of 1.25 times.
+    let one_hour = usage
+        .cache_creation
+        .ephemeral_1h_input_tokens
+        .min(usage.cache_creation_input_tokens);
+    let five_minutes = usage.cache_creation_input_tokens - one_hour;
     #[allow(clippy::cast_precision_loss)] // token counts are far below 2^52
     let cost = usage.input_tokens as f64 * p.input
         + usage.output_tokens as f64 * p.output
-        + usage.cache_creation_input_tokens as f64 * p.cache_write
+        + five_minutes as f64 * p.cache_write
+        + one_hour as f64 * p.input * ONE_HOUR_WRITE_FACTOR
         + usage.cache_read_input_tokens as f64 * p.cache_read;
     #[allow(clippy::cast_precision_loss)]
     let searches = usage.server_tool_use.web_search_requests as f64 * WEB_SEARCH_USD;
@@ -105,6 +117,22 @@ mod tests {
             ..Usage::default()
         };
         assert!((usage_cost_usd("claude-sonnet-4-5", &usage) - 3.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn one_hour_cache_writes_cost_twice_the_input_price() {
+        let mut usage = Usage {
+            cache_creation_input_tokens: 3_000_000,
+            ..Usage::default()
+        };
+        // All 5-minute writes: 3 × $3.75.
+        assert!((usage_cost_usd("claude-sonnet-4-5", &usage) - 11.25).abs() < 1e-9);
+        // One million of them to the 1-hour cache: 2 × $3.75 + 1 × $6.
+        usage.cache_creation.ephemeral_1h_input_tokens = 1_000_000;
+        assert!((usage_cost_usd("claude-sonnet-4-5", &usage) - 13.5).abs() < 1e-9);
+        // A breakdown larger than the total is held to it.
+        usage.cache_creation.ephemeral_1h_input_tokens = 9_000_000;
+        assert!((usage_cost_usd("claude-sonnet-4-5", &usage) - 18.0).abs() < 1e-9);
     }
 
     #[test]
