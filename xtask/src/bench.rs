@@ -774,6 +774,7 @@ struct SessionKind<'a> {
     turns: usize,
     runs: usize,
     args: &'a [&'a str],
+    env: &'a [(&'a str, &'a str)],
     count_stages: bool,
 }
 
@@ -816,6 +817,7 @@ fn run_sessions(
         turns,
         runs,
         args,
+        env,
         count_stages,
     } = *kind;
     let (project, home) = scratch(work, name)?;
@@ -836,7 +838,8 @@ fn run_sessions(
             "--max-turns",
             "1000",
         ])
-        .args(args);
+        .args(args)
+        .envs(env.iter().copied());
         let mut child = spawner.wrap(&c).stdout(Stdio::piped()).spawn()?;
         let stdout = child.stdout.take().context("no stdout from gyre")?;
         // (type, subtype, arrival) of every line.
@@ -1076,6 +1079,7 @@ fn session_rows(
         turns,
         runs,
         args: &[],
+        env: &[],
         count_stages: false,
     };
     let short = run_sessions(
@@ -1106,6 +1110,7 @@ fn session_rows(
         &SessionKind {
             // The script writes files: no permission prompt in a headless run.
             args: &["--permission-mode", "acceptEdits"],
+            env: &[("GYRE_CONTEXT_WINDOW", compaction::CONTEXT_WINDOW)],
             count_stages: true,
             ..kind("session_compact", compaction::TURNS, plan.session_runs)
         },

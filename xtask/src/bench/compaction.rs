@@ -1,15 +1,22 @@
 //! The session in which every compaction stage of gyre's pipeline runs, and the count of
 //! each stage's firings, read from what gyre sent.
 //!
-//! gyre runs with its defaults (200k window, `max_tokens` 8192: autocompact at about
-//! 179k tokens, warning 159k, collapse staging from 173k). The testkit reports each
-//! request's size / 4 as its input tokens. The model of the script reads 10 KB files and
-//! writes 8 KB ones in turn, a few words of text each time, and now and then reads a
-//! file over the 50000-character cap of a tool result. Read results are cleared by
-//! microcompact; what the model wrote stays, so the context keeps growing until context
-//! collapse has to show old rounds as digests, and a turn that reads several files at
-//! once pushes it past what collapse can free: autocompact summarises. The testkit
-//! answers the summary request on the side ([`SummaryAnswer`]).
+//! The testkit reports each request's size / 4 as its input tokens. The model of the
+//! script reads 10 KB files and writes 8 KB ones in turn, with a few words of text each
+//! time; every 40 turns it reads a file over the 50000-character cap of a tool result,
+//! and once it reads four 30 KB files at once. Read results are cleared by microcompact
+//! past the warning level; what the model wrote stays, so the context keeps growing. The
+//! testkit answers summary requests on the side ([`SummaryAnswer`]).
+//!
+//! gyre runs with a 100k-token window ([`CONTEXT_WINDOW`]; `max_tokens` 8192: effective
+//! window 91.8k, autocompact at 78.8k, warning 58.8k, collapse staging from 82.6k). With
+//! the default 200k window collapse stages from 172.6k, *below* the autocompact
+//! threshold (178.8k): each turn it stages the round that just aged and commits just
+//! enough, so the context settles under the threshold and autocompact never runs unless
+//! one turn adds more than every staged round together (about 100k tokens). An effective
+//! window under 130k puts staging above the threshold: growth crosses the threshold and
+//! autocompacts, while the turn reading four files at once jumps past staging, so
+//! collapse commits digests first, and autocompact follows once they are used up.
 //!
 //! How each firing is seen from outside, per request (turns only):
 //! - tool result budget: a file in the session's `tool-results/` (one per result);
@@ -30,8 +37,10 @@ use serde_json::json;
 
 /// Turns of the session: tool rounds, then a text answer.
 pub(super) const TURNS: usize = 150;
+/// `GYRE_CONTEXT_WINDOW` of the session (see the module docs).
+pub(super) const CONTEXT_WINDOW: &str = "100000";
 /// What the turns do, for the row's label.
-pub(super) const WHAT: &str = "Reads of 10 KB and Writes of 8 KB, all compaction stages";
+pub(super) const WHAT: &str = "Reads of 10 KB, Writes of 8 KB, 100k window";
 /// Bytes of each file read in a normal turn, and of each file written.
 const READ_BYTES: usize = 10_000;
 const WRITE_BYTES: usize = 8_000;
@@ -39,8 +48,9 @@ const WRITE_BYTES: usize = 8_000;
 /// every [`BIG_EVERY`] turns: the tool result budget writes it to disk.
 const BIG_BYTES: usize = 60_000;
 const BIG_EVERY: usize = 40;
-/// The turn that reads [`JUMP_FILES`] files of [`JUMP_BYTES`] at once.
-const JUMP_TURN: usize = TURNS - 15;
+/// The turn that reads [`JUMP_FILES`] files of [`JUMP_BYTES`] at once: after the first
+/// microcompact (turn 22), before the context reaches the autocompact threshold.
+const JUMP_TURN: usize = 45;
 const JUMP_FILES: usize = 4;
 const JUMP_BYTES: usize = 30_000;
 /// Text before each tool call.
