@@ -4,9 +4,11 @@
 //!
 //! - gyre itself: the release binary against gyre-testkit (release) in its own process
 //!   (`--version`, a one-turn `gyre -p hi` with and without 3 stdio MCP servers, 100-
-//!   and 500-turn sessions of 10 KB Reads whose usage is the request size / 4, so the
-//!   compaction stages run), wall time and peak RSS (from `wait4`), per-turn times from
-//!   the arrival of stream-json lines less the testkit's own time for each request;
+//!   and 500-turn sessions of 10 KB Reads whose usage is the request size / 4, and a
+//!   150-turn session in which every compaction stage runs, counted, see
+//!   `bench/compaction.rs`; the testkit answers summary requests on the side), wall
+//!   time and peak RSS (from `wait4`), per-turn times from the arrival of stream-json
+//!   lines less the testkit's own time for each request (and the turn's summary);
 //! - Grep / Glob against `rg` on `~/.cargo/registry/src`, both as processes, answers
 //!   compared (see `bench/search.rs`), and a streamed turn with five 200 ms safe tools
 //!   (`xtask-bench-probe`, gyre's library code in release);
@@ -50,7 +52,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     baseline: Option<String>,
     /// Run one group: process (--version, one turn, MCP start-up), session (100 and 500
-    /// turns), search (Grep/Glob vs rg), stream (five tools in a streamed turn),
+    /// turns, 150 through every compaction stage), search (Grep/Glob vs rg), stream (five tools in a streamed turn),
     /// criterion (compaction, SSE).
     #[arg(long, value_name = "GROUP", value_parser = GROUPS)]
     only: Option<String>,
