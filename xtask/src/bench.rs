@@ -844,21 +844,29 @@ fn run_sessions(
         .envs(env.iter().copied());
         let mut child = spawner.wrap(&c).stdout(Stdio::piped()).spawn()?;
         let stdout = child.stdout.take().context("no stdout from gyre")?;
-        // (type, subtype, arrival) of every line.
-        let mut seen: Vec<(String, String, Instant)> = Vec::new();
+        // Every line with its arrival, parsed only once gyre is done: parsing a line
+        // (in this debug build) while the next one waits in the pipe would delay its
+        // arrival time by the parse.
+        let mut lines: Vec<(Instant, String)> = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let line = line?;
-            let at = Instant::now();
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            seen.push((
-                v["type"].as_str().unwrap_or_default().to_owned(),
-                v["subtype"].as_str().unwrap_or_default().to_owned(),
-                at,
-            ));
+            lines.push((Instant::now(), line));
         }
         let Measured {
             code, kib, wall, ..
         } = spawner.wait(child)?;
+        // (type, subtype, arrival) of every line.
+        let seen: Vec<(String, String, Instant)> = lines
+            .into_iter()
+            .map(|(at, line)| {
+                let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                (
+                    v["type"].as_str().unwrap_or_default().to_owned(),
+                    v["subtype"].as_str().unwrap_or_default().to_owned(),
+                    at,
+                )
+            })
+            .collect();
         if code != 0 {
             bail!("the {turns}-turn session exited {code}");
         }
