@@ -1108,29 +1108,30 @@ fn session_rows(
         25.0,
         plan,
     );
+    let compacting = |name, turns, runs| SessionKind {
+        // The script writes files: no permission prompt in a headless run.
+        args: &["--permission-mode", "acceptEdits"],
+        env: &[("GYRE_CONTEXT_WINDOW", compaction::CONTEXT_WINDOW)],
+        count_stages: true,
+        ..kind(name, turns, runs)
+    };
     eprintln!(
         "· {}-turn session through every compaction stage",
         compaction::TURNS
     );
-    let compacting = run_sessions(
+    let runs = run_sessions(
         spawner,
         gyre,
         testkit,
         work,
-        &SessionKind {
-            // The script writes files: no permission prompt in a headless run.
-            args: &["--permission-mode", "acceptEdits"],
-            env: &[("GYRE_CONTEXT_WINDOW", compaction::CONTEXT_WINDOW)],
-            count_stages: true,
-            ..kind("session_compact", compaction::TURNS, plan.session_runs)
-        },
-        compaction::script,
+        &compacting("session_compact", compaction::TURNS, plan.session_runs),
+        |project| compaction::script(project, compaction::TURNS),
     )?;
     // The goal for a 100-turn session with compaction; this one is longer.
     rows.extend(rows_of(
         "session_compact",
         (compaction::TURNS, compaction::WHAT),
-        &compacting,
+        &runs,
         25.0,
         plan,
     ));
@@ -1151,10 +1152,39 @@ fn session_rows(
             30.0,
             plan,
         ));
+        eprintln!(
+            "· {}-turn session through every compaction stage",
+            compaction::LONG_TURNS
+        );
+        let runs = run_sessions(
+            spawner,
+            gyre,
+            testkit,
+            work,
+            &compacting(
+                "session_compact500",
+                compaction::LONG_TURNS,
+                plan.long_session_runs,
+            ),
+            |project| compaction::script(project, compaction::LONG_TURNS),
+        )?;
+        rows.extend(rows_of(
+            "session_compact500",
+            (compaction::LONG_TURNS, compaction::WHAT),
+            &runs,
+            30.0,
+            plan,
+        ));
     } else {
         rows.push(Row::missing(
             "session500_rss",
             "500-turn session, peak RSS",
+            "MiB",
+            "full run only",
+        ));
+        rows.push(Row::missing(
+            "session_compact500_rss",
+            "500-turn session through every compaction stage, peak RSS",
             "MiB",
             "full run only",
         ));

@@ -35,8 +35,10 @@ use serde::Deserialize;
 use serde::de::{Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::json;
 
-/// Turns of the session: tool rounds, then a text answer.
+/// Turns of the session (tool rounds, then a text answer), and of the long one (full
+/// runs only).
 pub(super) const TURNS: usize = 150;
+pub(super) const LONG_TURNS: usize = 500;
 /// `GYRE_CONTEXT_WINDOW` of the session (see the module docs).
 pub(super) const CONTEXT_WINDOW: &str = "100000";
 /// What the turns do, for the row's label.
@@ -107,10 +109,11 @@ fn read(project: &Path, name: &str, bytes: usize) -> Result<Block> {
     ))
 }
 
-/// The script (see the module docs); its files are created in `project`.
-pub(super) fn script(project: &Path) -> Result<Script> {
-    let mut turns = Vec::with_capacity(TURNS);
-    for i in 1..TURNS {
+/// The script of `turns` turns (see the module docs); its files are created in `project`.
+pub(super) fn script(project: &Path, turns: usize) -> Result<Script> {
+    let count = turns;
+    let mut turns = Vec::with_capacity(count);
+    for i in 1..count {
         let mut content = vec![Block::text(
             format!("Turn {i}: on to the next part of the parser. ")
                 .repeat(TEXT_BYTES / 40)
@@ -144,7 +147,7 @@ pub(super) fn script(project: &Path) -> Result<Script> {
             .with_tokens(0, 40),
         );
     }
-    turns.push(Turn::text(format!("Done: {} rounds.", TURNS - 1)).with_tokens(0, 12));
+    turns.push(Turn::text(format!("Done: {} rounds.", count - 1)).with_tokens(0, 12));
     Ok(Script::new(turns).with_summary(summary_answer()))
 }
 
