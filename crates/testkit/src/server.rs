@@ -469,16 +469,6 @@ async fn handle(
         None => true,
     };
     let probe = serde_json::from_slice::<Probe>(&body);
-    let captured = Captured {
-        method: parts.method.to_string(),
-        path: path.to_owned(),
-        query: parts.uri.query().map(str::to_owned),
-        headers,
-        body: body.clone(),
-        turn: None,
-        summary: false,
-        handled: None,
-    };
     let answerable = is_messages && key_ok && probe.is_ok();
     // A summary request is answered on the side and takes no turn.
     let summary = state
@@ -487,8 +477,14 @@ async fn handle(
         .as_ref()
         .filter(|s| answerable && s.matches(&body));
     let captured = Captured {
+        method: parts.method.to_string(),
+        path: path.to_owned(),
+        query: parts.uri.query().map(str::to_owned),
+        headers,
+        body: body.clone(),
+        turn: None,
         summary: summary.is_some(),
-        ..captured
+        handled: None,
     };
     let (number, turn) = state.admit(captured, answerable && summary.is_none());
 
