@@ -4,9 +4,11 @@
 //!
 //! - gyre itself: the release binary against gyre-testkit (release) in its own process
 //!   (`--version`, a one-turn `gyre -p hi` with and without 3 stdio MCP servers, 100-
-//!   and 500-turn sessions of 10 KB Reads whose usage is the request size / 4, so the
-//!   compaction stages run), wall time and peak RSS (from `wait4`), per-turn times from
-//!   the arrival of stream-json lines less the testkit's own time for each request;
+//!   and 500-turn sessions of 10 KB Reads whose usage is the request size / 4, and a
+//!   150-turn session in which every compaction stage runs, counted, see
+//!   `bench/compaction.rs`; the testkit answers summary requests on the side), wall
+//!   time and peak RSS (from `wait4`), per-turn times from the arrival of stream-json
+//!   lines less the testkit's own time for each request (and the turn's summary);
 //! - Grep / Glob against `rg` on `~/.cargo/registry/src`, both as processes, answers
 //!   compared (see `bench/search.rs`), and a streamed turn with five 200 ms safe tools
 //!   (`xtask-bench-probe`, gyre's library code in release);
@@ -34,6 +36,7 @@ use serde_json::{Value, json};
 
 use crate::{cargo, run_cmd, target_dir};
 
+mod compaction;
 mod search;
 
 /// The groups of rows, in the order they run.
@@ -49,7 +52,7 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     baseline: Option<String>,
     /// Run one group: process (--version, one turn, MCP start-up), session (100 and 500
-    /// turns), search (Grep/Glob vs rg), stream (five tools in a streamed turn),
+    /// turns, 150 through every compaction stage), search (Grep/Glob vs rg), stream (five tools in a streamed turn),
     /// criterion (compaction, SSE).
     #[arg(long, value_name = "GROUP", value_parser = GROUPS)]
     only: Option<String>,
@@ -206,14 +209,19 @@ impl Row {
         self
     }
 
-    /// A goal that failed for a reason other than the number (a wrong answer).
-    fn fail(mut self, why: &str) -> Self {
+    /// A goal that is met or not for a reason other than the number, always enforced.
+    fn require(mut self, what: &str, pass: bool) -> Self {
         self.goal = Some(Goal {
-            text: why.to_owned(),
-            pass: false,
+            text: what.to_owned(),
+            pass,
         });
         self.stable = true;
         self
+    }
+
+    /// A goal that failed for a reason other than the number (a wrong answer).
+    fn fail(self, why: &str) -> Self {
+        self.require(why, false)
     }
 
     fn value(mut self, v: f64) -> Self {
@@ -512,34 +520,56 @@ impl Testkit {
         Ok(Self { child, url, port })
     }
 
-    /// How long the testkit took to answer each request so far, in order: the
-    /// server's share of a turn, which the per-turn numbers leave out; and each
-    /// request's body size in bytes.
-    fn handled(&self) -> Result<Vec<(Duration, u64)>> {
+    /// The recorded requests as JSON (`/_testkit/requests`), with or without bodies.
+    fn requests_json(&self, bodies: bool) -> Result<String> {
         let mut stream = TcpStream::connect(("127.0.0.1", self.port))?;
-        stream.write_all(
-            b"GET /_testkit/requests?bodies=false HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n",
+        let query = if bodies { "" } else { "?bodies=false" };
+        write!(
+            stream,
+            "GET /_testkit/requests{query} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"
         )?;
         let mut raw = String::new();
         stream.read_to_string(&mut raw)?;
         let (_, body) = raw
             .split_once("\r\n\r\n")
             .context("gyre-testkit's request list had no body")?;
+        Ok(body.to_owned())
+    }
+
+    /// Each request so far, in order: how long the testkit took to answer it (the
+    /// server's share of a turn, which the per-turn numbers leave out), its body size,
+    /// and whether it was a summary request.
+    fn handled(&self) -> Result<Vec<Handled>> {
         let requests: Vec<gyre_testkit::CapturedRequest> =
-            serde_json::from_str(body).context("gyre-testkit's request list is not JSON")?;
+            serde_json::from_str(&self.requests_json(false)?)
+                .context("gyre-testkit's request list is not JSON")?;
         requests
             .iter()
             .map(|r| {
-                let size = r
+                let bytes = r
                     .header("content-length")
                     .and_then(|l| l.parse().ok())
                     .unwrap_or(0);
-                r.handled_us
-                    .map(|us| (Duration::from_micros(us), size))
-                    .context("gyre-testkit has a request it did not answer")
+                let took = r
+                    .handled_us
+                    .map(Duration::from_micros)
+                    .context("gyre-testkit has a request it did not answer")?;
+                Ok(Handled {
+                    took,
+                    bytes,
+                    summary: r.summary,
+                })
             })
             .collect()
     }
+}
+
+/// One request as the testkit timed it.
+#[derive(Debug, Clone, Copy)]
+struct Handled {
+    took: Duration,
+    bytes: u64,
+    summary: bool,
 }
 
 impl Drop for Testkit {
@@ -726,23 +756,28 @@ fn session_script(project: &Path, turns: usize) -> Result<Script> {
     let mut script = Vec::with_capacity(turns);
     for i in 0..turns - 1 {
         let path = project.join(format!("f{i:03}.txt"));
-        let mut text = String::with_capacity(SESSION_FILE_BYTES + 80);
-        let mut line = 0;
-        while text.len() < SESSION_FILE_BYTES {
-            line += 1;
-            text.push_str(&format!(
-                "    let value_{line} = compute(&input[{}..], Mode::Fast)?; // file {i}\n",
-                line * 7 + i
-            ));
-        }
-        std::fs::write(&path, text)?;
+        std::fs::write(
+            &path,
+            compaction::code(SESSION_FILE_BYTES, &format!("file {i}")),
+        )?;
         script.push(
             Turn::tool_use("Read", json!({ "file_path": path.to_string_lossy() }))
                 .with_tokens(0, 40),
         );
     }
     script.push(Turn::text(format!("Read all {} files; done.", turns - 1)).with_tokens(0, 12));
-    Ok(Script::new(script))
+    Ok(Script::new(script).with_summary(compaction::summary_answer()))
+}
+
+/// One kind of session: its scratch name, turns, how many runs, extra arguments, and
+/// whether the compaction stages are counted (every request body read after each run).
+struct SessionKind<'a> {
+    name: &'a str,
+    turns: usize,
+    runs: usize,
+    args: &'a [&'a str],
+    env: &'a [(&'a str, &'a str)],
+    count_stages: bool,
 }
 
 /// What one kind of session measured over its runs.
@@ -759,8 +794,13 @@ struct SessionRuns {
     ratios: Vec<f64>,
     early_raw: Vec<f64>,
     late_raw: Vec<f64>,
-    /// `compact_boundary` lines seen in the last run.
+    /// `compact_boundary` lines and summary requests seen in the last run.
     boundaries: usize,
+    summaries: usize,
+    /// Requests of the last run: turns and summaries.
+    requests: usize,
+    /// The compaction stages of each run, when counted.
+    stages: Vec<compaction::Stages>,
     /// Request sizes (KB) of turns 2–6 and the last five.
     early_kb: Vec<f64>,
     late_kb: Vec<f64>,
@@ -771,15 +811,25 @@ fn run_sessions(
     gyre: &Path,
     testkit: &Path,
     work: &Path,
-    turns: usize,
-    runs: usize,
+    kind: &SessionKind<'_>,
+    script: impl FnOnce(&Path) -> Result<Script>,
 ) -> Result<SessionRuns> {
-    let name = format!("session{turns}");
-    let (project, home) = scratch(work, &name)?;
-    let script = session_script(&project, turns)?;
+    let SessionKind {
+        name,
+        turns,
+        runs,
+        args,
+        env,
+        count_stages,
+    } = *kind;
+    let (project, home) = scratch(work, name)?;
+    let script = script(&project)?;
     let mut out = SessionRuns::default();
     for _ in 0..runs {
-        let server = Testkit::start(testkit, work, &name, &script)?;
+        // A fresh GYRE_HOME each run: the session's persisted results are counted.
+        std::fs::remove_dir_all(&home)?;
+        std::fs::create_dir_all(&home)?;
+        let server = Testkit::start(testkit, work, name, &script)?;
         let mut c = gyre_command(gyre, &project, &home, &server.url);
         c.args([
             "-p",
@@ -789,32 +839,55 @@ fn run_sessions(
             "--verbose",
             "--max-turns",
             "1000",
-        ]);
+        ])
+        .args(args)
+        .envs(env.iter().copied());
         let mut child = spawner.wrap(&c).stdout(Stdio::piped()).spawn()?;
         let stdout = child.stdout.take().context("no stdout from gyre")?;
-        // (type, subtype, arrival) of every line.
-        let mut seen: Vec<(String, String, Instant)> = Vec::new();
+        // Every line with its arrival, parsed only once gyre is done: parsing a line
+        // (in this debug build) while the next one waits in the pipe would delay its
+        // arrival time by the parse.
+        let mut lines: Vec<(Instant, String)> = Vec::new();
         for line in BufReader::new(stdout).lines() {
             let line = line?;
-            let at = Instant::now();
-            let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
-            seen.push((
-                v["type"].as_str().unwrap_or_default().to_owned(),
-                v["subtype"].as_str().unwrap_or_default().to_owned(),
-                at,
-            ));
+            lines.push((Instant::now(), line));
         }
         let Measured {
             code, kib, wall, ..
         } = spawner.wait(child)?;
+        // (type, subtype, arrival) of every line.
+        let seen: Vec<(String, String, Instant)> = lines
+            .into_iter()
+            .map(|(at, line)| {
+                let v: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+                (
+                    v["type"].as_str().unwrap_or_default().to_owned(),
+                    v["subtype"].as_str().unwrap_or_default().to_owned(),
+                    at,
+                )
+            })
+            .collect();
         if code != 0 {
             bail!("the {turns}-turn session exited {code}");
         }
-        let handled = server.handled()?;
+        let requests = server.handled()?;
+        // Each turn's request, with the time the testkit spent on it and on the summary
+        // requests sent in the same turn (before it).
+        let mut handled: Vec<(Duration, u64)> = Vec::with_capacity(turns);
+        let mut summary_time = Duration::ZERO;
+        for r in &requests {
+            if r.summary {
+                summary_time += r.took;
+            } else {
+                handled.push((r.took + summary_time, r.bytes));
+                summary_time = Duration::ZERO;
+            }
+        }
+        let summaries = requests.len() - handled.len();
         if handled.len() != turns {
             bail!(
-                "the {turns}-turn session sent {} requests instead of {turns} (a summary request \
-                 would take a Read turn: the script has no answer for autocompact)",
+                "the {turns}-turn session sent {} requests for turns (and {summaries} summary \
+                 requests) instead of {turns}",
                 handled.len()
             );
         }
@@ -842,6 +915,20 @@ fn run_sessions(
             .iter()
             .filter(|(_, s, _)| s == "compact_boundary")
             .count();
+        out.summaries = summaries;
+        out.requests = requests.len();
+        if out.boundaries != summaries {
+            bail!(
+                "the {turns}-turn session printed {} compact_boundary lines for {summaries} \
+                 summary requests",
+                out.boundaries
+            );
+        }
+        if count_stages {
+            let bodies = server.requests_json(true)?;
+            out.stages
+                .push(compaction::count(&bodies, out.boundaries, &home)?);
+        }
         // Turn k: from the line that ended turn k-1 (init, or its tool results) to this
         // turn's assistant line: request building, the API round trip, streaming.
         let turn = |k: usize| -> f64 {
@@ -871,8 +958,14 @@ fn run_sessions(
     Ok(out)
 }
 
-/// The rows of one kind of session; `rss_goal` in MiB.
-fn rows_of(id: &str, turns: usize, runs: &SessionRuns, rss_goal: f64, plan: &Plan) -> Vec<Row> {
+/// The rows of one kind of session; `what` says what its turns do, `rss_goal` in MiB.
+fn rows_of(
+    id: &str,
+    (turns, what): (usize, &str),
+    runs: &SessionRuns,
+    rss_goal: f64,
+    plan: &Plan,
+) -> Vec<Row> {
     let n = runs.walls.len();
     let rss_spread = spread(&runs.rss);
     let (lo, hi) = runs
@@ -881,13 +974,14 @@ fn rows_of(id: &str, turns: usize, runs: &SessionRuns, rss_goal: f64, plan: &Pla
         .fold((f64::MAX, 0.0_f64), |(lo, hi), &x| (lo.min(x), hi.max(x)));
     let range = (hi - lo) / median(runs.rss.clone()).unwrap_or(1.0) * 100.0;
     let compactions = format!(
-        "{} compact_boundary lines; testkit reports request bytes / 4 as input_tokens",
-        runs.boundaries
+        "{} compact_boundary lines, {} requests ({} summaries); testkit reports request \
+         bytes / 4 as input_tokens",
+        runs.boundaries, runs.requests, runs.summaries
     );
-    vec![
+    let mut rows = vec![
         Row::new(
             &format!("{id}_wall"),
-            &format!("{turns}-turn session ({} Reads of 10 KB), wall", turns - 1),
+            &format!("{turns}-turn session ({what}), wall"),
             "ms",
         )
         .samples(&runs.walls),
@@ -953,7 +1047,33 @@ fn rows_of(id: &str, turns: usize, runs: &SessionRuns, rss_goal: f64, plan: &Pla
         )
         .samples(&runs.late_raw)
         .against_samples(&runs.early_raw, "turns 2-6"),
-    ]
+    ];
+    if let Some(last) = runs.stages.last() {
+        // The row means what it says only if every stage ran, in every run.
+        let silent: Vec<&str> = runs
+            .stages
+            .iter()
+            .flat_map(compaction::Stages::silent)
+            .collect();
+        let fired = 4 - last.silent().len();
+        #[allow(clippy::cast_precision_loss)]
+        let row = Row::new(
+            &format!("{id}_stages"),
+            "  compaction stages that ran (of 4; snip is off in gyre)",
+            "stages",
+        )
+        .value(fired as f64)
+        .note(format!("last run: {last}"));
+        rows.push(if silent.is_empty() {
+            row.require("all 4 in every run", true)
+        } else {
+            row.fail(&format!(
+                "all 4 in every run; never ran: {}",
+                silent.join(", ")
+            ))
+        });
+    }
+    rows
 }
 
 fn session_rows(
@@ -963,15 +1083,58 @@ fn session_rows(
     work: &Path,
     plan: &Plan,
 ) -> Result<Vec<Row>> {
+    let reads = |turns: usize| move |project: &Path| session_script(project, turns);
+    let kind = |name, turns, runs| SessionKind {
+        name,
+        turns,
+        runs,
+        args: &[],
+        env: &[],
+        count_stages: false,
+    };
     let short = run_sessions(
         spawner,
         gyre,
         testkit,
         work,
-        SESSION_TURNS,
-        plan.session_runs,
+        &kind("session100", SESSION_TURNS, plan.session_runs),
+        reads(SESSION_TURNS),
     )?;
-    let mut rows = rows_of("session100", SESSION_TURNS, &short, 25.0, plan);
+    let what = |turns: usize| format!("{} Reads of 10 KB", turns - 1);
+    let mut rows = rows_of(
+        "session100",
+        (SESSION_TURNS, &what(SESSION_TURNS)),
+        &short,
+        25.0,
+        plan,
+    );
+    let compacting = |name, turns, runs| SessionKind {
+        // The script writes files: no permission prompt in a headless run.
+        args: &["--permission-mode", "acceptEdits"],
+        env: &[("GYRE_CONTEXT_WINDOW", compaction::CONTEXT_WINDOW)],
+        count_stages: true,
+        ..kind(name, turns, runs)
+    };
+    eprintln!(
+        "· {}-turn session through every compaction stage",
+        compaction::TURNS
+    );
+    let runs = run_sessions(
+        spawner,
+        gyre,
+        testkit,
+        work,
+        &compacting("session_compact", compaction::TURNS, plan.session_runs),
+        |project| compaction::script(project, compaction::TURNS),
+    )?;
+    // The issue's goal for a 100-turn session with compaction; this one is longer.
+    rows.extend(rows_of(
+        "session_compact",
+        (compaction::TURNS, compaction::WHAT),
+        &runs,
+        25.0,
+        plan,
+    ));
     if plan.long_session_runs > 0 {
         eprintln!("· 500-turn session");
         let long = run_sessions(
@@ -979,14 +1142,49 @@ fn session_rows(
             gyre,
             testkit,
             work,
-            LONG_SESSION_TURNS,
-            plan.long_session_runs,
+            &kind("session500", LONG_SESSION_TURNS, plan.long_session_runs),
+            reads(LONG_SESSION_TURNS),
         )?;
-        rows.extend(rows_of("session500", LONG_SESSION_TURNS, &long, 30.0, plan));
+        rows.extend(rows_of(
+            "session500",
+            (LONG_SESSION_TURNS, &what(LONG_SESSION_TURNS)),
+            &long,
+            30.0,
+            plan,
+        ));
+        eprintln!(
+            "· {}-turn session through every compaction stage",
+            compaction::LONG_TURNS
+        );
+        let runs = run_sessions(
+            spawner,
+            gyre,
+            testkit,
+            work,
+            &compacting(
+                "session_compact500",
+                compaction::LONG_TURNS,
+                plan.long_session_runs,
+            ),
+            |project| compaction::script(project, compaction::LONG_TURNS),
+        )?;
+        rows.extend(rows_of(
+            "session_compact500",
+            (compaction::LONG_TURNS, compaction::WHAT),
+            &runs,
+            30.0,
+            plan,
+        ));
     } else {
         rows.push(Row::missing(
             "session500_rss",
             "500-turn session, peak RSS",
+            "MiB",
+            "full run only",
+        ));
+        rows.push(Row::missing(
+            "session_compact500_rss",
+            "500-turn session through every compaction stage, peak RSS",
             "MiB",
             "full run only",
         ));

@@ -51,7 +51,8 @@
 //!   "turns": [ … ],
 //!   "when_exhausted": "error",
 //!   "require_api_key": "sk-test",
-//!   "chunk_chars": 20
+//!   "chunk_chars": 20,
+//!   "summary": {"when_prompt_contains": "Write a detailed summary", "turn": { … }}
 //! }
 //! ```
 //!
@@ -62,6 +63,12 @@
 //! - `require_api_key`: when set, a request whose `x-api-key` differs gets 401
 //!   `authentication_error` and takes no turn. Otherwise headers are only recorded.
 //! - `chunk_chars`: size of text, thinking and tool-input deltas (default 20).
+//! - `summary` ([`SummaryAnswer`]): answers summary (compaction) requests on the side. A
+//!   `POST /v1/messages` whose last message has a `text` block containing
+//!   `when_prompt_contains` (tool results are not looked at) gets `turn`, a response turn,
+//!   and takes no turn of `turns`; it is recorded with `"summary": true` and no `turn`.
+//!   A scripted session can then run through autocompact, whenever its client decides
+//!   to compact, without knowing in advance between which turns.
 //!
 //! Unknown fields are errors, so that a typo (`cut_after_event`) cannot silently disable
 //! a fault. Errors name the turn (`turns[3]: unknown field …`).
@@ -150,6 +157,7 @@ mod error;
 mod render;
 mod script;
 mod server;
+mod summary;
 
 pub use error::TestkitError;
 pub use script::{
@@ -157,6 +165,7 @@ pub use script::{
     Script, Stall, Turn, WhenExhausted,
 };
 pub use server::{CapturedRequest, TestServer};
+pub use summary::SummaryAnswer;
 
 /// Usage and error types from `gyre-protocol`, as they appear in scripts.
 pub use gyre_protocol::{ErrorDetail, Usage};

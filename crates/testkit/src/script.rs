@@ -11,6 +11,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::TestkitError;
+use crate::summary::SummaryAnswer;
 
 /// Text and tool input are streamed in deltas of this many characters unless a script says otherwise.
 pub const DEFAULT_CHUNK_CHARS: usize = 20;
@@ -42,6 +43,9 @@ pub struct Script {
         skip_serializing_if = "is_default_chunk_chars"
     )]
     pub chunk_chars: usize,
+    /// Answers summary (compaction) requests without taking a turn; see [`SummaryAnswer`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<SummaryAnswer>,
 }
 
 impl Default for Script {
@@ -74,6 +78,8 @@ struct ScriptFile {
     require_api_key: Option<String>,
     #[serde(default = "default_chunk_chars")]
     chunk_chars: usize,
+    #[serde(default)]
+    summary: Option<SummaryAnswer>,
 }
 
 impl<'de> Deserialize<'de> for Script {
@@ -85,6 +91,7 @@ impl<'de> Deserialize<'de> for Script {
                 when_exhausted: WhenExhausted::default(),
                 require_api_key: None,
                 chunk_chars: DEFAULT_CHUNK_CHARS,
+                summary: None,
             },
             other => ScriptFile::deserialize(other).map_err(D::Error::custom)?,
         };
@@ -101,6 +108,7 @@ impl<'de> Deserialize<'de> for Script {
             when_exhausted: file.when_exhausted,
             require_api_key: file.require_api_key,
             chunk_chars: file.chunk_chars,
+            summary: file.summary,
         };
         script.check().map_err(D::Error::custom)?;
         Ok(script)
@@ -126,6 +134,7 @@ impl Script {
             when_exhausted: WhenExhausted::Error,
             require_api_key: None,
             chunk_chars: DEFAULT_CHUNK_CHARS,
+            summary: None,
         }
     }
 
@@ -204,6 +213,14 @@ impl Script {
         self
     }
 
+    /// Answers summary (compaction) requests, recognised by `answer`'s prompt, on the
+    /// side: they take no turn.
+    #[must_use]
+    pub fn with_summary(mut self, answer: SummaryAnswer) -> Self {
+        self.summary = Some(answer);
+        self
+    }
+
     /// Sets the default delta size in characters.
     #[must_use]
     pub fn with_chunk_chars(mut self, chars: usize) -> Self {
@@ -236,6 +253,9 @@ impl Script {
         }
         for (i, turn) in self.turns.iter().enumerate() {
             turn.check().map_err(|e| format!("turns[{i}]: {e}"))?;
+        }
+        if let Some(summary) = &self.summary {
+            summary.check()?;
         }
         Ok(())
     }
@@ -282,7 +302,7 @@ impl Turn {
         }
     }
 
-    fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         match self {
             Self::Response(r) => r.check(),
             Self::HttpError(e) => {

@@ -44,6 +44,10 @@ pub struct CapturedRequest {
     /// Index into `Script::turns` of the turn that answered this request; `None` when no
     /// turn did (script exhausted, wrong API key, invalid body, unknown path).
     pub turn: Option<usize>,
+    /// Answered by the script's [`summary`](crate::Script::summary) answer (a summary
+    /// request: `turn` is `None`, no turn was taken).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub summary: bool,
     /// Microseconds the server took from the moment the whole body was read to its
     /// answer: parsing the body, the turn's `delay_ms`, rendering (not the streaming of
     /// an SSE body after that). Sending the body is the client's work and is not
@@ -81,6 +85,7 @@ struct Captured {
     headers: BTreeMap<String, String>,
     body: Bytes,
     turn: Option<usize>,
+    summary: bool,
     handled: Option<Duration>,
 }
 
@@ -101,6 +106,7 @@ impl Captured {
             headers: self.headers.clone(),
             body,
             turn: self.turn,
+            summary: self.summary,
             handled_us: self
                 .handled
                 .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX)),
@@ -463,6 +469,13 @@ async fn handle(
         None => true,
     };
     let probe = serde_json::from_slice::<Probe>(&body);
+    let answerable = is_messages && key_ok && probe.is_ok();
+    // A summary request is answered on the side and takes no turn.
+    let summary = state
+        .script
+        .summary
+        .as_ref()
+        .filter(|s| answerable && s.matches(&body));
     let captured = Captured {
         method: parts.method.to_string(),
         path: path.to_owned(),
@@ -470,9 +483,10 @@ async fn handle(
         headers,
         body: body.clone(),
         turn: None,
+        summary: summary.is_some(),
         handled: None,
     };
-    let (number, turn) = state.admit(captured, is_messages && key_ok && probe.is_ok());
+    let (number, turn) = state.admit(captured, answerable && summary.is_none());
 
     let mut response = if !is_messages {
         let message = format!("gyre-testkit: no route for {} {path}", parts.method);
@@ -488,14 +502,16 @@ async fn handle(
                 let message = format!("gyre-testkit: request body is not a JSON object: {e}");
                 json_response(400, render::error_body("invalid_request_error", &message))
             }
-            (Ok(probe), Some(index)) => match state.script.turns.get(index) {
+            (Ok(probe), turn) => match summary
+                .map(|s| &s.turn)
+                .or_else(|| turn.and_then(|i| state.script.turns.get(i)))
+            {
                 Some(Turn::Response(turn)) => {
                     respond(turn, &probe, number, state.script.chunk_chars, body.len()).await
                 }
                 Some(Turn::HttpError(turn)) => http_error(turn).await,
                 None => exhausted(state.script.turns.len()),
             },
-            (Ok(_), None) => exhausted(state.script.turns.len()),
         }
     };
     if let Ok(id) = HeaderValue::from_str(&format!("req_testkit_{number}")) {
