@@ -127,7 +127,7 @@ fn repl_streams_asks_interrupts_reports_cost_and_exits() {
         Turn::text("I'll write the greeting first.\n")
             .and_tool_use(
                 "Bash",
-                json!({"command": "printf 'hello\\nfrom\\nthe\\nshell\\n' | tee greeting.txt"}),
+                json!({"command": "printf 'hello\\nfrom\\nthe\\nshell\\nin\\nsix\\n' | tee greeting.txt"}),
             )
             // Every turn scripts its input tokens (unscripted, the testkit would report
             // the request's size): 500 + 600 + 100 = the 1,200 /cost shows.
@@ -156,17 +156,27 @@ fn repl_streams_asks_interrupts_reports_cost_and_exits() {
     let pane = tmux.wait_for_prompt();
     assert!(pane.contains("● Bash printf"), "{pane}");
     assert!(pane.contains("  ? allowed once"), "{pane}");
-    assert!(pane.contains("  ⎿ exit 0 · 4 lines"), "{pane}");
-    // Bash output folded to a few lines, Ctrl+O shows it whole.
-    assert!(pane.contains("    … +1 line (ctrl+o to expand)"), "{pane}");
+    assert!(pane.contains("  ⎿ exit 0 · 6 lines"), "{pane}");
+    // Bash output folded to a few lines, Ctrl+O shows it whole under its call.
+    assert!(
+        pane.contains("    the\n    … +3 lines (ctrl+o to expand)"),
+        "{pane}"
+    );
     assert!(!pane.contains("    shell"), "{pane}");
     assert!(pane.contains("## Done"), "{pane}");
     assert!(pane.contains("let greeting = \"hello\";"), "{pane}");
     tmux.key("C-o");
-    tmux.wait_for("    shell");
+    let pane = tmux.wait_for("    six");
+    assert!(
+        pane.contains("· all 6 lines of its output\n    hello\n    from\n    the\n    shell\n"),
+        "{pane}"
+    );
+    // Nothing else is folded.
+    tmux.key("C-o");
+    tmux.wait_for("No folded Bash output left to expand");
     assert_eq!(
         std::fs::read_to_string(sandbox.project().join("greeting.txt")).unwrap(),
-        "hello\nfrom\nthe\nshell\n"
+        "hello\nfrom\nthe\nshell\nin\nsix\n"
     );
 
     // A line ending in `\` goes on at the next one.
@@ -361,8 +371,19 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     tmux.type_line("shout beta");
     // The retry countdown with the whole reason, not cut to fit.
     let pane = tmux.wait_for("retrying in");
-    assert!(pane.contains("(attempt 1/10)"), "{pane}");
-    assert!(pane.contains("--fallback-model"), "{pane}");
+    let words = pane.split_whitespace().collect::<Vec<_>>().join(" ");
+    let reason = words
+        .split_once("The API is overloaded")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no reason:\n{pane}"));
+    assert!(
+        reason.contains(
+            ". Try again in a few minutes, or pass --fallback-model to switch models \
+             automatically. · retrying in "
+        ),
+        "{pane}"
+    );
+    assert!(reason.contains("(attempt 1/10)"), "{pane}");
     // The Edit's question shows its diff; `s` allows and saves the rule.
     let pane = tmux.wait_for("? Edit notes.txt");
     assert!(pane.contains("- beta"), "{pane}");
@@ -377,10 +398,18 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     tmux.wait_for("Edited and listed.");
     let pane = tmux.wait_for_prompt();
     assert!(pane.contains("  ? denied"), "{pane}");
-    // The status line: model, mode, context use of the last request, cost.
+    // The status line: model, mode, context use of the last request in %, cost.
     let status = pane.lines().last().unwrap();
+    let parts: Vec<&str> = status.split(" · ").collect();
+    assert_eq!(
+        parts[..2],
+        ["claude-sonnet-4-5", "default mode"],
+        "{status}"
+    );
+    let percent = parts[2].strip_prefix("context ").unwrap().strip_suffix('%');
+    assert!(percent.unwrap().parse::<u8>().is_ok(), "{status}");
     assert!(
-        status.starts_with("claude-sonnet-4-5 · default mode · context "),
+        parts[3].strip_prefix('$').unwrap().parse::<f64>().unwrap() > 0.0,
         "{status}"
     );
     let settings =

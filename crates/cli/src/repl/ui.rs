@@ -64,18 +64,7 @@ impl Ui {
             return Ok(());
         }
         let width = self.terminal.size()?.width;
-        let rows: Vec<Line<'static>> = lines
-            .iter()
-            .flat_map(|l| {
-                let line = ansi::to_line(l);
-                let line = if self.color {
-                    line
-                } else {
-                    Line::from(ansi::plain_text(&line))
-                };
-                ansi::wrap(&line, width)
-            })
-            .collect();
+        let rows = scrollback_rows(lines, width, self.color);
         for chunk in rows.chunks(INSERT_CHUNK) {
             let height = u16::try_from(chunk.len()).unwrap_or(u16::MAX);
             let chunk = chunk.to_vec();
@@ -125,6 +114,24 @@ impl Drop for Ui {
             restore();
         }
     }
+}
+
+/// Palette-styled lines as the terminal rows they take in the scrollback, `width`
+/// columns wide (styles dropped without `color`).
+#[must_use]
+pub fn scrollback_rows(lines: &[String], width: u16, color: bool) -> Vec<Line<'static>> {
+    lines
+        .iter()
+        .flat_map(|l| {
+            let line = ansi::to_line(l);
+            let line = if color {
+                line
+            } else {
+                Line::from(ansi::plain_text(&line))
+            };
+            ansi::wrap(&line, width)
+        })
+        .collect()
 }
 
 fn restore() {
