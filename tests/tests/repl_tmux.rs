@@ -794,6 +794,310 @@ fn a_plan_rejected_with_feedback_goes_back_to_the_model_and_approved_switches_to
     tmux.wait_for("gyre exited with status 0");
 }
 
+/// A screen recording as asciinema's cast format (v2): the styled screen each time it
+/// changed while the test waited, with the time since the start.
+struct Recording {
+    started: Instant,
+    /// Replaces the sandbox's paths in what is recorded.
+    project: String,
+    frames: Vec<(f64, String)>,
+}
+
+/// The longest pause a replay keeps (a slow machine's waits are not worth watching).
+const MAX_PAUSE: f64 = 1.5;
+/// The shortest step between frames (keys typed by the test come faster than a
+/// person's).
+const MIN_STEP: f64 = 0.06;
+
+impl Recording {
+    fn new(project: &Path) -> Self {
+        Self {
+            started: Instant::now(),
+            project: project.display().to_string(),
+            frames: Vec::new(),
+        }
+    }
+
+    /// Records the screen if it changed; the screen as plain text.
+    fn frame(&mut self, tmux: &Tmux) -> String {
+        let screen: Vec<String> = tmux
+            .capture_styled()
+            .lines()
+            .map(|row| self.hide_project(row))
+            .collect();
+        let screen = screen.join("\n");
+        let plain = without_escapes(&screen).trim_end().to_owned();
+        if self.frames.last().is_some_and(|(_, last)| *last == screen) {
+            return plain;
+        }
+        let now = self.started.elapsed().as_secs_f64();
+        let at = match self.frames.last() {
+            Some((last, _)) => last + (now - last).clamp(MIN_STEP, MAX_PAUSE),
+            None => 0.0,
+        };
+        self.frames.push((at, screen));
+        plain
+    }
+
+    /// `row` with the sandbox's path shown as `~/project`, a box's right border kept
+    /// where it was.
+    fn hide_project(&self, row: &str) -> String {
+        let n = row.matches(&self.project).count();
+        let mut out = row.replace(&self.project, "~/project");
+        if n > 0
+            && let Some(border) = out.rfind('│')
+            && border > 0
+        {
+            let lost = n * (self.project.chars().count() - "~/project".chars().count());
+            out.insert_str(border, &" ".repeat(lost));
+        }
+        out
+    }
+
+    /// Records the screen until `text` is on it; the plain screen.
+    fn wait_for(&mut self, tmux: &Tmux, text: &str) -> String {
+        self.wait_until(tmux, text, |pane| pane.contains(text))
+    }
+
+    /// Records the screen until `done` holds for it; the plain screen.
+    fn wait_until(&mut self, tmux: &Tmux, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            // What is checked is what was recorded.
+            let pane = self.frame(tmux);
+            if done(&pane) {
+                return pane;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "timed out waiting for {what}; the screen:\n{pane}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Types `text` a key at a time, as a person would, then Enter.
+    fn type_line(&mut self, tmux: &Tmux, text: &str) {
+        for c in text.chars() {
+            tmux.run(&["send-keys", "-t", SESSION, "-l", &c.to_string()]);
+            self.frame(tmux);
+        }
+        tmux.key("Enter");
+    }
+
+    /// The cast: a header line, then one `[time, "o", data]` line per frame, each
+    /// frame drawn over the last from the top left.
+    fn cast(&self) -> String {
+        let header = json!({
+            "version": 2,
+            "width": 100,
+            "height": 50,
+            "title": "gyre's REPL against gyre-testkit (recorded by tests/tests/repl_tmux.rs)",
+            "env": {"TERM": "tmux-256color"}
+        });
+        let mut out = format!("{header}\n");
+        for (at, screen) in &self.frames {
+            let rows: Vec<String> = screen
+                .lines()
+                .map(|row| format!("{row}\x1b[0m\x1b[K"))
+                .collect();
+            let data = format!("\x1b[H{}\x1b[J", rows.join("\r\n"));
+            out.push_str(&json!([(at * 1000.0).round() / 1000.0, "o", data]).to_string());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// How `tmux capture-pane -e` writes foreground colour `n` of the basic eight.
+fn fg(n: u8) -> String {
+    format!("\x1b[38;5;{n}m")
+}
+
+/// Where the recorded session goes in the docs.
+fn docs_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs")
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn in_colour_edits_show_a_red_and_green_diff_and_code_is_highlighted_in_a_recorded_session() {
+    let sandbox = Sandbox::new().unwrap();
+    let main = sandbox
+        .write("src/main.rs", "fn main() {\n    println!(\"hello\");\n}\n")
+        .unwrap();
+    let tests = "for t in parse_empty parse_one parse_many render_plain render_colour \
+                 fold_short fold_long expand; do echo \"test $t ... ok\"; done";
+    let server = TestServer::spawn(
+        Script::new([
+            Turn::text("I'll read `src/main.rs` first.\n")
+                .and_tool_use("Read", json!({"file_path": main}))
+                .with_tokens(3_000, 40)
+                .delay_per_event(Duration::from_millis(40)),
+            Turn::text("It greets `hello`; I'll make it greet the world.\n")
+                .and_tool_use(
+                    "Edit",
+                    json!({
+                        "file_path": main,
+                        "old_string": "    println!(\"hello\");",
+                        "new_string": "    let who = \"world\";\n    println!(\"hello, {who}\");",
+                    }),
+                )
+                .with_tokens(3_400, 60)
+                .delay_per_event(Duration::from_millis(40)),
+            Turn::tool_use("Bash", json!({"command": tests})).with_tokens(3_900, 40),
+            Turn::tool_use(
+                "TodoWrite",
+                json!({"todos": [
+                    {"content": "Greet the world", "status": "completed", "activeForm": "Greeting the world"},
+                    {"content": "Run the tests", "status": "completed", "activeForm": "Running the tests"},
+                    {"content": "Update the changelog", "status": "in_progress", "activeForm": "Updating the changelog"}
+                ]}),
+            )
+            .with_tokens(4_300, 50),
+            Turn::text(
+                "## Done\n\nThe program now greets **the world**; all 8 tests pass.\n\n\
+                 ```rust\nfn main() {\n    let who = \"world\";\n    println!(\"hello, {who}\");\n}\n```\n\n\
+                 - `src/main.rs`: one line became two\n- next: the changelog\n",
+            )
+            .with_tokens(4_600, 120)
+            .delay_per_event(Duration::from_millis(40)),
+        ])
+        .with_chunk_chars(6),
+    )
+    .unwrap();
+    let tmux = start_gyre_with(&sandbox, &server, true, &[]);
+    let mut rec = Recording::new(&sandbox.project());
+
+    rec.type_line(&tmux, "make it greet the world, then run the tests");
+    // The Edit asks first, its diff in the question; `a` allows edits for the session.
+    let pane = rec.wait_for(&tmux, " › y) Yes");
+    assert!(pane.contains("? Edit src/main.rs"), "{pane}");
+    let styled = tmux.capture_styled();
+    assert!(
+        styled.contains(&format!("{}    -     println!(\"hello\");", fg(1))),
+        "the removed line is red:\n{styled}"
+    );
+    assert!(
+        styled.contains(&format!("{}    +     let who = \"world\";", fg(2))),
+        "the added lines are green:\n{styled}"
+    );
+    tmux.key("a");
+    // The Bash call asks too; the arrows and Enter pick "yes" this time.
+    let pane = rec.wait_for(&tmux, "? Bash for t in");
+    assert!(
+        pane.contains("  ? allowed for this session: Edit"),
+        "{pane}"
+    );
+    tmux.key("Down");
+    rec.wait_for(&tmux, " › a) Yes, and don't ask again");
+    tmux.key("Up");
+    rec.wait_for(&tmux, " › y) Yes");
+    tmux.key("Enter");
+    rec.wait_for(&tmux, "(ctrl+o to expand)");
+    rec.wait_for(&tmux, "◼ Updating the changelog");
+    rec.wait_for(&tmux, "next: the changelog");
+    let pane = rec.wait_until(&tmux, "the turn's end", |pane| {
+        box_text(pane).is_some() && !busy(pane)
+    });
+    assert!(
+        pane.ends_with("default mode · context 2% · $0.0622"),
+        "{pane}"
+    );
+    assert!(pane.contains("    ☒ Greet the world"), "{pane}");
+    assert!(pane.contains("    ◼ Updating the changelog"), "{pane}");
+    // Markdown: the heading bold, inline code cyan, keywords and strings in the code.
+    let styled = tmux.capture_styled();
+    for (what, code) in [
+        ("the heading", "\x1b[1mDone".to_owned()),
+        ("inline code", format!("{}src/main.rs", fg(6))),
+        ("a keyword", "\x1b[1mfn".to_owned()),
+        ("a string", format!("{}\"world\"", fg(2))),
+    ] {
+        assert!(styled.contains(&code), "{what} is not styled:\n{styled}");
+    }
+    tmux.key("C-o");
+    rec.wait_for(&tmux, "test expand ... ok");
+    rec.type_line(&tmux, "/cost");
+    rec.wait_for(&tmux, "Usage:");
+    rec.type_line(&tmux, "exit");
+    let pane = rec.wait_for(&tmux, "gyre exited with status");
+    assert!(pane.contains("gyre exited with status 0"), "{pane}");
+    assert_eq!(
+        std::fs::read_to_string(&main).unwrap(),
+        "fn main() {\n    let who = \"world\";\n    println!(\"hello, {who}\");\n}\n"
+    );
+
+    if std::env::var_os("GYRE_UPDATE_DOCS").is_some() {
+        std::fs::write(docs_dir().join("repl-session.cast"), rec.cast()).unwrap();
+        let all = tmux.capture_all();
+        let text: Vec<&str> = all
+            .lines()
+            .take_while(|l| !l.starts_with("gyre exited with status"))
+            .collect::<Vec<_>>();
+        let text = text
+            .join("\n")
+            .trim_end()
+            .replace(&sandbox.project().display().to_string(), "~/project");
+        std::fs::write(docs_dir().join("repl-session.txt"), format!("{text}\n")).unwrap();
+    }
+}
+
+/// `text` without its escape sequences (`ESC [ … letter`).
+fn without_escapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The recording in the docs is one of this UI: a cast a player can show, frames in
+/// time order, the permission question, the diff, the folded output and the checklist
+/// on them.
+#[test]
+fn the_recorded_session_in_the_docs_is_a_cast_of_the_ui() {
+    let cast = std::fs::read_to_string(docs_dir().join("repl-session.cast")).unwrap();
+    let mut lines = cast.lines();
+    let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["version"], 2);
+    assert_eq!(
+        (header["width"].as_u64(), header["height"].as_u64()),
+        (Some(100), Some(50))
+    );
+    let mut last = 0.0;
+    let mut screens = String::new();
+    for line in lines {
+        let event: (f64, String, String) = serde_json::from_str(line).unwrap();
+        assert!(event.0 >= last, "{line}");
+        assert_eq!(event.1, "o");
+        last = event.0;
+        screens.push_str(&without_escapes(&event.2));
+    }
+    for shown in [
+        "? Edit src/main.rs",
+        "Yes, and don't ask again this session",
+        "(ctrl+o to expand)",
+        "☒ Greet the world",
+        "test expand ... ok",
+        "Total cost:",
+    ] {
+        assert!(
+            screens.contains(shown),
+            "{shown:?} is not in docs/repl-session.cast"
+        );
+    }
+}
+
 fn write_docs(asking: &str, pane: &str, project: &Path) {
     let asking = asking
         .trim_end()
@@ -817,7 +1121,8 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          Keys: Enter sends; Ctrl+J or Alt+Enter (or `\\` then Enter) starts a new line;\n\
          ↑/↓ browse the history and Ctrl+R searches it; Tab completes a `/command`; Esc or\n\
          Ctrl+C interrupt a turn (Ctrl+C twice quits); Ctrl+D, `exit` or `quit` leave;\n\
-         Ctrl+O shows the last folded Bash output whole; a permission question takes\n\
+         Ctrl+O shows the newest folded Bash output whole (again: the one before); a\n\
+         permission question takes\n\
          `y` (once), `a` (this session), `s` (always: saved to `.gyre/settings.local.json`)\n\
          or `n`, or the arrows and Enter. A plan (ExitPlanMode) takes `1` (yes, edits\n\
          auto-accepted), `2` (yes, edits ask first) or `3` (no: type what to change).\n\
@@ -825,8 +1130,18 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          tokens) that becomes one outcome line; `/bashes` lists the background shells\n\
          (`k` kills the selected one) and the status line counts them. `NO_COLOR` turns\n\
          colours off.\n\n\
-         This is the screen captured by `tests/tests/repl_tmux.rs`; regenerate it with\n\
-         `GYRE_UPDATE_DOCS=1 cargo test -p gyre-e2e --test repl_tmux -- --ignored`.\n\n\
+         ## A recorded session\n\n\
+         [`repl-session.cast`](repl-session.cast) is a recording of gyre in colour editing a\n\
+         file (the diff in the permission question, answered `a`), running tests with Bash\n\
+         (answered with the arrows and Enter; the output folded, then expanded with Ctrl+O),\n\
+         a TodoWrite checklist, a streamed Markdown answer with a code block, `/cost` and\n\
+         `exit`. Play it with `asciinema play docs/repl-session.cast` (or any asciicast v2\n\
+         player); [`repl-session.txt`](repl-session.txt) is the same session as plain text,\n\
+         as it stays in the scrollback.\n\n\
+         Both it and the screens below are captured from a real terminal (tmux, 100×50) by\n\
+         `tests/tests/repl_tmux.rs`, with gyre-testkit answering; regenerate them with\n\
+         `GYRE_UPDATE_DOCS=1 cargo nextest run -p gyre-e2e --test repl_tmux --run-ignored all`.\n\n\
+         ## Screens\n\n\
          While the first permission question waits (the viewport: the question in its box,\n\
          then the status line with model, permission mode, context use and cost once known):\n\n\
          ```text\n{asking}\n```\n\n\

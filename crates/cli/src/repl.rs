@@ -865,6 +865,8 @@ impl Repl {
                             self.api_ms += result.duration_api_ms;
                         }
                         view.on_event(event, facts);
+                        // Ctrl+O reaches an output folded in this turn while it runs.
+                        front.folded.append(&mut view.folded);
                         // The status line follows each response, not just the turn.
                         if let Some(tokens) = view.context_tokens {
                             front.status.context = Some((tokens, context_window(&facts.model)));
@@ -903,7 +905,6 @@ impl Repl {
         }
         front.status.cost_usd = engine.total_cost_usd();
         front.status.model.clone_from(&facts.model);
-        front.folded.append(&mut view.folded);
         // Only the newest are worth keeping a key for.
         let stale = front.folded.len().saturating_sub(MAX_FOLDED);
         front.folded.drain(..stale);
