@@ -385,9 +385,10 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     );
     assert!(reason.contains("(attempt 1/10)"), "{pane}");
     // The Edit's question shows its diff; `s` allows and saves the rule.
+    // The Edit's diff is on screen above its question, once.
     let pane = tmux.wait_for("? Edit notes.txt");
-    assert!(pane.contains("- beta"), "{pane}");
-    assert!(pane.contains("+ BETA"), "{pane}");
+    assert_eq!(pane.matches("    - beta").count(), 1, "{pane}");
+    assert_eq!(pane.matches("    + BETA").count(), 1, "{pane}");
     tmux.key("s");
     let pane = tmux.wait_for("? Bash ls");
     assert!(
@@ -423,6 +424,36 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     tmux.key("C-d");
     let pane = tmux.wait_for("gyre exited with status");
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn a_long_command_is_shown_whole_above_its_question_and_the_answers_stay_on_screen() {
+    let sandbox = Sandbox::new().unwrap();
+    let script: String = (1..=30).map(|n| format!("print({n})\n")).collect();
+    let command = format!("python3 - <<'EOF'\n{script}EOF");
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": command})),
+        Turn::text("Not run."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("count to thirty");
+    let pane = tmux.wait_for(" › y) Yes");
+    for shown in [
+        "    print(29)",
+        "    EOF",
+        "(the whole command is above)",
+        "   n) No, tell gyre what to do instead",
+    ] {
+        assert!(pane.contains(shown), "{shown:?} missing:\n{pane}");
+    }
+    tmux.key("n");
+    tmux.wait_for("Not run.");
+    let pane = tmux.wait_for_prompt();
+    assert!(pane.contains("  ? denied"), "{pane}");
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
 }
 
 #[test]

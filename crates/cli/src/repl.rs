@@ -51,6 +51,9 @@ use crate::session::{self, Session};
 use crate::settings::Settings;
 use crate::stream_json::SessionFacts;
 
+/// Lines of a command shown in its question; a longer one goes above the question.
+const MAX_QUESTION_DETAILS: usize = 6;
+
 /// Folded Bash outputs Ctrl+O can still show.
 const MAX_FOLDED: usize = 20;
 
@@ -246,12 +249,18 @@ impl Front {
         self.ui.print(lines)
     }
 
-    /// Puts a question on screen; a plan goes into the scrollback first (it may be
-    /// longer than the viewport).
-    fn ask(&mut self, question: Question) -> Result<()> {
+    /// Puts a question on screen; a plan, or a command longer than a few lines, goes
+    /// into the scrollback first (the viewport is short).
+    fn ask(&mut self, mut question: Question) -> Result<()> {
         if let Some(plan) = &question.view.plan {
             let lines = plan.lines.clone();
             self.print(&lines)?;
+        }
+        if question.view.details.len() > MAX_QUESTION_DETAILS {
+            let details = std::mem::take(&mut question.view.details);
+            self.print(&details)?;
+            let above = self.palette.dim("    (the whole command is above)");
+            question.view.details.push(above);
         }
         self.question = Some(question);
         Ok(())

@@ -237,10 +237,20 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
             None,
         ),
         (Some(q), _) => {
-            let lines: Vec<Line<'static>> = question_lines(view, q)
-                .into_iter()
-                .flat_map(|l| hanging(&l, width.saturating_sub(2), ANSWER_INDENT))
-                .collect();
+            // A long command gives up its lines before the answers lose theirs.
+            let room = area.height.saturating_sub(rows(&status));
+            let fit = |shown: usize| -> Vec<Line<'static>> {
+                question_lines(view, q, shown)
+                    .into_iter()
+                    .flat_map(|l| hanging(&l, width.saturating_sub(2), ANSWER_INDENT))
+                    .collect()
+            };
+            let mut shown = q.details.len();
+            let mut lines = fit(shown);
+            while rows(&lines) > room && shown > 0 {
+                shown -= 1;
+                lines = fit(shown);
+            }
             // Typing plan feedback: the cursor ends its row (the last before the border).
             let cursor = q.plan.as_ref().and_then(|p| p.feedback.as_ref()).map(|_| {
                 let row = lines.len().saturating_sub(3);
@@ -478,8 +488,9 @@ fn plan_lines(view: &View<'_>, plan: &PlanQuestion, selected: usize) -> Vec<Line
     lines
 }
 
-/// A question's lines inside its box (first and last rows stand for the borders).
-fn question_lines(view: &View<'_>, q: &QuestionView) -> Vec<Line<'static>> {
+/// A question's lines inside its box (first and last rows stand for the borders), the
+/// first `shown` of its details.
+fn question_lines(view: &View<'_>, q: &QuestionView, shown: usize) -> Vec<Line<'static>> {
     if let Some(plan) = &q.plan {
         return plan_lines(view, plan, q.selected);
     }
@@ -491,7 +502,14 @@ fn question_lines(view: &View<'_>, q: &QuestionView) -> Vec<Line<'static>> {
             Span::styled(q.summary.clone(), bold),
         ]),
     ];
-    lines.extend(q.details.iter().map(|d| styled(view, d)));
+    lines.extend(q.details.iter().take(shown).map(|d| styled(view, d)));
+    let hidden = q.details.len().saturating_sub(shown);
+    if hidden > 0 {
+        lines.push(Line::styled(
+            format!("    … +{hidden} more lines (too many for this terminal)"),
+            view.dim(),
+        ));
+    }
     if !q.reason.is_empty() {
         lines.push(Line::styled(format!("  {}", q.reason), view.dim()));
     }
@@ -594,6 +612,20 @@ mod tests {
             reason: "running this command needs permission".into(),
             rule: "Bash(echo hello | tee greeting.txt)".into(),
             selected: 1,
+            plan: None,
+        };
+        let editor = Editor::new(Vec::new());
+        insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
+    }
+
+    #[test]
+    fn a_long_command_gives_up_its_lines_so_the_answers_stay_on_screen() {
+        let question = QuestionView {
+            summary: "Bash python3 - <<'EOF' …".into(),
+            details: (1..=20).map(|n| format!("    print({n})")).collect(),
+            reason: String::new(),
+            rule: "Bash(python3 - <<'EOF' …)".into(),
+            selected: 0,
             plan: None,
         };
         let editor = Editor::new(Vec::new());
