@@ -458,6 +458,47 @@ fn a_long_command_is_shown_whole_above_its_question_and_the_answers_stay_on_scre
 
 #[test]
 #[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn the_input_box_follows_the_last_line_and_sits_on_the_bottom_rows_of_a_full_screen() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([])).unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    // Every row of the pane (capture() drops the blank ones at the end).
+    let rows = || -> Vec<String> {
+        tmux.run(&["capture-pane", "-p", "-t", SESSION])
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    // On an empty screen: right under the banner, nothing under the status line.
+    let screen = rows();
+    assert!(screen[3].starts_with("╭─"), "{screen:#?}");
+    assert!(screen[4].starts_with("│>"), "{screen:#?}");
+    assert_eq!(screen[6], "claude-sonnet-4-5 · default mode", "{screen:#?}");
+    // Once the output fills the screen, the box and status line are its last rows.
+    for _ in 0..3 {
+        tmux.type_line("/help");
+        tmux.wait_for_prompt();
+    }
+    let screen = rows();
+    assert_eq!(screen.len(), 50, "{screen:#?}");
+    assert!(screen[46].starts_with("╭─"), "{screen:#?}");
+    assert!(screen[47].starts_with("│>"), "{screen:#?}");
+    assert!(screen[48].starts_with("╰─"), "{screen:#?}");
+    assert_eq!(
+        screen[49], "claude-sonnet-4-5 · default mode",
+        "{screen:#?}"
+    );
+    // The output above ends right over it.
+    assert!(
+        screen[44].contains("no and type what to change"),
+        "{screen:#?}"
+    );
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
 fn without_no_color_the_ui_is_styled_and_a_double_ctrl_c_quits() {
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([])).unwrap();

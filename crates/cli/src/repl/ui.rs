@@ -1,14 +1,18 @@
-//! The terminal: raw mode, bracketed paste and ratatui's inline viewport at the
-//! bottom of the normal scrollback (no alternate screen, so the session stays in the
-//! terminal's history after gyre exits). Finished lines go above the viewport with
-//! `insert_before`; the viewport is redrawn in place.
+//! The terminal: raw mode, bracketed paste and a live area at the bottom of the normal
+//! scrollback (no alternate screen, so the session stays in the terminal's history after
+//! gyre exits). The live area takes only the rows its content fills, right under the
+//! last finished line; finished lines are written where it was, and it is drawn again
+//! under them.
 
 use std::io::{Stdout, Write};
 
 use anyhow::{Context, Result};
+use crossterm::cursor::MoveTo;
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
-use crossterm::terminal::{disable_raw_mode, enable_raw_mode};
-use ratatui::backend::CrosstermBackend;
+use crossterm::terminal::{Clear, ClearType, disable_raw_mode, enable_raw_mode};
+use ratatui::backend::{Backend, CrosstermBackend};
+use ratatui::buffer::Buffer;
+use ratatui::layout::Rect;
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{Terminal, TerminalOptions, Viewport};
@@ -16,46 +20,54 @@ use ratatui::{Terminal, TerminalOptions, Viewport};
 use super::ansi;
 use super::view::{self, VIEWPORT_ROWS, View};
 
-/// Rows pushed into the scrollback at once (insert_before draws them in one buffer).
-const INSERT_CHUNK: usize = 16;
-
 pub struct Ui {
     terminal: Terminal<CrosstermBackend<Stdout>>,
     color: bool,
+    /// The screen row the live area starts at: under the last finished line.
+    top: u16,
+    /// Where the live area is now (empty when it has to be drawn afresh).
+    area: Rect,
     restored: bool,
 }
 
 impl Ui {
-    /// Takes the terminal: raw mode, bracketed paste, a viewport under the cursor.
+    /// Takes the terminal: raw mode, bracketed paste, the live area under the cursor.
     ///
     /// # Errors
     /// When the terminal cannot be set up (not a terminal, no size).
     pub fn start(color: bool) -> Result<Self> {
         enable_raw_mode().context("could not switch the terminal to raw mode")?;
-        let mut stdout = std::io::stdout();
-        crossterm::execute!(stdout, EnableBracketedPaste)
-            .context("could not enable bracketed paste")?;
-        let rows = crossterm::terminal::size().map_or(VIEWPORT_ROWS, |(_, h)| h.min(VIEWPORT_ROWS));
-        let terminal = Terminal::with_options(
-            CrosstermBackend::new(stdout),
-            TerminalOptions {
-                viewport: Viewport::Inline(rows),
-            },
-        );
-        match terminal {
-            Ok(terminal) => Ok(Self {
+        let started = (|| -> Result<Self> {
+            let mut stdout = std::io::stdout();
+            crossterm::execute!(stdout, EnableBracketedPaste)
+                .context("could not enable bracketed paste")?;
+            let (_, top) =
+                crossterm::cursor::position().context("could not read the cursor position")?;
+            let (width, _) = crossterm::terminal::size().context("could not read the size")?;
+            let area = Rect::new(0, top, width, 1);
+            let terminal = Terminal::with_options(
+                CrosstermBackend::new(stdout),
+                TerminalOptions {
+                    viewport: Viewport::Fixed(area),
+                },
+            )
+            .context("could not set up the terminal UI")?;
+            Ok(Self {
                 terminal,
                 color,
+                top,
+                area: Rect::default(),
                 restored: false,
-            }),
-            Err(e) => {
-                restore();
-                Err(e).context("could not set up the terminal UI")
-            }
+            })
+        })();
+        if started.is_err() {
+            restore();
         }
+        started
     }
 
-    /// Puts Palette-styled lines into the scrollback above the viewport.
+    /// Puts Palette-styled lines into the scrollback where the live area was; the next
+    /// [`Ui::draw`] puts it back under them.
     ///
     /// # Errors
     /// When the terminal cannot be written.
@@ -63,33 +75,66 @@ impl Ui {
         if lines.is_empty() {
             return Ok(());
         }
-        let width = self.terminal.size()?.width;
+        let (width, height) = crossterm::terminal::size()?;
         let rows = scrollback_rows(lines, width, self.color);
-        for chunk in rows.chunks(INSERT_CHUNK) {
-            let height = u16::try_from(chunk.len()).unwrap_or(u16::MAX);
-            let chunk = chunk.to_vec();
-            self.terminal.insert_before(height, move |buf| {
-                Paragraph::new(chunk).render(buf.area, buf);
-            })?;
+        let backend = self.terminal.backend_mut();
+        crossterm::queue!(
+            backend,
+            MoveTo(0, self.top),
+            Clear(ClearType::FromCursorDown)
+        )?;
+        for chunk in rows.chunks(usize::from(height.max(1))) {
+            let count = u16::try_from(chunk.len()).unwrap_or(u16::MAX);
+            self.top = make_room(backend, self.top, count, height)?;
+            let mut buf = Buffer::empty(Rect::new(0, 0, width, count));
+            Paragraph::new(chunk.to_vec()).render(buf.area, &mut buf);
+            let top = self.top;
+            let cells = buf.content().iter().enumerate().map(|(i, cell)| {
+                let (x, y) = buf.pos_of(i);
+                (x, top + y, cell)
+            });
+            backend.draw(cells)?;
+            self.top = self.top.saturating_add(count);
         }
+        // A line printed in the last row leaves the live area no room under it yet.
+        self.top = self.top.min(height);
+        self.area = Rect::default();
         Ok(())
     }
 
-    /// Redraws the viewport.
+    /// Draws the live area under the scrollback, as many rows as it fills.
     ///
     /// # Errors
     /// When the terminal cannot be written.
     pub fn draw(&mut self, view: &View<'_>) -> Result<()> {
+        let (width, height) = crossterm::terminal::size()?;
+        let most = Rect::new(0, 0, width, height.min(VIEWPORT_ROWS));
+        let rows = view::render(view, most, &mut Buffer::empty(most))
+            .rows
+            .max(1);
+        let backend = self.terminal.backend_mut();
+        self.top = make_room(backend, self.top.min(height), rows, height)?;
+        let area = Rect::new(0, self.top, width, rows.min(height));
+        if area != self.area {
+            // Rows it left (it shrank, or the screen scrolled) are blank again.
+            crossterm::queue!(
+                backend,
+                MoveTo(0, self.top),
+                Clear(ClearType::FromCursorDown)
+            )?;
+            self.terminal.resize(area)?;
+            self.area = area;
+        }
         self.terminal.draw(|frame| {
             let area = frame.area();
-            if let Some((x, y)) = view::render(view, area, frame.buffer_mut()) {
+            if let Some((x, y)) = view::render(view, area, frame.buffer_mut()).cursor {
                 frame.set_cursor_position((x, y));
             }
         })?;
         Ok(())
     }
 
-    /// Erases the viewport and gives the terminal back, the cursor under the
+    /// Erases the live area and gives the terminal back, the cursor under the
     /// scrollback, as a shell expects it.
     ///
     /// # Errors
@@ -98,13 +143,30 @@ impl Ui {
         if self.restored {
             return Ok(());
         }
-        self.terminal.clear()?;
+        let backend = self.terminal.backend_mut();
+        crossterm::queue!(
+            backend,
+            MoveTo(0, self.top),
+            Clear(ClearType::FromCursorDown)
+        )?;
         self.terminal.show_cursor()?;
         self.restored = true;
         restore();
         std::io::stdout().flush()?;
         Ok(())
     }
+}
+
+/// Scrolls the screen up so that `rows` rows from `top` fit on it; where they start now.
+fn make_room(out: &mut impl Write, top: u16, rows: u16, height: u16) -> std::io::Result<u16> {
+    let rows = rows.min(height);
+    let over = (top + rows).saturating_sub(height);
+    if over > 0 {
+        // A line feed on the last row scrolls the screen (raw mode: no carriage return).
+        crossterm::queue!(out, MoveTo(0, height.saturating_sub(1)))?;
+        out.write_all("\n".repeat(usize::from(over)).as_bytes())?;
+    }
+    Ok(top - over)
 }
 
 impl Drop for Ui {

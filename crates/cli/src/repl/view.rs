@@ -1,5 +1,5 @@
-//! The live part of the terminal UI, drawn into ratatui's inline viewport under the
-//! scrollback: the answer line being streamed, what gyre is waiting for, the permission
+//! The live part of the terminal UI, drawn under the scrollback (as many rows as it
+//! fills): the answer line being streamed, what gyre is waiting for, the permission
 //! question or the input box, and the status line. A pure function of [`View`], so
 //! frames are snapshot-tested with ratatui's `TestBackend`.
 
@@ -16,8 +16,9 @@ use super::ansi;
 use super::editor::Editor;
 use super::spinner::Status;
 
-/// Rows of the inline viewport (fewer on a smaller terminal).
-pub const VIEWPORT_ROWS: u16 = 14;
+/// The most rows the live part takes (fewer on a smaller terminal); it takes only the
+/// rows it fills.
+pub const VIEWPORT_ROWS: u16 = 20;
 
 /// The answers a permission question offers, in the order shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,8 +210,17 @@ impl View<'_> {
     }
 }
 
-/// Draws `view` into `area`, top-aligned; returns where the terminal's cursor goes.
-pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16)> {
+/// What [`render`] drew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drawn {
+    /// Where the terminal's cursor goes (in the input box).
+    pub cursor: Option<(u16, u16)>,
+    /// The rows filled, from the top of the area.
+    pub rows: u16,
+}
+
+/// Draws `view` into `area`, top-aligned.
+pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Drawn {
     let width = area.width;
     // Bottom up: status line, then the box (input or question), then the activity,
     // and the streamed answer gets what is left.
@@ -324,7 +334,10 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
     Paragraph::new(boxed.into_iter().skip(1).collect::<Vec<_>>()).render(inner, buf);
     y += height;
     place(status, area, &mut y, buf);
-    cursor.map(|(row, col)| (area.x + 1 + col, box_top + 1 + row))
+    Drawn {
+        cursor: cursor.map(|(row, col)| (area.x + 1 + col, box_top + 1 + row)),
+        rows: y - area.y,
+    }
 }
 
 /// Where a wrapped answer of a question goes on: under its text, past ` › y) `.
@@ -566,7 +579,7 @@ mod tests {
         terminal
             .draw(|f| {
                 let area = f.area();
-                if let Some((x, y)) = render(&view, area, f.buffer_mut()) {
+                if let Some((x, y)) = render(&view, area, f.buffer_mut()).cursor {
                     f.set_cursor_position((x, y));
                 }
             })
@@ -752,7 +765,7 @@ mod tests {
         terminal
             .draw(|f| {
                 let area = f.area();
-                assert_eq!(render(&view, area, f.buffer_mut()), None);
+                assert_eq!(render(&view, area, f.buffer_mut()).cursor, None);
             })
             .unwrap();
         insta::assert_snapshot!(terminal.backend());
