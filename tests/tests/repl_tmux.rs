@@ -276,10 +276,15 @@ fn the_input_box_edits_lines_pastes_recalls_history_and_completes_commands() {
     let pane = tmux.wait_for("second line");
     assert!(pane.contains("│> first line"), "{pane}");
     assert!(pane.contains("│  second line"), "{pane}");
+    // ↑ in a box of several lines moves to the line above, to edit it.
+    tmux.key("Up");
+    tmux.key("End");
+    tmux.run(&["send-keys", "-t", SESSION, "-l", "!"]);
+    tmux.wait_for("│> first line!");
     tmux.key("Enter");
     tmux.wait_for("one");
     tmux.wait_for_prompt();
-    assert_eq!(last_prompt(&server), "first line\nsecond line");
+    assert_eq!(last_prompt(&server), "first line!\nsecond line");
 
     // A paste keeps its newlines and is not sent by them.
     tmux.paste("pasted\ntext");
@@ -299,12 +304,12 @@ fn the_input_box_edits_lines_pastes_recalls_history_and_completes_commands() {
     tmux.key("C-r");
     tmux.run(&["send-keys", "-t", SESSION, "-l", "first"]);
     let pane = tmux.wait_for("search history: first");
-    assert_eq!(box_text(&pane).as_deref(), Some("first line"), "{pane}");
+    assert_eq!(box_text(&pane).as_deref(), Some("first line!"), "{pane}");
     tmux.key("Enter");
     tmux.key("Enter");
     tmux.wait_for("three");
     tmux.wait_for_prompt();
-    assert_eq!(last_prompt(&server), "first line\nsecond line");
+    assert_eq!(last_prompt(&server), "first line!\nsecond line");
 
     // Tab completes a slash command; the candidates are listed under the box.
     tmux.run(&["send-keys", "-t", SESSION, "-l", "/co"]);
