@@ -390,10 +390,13 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     );
     assert!(reason.contains("(attempt 1/10)"), "{pane}");
     // The Edit's question shows its diff; `s` allows and saves the rule.
-    // The Edit's diff is on screen above its question, once.
+    // The Edit's diff is on screen above its question, once, numbered in the file.
     let pane = tmux.wait_for("? Edit notes.txt");
-    assert_eq!(pane.matches("    - beta").count(), 1, "{pane}");
-    assert_eq!(pane.matches("    + BETA").count(), 1, "{pane}");
+    assert!(
+        pane.contains("    1   alpha\n    2 - beta\n    2 + BETA\n    3   gamma\n"),
+        "{pane}"
+    );
+    assert_eq!(pane.matches("- beta").count(), 1, "{pane}");
     tmux.key("s");
     let pane = tmux.wait_for("? Bash ls");
     assert!(
@@ -1052,11 +1055,11 @@ fn in_colour_edits_show_a_red_and_green_diff_and_code_is_highlighted_in_a_record
     assert!(pane.contains("? Edit src/main.rs"), "{pane}");
     let styled = tmux.capture_styled();
     assert!(
-        styled.contains(&format!("{}    -     println!(\"hello\");", fg(1))),
+        styled.contains(&format!("{}    2 -     println!(\"hello\");", fg(1))),
         "the removed line is red:\n{styled}"
     );
     assert!(
-        styled.contains(&format!("{}    +     let who = \"world\";", fg(2))),
+        styled.contains(&format!("{}    2 +     let who = \"world\";", fg(2))),
         "the added lines are green:\n{styled}"
     );
     tmux.key("a");
