@@ -333,6 +333,28 @@ fn the_input_box_edits_lines_pastes_recalls_history_and_completes_commands() {
 
 #[test]
 #[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn a_long_paste_keeps_its_last_line_in_sight_and_is_sent_whole() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Read all 60.")])).unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    let text: Vec<String> = (1..=60).map(|n| format!("pasted line {n}")).collect();
+    tmux.paste(&text.join("\n"));
+    let pane = tmux.wait_for("│  pasted line 60");
+    // Its first lines scrolled out of the box.
+    assert!(
+        !pane.lines().any(|l| l.starts_with("│> pasted line 1 ")),
+        "{pane}"
+    );
+    tmux.key("Enter");
+    tmux.wait_for("Read all 60.");
+    tmux.wait_for_prompt();
+    assert_eq!(last_prompt(&server), text.join("\n"));
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
 fn quitting_before_typing_leaves_no_empty_session() {
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([])).unwrap();

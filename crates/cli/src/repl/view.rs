@@ -294,6 +294,14 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Drawn {
         .iter()
         .map(|l| one_row(&styled(view, l), width))
         .collect();
+    let (boxed, cursor) = if view.question.is_none() && view.shells.is_none() {
+        let room = area
+            .height
+            .saturating_sub(rows(&subagents) + rows(&activity) + rows(&status));
+        scroll_to_cursor(boxed, cursor, room)
+    } else {
+        (boxed, cursor)
+    };
     let fixed = rows(&boxed) + rows(&subagents) + rows(&activity) + rows(&status);
     let room = area.height.saturating_sub(fixed);
     let mut live: Vec<Line<'static>> = view
@@ -338,6 +346,27 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Drawn {
         cursor: cursor.map(|(row, col)| (area.x + 1 + col, box_top + 1 + row)),
         rows: y - area.y,
     }
+}
+
+/// The input box's lines cut to `room` rows (borders included) around the cursor's
+/// row, so what is typed stays in sight however long the text is.
+fn scroll_to_cursor(
+    lines: Vec<Line<'static>>,
+    cursor: Option<(u16, u16)>,
+    room: u16,
+) -> (Vec<Line<'static>>, Option<(u16, u16)>) {
+    let inner = lines.len().saturating_sub(2);
+    let fits = usize::from(room.saturating_sub(2)).max(1);
+    if inner <= fits {
+        return (lines, cursor);
+    }
+    let row = cursor.map_or(inner - 1, |(row, _)| usize::from(row));
+    let start = (row + 1).saturating_sub(fits);
+    let mut shown = vec![Line::default()];
+    shown.extend(lines.into_iter().skip(1 + start).take(fits));
+    shown.push(Line::default());
+    let start = u16::try_from(start).unwrap_or(u16::MAX);
+    (shown, cursor.map(|(row, col)| (row - start, col)))
 }
 
 /// Where a wrapped answer of a question goes on: under its text, past ` › y) `.
@@ -643,6 +672,33 @@ mod tests {
         };
         let editor = Editor::new(Vec::new());
         insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
+    }
+
+    #[test]
+    fn a_long_text_in_the_box_scrolls_to_keep_the_cursor_in_sight() {
+        let mut editor = Editor::new(Vec::new());
+        let text: Vec<String> = (1..=30).map(|n| format!("pasted line {n}")).collect();
+        editor.insert_str(&text.join("\n"));
+        insta::assert_snapshot!(frame(&editor, &[], None, None, Instant::now()));
+        // The cursor ends the last row of the box: after "pasted line 30".
+        let status = StatusLine::default();
+        let view = View {
+            color: false,
+            live: &[],
+            subagents: &[],
+            activity: None,
+            question: None,
+            shells: None,
+            editor: &editor,
+            status: &status,
+            hint: None,
+            now: Instant::now(),
+            frame: 0,
+        };
+        let area = Rect::new(0, 0, 60, 12);
+        let drawn = render(&view, area, &mut Buffer::empty(area));
+        assert_eq!(drawn.cursor, Some((17, 9)));
+        assert_eq!(drawn.rows, 12);
     }
 
     #[test]
