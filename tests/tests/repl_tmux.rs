@@ -333,6 +333,41 @@ fn the_input_box_edits_lines_pastes_recalls_history_and_completes_commands() {
 
 #[test]
 #[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn esc_and_ctrl_c_each_interrupt_an_answer_still_streaming() {
+    let sandbox = Sandbox::new().unwrap();
+    // Each answer stops mid-stream and never ends on its own.
+    let server = TestServer::spawn(Script::new([
+        Turn::text("The first answer starts and then").stall_forever(5),
+        Turn::text("The second answer starts and then").stall_forever(5),
+        Turn::text("The third answer, whole."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    for (prompt, shown, key) in [
+        ("first", "The first answer", "Escape"),
+        ("second", "The second answer", "C-c"),
+    ] {
+        tmux.type_line(prompt);
+        tmux.wait_for(shown);
+        tmux.key(key);
+        let pane = tmux.wait_until("the interruption", |pane| {
+            pane.matches("Interrupted · tell gyre what to do instead")
+                .count()
+                == usize::from(prompt == "second") + 1
+        });
+        assert!(pane.contains(shown), "{pane}");
+        tmux.wait_for_prompt();
+    }
+    // The session goes on.
+    tmux.type_line("third");
+    tmux.wait_for("The third answer, whole.");
+    tmux.wait_for_prompt();
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
 fn a_long_paste_keeps_its_last_line_in_sight_and_is_sent_whole() {
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([Turn::text("Read all 60.")])).unwrap();
@@ -579,9 +614,16 @@ fn shift_tab_cycles_the_permission_mode_and_the_next_call_follows_it() {
     tmux.wait_for("permission mode: acceptEdits");
     // acceptEdits writes without asking.
     tmux.type_line("write a note");
-    let pane = tmux.wait_for("Wrote the note.");
+    tmux.wait_for("Wrote the note.");
+    let pane = tmux.wait_for_prompt();
     assert!(!pane.contains("needs permission"), "{pane}");
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "hi\n");
+    // The status line says which mode is on.
+    let status = pane.lines().last().unwrap();
+    assert!(
+        status.starts_with("claude-sonnet-4-5 · acceptEdits mode · "),
+        "{status}"
+    );
     tmux.key("BTab");
     tmux.wait_for("permission mode: plan");
     tmux.key("BTab");
