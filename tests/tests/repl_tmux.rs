@@ -984,8 +984,12 @@ impl Recording {
     }
 
     /// `row` with the sandbox's path shown as `~/project`, a box's right border kept
-    /// where it was.
+    /// where it was (and the test shell's last word left out).
     fn hide_project(&self, row: &str) -> String {
+        // The test's shell saying how gyre ended is no part of the session.
+        if row.starts_with("gyre exited with status") {
+            return String::new();
+        }
         let n = row.matches(&self.project).count();
         let mut out = row.replace(&self.project, "~/project");
         if n > 0
@@ -1030,7 +1034,7 @@ impl Recording {
     }
 
     /// The cast: a header line, then one `[time, "o", data]` line per frame, each
-    /// frame drawn over the last from the top left.
+    /// frame rewriting the rows that changed since the one before.
     fn cast(&self) -> String {
         let header = json!({
             "version": 2,
@@ -1040,14 +1044,23 @@ impl Recording {
             "env": {"TERM": "tmux-256color"}
         });
         let mut out = format!("{header}\n");
+        let mut before: Vec<&str> = Vec::new();
         for (at, screen) in &self.frames {
-            let rows: Vec<String> = screen
-                .lines()
-                .map(|row| format!("{row}\x1b[0m\x1b[K"))
-                .collect();
-            let data = format!("\x1b[H{}\x1b[J", rows.join("\r\n"));
+            let rows: Vec<&str> = screen.lines().collect();
+            let mut data = if before.is_empty() {
+                "\x1b[H\x1b[2J".to_owned()
+            } else {
+                String::new()
+            };
+            for i in 0..rows.len().max(before.len()) {
+                let row = rows.get(i).copied().unwrap_or_default();
+                if before.get(i).copied().unwrap_or_default() != row || before.is_empty() {
+                    data.push_str(&format!("\x1b[{};1H{row}\x1b[0m\x1b[K", i + 1));
+                }
+            }
             out.push_str(&json!([(at * 1000.0).round() / 1000.0, "o", data]).to_string());
             out.push('\n');
+            before = rows;
         }
         out
     }
@@ -1165,7 +1178,8 @@ fn in_colour_edits_show_a_red_and_green_diff_and_code_is_highlighted_in_a_record
     rec.type_line(&tmux, "/cost");
     rec.wait_for(&tmux, "Usage:");
     rec.type_line(&tmux, "exit");
-    let pane = rec.wait_for(&tmux, "gyre exited with status");
+    let pane = tmux.wait_for("gyre exited with status");
+    rec.frame(&tmux);
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
     assert_eq!(
         std::fs::read_to_string(&main).unwrap(),
