@@ -4,8 +4,10 @@
 //! `tmux capture-pane`.
 //!
 //! Ignored by a plain `cargo test` (they need tmux); `cargo xtask ci` installs tmux and
-//! runs them with the other ignored tests. Without tmux they fail, they do not skip.
-//! `GYRE_UPDATE_DOCS=1` rewrites `docs/repl.md` from the first test's screen.
+//! runs them with the other ignored tests. Without tmux they fail, they do not skip, and
+//! with `CI` set a missing tmux fails even a run of the tests that are not ignored.
+//! `GYRE_UPDATE_DOCS=1` rewrites `docs/repl.md` from the first test's screens and
+//! `docs/repl-session.cast` / `.txt` from the recorded colour session.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -47,13 +49,6 @@ fn busy(pane: &str) -> bool {
     pane.contains("esc to interrupt") || pane.contains("╭─") && pane.contains(" › y) Yes")
 }
 
-fn require_tmux() {
-    assert!(
-        Tmux::installed(),
-        "tmux is not installed: apt-get install tmux (cargo xtask ci does this)"
-    );
-}
-
 /// Bold, dim or a foreground colour on screen.
 fn has_styles(styled: &str) -> bool {
     [
@@ -68,6 +63,17 @@ fn has_styles(styled: &str) -> bool {
     .any(|code| styled.contains(code))
 }
 
+/// In CI (`CI` set, as CI services do) a missing tmux fails the run even when only
+/// the tests that are not ignored run: the terminal tests must not go unseen there.
+#[test]
+fn in_ci_tmux_is_installed_for_the_terminal_tests() {
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    assert!(
+        !ci || Tmux::installed(),
+        "CI is set but tmux is not installed: apt-get install tmux (cargo xtask ci does this)"
+    );
+}
+
 /// `gyre` (no arguments) in a tmux pane, in the sandbox's project, against `server`,
 /// with `NO_COLOR=1`; the pane's shell prints how gyre exited.
 fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
@@ -75,7 +81,6 @@ fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
 }
 
 fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &[&str]) -> Tmux {
-    require_tmux();
     let gyre = gyre_binary().unwrap();
     let env = [
         ("PATH", std::env::var("PATH").unwrap_or_default()),
