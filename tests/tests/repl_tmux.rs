@@ -1071,9 +1071,75 @@ impl Recording {
     }
 }
 
-/// How `tmux capture-pane -e` writes foreground colour `n` of the basic eight.
-fn fg(n: u8) -> String {
-    format!("\x1b[38;5;{n}m")
+/// Bold and the foreground colour (of the basic eight) text is drawn in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Sgr {
+    bold: bool,
+    fg: Option<u8>,
+}
+
+impl Sgr {
+    /// Applies one `ESC [ … m` sequence's parameters.
+    fn apply(&mut self, params: &str) {
+        let mut params = params.split(';');
+        while let Some(p) = params.next() {
+            match p {
+                "" | "0" => *self = Self::default(),
+                "1" => self.bold = true,
+                "22" => self.bold = false,
+                "39" => self.fg = None,
+                // 38;5;n (256 colours) or 38;2;r;g;b.
+                "38" => {
+                    self.fg = match params.next() {
+                        Some("5") => params.next().and_then(|n| n.parse().ok()),
+                        _ => None,
+                    };
+                }
+                "48" => {
+                    let skip = if params.next() == Some("5") { 1 } else { 3 };
+                    params.by_ref().take(skip).for_each(drop);
+                }
+                colour if colour.len() == 2 && colour.starts_with('3') => {
+                    self.fg = colour[1..].parse().ok();
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The style `at` is drawn in, in the row of the styled screen that reads `line`.
+fn style_at(styled: &str, line: &str, at: &str) -> Sgr {
+    let Some(row) = styled
+        .lines()
+        .find(|row| without_escapes(row).trim_end() == line)
+    else {
+        panic!("no row {line:?} on the screen:\n{styled}");
+    };
+    let plain_at = line.find(at).unwrap();
+    let mut sgr = Sgr::default();
+    let mut plain = 0;
+    let mut chars = row.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            let mut sequence = String::new();
+            for d in chars.by_ref() {
+                sequence.push(d);
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+            if let Some(params) = sequence.strip_prefix('[').and_then(|s| s.strip_suffix('m')) {
+                sgr.apply(params);
+            }
+            continue;
+        }
+        if plain == plain_at {
+            return sgr;
+        }
+        plain += c.len_utf8();
+    }
+    sgr
 }
 
 /// Where the recorded session goes in the docs.
@@ -1136,12 +1202,14 @@ fn in_colour_edits_show_a_red_and_green_diff_and_code_is_highlighted_in_a_record
     let pane = rec.wait_for(&tmux, " › y) Yes");
     assert!(pane.contains("? Edit src/main.rs"), "{pane}");
     let styled = tmux.capture_styled();
+    let removed = "    2 -     println!(\"hello\");";
     assert!(
-        styled.contains(&format!("{}    2 -     println!(\"hello\");", fg(1))),
+        style_at(&styled, removed, removed).fg == Some(1),
         "the removed line is red:\n{styled}"
     );
+    let added = "    2 +     let who = \"world\";";
     assert!(
-        styled.contains(&format!("{}    2 +     let who = \"world\";", fg(2))),
+        style_at(&styled, added, added).fg == Some(2),
         "the added lines are green:\n{styled}"
     );
     tmux.key("a");
@@ -1170,13 +1238,35 @@ fn in_colour_edits_show_a_red_and_green_diff_and_code_is_highlighted_in_a_record
     assert!(pane.contains("    ◼ Updating the changelog"), "{pane}");
     // Markdown: the heading bold, inline code cyan, keywords and strings in the code.
     let styled = tmux.capture_styled();
-    for (what, code) in [
-        ("the heading", "\x1b[1mDone".to_owned()),
-        ("inline code", format!("{}src/main.rs", fg(6))),
-        ("a keyword", "\x1b[1mfn".to_owned()),
-        ("a string", format!("{}\"world\"", fg(2))),
+    let bold = Sgr {
+        bold: true,
+        fg: None,
+    };
+    let colour = |n| Sgr {
+        bold: false,
+        fg: Some(n),
+    };
+    for (what, line, at, style) in [
+        ("the heading", "Done", "Done", bold),
+        (
+            "inline code",
+            "• src/main.rs: one line became two",
+            "src/main.rs",
+            colour(6),
+        ),
+        ("a keyword", "fn main() {", "fn", bold),
+        (
+            "a string",
+            "    let who = \"world\";",
+            "\"world\"",
+            colour(2),
+        ),
     ] {
-        assert!(styled.contains(&code), "{what} is not styled:\n{styled}");
+        assert_eq!(
+            style_at(&styled, line, at),
+            style,
+            "{what} is not styled:\n{styled}"
+        );
     }
     tmux.key("C-o");
     rec.wait_for(&tmux, "test expand ... ok");

@@ -13,6 +13,7 @@ use crossterm::terminal::{Clear, ClearType, disable_raw_mode, enable_raw_mode};
 use ratatui::backend::{Backend, CrosstermBackend};
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
+use ratatui::style::Modifier;
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{Terminal, TerminalOptions, Viewport};
@@ -88,10 +89,27 @@ impl Ui {
             self.top = make_room(backend, self.top, count, height)?;
             let mut buf = Buffer::empty(Rect::new(0, 0, width, count));
             Paragraph::new(chunk.to_vec()).render(buf.area, &mut buf);
+            // Only up to each row's last mark: a row padded with spaces to the width
+            // would wrap in two when the terminal is narrowed.
             let top = self.top;
-            let cells = buf.content().iter().enumerate().map(|(i, cell)| {
+            let marks = |cell: &ratatui::buffer::Cell| {
+                cell.symbol() != " "
+                    || cell.bg != ratatui::style::Color::Reset
+                    || cell
+                        .modifier
+                        .intersects(Modifier::REVERSED | Modifier::UNDERLINED)
+            };
+            let ends: Vec<u16> = (0..count)
+                .map(|y| {
+                    (0..width)
+                        .rev()
+                        .find(|&x| marks(&buf[(x, y)]))
+                        .map_or(0, |x| x + 1)
+                })
+                .collect();
+            let cells = buf.content().iter().enumerate().filter_map(|(i, cell)| {
                 let (x, y) = buf.pos_of(i);
-                (x, top + y, cell)
+                (x < ends[usize::from(y)]).then_some((x, top + y, cell))
             });
             backend.draw(cells)?;
             self.top = self.top.saturating_add(count);
