@@ -1372,12 +1372,14 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          and `/exit`. The answers come from gyre-testkit. While gyre runs, the input box\n\
          and the status line sit under the scrollback; `/exit` erases them.\n\n\
          Keys: Enter sends; Ctrl+J or Alt+Enter (or `\\` then Enter) starts a new line;\n\
-         ↑/↓ browse the history and Ctrl+R searches it; Tab completes a `/command`; Esc or\n\
-         Ctrl+C interrupt a turn (Ctrl+C twice quits); Ctrl+D, `exit` or `quit` leave;\n\
-         Ctrl+O shows the newest folded Bash output whole (again: the one before); a\n\
-         permission question takes\n\
+         ↑/↓ move between the lines of a longer text, then browse the history, and Ctrl+R\n\
+         searches it; a paste keeps its newlines; Tab completes a `/command`; Esc or Ctrl+C\n\
+         interrupt a turn (Ctrl+C twice quits); Ctrl+D, `exit` or `quit` leave; Shift+Tab\n\
+         switches the permission mode (default, acceptEdits, plan); Ctrl+O shows the newest\n\
+         folded Bash output whole (again: the one before); a permission question takes\n\
          `y` (once), `a` (this session), `s` (always: saved to `.gyre/settings.local.json`)\n\
-         or `n`, or the arrows and Enter. A plan (ExitPlanMode) takes `1` (yes, edits\n\
+         or `n`, or the arrows and Enter. Edits and writes show their diff, numbered in the\n\
+         file; TodoWrite shows its list as a checklist. A plan (ExitPlanMode) takes `1` (yes, edits\n\
          auto-accepted), `2` (yes, edits ask first) or `3` (no: type what to change).\n\
          Running sub-agents each have a live line (their newest tool call, tool uses,\n\
          tokens) that becomes one outcome line; `/bashes` lists the background shells\n\
