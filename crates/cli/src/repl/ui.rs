@@ -2,18 +2,18 @@
 //! scrollback (no alternate screen, so the session stays in the terminal's history after
 //! gyre exits). The live area takes only the rows its content fills, right under the
 //! last finished line; finished lines are written where it was, and it is drawn again
-//! under them.
+//! under them. [`Screen`] does that on any ratatui backend (tests use `TestBackend`);
+//! [`Ui`] is it on the real terminal.
 
 use std::io::{Stdout, Write};
 
 use anyhow::{Context, Result};
-use crossterm::cursor::MoveTo;
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
-use crossterm::terminal::{Clear, ClearType, disable_raw_mode, enable_raw_mode};
-use ratatui::backend::{Backend, CrosstermBackend};
-use ratatui::buffer::Buffer;
-use ratatui::layout::Rect;
-use ratatui::style::Modifier;
+use crossterm::terminal::{disable_raw_mode, enable_raw_mode};
+use ratatui::backend::{Backend, ClearType, CrosstermBackend};
+use ratatui::buffer::{Buffer, Cell};
+use ratatui::layout::{Position, Rect};
+use ratatui::style::{Color, Modifier};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{Terminal, TerminalOptions, Viewport};
@@ -21,69 +21,51 @@ use ratatui::{Terminal, TerminalOptions, Viewport};
 use super::ansi;
 use super::view::{self, VIEWPORT_ROWS, View};
 
-pub struct Ui {
-    terminal: Terminal<CrosstermBackend<Stdout>>,
+/// The scrollback and the live area under it, on a terminal `B`.
+pub struct Screen<B: Backend> {
+    terminal: Terminal<B>,
     color: bool,
     /// The screen row the live area starts at: under the last finished line.
     top: u16,
     /// Where the live area is now (empty when it has to be drawn afresh).
     area: Rect,
-    restored: bool,
 }
 
-impl Ui {
-    /// Takes the terminal: raw mode, bracketed paste, the live area under the cursor.
+impl<B: Backend> Screen<B> {
+    /// The live area starts at row `top` (where the cursor is).
     ///
     /// # Errors
-    /// When the terminal cannot be set up (not a terminal, no size).
-    pub fn start(color: bool) -> Result<Self> {
-        enable_raw_mode().context("could not switch the terminal to raw mode")?;
-        let started = (|| -> Result<Self> {
-            let mut stdout = std::io::stdout();
-            crossterm::execute!(stdout, EnableBracketedPaste)
-                .context("could not enable bracketed paste")?;
-            let (_, top) =
-                crossterm::cursor::position().context("could not read the cursor position")?;
-            let (width, _) = crossterm::terminal::size().context("could not read the size")?;
-            let area = Rect::new(0, top, width, 1);
-            let terminal = Terminal::with_options(
-                CrosstermBackend::new(stdout),
-                TerminalOptions {
-                    viewport: Viewport::Fixed(area),
-                },
-            )
-            .context("could not set up the terminal UI")?;
-            Ok(Self {
-                terminal,
-                color,
-                top,
-                area: Rect::default(),
-                restored: false,
-            })
-        })();
-        if started.is_err() {
-            restore();
-        }
-        started
+    /// When the backend cannot report its size.
+    pub fn new(backend: B, color: bool, top: u16) -> std::io::Result<Self> {
+        let width = backend.size()?.width;
+        let terminal = Terminal::with_options(
+            backend,
+            TerminalOptions {
+                viewport: Viewport::Fixed(Rect::new(0, top, width, 1)),
+            },
+        )?;
+        Ok(Self {
+            terminal,
+            color,
+            top,
+            area: Rect::default(),
+        })
     }
 
     /// Puts Palette-styled lines into the scrollback where the live area was; the next
-    /// [`Ui::draw`] puts it back under them.
+    /// [`Screen::draw`] puts it back under them.
     ///
     /// # Errors
     /// When the terminal cannot be written.
-    pub fn print(&mut self, lines: &[String]) -> Result<()> {
+    pub fn print(&mut self, lines: &[String]) -> std::io::Result<()> {
         if lines.is_empty() {
             return Ok(());
         }
-        let (width, height) = crossterm::terminal::size()?;
+        let size = self.terminal.backend().size()?;
+        let (width, height) = (size.width, size.height);
         let rows = scrollback_rows(lines, width, self.color);
+        self.erase()?;
         let backend = self.terminal.backend_mut();
-        crossterm::queue!(
-            backend,
-            MoveTo(0, self.top),
-            Clear(ClearType::FromCursorDown)
-        )?;
         for chunk in rows.chunks(usize::from(height.max(1))) {
             let count = u16::try_from(chunk.len()).unwrap_or(u16::MAX);
             self.top = make_room(backend, self.top, count, height)?;
@@ -91,14 +73,6 @@ impl Ui {
             Paragraph::new(chunk.to_vec()).render(buf.area, &mut buf);
             // Only up to each row's last mark: a row padded with spaces to the width
             // would wrap in two when the terminal is narrowed.
-            let top = self.top;
-            let marks = |cell: &ratatui::buffer::Cell| {
-                cell.symbol() != " "
-                    || cell.bg != ratatui::style::Color::Reset
-                    || cell
-                        .modifier
-                        .intersects(Modifier::REVERSED | Modifier::UNDERLINED)
-            };
             let ends: Vec<u16> = (0..count)
                 .map(|y| {
                     (0..width)
@@ -107,6 +81,7 @@ impl Ui {
                         .map_or(0, |x| x + 1)
                 })
                 .collect();
+            let top = self.top;
             let cells = buf.content().iter().enumerate().filter_map(|(i, cell)| {
                 let (x, y) = buf.pos_of(i);
                 (x < ends[usize::from(y)]).then_some((x, top + y, cell))
@@ -124,22 +99,23 @@ impl Ui {
     ///
     /// # Errors
     /// When the terminal cannot be written.
-    pub fn draw(&mut self, view: &View<'_>) -> Result<()> {
-        let (width, height) = crossterm::terminal::size()?;
+    pub fn draw(&mut self, view: &View<'_>) -> std::io::Result<()> {
+        let size = self.terminal.backend().size()?;
+        let (width, height) = (size.width, size.height);
         let most = Rect::new(0, 0, width, height.min(VIEWPORT_ROWS));
         let rows = view::render(view, most, &mut Buffer::empty(most))
             .rows
             .max(1);
-        let backend = self.terminal.backend_mut();
-        self.top = make_room(backend, self.top.min(height), rows, height)?;
+        self.top = make_room(
+            self.terminal.backend_mut(),
+            self.top.min(height),
+            rows,
+            height,
+        )?;
         let area = Rect::new(0, self.top, width, rows.min(height));
         if area != self.area {
             // Rows it left (it shrank, or the screen scrolled) are blank again.
-            crossterm::queue!(
-                backend,
-                MoveTo(0, self.top),
-                Clear(ClearType::FromCursorDown)
-            )?;
+            self.erase()?;
             self.terminal.resize(area)?;
             self.area = area;
         }
@@ -152,6 +128,99 @@ impl Ui {
         Ok(())
     }
 
+    /// Erases the live area; the cursor goes where it started.
+    ///
+    /// # Errors
+    /// When the terminal cannot be written.
+    pub fn erase(&mut self) -> std::io::Result<()> {
+        let backend = self.terminal.backend_mut();
+        backend.set_cursor_position(Position::new(0, self.top))?;
+        backend.clear_region(ClearType::AfterCursor)?;
+        self.area = Rect::default();
+        Ok(())
+    }
+
+    #[cfg(test)]
+    pub fn backend(&self) -> &B {
+        self.terminal.backend()
+    }
+}
+
+/// Whether a cell shows something (a space only with a background, reverse or
+/// underline).
+fn marks(cell: &Cell) -> bool {
+    cell.symbol() != " "
+        || cell.bg != Color::Reset
+        || cell
+            .modifier
+            .intersects(Modifier::REVERSED | Modifier::UNDERLINED)
+}
+
+/// Scrolls the screen up so that `rows` rows from `top` fit on it; where they start now.
+fn make_room<B: Backend>(
+    backend: &mut B,
+    top: u16,
+    rows: u16,
+    height: u16,
+) -> std::io::Result<u16> {
+    let rows = rows.min(height);
+    let over = (top + rows).saturating_sub(height);
+    if over > 0 {
+        // New lines at the last row scroll the screen.
+        backend.set_cursor_position(Position::new(0, height.saturating_sub(1)))?;
+        backend.append_lines(over)?;
+    }
+    Ok(top - over)
+}
+
+/// [`Screen`] on the terminal gyre runs in, in raw mode with bracketed paste.
+pub struct Ui {
+    screen: Screen<CrosstermBackend<Stdout>>,
+    restored: bool,
+}
+
+impl Ui {
+    /// Takes the terminal: raw mode, bracketed paste, the live area under the cursor.
+    ///
+    /// # Errors
+    /// When the terminal cannot be set up (not a terminal, no size).
+    pub fn start(color: bool) -> Result<Self> {
+        enable_raw_mode().context("could not switch the terminal to raw mode")?;
+        let started = (|| -> Result<Self> {
+            let mut stdout = std::io::stdout();
+            crossterm::execute!(stdout, EnableBracketedPaste)
+                .context("could not enable bracketed paste")?;
+            let (_, top) =
+                crossterm::cursor::position().context("could not read the cursor position")?;
+            let screen = Screen::new(CrosstermBackend::new(stdout), color, top)
+                .context("could not set up the terminal UI")?;
+            Ok(Self {
+                screen,
+                restored: false,
+            })
+        })();
+        if started.is_err() {
+            restore();
+        }
+        started
+    }
+
+    /// See [`Screen::print`].
+    ///
+    /// # Errors
+    /// When the terminal cannot be written.
+    pub fn print(&mut self, lines: &[String]) -> Result<()> {
+        Ok(self.screen.print(lines)?)
+    }
+
+    /// See [`Screen::draw`].
+    ///
+    /// # Errors
+    /// When the terminal cannot be written.
+    pub fn draw(&mut self, view: &View<'_>) -> Result<()> {
+        Ok(self.screen.draw(view)?)
+    }
+
     /// Erases the live area and gives the terminal back, the cursor under the
     /// scrollback, as a shell expects it.
     ///
@@ -161,13 +230,8 @@ impl Ui {
         if self.restored {
             return Ok(());
         }
-        let backend = self.terminal.backend_mut();
-        crossterm::queue!(
-            backend,
-            MoveTo(0, self.top),
-            Clear(ClearType::FromCursorDown)
-        )?;
-        self.terminal.show_cursor()?;
+        self.screen.erase()?;
+        self.screen.terminal.show_cursor()?;
         self.restored = true;
         restore();
         std::io::stdout().flush()?;
@@ -175,22 +239,10 @@ impl Ui {
     }
 }
 
-/// Scrolls the screen up so that `rows` rows from `top` fit on it; where they start now.
-fn make_room(out: &mut impl Write, top: u16, rows: u16, height: u16) -> std::io::Result<u16> {
-    let rows = rows.min(height);
-    let over = (top + rows).saturating_sub(height);
-    if over > 0 {
-        // A line feed on the last row scrolls the screen (raw mode: no carriage return).
-        crossterm::queue!(out, MoveTo(0, height.saturating_sub(1)))?;
-        out.write_all("\n".repeat(usize::from(over)).as_bytes())?;
-    }
-    Ok(top - over)
-}
-
 impl Drop for Ui {
     fn drop(&mut self) {
         if !self.restored {
-            let _ = self.terminal.show_cursor();
+            let _ = self.screen.terminal.show_cursor();
             restore();
         }
     }
@@ -217,4 +269,114 @@ pub fn scrollback_rows(lines: &[String], width: u16, color: bool) -> Vec<Line<'s
 fn restore() {
     let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
     let _ = disable_raw_mode();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use ratatui::backend::TestBackend;
+
+    use super::*;
+    use crate::repl::editor::Editor;
+    use crate::repl::view::{QuestionView, StatusLine};
+
+    /// A screen `width`×10 with the live area at the top (as on a cleared terminal).
+    fn screen(width: u16) -> Screen<TestBackend> {
+        Screen::new(TestBackend::new(width, 10), false, 0).unwrap()
+    }
+
+    /// Draws the input box (or `question`) and the status line.
+    fn draw(screen: &mut Screen<TestBackend>, question: Option<&QuestionView>) {
+        let editor = Editor::new(Vec::new());
+        let status = StatusLine {
+            model: "m".into(),
+            mode: "default".into(),
+            ..StatusLine::default()
+        };
+        let view = View {
+            color: false,
+            live: &[],
+            subagents: &[],
+            activity: None,
+            question,
+            shells: None,
+            editor: &editor,
+            status: &status,
+            hint: None,
+            now: Instant::now(),
+            frame: 0,
+        };
+        screen.draw(&view).unwrap();
+    }
+
+    /// The screen, then what scrolled off it, one text row per line.
+    fn shown(screen: &Screen<TestBackend>) -> String {
+        let rows = |buf: &Buffer| -> Vec<String> {
+            (0..buf.area.height)
+                .map(|y| {
+                    let row: String = (0..buf.area.width)
+                        .map(|x| buf[(x, y)].symbol().to_owned())
+                        .collect();
+                    row.trim_end().to_owned()
+                })
+                .collect()
+        };
+        let backend = screen.backend();
+        format!(
+            "{}\n--- scrolled off:\n{}",
+            rows(backend.buffer()).join("\n"),
+            rows(backend.scrollback()).join("\n")
+        )
+    }
+
+    #[test]
+    fn the_live_area_sits_under_the_last_line_and_takes_only_its_rows() {
+        let mut screen = screen(30);
+        draw(&mut screen, None);
+        screen.print(&["one".into(), "two".into()]).unwrap();
+        draw(&mut screen, None);
+        insta::assert_snapshot!(shown(&screen));
+    }
+
+    #[test]
+    fn on_a_full_screen_the_live_area_keeps_the_bottom_rows_and_lines_scroll_off() {
+        let mut screen = screen(30);
+        draw(&mut screen, None);
+        for n in 1..=9 {
+            screen.print(&[format!("line {n}")]).unwrap();
+            draw(&mut screen, None);
+        }
+        insta::assert_snapshot!(shown(&screen));
+    }
+
+    #[test]
+    fn a_question_gives_its_rows_back_when_the_input_box_returns() {
+        let mut screen = screen(60);
+        screen.print(&["● Bash ls".into()]).unwrap();
+        let question = QuestionView {
+            summary: "Bash ls".into(),
+            details: Vec::new(),
+            reason: String::new(),
+            rule: "Bash(ls)".into(),
+            selected: 0,
+            plan: None,
+        };
+        draw(&mut screen, Some(&question));
+        let asking = shown(&screen);
+        screen.print(&["  ? allowed once".into()]).unwrap();
+        draw(&mut screen, None);
+        insta::assert_snapshot!(format!("{asking}\n=== answered:\n{}", shown(&screen)));
+    }
+
+    #[test]
+    fn printed_rows_end_at_their_last_mark() {
+        let mut screen = screen(30);
+        screen.print(&["short".into()]).unwrap();
+        let buf = screen.backend().buffer();
+        // Cells past the text were never written (still the empty cell), so a
+        // narrower terminal does not wrap the row.
+        assert!(!marks(&buf[(5, 0)]));
+        assert_eq!(buf[(4, 0)].symbol(), "t");
+    }
 }
