@@ -1387,8 +1387,9 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          colours off.\n\n\
          ## A recorded session\n\n\
          [`repl-session.cast`](repl-session.cast) is a recording of gyre in colour editing a\n\
-         file (the diff in the permission question, answered `a`), running tests with Bash\n\
-         (answered with the arrows and Enter; the output folded, then expanded with Ctrl+O),\n\
+         file (its diff right above the permission question, answered `a`), running tests\n\
+         with Bash (answered with the arrows and Enter; the output folded, then expanded\n\
+         with Ctrl+O),\n\
          a TodoWrite checklist, a streamed Markdown answer with a code block, `/cost` and\n\
          `exit`. Play it with `asciinema play docs/repl-session.cast` (or any asciicast v2\n\
          player); [`repl-session.txt`](repl-session.txt) is the same session as plain text,\n\
