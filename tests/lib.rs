@@ -445,9 +445,14 @@ pub mod tmux {
         /// exits.
         ///
         /// # Panics
-        /// When tmux fails (this is for tests).
+        /// When tmux is not installed (a test that needs it fails rather than skips: CI
+        /// must run it) or fails (this is for tests).
         #[must_use]
         pub fn start(dir: &Path, command: &str) -> Self {
+            assert!(
+                Self::installed(),
+                "tmux is not installed: apt-get install tmux (cargo xtask ci does this)"
+            );
             // A fresh socket each time: a server being killed may still hold the last one.
             static STARTED: AtomicUsize = AtomicUsize::new(0);
             let n = STARTED.fetch_add(1, Ordering::Relaxed);

@@ -4,8 +4,10 @@
 //! `tmux capture-pane`.
 //!
 //! Ignored by a plain `cargo test` (they need tmux); `cargo xtask ci` installs tmux and
-//! runs them with the other ignored tests. Without tmux they fail, they do not skip.
-//! `GYRE_UPDATE_DOCS=1` rewrites `docs/repl.md` from the first test's screen.
+//! runs them with the other ignored tests. Without tmux they fail, they do not skip, and
+//! with `CI` set a missing tmux fails even a run of the tests that are not ignored.
+//! `GYRE_UPDATE_DOCS=1` rewrites `docs/repl.md` from the first test's screens and
+//! `docs/repl-session.cast` / `.txt` from the recorded colour session.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
@@ -47,13 +49,6 @@ fn busy(pane: &str) -> bool {
     pane.contains("esc to interrupt") || pane.contains("╭─") && pane.contains(" › y) Yes")
 }
 
-fn require_tmux() {
-    assert!(
-        Tmux::installed(),
-        "tmux is not installed: apt-get install tmux (cargo xtask ci does this)"
-    );
-}
-
 /// Bold, dim or a foreground colour on screen.
 fn has_styles(styled: &str) -> bool {
     [
@@ -68,6 +63,17 @@ fn has_styles(styled: &str) -> bool {
     .any(|code| styled.contains(code))
 }
 
+/// In CI (`CI` set, as CI services do) a missing tmux fails the run even when only
+/// the tests that are not ignored run: the terminal tests must not go unseen there.
+#[test]
+fn in_ci_tmux_is_installed_for_the_terminal_tests() {
+    let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
+    assert!(
+        !ci || Tmux::installed(),
+        "CI is set but tmux is not installed: apt-get install tmux (cargo xtask ci does this)"
+    );
+}
+
 /// `gyre` (no arguments) in a tmux pane, in the sandbox's project, against `server`,
 /// with `NO_COLOR=1`; the pane's shell prints how gyre exited.
 fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
@@ -75,7 +81,6 @@ fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
 }
 
 fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &[&str]) -> Tmux {
-    require_tmux();
     let gyre = gyre_binary().unwrap();
     let env = [
         ("PATH", std::env::var("PATH").unwrap_or_default()),
@@ -127,7 +132,7 @@ fn repl_streams_asks_interrupts_reports_cost_and_exits() {
         Turn::text("I'll write the greeting first.\n")
             .and_tool_use(
                 "Bash",
-                json!({"command": "printf 'hello\\nfrom\\nthe\\nshell\\n' | tee greeting.txt"}),
+                json!({"command": "printf 'hello\\nfrom\\nthe\\nshell\\nin\\nsix\\n' | tee greeting.txt"}),
             )
             // Every turn scripts its input tokens (unscripted, the testkit would report
             // the request's size): 500 + 600 + 100 = the 1,200 /cost shows.
@@ -156,17 +161,27 @@ fn repl_streams_asks_interrupts_reports_cost_and_exits() {
     let pane = tmux.wait_for_prompt();
     assert!(pane.contains("● Bash printf"), "{pane}");
     assert!(pane.contains("  ? allowed once"), "{pane}");
-    assert!(pane.contains("  ⎿ exit 0 · 4 lines"), "{pane}");
-    // Bash output folded to a few lines, Ctrl+O shows it whole.
-    assert!(pane.contains("    … +1 line (ctrl+o to expand)"), "{pane}");
+    assert!(pane.contains("  ⎿ exit 0 · 6 lines"), "{pane}");
+    // Bash output folded to a few lines, Ctrl+O shows it whole under its call.
+    assert!(
+        pane.contains("    the\n    … +3 lines (ctrl+o to expand)"),
+        "{pane}"
+    );
     assert!(!pane.contains("    shell"), "{pane}");
     assert!(pane.contains("## Done"), "{pane}");
     assert!(pane.contains("let greeting = \"hello\";"), "{pane}");
     tmux.key("C-o");
-    tmux.wait_for("    shell");
+    let pane = tmux.wait_for("    six");
+    assert!(
+        pane.contains("· all 6 lines of its output\n    hello\n    from\n    the\n    shell\n"),
+        "{pane}"
+    );
+    // Nothing else is folded.
+    tmux.key("C-o");
+    tmux.wait_for("No folded Bash output left to expand");
     assert_eq!(
         std::fs::read_to_string(sandbox.project().join("greeting.txt")).unwrap(),
-        "hello\nfrom\nthe\nshell\n"
+        "hello\nfrom\nthe\nshell\nin\nsix\n"
     );
 
     // A line ending in `\` goes on at the next one.
@@ -266,10 +281,15 @@ fn the_input_box_edits_lines_pastes_recalls_history_and_completes_commands() {
     let pane = tmux.wait_for("second line");
     assert!(pane.contains("│> first line"), "{pane}");
     assert!(pane.contains("│  second line"), "{pane}");
+    // ↑ in a box of several lines moves to the line above, to edit it.
+    tmux.key("Up");
+    tmux.key("End");
+    tmux.run(&["send-keys", "-t", SESSION, "-l", "!"]);
+    tmux.wait_for("│> first line!");
     tmux.key("Enter");
     tmux.wait_for("one");
     tmux.wait_for_prompt();
-    assert_eq!(last_prompt(&server), "first line\nsecond line");
+    assert_eq!(last_prompt(&server), "first line!\nsecond line");
 
     // A paste keeps its newlines and is not sent by them.
     tmux.paste("pasted\ntext");
@@ -289,12 +309,12 @@ fn the_input_box_edits_lines_pastes_recalls_history_and_completes_commands() {
     tmux.key("C-r");
     tmux.run(&["send-keys", "-t", SESSION, "-l", "first"]);
     let pane = tmux.wait_for("search history: first");
-    assert_eq!(box_text(&pane).as_deref(), Some("first line"), "{pane}");
+    assert_eq!(box_text(&pane).as_deref(), Some("first line!"), "{pane}");
     tmux.key("Enter");
     tmux.key("Enter");
     tmux.wait_for("three");
     tmux.wait_for_prompt();
-    assert_eq!(last_prompt(&server), "first line\nsecond line");
+    assert_eq!(last_prompt(&server), "first line!\nsecond line");
 
     // Tab completes a slash command; the candidates are listed under the box.
     tmux.run(&["send-keys", "-t", SESSION, "-l", "/co"]);
@@ -314,6 +334,63 @@ fn the_input_box_edits_lines_pastes_recalls_history_and_completes_commands() {
     let pane = tmux.wait_for("gyre exited with status");
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
     assert_eq!(server.request_count(), 3);
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn esc_and_ctrl_c_each_interrupt_an_answer_still_streaming() {
+    let sandbox = Sandbox::new().unwrap();
+    // Each answer stops mid-stream and never ends on its own.
+    let server = TestServer::spawn(Script::new([
+        Turn::text("The first answer starts and then").stall_forever(5),
+        Turn::text("The second answer starts and then").stall_forever(5),
+        Turn::text("The third answer, whole."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    for (prompt, shown, key) in [
+        ("first", "The first answer", "Escape"),
+        ("second", "The second answer", "C-c"),
+    ] {
+        tmux.type_line(prompt);
+        tmux.wait_for(shown);
+        tmux.key(key);
+        let pane = tmux.wait_until("the interruption", |pane| {
+            pane.matches("Interrupted · tell gyre what to do instead")
+                .count()
+                == usize::from(prompt == "second") + 1
+        });
+        assert!(pane.contains(shown), "{pane}");
+        tmux.wait_for_prompt();
+    }
+    // The session goes on.
+    tmux.type_line("third");
+    tmux.wait_for("The third answer, whole.");
+    tmux.wait_for_prompt();
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn a_long_paste_keeps_its_last_line_in_sight_and_is_sent_whole() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Read all 60.")])).unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    let text: Vec<String> = (1..=60).map(|n| format!("pasted line {n}")).collect();
+    tmux.paste(&text.join("\n"));
+    let pane = tmux.wait_for("│  pasted line 60");
+    // Its first lines scrolled out of the box.
+    assert!(
+        !pane.lines().any(|l| l.starts_with("│> pasted line 1 ")),
+        "{pane}"
+    );
+    tmux.key("Enter");
+    tmux.wait_for("Read all 60.");
+    tmux.wait_for_prompt();
+    assert_eq!(last_prompt(&server), text.join("\n"));
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
 }
 
 #[test]
@@ -361,12 +438,27 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     tmux.type_line("shout beta");
     // The retry countdown with the whole reason, not cut to fit.
     let pane = tmux.wait_for("retrying in");
-    assert!(pane.contains("(attempt 1/10)"), "{pane}");
-    assert!(pane.contains("--fallback-model"), "{pane}");
+    let words = pane.split_whitespace().collect::<Vec<_>>().join(" ");
+    let reason = words
+        .split_once("The API is overloaded")
+        .map(|(_, rest)| rest)
+        .unwrap_or_else(|| panic!("no reason:\n{pane}"));
+    assert!(
+        reason.contains(
+            ". Try again in a few minutes, or pass --fallback-model to switch models \
+             automatically. · retrying in "
+        ),
+        "{pane}"
+    );
+    assert!(reason.contains("(attempt 1/10)"), "{pane}");
     // The Edit's question shows its diff; `s` allows and saves the rule.
+    // The Edit's diff is on screen above its question, once, numbered in the file.
     let pane = tmux.wait_for("? Edit notes.txt");
-    assert!(pane.contains("- beta"), "{pane}");
-    assert!(pane.contains("+ BETA"), "{pane}");
+    assert!(
+        pane.contains("    1   alpha\n    2 - beta\n    2 + BETA\n    3   gamma\n"),
+        "{pane}"
+    );
+    assert_eq!(pane.matches("- beta").count(), 1, "{pane}");
     tmux.key("s");
     let pane = tmux.wait_for("? Bash ls");
     assert!(
@@ -377,10 +469,18 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     tmux.wait_for("Edited and listed.");
     let pane = tmux.wait_for_prompt();
     assert!(pane.contains("  ? denied"), "{pane}");
-    // The status line: model, mode, context use of the last request, cost.
+    // The status line: model, mode, context use of the last request in %, cost.
     let status = pane.lines().last().unwrap();
+    let parts: Vec<&str> = status.split(" · ").collect();
+    assert_eq!(
+        parts[..2],
+        ["claude-sonnet-4-5", "default mode"],
+        "{status}"
+    );
+    let percent = parts[2].strip_prefix("context ").unwrap().strip_suffix('%');
+    assert!(percent.unwrap().parse::<u8>().is_ok(), "{status}");
     assert!(
-        status.starts_with("claude-sonnet-4-5 · default mode · context "),
+        parts[3].strip_prefix('$').unwrap().parse::<f64>().unwrap() > 0.0,
         "{status}"
     );
     let settings =
@@ -394,6 +494,77 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     tmux.key("C-d");
     let pane = tmux.wait_for("gyre exited with status");
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn a_long_command_is_shown_whole_above_its_question_and_the_answers_stay_on_screen() {
+    let sandbox = Sandbox::new().unwrap();
+    let script: String = (1..=30).map(|n| format!("print({n})\n")).collect();
+    let command = format!("python3 - <<'EOF'\n{script}EOF");
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": command})),
+        Turn::text("Not run."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("count to thirty");
+    let pane = tmux.wait_for(" › y) Yes");
+    for shown in [
+        "    print(29)",
+        "    EOF",
+        "(the whole command is above)",
+        "   n) No, tell gyre what to do instead",
+    ] {
+        assert!(pane.contains(shown), "{shown:?} missing:\n{pane}");
+    }
+    tmux.key("n");
+    tmux.wait_for("Not run.");
+    let pane = tmux.wait_for_prompt();
+    assert!(pane.contains("  ? denied"), "{pane}");
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn the_input_box_follows_the_last_line_and_sits_on_the_bottom_rows_of_a_full_screen() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([])).unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    // Every row of the pane (capture() drops the blank ones at the end).
+    let rows = || -> Vec<String> {
+        tmux.run(&["capture-pane", "-p", "-t", SESSION])
+            .lines()
+            .map(str::to_owned)
+            .collect()
+    };
+    // On an empty screen: right under the banner, nothing under the status line.
+    let screen = rows();
+    assert!(screen[3].starts_with("╭─"), "{screen:#?}");
+    assert!(screen[4].starts_with("│>"), "{screen:#?}");
+    assert_eq!(screen[6], "claude-sonnet-4-5 · default mode", "{screen:#?}");
+    // Once the output fills the screen, the box and status line are its last rows.
+    for _ in 0..3 {
+        tmux.type_line("/help");
+        tmux.wait_for_prompt();
+    }
+    let screen = rows();
+    assert_eq!(screen.len(), 50, "{screen:#?}");
+    assert!(screen[46].starts_with("╭─"), "{screen:#?}");
+    assert!(screen[47].starts_with("│>"), "{screen:#?}");
+    assert!(screen[48].starts_with("╰─"), "{screen:#?}");
+    assert_eq!(
+        screen[49], "claude-sonnet-4-5 · default mode",
+        "{screen:#?}"
+    );
+    // The output above ends right over it.
+    assert!(
+        screen[44].contains("no and type what to change"),
+        "{screen:#?}"
+    );
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
 }
 
 #[test]
@@ -448,9 +619,16 @@ fn shift_tab_cycles_the_permission_mode_and_the_next_call_follows_it() {
     tmux.wait_for("permission mode: acceptEdits");
     // acceptEdits writes without asking.
     tmux.type_line("write a note");
-    let pane = tmux.wait_for("Wrote the note.");
+    tmux.wait_for("Wrote the note.");
+    let pane = tmux.wait_for_prompt();
     assert!(!pane.contains("needs permission"), "{pane}");
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "hi\n");
+    // The status line says which mode is on.
+    let status = pane.lines().last().unwrap();
+    assert!(
+        status.starts_with("claude-sonnet-4-5 · acceptEdits mode · "),
+        "{status}"
+    );
     tmux.key("BTab");
     tmux.wait_for("permission mode: plan");
     tmux.key("BTab");
@@ -765,6 +943,414 @@ fn a_plan_rejected_with_feedback_goes_back_to_the_model_and_approved_switches_to
     tmux.wait_for("gyre exited with status 0");
 }
 
+/// A screen recording as asciinema's cast format (v2): the styled screen each time it
+/// changed while the test waited, with the time since the start.
+struct Recording {
+    started: Instant,
+    /// Replaces the sandbox's paths in what is recorded.
+    project: String,
+    frames: Vec<(f64, String)>,
+}
+
+/// The longest pause a replay keeps (a slow machine's waits are not worth watching).
+const MAX_PAUSE: f64 = 1.5;
+/// The shortest step between frames (keys typed by the test come faster than a
+/// person's).
+const MIN_STEP: f64 = 0.06;
+
+impl Recording {
+    fn new(project: &Path) -> Self {
+        Self {
+            started: Instant::now(),
+            project: project.display().to_string(),
+            frames: Vec::new(),
+        }
+    }
+
+    /// Records the screen if it changed; the screen as plain text.
+    fn frame(&mut self, tmux: &Tmux) -> String {
+        let screen: Vec<String> = tmux
+            .capture_styled()
+            .lines()
+            .map(|row| self.hide_project(row))
+            .collect();
+        let screen = screen.join("\n");
+        let plain = without_escapes(&screen).trim_end().to_owned();
+        if self.frames.last().is_some_and(|(_, last)| *last == screen) {
+            return plain;
+        }
+        let now = self.started.elapsed().as_secs_f64();
+        let at = match self.frames.last() {
+            Some((last, _)) => last + (now - last).clamp(MIN_STEP, MAX_PAUSE),
+            None => 0.0,
+        };
+        self.frames.push((at, screen));
+        plain
+    }
+
+    /// `row` with the sandbox's path shown as `~/project`, a box's right border kept
+    /// where it was (and the test shell's last word left out).
+    fn hide_project(&self, row: &str) -> String {
+        // The test's shell saying how gyre ended is no part of the session.
+        if row.starts_with("gyre exited with status") {
+            return String::new();
+        }
+        let n = row.matches(&self.project).count();
+        let mut out = row.replace(&self.project, "~/project");
+        if n > 0
+            && let Some(border) = out.rfind('│')
+            && border > 0
+        {
+            let lost = n * (self.project.chars().count() - "~/project".chars().count());
+            out.insert_str(border, &" ".repeat(lost));
+        }
+        out
+    }
+
+    /// Records the screen until `text` is on it; the plain screen.
+    fn wait_for(&mut self, tmux: &Tmux, text: &str) -> String {
+        self.wait_until(tmux, text, |pane| pane.contains(text))
+    }
+
+    /// Records the screen until `done` holds for it; the plain screen.
+    fn wait_until(&mut self, tmux: &Tmux, what: &str, done: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            // What is checked is what was recorded.
+            let pane = self.frame(tmux);
+            if done(&pane) {
+                return pane;
+            }
+            assert!(
+                start.elapsed() < WAIT,
+                "timed out waiting for {what}; the screen:\n{pane}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Types `text` a key at a time, as a person would, then Enter.
+    fn type_line(&mut self, tmux: &Tmux, text: &str) {
+        for c in text.chars() {
+            tmux.run(&["send-keys", "-t", SESSION, "-l", &c.to_string()]);
+            self.frame(tmux);
+        }
+        tmux.key("Enter");
+    }
+
+    /// The cast: a header line, then one `[time, "o", data]` line per frame, each
+    /// frame rewriting the rows that changed since the one before.
+    fn cast(&self) -> String {
+        let header = json!({
+            "version": 2,
+            "width": 100,
+            "height": 50,
+            "title": "gyre's REPL against gyre-testkit (recorded by tests/tests/repl_tmux.rs)",
+            "env": {"TERM": "tmux-256color"}
+        });
+        let mut out = format!("{header}\n");
+        let mut before: Vec<&str> = Vec::new();
+        for (at, screen) in &self.frames {
+            let rows: Vec<&str> = screen.lines().collect();
+            let mut data = if before.is_empty() {
+                "\x1b[H\x1b[2J".to_owned()
+            } else {
+                String::new()
+            };
+            for i in 0..rows.len().max(before.len()) {
+                let row = rows.get(i).copied().unwrap_or_default();
+                if before.get(i).copied().unwrap_or_default() != row || before.is_empty() {
+                    data.push_str(&format!("\x1b[{};1H{row}\x1b[0m\x1b[K", i + 1));
+                }
+            }
+            out.push_str(&json!([(at * 1000.0).round() / 1000.0, "o", data]).to_string());
+            out.push('\n');
+            before = rows;
+        }
+        out
+    }
+}
+
+/// Bold and the foreground colour (of the basic eight) text is drawn in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Sgr {
+    bold: bool,
+    fg: Option<u8>,
+}
+
+impl Sgr {
+    /// Applies one `ESC [ … m` sequence's parameters.
+    fn apply(&mut self, params: &str) {
+        let mut params = params.split(';');
+        while let Some(p) = params.next() {
+            match p {
+                "" | "0" => *self = Self::default(),
+                "1" => self.bold = true,
+                "22" => self.bold = false,
+                "39" => self.fg = None,
+                // 38;5;n (256 colours) or 38;2;r;g;b.
+                "38" => {
+                    self.fg = match params.next() {
+                        Some("5") => params.next().and_then(|n| n.parse().ok()),
+                        _ => None,
+                    };
+                }
+                "48" => {
+                    let skip = if params.next() == Some("5") { 1 } else { 3 };
+                    params.by_ref().take(skip).for_each(drop);
+                }
+                colour if colour.len() == 2 && colour.starts_with('3') => {
+                    self.fg = colour[1..].parse().ok();
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The style `at` is drawn in, in the row of the styled screen that reads `line`.
+fn style_at(styled: &str, line: &str, at: &str) -> Sgr {
+    let Some(row) = styled
+        .lines()
+        .find(|row| without_escapes(row).trim_end() == line)
+    else {
+        panic!("no row {line:?} on the screen:\n{styled}");
+    };
+    let plain_at = line.find(at).unwrap();
+    let mut sgr = Sgr::default();
+    let mut plain = 0;
+    let mut chars = row.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            let mut sequence = String::new();
+            for d in chars.by_ref() {
+                sequence.push(d);
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+            if let Some(params) = sequence.strip_prefix('[').and_then(|s| s.strip_suffix('m')) {
+                sgr.apply(params);
+            }
+            continue;
+        }
+        if plain == plain_at {
+            return sgr;
+        }
+        plain += c.len_utf8();
+    }
+    sgr
+}
+
+/// Where the recorded session goes in the docs.
+fn docs_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs")
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn in_colour_edits_show_a_red_and_green_diff_and_code_is_highlighted_in_a_recorded_session() {
+    let sandbox = Sandbox::new().unwrap();
+    let main = sandbox
+        .write("src/main.rs", "fn main() {\n    println!(\"hello\");\n}\n")
+        .unwrap();
+    let tests = "for t in parse_empty parse_one parse_many render_plain render_colour \
+                 fold_short fold_long expand; do echo \"test $t ... ok\"; done";
+    let server = TestServer::spawn(
+        Script::new([
+            Turn::text("I'll read `src/main.rs` first.\n")
+                .and_tool_use("Read", json!({"file_path": main}))
+                .with_tokens(3_000, 40)
+                .delay_per_event(Duration::from_millis(40)),
+            Turn::text("It greets `hello`; I'll make it greet the world.\n")
+                .and_tool_use(
+                    "Edit",
+                    json!({
+                        "file_path": main,
+                        "old_string": "    println!(\"hello\");",
+                        "new_string": "    let who = \"world\";\n    println!(\"hello, {who}\");",
+                    }),
+                )
+                .with_tokens(3_400, 60)
+                .delay_per_event(Duration::from_millis(40)),
+            Turn::tool_use("Bash", json!({"command": tests})).with_tokens(3_900, 40),
+            Turn::tool_use(
+                "TodoWrite",
+                json!({"todos": [
+                    {"content": "Greet the world", "status": "completed", "activeForm": "Greeting the world"},
+                    {"content": "Run the tests", "status": "completed", "activeForm": "Running the tests"},
+                    {"content": "Update the changelog", "status": "in_progress", "activeForm": "Updating the changelog"}
+                ]}),
+            )
+            .with_tokens(4_300, 50),
+            Turn::text(
+                "## Done\n\nThe program now greets **the world**; all 8 tests pass.\n\n\
+                 ```rust\nfn main() {\n    let who = \"world\";\n    println!(\"hello, {who}\");\n}\n```\n\n\
+                 - `src/main.rs`: one line became two\n- next: the changelog\n",
+            )
+            .with_tokens(4_600, 120)
+            .delay_per_event(Duration::from_millis(40)),
+        ])
+        .with_chunk_chars(6),
+    )
+    .unwrap();
+    let tmux = start_gyre_with(&sandbox, &server, true, &[]);
+    let mut rec = Recording::new(&sandbox.project());
+
+    rec.type_line(&tmux, "make it greet the world, then run the tests");
+    // The Edit asks first, its diff in the question; `a` allows edits for the session.
+    let pane = rec.wait_for(&tmux, " › y) Yes");
+    assert!(pane.contains("? Edit src/main.rs"), "{pane}");
+    let styled = tmux.capture_styled();
+    let removed = "    2 -     println!(\"hello\");";
+    assert!(
+        style_at(&styled, removed, removed).fg == Some(1),
+        "the removed line is red:\n{styled}"
+    );
+    let added = "    2 +     let who = \"world\";";
+    assert!(
+        style_at(&styled, added, added).fg == Some(2),
+        "the added lines are green:\n{styled}"
+    );
+    tmux.key("a");
+    // The Bash call asks too; the arrows and Enter pick "yes" this time.
+    let pane = rec.wait_for(&tmux, "? Bash for t in");
+    assert!(
+        pane.contains("  ? allowed for this session: Edit"),
+        "{pane}"
+    );
+    tmux.key("Down");
+    rec.wait_for(&tmux, " › a) Yes, and don't ask again");
+    tmux.key("Up");
+    rec.wait_for(&tmux, " › y) Yes");
+    tmux.key("Enter");
+    rec.wait_for(&tmux, "(ctrl+o to expand)");
+    rec.wait_for(&tmux, "◼ Updating the changelog");
+    rec.wait_for(&tmux, "next: the changelog");
+    let pane = rec.wait_until(&tmux, "the turn's end", |pane| {
+        box_text(pane).is_some() && !busy(pane)
+    });
+    assert!(
+        pane.ends_with("default mode · context 2% · $0.0622"),
+        "{pane}"
+    );
+    assert!(pane.contains("    ☒ Greet the world"), "{pane}");
+    assert!(pane.contains("    ◼ Updating the changelog"), "{pane}");
+    // Markdown: the heading bold, inline code cyan, keywords and strings in the code.
+    let styled = tmux.capture_styled();
+    let bold = Sgr {
+        bold: true,
+        fg: None,
+    };
+    let colour = |n| Sgr {
+        bold: false,
+        fg: Some(n),
+    };
+    for (what, line, at, style) in [
+        ("the heading", "Done", "Done", bold),
+        (
+            "inline code",
+            "• src/main.rs: one line became two",
+            "src/main.rs",
+            colour(6),
+        ),
+        ("a keyword", "fn main() {", "fn", bold),
+        (
+            "a string",
+            "    let who = \"world\";",
+            "\"world\"",
+            colour(2),
+        ),
+    ] {
+        assert_eq!(
+            style_at(&styled, line, at),
+            style,
+            "{what} is not styled:\n{styled}"
+        );
+    }
+    tmux.key("C-o");
+    rec.wait_for(&tmux, "test expand ... ok");
+    rec.type_line(&tmux, "/cost");
+    rec.wait_for(&tmux, "Usage:");
+    rec.type_line(&tmux, "exit");
+    let pane = tmux.wait_for("gyre exited with status");
+    rec.frame(&tmux);
+    assert!(pane.contains("gyre exited with status 0"), "{pane}");
+    assert_eq!(
+        std::fs::read_to_string(&main).unwrap(),
+        "fn main() {\n    let who = \"world\";\n    println!(\"hello, {who}\");\n}\n"
+    );
+
+    if std::env::var_os("GYRE_UPDATE_DOCS").is_some() {
+        std::fs::write(docs_dir().join("repl-session.cast"), rec.cast()).unwrap();
+        let all = tmux.capture_all();
+        let text: Vec<&str> = all
+            .lines()
+            .take_while(|l| !l.starts_with("gyre exited with status"))
+            .collect::<Vec<_>>();
+        let text = text
+            .join("\n")
+            .trim_end()
+            .replace(&sandbox.project().display().to_string(), "~/project");
+        std::fs::write(docs_dir().join("repl-session.txt"), format!("{text}\n")).unwrap();
+    }
+}
+
+/// `text` without its escape sequences (`ESC [ … letter`).
+fn without_escapes(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\x1b' {
+            for d in chars.by_ref() {
+                if d.is_ascii_alphabetic() {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The recording in the docs is one of this UI: a cast a player can show, frames in
+/// time order, the permission question, the diff, the folded output and the checklist
+/// on them.
+#[test]
+fn the_recorded_session_in_the_docs_is_a_cast_of_the_ui() {
+    let cast = std::fs::read_to_string(docs_dir().join("repl-session.cast")).unwrap();
+    let mut lines = cast.lines();
+    let header: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(header["version"], 2);
+    assert_eq!(
+        (header["width"].as_u64(), header["height"].as_u64()),
+        (Some(100), Some(50))
+    );
+    let mut last = 0.0;
+    let mut screens = String::new();
+    for line in lines {
+        let event: (f64, String, String) = serde_json::from_str(line).unwrap();
+        assert!(event.0 >= last, "{line}");
+        assert_eq!(event.1, "o");
+        last = event.0;
+        screens.push_str(&without_escapes(&event.2));
+    }
+    for shown in [
+        "? Edit src/main.rs",
+        "Yes, and don't ask again this session",
+        "(ctrl+o to expand)",
+        "☒ Greet the world",
+        "test expand ... ok",
+        "Total cost:",
+    ] {
+        assert!(
+            screens.contains(shown),
+            "{shown:?} is not in docs/repl-session.cast"
+        );
+    }
+}
+
 fn write_docs(asking: &str, pane: &str, project: &Path) {
     let asking = asking
         .trim_end()
@@ -786,18 +1372,32 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          and `/exit`. The answers come from gyre-testkit. While gyre runs, the input box\n\
          and the status line sit under the scrollback; `/exit` erases them.\n\n\
          Keys: Enter sends; Ctrl+J or Alt+Enter (or `\\` then Enter) starts a new line;\n\
-         ↑/↓ browse the history and Ctrl+R searches it; Tab completes a `/command`; Esc or\n\
-         Ctrl+C interrupt a turn (Ctrl+C twice quits); Ctrl+D, `exit` or `quit` leave;\n\
-         Ctrl+O shows the last folded Bash output whole; a permission question takes\n\
+         ↑/↓ move between the lines of a longer text, then browse the history, and Ctrl+R\n\
+         searches it; a paste keeps its newlines; Tab completes a `/command`; Esc or Ctrl+C\n\
+         interrupt a turn (Ctrl+C twice quits); Ctrl+D, `exit` or `quit` leave; Shift+Tab\n\
+         switches the permission mode (default, acceptEdits, plan); Ctrl+O shows the newest\n\
+         folded Bash output whole (again: the one before); a permission question takes\n\
          `y` (once), `a` (this session), `s` (always: saved to `.gyre/settings.local.json`)\n\
-         or `n`, or the arrows and Enter. A plan (ExitPlanMode) takes `1` (yes, edits\n\
+         or `n`, or the arrows and Enter. Edits and writes show their diff, numbered in the\n\
+         file; TodoWrite shows its list as a checklist. A plan (ExitPlanMode) takes `1` (yes, edits\n\
          auto-accepted), `2` (yes, edits ask first) or `3` (no: type what to change).\n\
          Running sub-agents each have a live line (their newest tool call, tool uses,\n\
          tokens) that becomes one outcome line; `/bashes` lists the background shells\n\
          (`k` kills the selected one) and the status line counts them. `NO_COLOR` turns\n\
          colours off.\n\n\
-         This is the screen captured by `tests/tests/repl_tmux.rs`; regenerate it with\n\
-         `GYRE_UPDATE_DOCS=1 cargo test -p gyre-e2e --test repl_tmux -- --ignored`.\n\n\
+         ## A recorded session\n\n\
+         [`repl-session.cast`](repl-session.cast) is a recording of gyre in colour editing a\n\
+         file (its diff right above the permission question, answered `a`), running tests\n\
+         with Bash (answered with the arrows and Enter; the output folded, then expanded\n\
+         with Ctrl+O),\n\
+         a TodoWrite checklist, a streamed Markdown answer with a code block, `/cost` and\n\
+         `exit`. Play it with `asciinema play docs/repl-session.cast` (or any asciicast v2\n\
+         player); [`repl-session.txt`](repl-session.txt) is the same session as plain text,\n\
+         as it stays in the scrollback.\n\n\
+         Both it and the screens below are captured from a real terminal (tmux, 100×50) by\n\
+         `tests/tests/repl_tmux.rs`, with gyre-testkit answering; regenerate them with\n\
+         `GYRE_UPDATE_DOCS=1 cargo nextest run -p gyre-e2e --test repl_tmux --run-ignored all`.\n\n\
+         ## Screens\n\n\
          While the first permission question waits (the viewport: the question in its box,\n\
          then the status line with model, permission mode, context use and cost once known):\n\n\
          ```text\n{asking}\n```\n\n\

@@ -42,7 +42,7 @@ use self::question::{Question, UiPrompt, save_allow_rule};
 use self::slash::{HELP, NO_SHELLS, SlashCommand, cost_report, shell_row};
 use self::spinner::{Status, TICK};
 use self::style::Palette;
-use self::turn::{TurnView, expanded};
+use self::turn::{Folded, TurnView, expanded};
 use self::ui::Ui;
 use self::view::{Choice, PlanChoice, QuestionView, ShellsView, StatusLine, View};
 use crate::args::Cli;
@@ -50,6 +50,12 @@ use crate::gate::Gate;
 use crate::session::{self, Session};
 use crate::settings::Settings;
 use crate::stream_json::SessionFacts;
+
+/// Lines of a command shown in its question; a longer one goes above the question.
+const MAX_QUESTION_DETAILS: usize = 6;
+
+/// Folded Bash outputs Ctrl+O can still show.
+const MAX_FOLDED: usize = 20;
 
 /// A second Ctrl+C within this long quits.
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
@@ -90,7 +96,7 @@ pub async fn run(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode>
         status,
         hint: None,
         last_ctrl_c: None,
-        folded: None,
+        folded: Vec::new(),
         queued: None,
         frame: 0,
         gate: Arc::clone(&session.gate),
@@ -181,8 +187,9 @@ struct Front {
     status: StatusLine,
     hint: Option<String>,
     last_ctrl_c: Option<Instant>,
-    /// The newest folded Bash output (Ctrl+O shows it whole).
-    folded: Option<String>,
+    /// The folded Bash outputs not shown whole yet, oldest first (Ctrl+O shows the
+    /// newest, then the one before).
+    folded: Vec<Folded>,
     /// A message sent with Enter while a turn ran: it goes when the turn ends.
     queued: Option<String>,
     frame: usize,
@@ -242,12 +249,18 @@ impl Front {
         self.ui.print(lines)
     }
 
-    /// Puts a question on screen; a plan goes into the scrollback first (it may be
-    /// longer than the viewport).
-    fn ask(&mut self, question: Question) -> Result<()> {
+    /// Puts a question on screen; a plan, or a command longer than a few lines, goes
+    /// into the scrollback first (the viewport is short).
+    fn ask(&mut self, mut question: Question) -> Result<()> {
         if let Some(plan) = &question.view.plan {
             let lines = plan.lines.clone();
             self.print(&lines)?;
+        }
+        if question.view.details.len() > MAX_QUESTION_DETAILS {
+            let details = std::mem::take(&mut question.view.details);
+            self.print(&details)?;
+            let above = self.palette.dim("    (the whole command is above)");
+            question.view.details.push(above);
         }
         self.question = Some(question);
         Ok(())
@@ -366,13 +379,18 @@ impl Front {
         }
     }
 
-    /// Ctrl+O: the newest folded output, whole.
+    /// Ctrl+O: the newest folded output not shown yet, whole.
     fn expand(&mut self) -> Result<()> {
-        if let Some(output) = self.folded.take() {
-            let lines = expanded(self.palette, &output);
-            self.print(&lines)?;
+        match self.folded.pop() {
+            Some(folded) => {
+                let lines = expanded(self.palette, &folded);
+                self.print(&lines)
+            }
+            None => {
+                self.hint = Some("No folded Bash output left to expand".to_owned());
+                Ok(())
+            }
         }
-        Ok(())
     }
 
     /// Keys that edit the input box (idle, or typed ahead during a turn).
@@ -842,6 +860,7 @@ impl Repl {
         let mut view = TurnView::new(front.palette, front.cwd.clone());
         let mut tick = tokio::time::interval(TICK);
         let mut flow = Flow::Continue;
+        let cost_before = engine.total_cost_usd();
         {
             let events = engine.submit_message(content);
             futures::pin_mut!(events);
@@ -855,6 +874,13 @@ impl Repl {
                             self.api_ms += result.duration_api_ms;
                         }
                         view.on_event(event, facts);
+                        // Ctrl+O reaches an output folded in this turn while it runs.
+                        front.folded.append(&mut view.folded);
+                        // The status line follows each response, not just the turn.
+                        if let Some(tokens) = view.context_tokens {
+                            front.status.context = Some((tokens, context_window(&facts.model)));
+                        }
+                        front.status.cost_usd = cost_before + view.cost_usd;
                     }
                     Some(question) = front.questions.recv() => front.ask(question)?,
                     event = front.keys.next() => {
@@ -888,9 +914,9 @@ impl Repl {
         }
         front.status.cost_usd = engine.total_cost_usd();
         front.status.model.clone_from(&facts.model);
-        if let Some(folded) = view.folded.take() {
-            front.folded = Some(folded);
-        }
+        // Only the newest are worth keeping a key for.
+        let stale = front.folded.len().saturating_sub(MAX_FOLDED);
+        front.folded.drain(..stale);
         view.end();
         front.print(&view.take_lines())?;
         Ok(flow)

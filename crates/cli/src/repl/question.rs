@@ -9,7 +9,6 @@ use gyre_tools::{BoxFuture, PermissionPrompt, PromptAnswer, Tool, ToolCall};
 use serde_json::{Value, json};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::diff::call_diff;
 use super::markdown::MarkdownRenderer;
 use super::style::Palette;
 use super::tool_line::call_summary;
@@ -72,12 +71,6 @@ impl UiPrompt {
         {
             details.extend(command.lines().map(|l| format!("    {l}")));
         }
-        let path = call
-            .input
-            .get("file_path")
-            .and_then(Value::as_str)
-            .map(|p| self.cwd.join(p));
-        details.extend(call_diff(self.palette, name, &call.input, path.as_deref()));
         // "running `cmd` needs permission" says nothing the summary does not.
         let reason = if command.is_some_and(|c| reason.contains(c)) {
             String::new()

@@ -64,9 +64,9 @@ Keys
   Tab                complete a /command
   Esc or Ctrl+C      interrupt the running turn; Ctrl+C twice quits
   Ctrl+D             quit at an empty box (also `exit` or `quit`)
-  Ctrl+O             show the last folded Bash output whole
-  y / a / s / n      answer a permission question (or arrows and Enter):
-                     once, this session, always (saved to .gyre/settings.local.json), no
+  Ctrl+O             show the newest folded Bash output whole (again: the one before)
+  y / a / s / n      answer a permission question (or arrows and Enter): once,
+                     this session, always (saved to .gyre/settings.local.json), no
   1 / 2 / 3          answer a plan (ExitPlanMode): yes with edits auto-accepted,
                      yes with edits asking first, no and type what to change";
 

@@ -44,8 +44,9 @@ pub fn call_summary(name: &str, input: &Value, cwd: &Path) -> String {
                 None => d,
             }
         }),
-        // The plan itself is shown whole with its question.
-        "ExitPlanMode" => Some(String::new()),
+        // The plan itself is shown whole with its question, the list as a checklist
+        // under the call line.
+        "ExitPlanMode" | "TodoWrite" => Some(String::new()),
         _ => None,
     };
     let arg = arg.unwrap_or_else(|| match input {
@@ -86,6 +87,8 @@ pub fn outcome_summary(name: &str, content: &str, is_error: bool) -> Outcome {
     let lines: Vec<&str> = content.lines().collect();
     let text = match name {
         "ExitPlanMode" => "plan approved".to_owned(),
+        // The checklist under the call line says it all.
+        "TodoWrite" => "updated".to_owned(),
         "Bash" if content.starts_with(BACKGROUND_STARTED) => {
             let id = content[BACKGROUND_STARTED.len()..]
                 .split(|c: char| c == '.' || c.is_whitespace())
@@ -332,6 +335,15 @@ mod tests {
             call(
                 "Task",
                 &json!({"description": "review", "prompt": "…", "subagent_type": "reviewer"}),
+            ),
+            call(
+                "TodoWrite",
+                &json!({"todos": [{"content": "a", "status": "pending", "activeForm": "a"}]}),
+            ),
+            outcome(
+                "TodoWrite",
+                "Todos have been modified successfully. Ensure that you continue to use the todo list to track your progress.",
+                false,
             ),
             call("ExitPlanMode", &json!({"plan": "1. edit"})),
             outcome(

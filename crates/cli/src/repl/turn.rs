@@ -20,6 +20,14 @@ use crate::stream_json::SessionFacts;
 /// Lines of Bash output shown under its outcome; Ctrl+O shows the rest.
 pub const FOLDED_LINES: usize = 3;
 
+/// A Bash output shown folded: the call it came from and all of it, for Ctrl+O.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Folded {
+    /// The call's summary (`Bash cargo test`).
+    pub call: String,
+    pub output: String,
+}
+
 /// A call shown and waiting for its result.
 #[derive(Debug, Clone)]
 struct Call {
@@ -45,10 +53,12 @@ pub struct TurnView {
     batch: usize,
     /// The last line pushed was empty (so a new section needs no separator).
     last_blank: bool,
-    /// The newest Bash output that was folded, for Ctrl+O.
-    pub folded: Option<String>,
+    /// The Bash outputs folded this turn, oldest first, for Ctrl+O.
+    pub folded: Vec<Folded>,
     /// Tokens of the newest request (input, cache and output), for the context gauge.
     pub context_tokens: Option<u64>,
+    /// What this turn's requests have cost so far (the status line shows it live).
+    pub cost_usd: f64,
     /// The Agent calls running, each with a live line.
     subagents: Subagents,
 }
@@ -67,8 +77,9 @@ impl TurnView {
             calls: Vec::new(),
             batch: 0,
             last_blank: false,
-            folded: None,
+            folded: Vec::new(),
             context_tokens: None,
+            cost_usd: 0.0,
             subagents: Subagents::default(),
         }
     }
@@ -260,8 +271,9 @@ impl TurnView {
                 );
                 self.notice(&text);
             }
-            LoopEvent::Usage { usage, .. } => {
+            LoopEvent::Usage { usage, model, .. } => {
                 self.context_tokens = Some(context_tokens(&usage));
+                self.cost_usd += gyre_loop::usage_cost_usd(&model, &usage);
             }
             LoopEvent::Message { .. }
             | LoopEvent::HistoryReplaced(_)
@@ -333,7 +345,7 @@ impl TurnView {
             let rendered = render_outcome(self.p, &outcome);
             self.line(rendered);
             if call.name == "Bash" {
-                self.fold_output(&text);
+                self.fold_output(&call.summary, &text);
             }
         }
         if !self.calls.is_empty() {
@@ -342,24 +354,29 @@ impl TurnView {
         self.activity = Some(Status::working("Thinking"));
     }
 
-    /// Several lines of Bash output: the first few, and a key to see them all.
-    fn fold_output(&mut self, output: &str) {
+    /// Several lines of Bash output: the first few, and a key to see them all (an
+    /// output only one line longer than the fold is shown whole instead).
+    fn fold_output(&mut self, call: &str, output: &str) {
         let lines: Vec<&str> = output.trim_end().lines().collect();
         if lines.len() <= 1 {
             return;
         }
-        for line in lines.iter().take(FOLDED_LINES) {
+        let folds = lines.len() > FOLDED_LINES + 1;
+        let shown = if folds { FOLDED_LINES } else { lines.len() };
+        for line in lines.iter().take(shown) {
             let text = self.p.dim(&format!("    {line}"));
             self.line(text);
         }
-        if lines.len() > FOLDED_LINES {
+        if folds {
             let more = lines.len() - FOLDED_LINES;
-            let text = self.p.dim(&format!(
-                "    … +{more} {} (ctrl+o to expand)",
-                if more == 1 { "line" } else { "lines" }
-            ));
+            let text = self
+                .p
+                .dim(&format!("    … +{more} lines (ctrl+o to expand)"));
             self.line(text);
-            self.folded = Some(output.trim_end().to_owned());
+            self.folded.push(Folded {
+                call: call.to_owned(),
+                output: output.trim_end().to_owned(),
+            });
         }
     }
 
@@ -403,10 +420,18 @@ fn context_tokens(usage: &Usage) -> u64 {
         + usage.output_tokens
 }
 
-/// What Ctrl+O prints: every line of the folded output.
+/// What Ctrl+O prints: the call the output came from, then every line of it.
 #[must_use]
-pub fn expanded(p: Palette, output: &str) -> Vec<String> {
-    output.lines().map(|l| p.dim(&format!("    {l}"))).collect()
+pub fn expanded(p: Palette, folded: &Folded) -> Vec<String> {
+    let count = folded.output.lines().count();
+    let mut lines = vec![format!(
+        "{}{}",
+        render_call(p, &folded.call),
+        p.dim(&format!(" · all {count} lines of its output"))
+    )];
+    lines.extend(folded.output.lines().map(|l| p.dim(&format!("    {l}"))));
+    lines.push(String::new());
+    lines
 }
 
 /// TodoWrite's list as a checklist under its call line: `☒` done (dim), `◼` the task
@@ -436,7 +461,139 @@ fn todo_checklist(p: Palette, name: &str, input: &Value) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use ratatui::widgets::{Paragraph, Widget};
+    use serde_json::json;
+
     use super::*;
+    use crate::repl::ui::scrollback_rows;
+
+    fn facts() -> SessionFacts {
+        SessionFacts {
+            session_id: "s".into(),
+            cwd: "/work/proj".into(),
+            model: "claude-sonnet-4-5".into(),
+            tools: Vec::new(),
+            permission_mode: "default".into(),
+            mcp_servers: Vec::new(),
+            structured: None,
+            model_usage: BTreeMap::new(),
+            last_usage: Usage::default(),
+        }
+    }
+
+    /// One call and its result, as the engine reports them.
+    fn call(view: &mut TurnView, id: &str, name: &str, input: Value, result: &str) {
+        let mut facts = facts();
+        view.on_event(
+            EngineEvent::Loop(LoopEvent::ToolStarted {
+                id: id.into(),
+                name: name.into(),
+                input,
+            }),
+            &mut facts,
+        );
+        view.on_event(
+            EngineEvent::Message {
+                uuid: format!("u-{id}"),
+                message: Message::user(vec![ContentBlock::tool_result(id, result, false)]),
+                is_meta: false,
+            },
+            &mut facts,
+        );
+    }
+
+    fn view(color: bool) -> TurnView {
+        TurnView::new(Palette::new(color), PathBuf::from("/work/proj"))
+    }
+
+    /// `lines` put into the scrollback of a 60-column terminal, as the UI prints them.
+    fn scrollback(lines: &[String], color: bool) -> Terminal<TestBackend> {
+        let rows = scrollback_rows(lines, 60, color);
+        let height = u16::try_from(rows.len()).unwrap();
+        let mut terminal = Terminal::new(TestBackend::new(60, height)).unwrap();
+        terminal
+            .draw(|f| {
+                let area = f.area();
+                Paragraph::new(rows).render(area, f.buffer_mut());
+            })
+            .unwrap();
+        terminal
+    }
+
+    #[test]
+    fn bash_output_folds_to_three_lines_and_ctrl_o_shows_it_whole() {
+        let mut turn = view(false);
+        let output: String = (1..=12).map(|n| format!("line {n}\n")).collect();
+        call(
+            &mut turn,
+            "t1",
+            "Bash",
+            json!({"command": "seq 12"}),
+            &output,
+        );
+        let mut lines = turn.take_lines();
+        assert_eq!(turn.folded.len(), 1);
+        lines.push(String::new());
+        lines.extend(expanded(Palette::new(false), &turn.folded[0]));
+        insta::assert_snapshot!(scrollback(&lines, false).backend());
+    }
+
+    #[test]
+    fn bash_output_one_line_longer_than_the_fold_is_shown_whole() {
+        let mut turn = view(false);
+        call(
+            &mut turn,
+            "t1",
+            "Bash",
+            json!({"command": "ls"}),
+            "a\nb\nc\nd\n",
+        );
+        assert!(turn.folded.is_empty());
+        let lines = turn.take_lines();
+        assert_eq!(
+            lines[lines.len() - 4..],
+            ["    a", "    b", "    c", "    d"]
+        );
+    }
+
+    #[test]
+    fn an_edit_shows_its_diff_in_red_and_green() {
+        let mut turn = view(true);
+        call(
+            &mut turn,
+            "t1",
+            "Edit",
+            json!({
+                "file_path": "/work/proj/src/lib.rs",
+                "old_string": "fn a() {}\nfn b() {}\n",
+                "new_string": "fn a() {}\nfn b() -> u8 { 1 }\n",
+            }),
+            "The file /work/proj/src/lib.rs has been updated. Here's the diff:\n-fn b() {}\n+fn b() -> u8 { 1 }",
+        );
+        let terminal = scrollback(&turn.take_lines(), true);
+        insta::assert_debug_snapshot!(terminal.backend().buffer());
+    }
+
+    #[test]
+    fn todo_write_renders_as_a_checklist_under_its_call() {
+        let mut turn = view(false);
+        call(
+            &mut turn,
+            "t1",
+            "TodoWrite",
+            json!({"todos": [
+                {"content": "Read the parser", "status": "completed", "activeForm": "Reading the parser"},
+                {"content": "Fix the bug", "status": "in_progress", "activeForm": "Fixing the bug"},
+                {"content": "Run the tests", "status": "pending", "activeForm": "Running the tests"}
+            ]}),
+            "Todos have been modified successfully. Ensure that you continue to use the todo list to track your progress.",
+        );
+        insta::assert_snapshot!(scrollback(&turn.take_lines(), false).backend());
+    }
 
     #[test]
     fn todo_write_shows_as_a_checklist_and_other_calls_do_not() {

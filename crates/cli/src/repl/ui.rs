@@ -1,14 +1,19 @@
-//! The terminal: raw mode, bracketed paste and ratatui's inline viewport at the
-//! bottom of the normal scrollback (no alternate screen, so the session stays in the
-//! terminal's history after gyre exits). Finished lines go above the viewport with
-//! `insert_before`; the viewport is redrawn in place.
+//! The terminal: raw mode, bracketed paste and a live area at the bottom of the normal
+//! scrollback (no alternate screen, so the session stays in the terminal's history after
+//! gyre exits). The live area takes only the rows its content fills, right under the
+//! last finished line; finished lines are written where it was, and it is drawn again
+//! under them. [`Screen`] does that on any ratatui backend (tests use `TestBackend`);
+//! [`Ui`] is it on the real terminal.
 
 use std::io::{Stdout, Write};
 
 use anyhow::{Context, Result};
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
 use crossterm::terminal::{disable_raw_mode, enable_raw_mode};
-use ratatui::backend::CrosstermBackend;
+use ratatui::backend::{Backend, ClearType, CrosstermBackend};
+use ratatui::buffer::{Buffer, Cell};
+use ratatui::layout::{Position, Rect};
+use ratatui::style::{Color, Modifier};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{Terminal, TerminalOptions, Viewport};
@@ -16,91 +21,207 @@ use ratatui::{Terminal, TerminalOptions, Viewport};
 use super::ansi;
 use super::view::{self, VIEWPORT_ROWS, View};
 
-/// Rows pushed into the scrollback at once (insert_before draws them in one buffer).
-const INSERT_CHUNK: usize = 16;
-
-pub struct Ui {
-    terminal: Terminal<CrosstermBackend<Stdout>>,
+/// The scrollback and the live area under it, on a terminal `B`.
+pub struct Screen<B: Backend> {
+    terminal: Terminal<B>,
     color: bool,
-    restored: bool,
+    /// The screen row the live area starts at: under the last finished line.
+    top: u16,
+    /// Where the live area is now (empty when it has to be drawn afresh).
+    area: Rect,
 }
 
-impl Ui {
-    /// Takes the terminal: raw mode, bracketed paste, a viewport under the cursor.
+impl<B: Backend> Screen<B> {
+    /// The live area starts at row `top` (where the cursor is).
     ///
     /// # Errors
-    /// When the terminal cannot be set up (not a terminal, no size).
-    pub fn start(color: bool) -> Result<Self> {
-        enable_raw_mode().context("could not switch the terminal to raw mode")?;
-        let mut stdout = std::io::stdout();
-        crossterm::execute!(stdout, EnableBracketedPaste)
-            .context("could not enable bracketed paste")?;
-        let rows = crossterm::terminal::size().map_or(VIEWPORT_ROWS, |(_, h)| h.min(VIEWPORT_ROWS));
+    /// When the backend cannot report its size.
+    pub fn new(backend: B, color: bool, top: u16) -> std::io::Result<Self> {
+        let width = backend.size()?.width;
         let terminal = Terminal::with_options(
-            CrosstermBackend::new(stdout),
+            backend,
             TerminalOptions {
-                viewport: Viewport::Inline(rows),
+                viewport: Viewport::Fixed(Rect::new(0, top, width, 1)),
             },
-        );
-        match terminal {
-            Ok(terminal) => Ok(Self {
-                terminal,
-                color,
-                restored: false,
-            }),
-            Err(e) => {
-                restore();
-                Err(e).context("could not set up the terminal UI")
-            }
-        }
+        )?;
+        Ok(Self {
+            terminal,
+            color,
+            top,
+            area: Rect::default(),
+        })
     }
 
-    /// Puts Palette-styled lines into the scrollback above the viewport.
+    /// Puts Palette-styled lines into the scrollback where the live area was; the next
+    /// [`Screen::draw`] puts it back under them.
     ///
     /// # Errors
     /// When the terminal cannot be written.
-    pub fn print(&mut self, lines: &[String]) -> Result<()> {
+    pub fn print(&mut self, lines: &[String]) -> std::io::Result<()> {
         if lines.is_empty() {
             return Ok(());
         }
-        let width = self.terminal.size()?.width;
-        let rows: Vec<Line<'static>> = lines
-            .iter()
-            .flat_map(|l| {
-                let line = ansi::to_line(l);
-                let line = if self.color {
-                    line
-                } else {
-                    Line::from(ansi::plain_text(&line))
-                };
-                ansi::wrap(&line, width)
-            })
-            .collect();
-        for chunk in rows.chunks(INSERT_CHUNK) {
-            let height = u16::try_from(chunk.len()).unwrap_or(u16::MAX);
-            let chunk = chunk.to_vec();
-            self.terminal.insert_before(height, move |buf| {
-                Paragraph::new(chunk).render(buf.area, buf);
-            })?;
+        let size = self.terminal.backend().size()?;
+        let (width, height) = (size.width, size.height);
+        let rows = scrollback_rows(lines, width, self.color);
+        self.erase()?;
+        let backend = self.terminal.backend_mut();
+        for chunk in rows.chunks(usize::from(height.max(1))) {
+            let count = u16::try_from(chunk.len()).unwrap_or(u16::MAX);
+            self.top = make_room(backend, self.top, count, height)?;
+            let mut buf = Buffer::empty(Rect::new(0, 0, width, count));
+            Paragraph::new(chunk.to_vec()).render(buf.area, &mut buf);
+            // Only up to each row's last mark: a row padded with spaces to the width
+            // would wrap in two when the terminal is narrowed.
+            let ends: Vec<u16> = (0..count)
+                .map(|y| {
+                    (0..width)
+                        .rev()
+                        .find(|&x| marks(&buf[(x, y)]))
+                        .map_or(0, |x| x + 1)
+                })
+                .collect();
+            let top = self.top;
+            let cells = buf.content().iter().enumerate().filter_map(|(i, cell)| {
+                let (x, y) = buf.pos_of(i);
+                (x < ends[usize::from(y)]).then_some((x, top + y, cell))
+            });
+            backend.draw(cells)?;
+            self.top = self.top.saturating_add(count);
         }
+        // A line printed in the last row leaves the live area no room under it yet.
+        self.top = self.top.min(height);
+        self.area = Rect::default();
         Ok(())
     }
 
-    /// Redraws the viewport.
+    /// Draws the live area under the scrollback, as many rows as it fills.
     ///
     /// # Errors
     /// When the terminal cannot be written.
-    pub fn draw(&mut self, view: &View<'_>) -> Result<()> {
+    pub fn draw(&mut self, view: &View<'_>) -> std::io::Result<()> {
+        let size = self.terminal.backend().size()?;
+        let (width, height) = (size.width, size.height);
+        let most = Rect::new(0, 0, width, height.min(VIEWPORT_ROWS));
+        let rows = view::render(view, most, &mut Buffer::empty(most))
+            .rows
+            .max(1);
+        self.top = make_room(
+            self.terminal.backend_mut(),
+            self.top.min(height),
+            rows,
+            height,
+        )?;
+        let area = Rect::new(0, self.top, width, rows.min(height));
+        if area != self.area {
+            // Rows it left (it shrank, or the screen scrolled) are blank again.
+            self.erase()?;
+            self.terminal.resize(area)?;
+            self.area = area;
+        }
         self.terminal.draw(|frame| {
             let area = frame.area();
-            if let Some((x, y)) = view::render(view, area, frame.buffer_mut()) {
+            if let Some((x, y)) = view::render(view, area, frame.buffer_mut()).cursor {
                 frame.set_cursor_position((x, y));
             }
         })?;
         Ok(())
     }
 
-    /// Erases the viewport and gives the terminal back, the cursor under the
+    /// Erases the live area; the cursor goes where it started.
+    ///
+    /// # Errors
+    /// When the terminal cannot be written.
+    pub fn erase(&mut self) -> std::io::Result<()> {
+        let backend = self.terminal.backend_mut();
+        backend.set_cursor_position(Position::new(0, self.top))?;
+        backend.clear_region(ClearType::AfterCursor)?;
+        self.area = Rect::default();
+        Ok(())
+    }
+
+    #[cfg(test)]
+    pub fn backend(&self) -> &B {
+        self.terminal.backend()
+    }
+}
+
+/// Whether a cell shows something (a space only with a background, reverse or
+/// underline).
+fn marks(cell: &Cell) -> bool {
+    cell.symbol() != " "
+        || cell.bg != Color::Reset
+        || cell
+            .modifier
+            .intersects(Modifier::REVERSED | Modifier::UNDERLINED)
+}
+
+/// Scrolls the screen up so that `rows` rows from `top` fit on it; where they start now.
+fn make_room<B: Backend>(
+    backend: &mut B,
+    top: u16,
+    rows: u16,
+    height: u16,
+) -> std::io::Result<u16> {
+    let rows = rows.min(height);
+    let over = (top + rows).saturating_sub(height);
+    if over > 0 {
+        // New lines at the last row scroll the screen.
+        backend.set_cursor_position(Position::new(0, height.saturating_sub(1)))?;
+        backend.append_lines(over)?;
+    }
+    Ok(top - over)
+}
+
+/// [`Screen`] on the terminal gyre runs in, in raw mode with bracketed paste.
+pub struct Ui {
+    screen: Screen<CrosstermBackend<Stdout>>,
+    restored: bool,
+}
+
+impl Ui {
+    /// Takes the terminal: raw mode, bracketed paste, the live area under the cursor.
+    ///
+    /// # Errors
+    /// When the terminal cannot be set up (not a terminal, no size).
+    pub fn start(color: bool) -> Result<Self> {
+        enable_raw_mode().context("could not switch the terminal to raw mode")?;
+        let started = (|| -> Result<Self> {
+            let mut stdout = std::io::stdout();
+            crossterm::execute!(stdout, EnableBracketedPaste)
+                .context("could not enable bracketed paste")?;
+            let (_, top) =
+                crossterm::cursor::position().context("could not read the cursor position")?;
+            let screen = Screen::new(CrosstermBackend::new(stdout), color, top)
+                .context("could not set up the terminal UI")?;
+            Ok(Self {
+                screen,
+                restored: false,
+            })
+        })();
+        if started.is_err() {
+            restore();
+        }
+        started
+    }
+
+    /// See [`Screen::print`].
+    ///
+    /// # Errors
+    /// When the terminal cannot be written.
+    pub fn print(&mut self, lines: &[String]) -> Result<()> {
+        Ok(self.screen.print(lines)?)
+    }
+
+    /// See [`Screen::draw`].
+    ///
+    /// # Errors
+    /// When the terminal cannot be written.
+    pub fn draw(&mut self, view: &View<'_>) -> Result<()> {
+        Ok(self.screen.draw(view)?)
+    }
+
+    /// Erases the live area and gives the terminal back, the cursor under the
     /// scrollback, as a shell expects it.
     ///
     /// # Errors
@@ -109,8 +230,8 @@ impl Ui {
         if self.restored {
             return Ok(());
         }
-        self.terminal.clear()?;
-        self.terminal.show_cursor()?;
+        self.screen.erase()?;
+        self.screen.terminal.show_cursor()?;
         self.restored = true;
         restore();
         std::io::stdout().flush()?;
@@ -121,13 +242,141 @@ impl Ui {
 impl Drop for Ui {
     fn drop(&mut self) {
         if !self.restored {
-            let _ = self.terminal.show_cursor();
+            let _ = self.screen.terminal.show_cursor();
             restore();
         }
     }
 }
 
+/// Palette-styled lines as the terminal rows they take in the scrollback, `width`
+/// columns wide (styles dropped without `color`).
+#[must_use]
+pub fn scrollback_rows(lines: &[String], width: u16, color: bool) -> Vec<Line<'static>> {
+    lines
+        .iter()
+        .flat_map(|l| {
+            let line = ansi::to_line(l);
+            let line = if color {
+                line
+            } else {
+                Line::from(ansi::plain_text(&line))
+            };
+            ansi::wrap(&line, width)
+        })
+        .collect()
+}
+
 fn restore() {
     let _ = crossterm::execute!(std::io::stdout(), DisableBracketedPaste);
     let _ = disable_raw_mode();
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use ratatui::backend::TestBackend;
+
+    use super::*;
+    use crate::repl::editor::Editor;
+    use crate::repl::view::{QuestionView, StatusLine};
+
+    /// A screen `width`×10 with the live area at the top (as on a cleared terminal).
+    fn screen(width: u16) -> Screen<TestBackend> {
+        Screen::new(TestBackend::new(width, 10), false, 0).unwrap()
+    }
+
+    /// Draws the input box (or `question`) and the status line.
+    fn draw(screen: &mut Screen<TestBackend>, question: Option<&QuestionView>) {
+        let editor = Editor::new(Vec::new());
+        let status = StatusLine {
+            model: "m".into(),
+            mode: "default".into(),
+            ..StatusLine::default()
+        };
+        let view = View {
+            color: false,
+            live: &[],
+            subagents: &[],
+            activity: None,
+            question,
+            shells: None,
+            editor: &editor,
+            status: &status,
+            hint: None,
+            now: Instant::now(),
+            frame: 0,
+        };
+        screen.draw(&view).unwrap();
+    }
+
+    /// The screen, then what scrolled off it, one text row per line.
+    fn shown(screen: &Screen<TestBackend>) -> String {
+        let rows = |buf: &Buffer| -> Vec<String> {
+            (0..buf.area.height)
+                .map(|y| {
+                    let row: String = (0..buf.area.width)
+                        .map(|x| buf[(x, y)].symbol().to_owned())
+                        .collect();
+                    row.trim_end().to_owned()
+                })
+                .collect()
+        };
+        let backend = screen.backend();
+        format!(
+            "{}\n--- scrolled off:\n{}",
+            rows(backend.buffer()).join("\n"),
+            rows(backend.scrollback()).join("\n")
+        )
+    }
+
+    #[test]
+    fn the_live_area_sits_under_the_last_line_and_takes_only_its_rows() {
+        let mut screen = screen(30);
+        draw(&mut screen, None);
+        screen.print(&["one".into(), "two".into()]).unwrap();
+        draw(&mut screen, None);
+        insta::assert_snapshot!(shown(&screen));
+    }
+
+    #[test]
+    fn on_a_full_screen_the_live_area_keeps_the_bottom_rows_and_lines_scroll_off() {
+        let mut screen = screen(30);
+        draw(&mut screen, None);
+        for n in 1..=9 {
+            screen.print(&[format!("line {n}")]).unwrap();
+            draw(&mut screen, None);
+        }
+        insta::assert_snapshot!(shown(&screen));
+    }
+
+    #[test]
+    fn a_question_gives_its_rows_back_when_the_input_box_returns() {
+        let mut screen = screen(60);
+        screen.print(&["● Bash ls".into()]).unwrap();
+        let question = QuestionView {
+            summary: "Bash ls".into(),
+            details: Vec::new(),
+            reason: String::new(),
+            rule: "Bash(ls)".into(),
+            selected: 0,
+            plan: None,
+        };
+        draw(&mut screen, Some(&question));
+        let asking = shown(&screen);
+        screen.print(&["  ? allowed once".into()]).unwrap();
+        draw(&mut screen, None);
+        insta::assert_snapshot!(format!("{asking}\n=== answered:\n{}", shown(&screen)));
+    }
+
+    #[test]
+    fn printed_rows_end_at_their_last_mark() {
+        let mut screen = screen(30);
+        screen.print(&["short".into()]).unwrap();
+        let buf = screen.backend().buffer();
+        // Cells past the text were never written (still the empty cell), so a
+        // narrower terminal does not wrap the row.
+        assert!(!marks(&buf[(5, 0)]));
+        assert_eq!(buf[(4, 0)].symbol(), "t");
+    }
 }

@@ -1,5 +1,5 @@
-//! The live part of the terminal UI, drawn into ratatui's inline viewport under the
-//! scrollback: the answer line being streamed, what gyre is waiting for, the permission
+//! The live part of the terminal UI, drawn under the scrollback (as many rows as it
+//! fills): the answer line being streamed, what gyre is waiting for, the permission
 //! question or the input box, and the status line. A pure function of [`View`], so
 //! frames are snapshot-tested with ratatui's `TestBackend`.
 
@@ -16,8 +16,9 @@ use super::ansi;
 use super::editor::Editor;
 use super::spinner::Status;
 
-/// Rows of the inline viewport (fewer on a smaller terminal).
-pub const VIEWPORT_ROWS: u16 = 14;
+/// The most rows the live part takes (fewer on a smaller terminal); it takes only the
+/// rows it fills.
+pub const VIEWPORT_ROWS: u16 = 20;
 
 /// The answers a permission question offers, in the order shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -209,8 +210,17 @@ impl View<'_> {
     }
 }
 
-/// Draws `view` into `area`, top-aligned; returns where the terminal's cursor goes.
-pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16)> {
+/// What [`render`] drew.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Drawn {
+    /// Where the terminal's cursor goes (in the input box).
+    pub cursor: Option<(u16, u16)>,
+    /// The rows filled, from the top of the area.
+    pub rows: u16,
+}
+
+/// Draws `view` into `area`, top-aligned.
+pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Drawn {
     let width = area.width;
     // Bottom up: status line, then the box (input or question), then the activity,
     // and the streamed answer gets what is left.
@@ -237,10 +247,20 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
             None,
         ),
         (Some(q), _) => {
-            let lines: Vec<Line<'static>> = question_lines(view, q)
-                .into_iter()
-                .flat_map(|l| hanging(&l, width.saturating_sub(2), ANSWER_INDENT))
-                .collect();
+            // A long command gives up its lines before the answers lose theirs.
+            let room = area.height.saturating_sub(rows(&status));
+            let fit = |shown: usize| -> Vec<Line<'static>> {
+                question_lines(view, q, shown)
+                    .into_iter()
+                    .flat_map(|l| hanging(&l, width.saturating_sub(2), ANSWER_INDENT))
+                    .collect()
+            };
+            let mut shown = q.details.len();
+            let mut lines = fit(shown);
+            while rows(&lines) > room && shown > 0 {
+                shown -= 1;
+                lines = fit(shown);
+            }
             // Typing plan feedback: the cursor ends its row (the last before the border).
             let cursor = q.plan.as_ref().and_then(|p| p.feedback.as_ref()).map(|_| {
                 let row = lines.len().saturating_sub(3);
@@ -274,6 +294,14 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
         .iter()
         .map(|l| one_row(&styled(view, l), width))
         .collect();
+    let (boxed, cursor) = if view.question.is_none() && view.shells.is_none() {
+        let room = area
+            .height
+            .saturating_sub(rows(&subagents) + rows(&activity) + rows(&status));
+        scroll_to_cursor(boxed, cursor, room)
+    } else {
+        (boxed, cursor)
+    };
     let fixed = rows(&boxed) + rows(&subagents) + rows(&activity) + rows(&status);
     let room = area.height.saturating_sub(fixed);
     let mut live: Vec<Line<'static>> = view
@@ -314,7 +342,31 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Option<(u16, u16
     Paragraph::new(boxed.into_iter().skip(1).collect::<Vec<_>>()).render(inner, buf);
     y += height;
     place(status, area, &mut y, buf);
-    cursor.map(|(row, col)| (area.x + 1 + col, box_top + 1 + row))
+    Drawn {
+        cursor: cursor.map(|(row, col)| (area.x + 1 + col, box_top + 1 + row)),
+        rows: y - area.y,
+    }
+}
+
+/// The input box's lines cut to `room` rows (borders included) around the cursor's
+/// row, so what is typed stays in sight however long the text is.
+fn scroll_to_cursor(
+    lines: Vec<Line<'static>>,
+    cursor: Option<(u16, u16)>,
+    room: u16,
+) -> (Vec<Line<'static>>, Option<(u16, u16)>) {
+    let inner = lines.len().saturating_sub(2);
+    let fits = usize::from(room.saturating_sub(2)).max(1);
+    if inner <= fits {
+        return (lines, cursor);
+    }
+    let row = cursor.map_or(inner - 1, |(row, _)| usize::from(row));
+    let start = (row + 1).saturating_sub(fits);
+    let mut shown = vec![Line::default()];
+    shown.extend(lines.into_iter().skip(1 + start).take(fits));
+    shown.push(Line::default());
+    let start = u16::try_from(start).unwrap_or(u16::MAX);
+    (shown, cursor.map(|(row, col)| (row - start, col)))
 }
 
 /// Where a wrapped answer of a question goes on: under its text, past ` › y) `.
@@ -478,8 +530,9 @@ fn plan_lines(view: &View<'_>, plan: &PlanQuestion, selected: usize) -> Vec<Line
     lines
 }
 
-/// A question's lines inside its box (first and last rows stand for the borders).
-fn question_lines(view: &View<'_>, q: &QuestionView) -> Vec<Line<'static>> {
+/// A question's lines inside its box (first and last rows stand for the borders), the
+/// first `shown` of its details.
+fn question_lines(view: &View<'_>, q: &QuestionView, shown: usize) -> Vec<Line<'static>> {
     if let Some(plan) = &q.plan {
         return plan_lines(view, plan, q.selected);
     }
@@ -491,7 +544,14 @@ fn question_lines(view: &View<'_>, q: &QuestionView) -> Vec<Line<'static>> {
             Span::styled(q.summary.clone(), bold),
         ]),
     ];
-    lines.extend(q.details.iter().map(|d| styled(view, d)));
+    lines.extend(q.details.iter().take(shown).map(|d| styled(view, d)));
+    let hidden = q.details.len().saturating_sub(shown);
+    if hidden > 0 {
+        lines.push(Line::styled(
+            format!("    … +{hidden} more lines (too many for this terminal)"),
+            view.dim(),
+        ));
+    }
     if !q.reason.is_empty() {
         lines.push(Line::styled(format!("  {}", q.reason), view.dim()));
     }
@@ -548,7 +608,7 @@ mod tests {
         terminal
             .draw(|f| {
                 let area = f.area();
-                if let Some((x, y)) = render(&view, area, f.buffer_mut()) {
+                if let Some((x, y)) = render(&view, area, f.buffer_mut()).cursor {
                     f.set_cursor_position((x, y));
                 }
             })
@@ -598,6 +658,47 @@ mod tests {
         };
         let editor = Editor::new(Vec::new());
         insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
+    }
+
+    #[test]
+    fn a_long_command_gives_up_its_lines_so_the_answers_stay_on_screen() {
+        let question = QuestionView {
+            summary: "Bash python3 - <<'EOF' …".into(),
+            details: (1..=20).map(|n| format!("    print({n})")).collect(),
+            reason: String::new(),
+            rule: "Bash(python3 - <<'EOF' …)".into(),
+            selected: 0,
+            plan: None,
+        };
+        let editor = Editor::new(Vec::new());
+        insta::assert_snapshot!(frame(&editor, &[], None, Some(&question), Instant::now()));
+    }
+
+    #[test]
+    fn a_long_text_in_the_box_scrolls_to_keep_the_cursor_in_sight() {
+        let mut editor = Editor::new(Vec::new());
+        let text: Vec<String> = (1..=30).map(|n| format!("pasted line {n}")).collect();
+        editor.insert_str(&text.join("\n"));
+        insta::assert_snapshot!(frame(&editor, &[], None, None, Instant::now()));
+        // The cursor ends the last row of the box: after "pasted line 30".
+        let status = StatusLine::default();
+        let view = View {
+            color: false,
+            live: &[],
+            subagents: &[],
+            activity: None,
+            question: None,
+            shells: None,
+            editor: &editor,
+            status: &status,
+            hint: None,
+            now: Instant::now(),
+            frame: 0,
+        };
+        let area = Rect::new(0, 0, 60, 12);
+        let drawn = render(&view, area, &mut Buffer::empty(area));
+        assert_eq!(drawn.cursor, Some((17, 9)));
+        assert_eq!(drawn.rows, 12);
     }
 
     #[test]
@@ -720,7 +821,7 @@ mod tests {
         terminal
             .draw(|f| {
                 let area = f.area();
-                assert_eq!(render(&view, area, f.buffer_mut()), None);
+                assert_eq!(render(&view, area, f.buffer_mut()).cursor, None);
             })
             .unwrap();
         insta::assert_snapshot!(terminal.backend());
