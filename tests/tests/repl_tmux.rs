@@ -424,7 +424,12 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     let sandbox = Sandbox::new().unwrap();
     let file = sandbox.write("notes.txt", "alpha\nbeta\ngamma\n").unwrap();
     let server = TestServer::spawn(Script::new([
-        Turn::http_error(529).with_header("retry-after", "3"),
+        Turn::http_error(529)
+            .with_header("retry-after", "3")
+            .with_body(json!({"type": "error", "error": {
+                "type": "overloaded_error",
+                "message": "Overloaded: more requests than the service can take right now, in every region",
+            }})),
         Turn::tool_use("Read", json!({"file_path": file})).with_tokens(30_000, 20),
         Turn::tool_use(
             "Edit",
@@ -445,11 +450,13 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
         .unwrap_or_else(|| panic!("no reason:\n{pane}"));
     assert!(
         reason.contains(
-            ". Try again in a few minutes, or pass --fallback-model to switch models \
-             automatically. · retrying in "
+            " (529): Overloaded: more requests than the service can take right now, in every \
+             region · retrying in "
         ),
         "{pane}"
     );
+    // gyre is about to retry: the line does not tell the user to.
+    assert!(!reason.contains("Try again"), "{pane}");
     assert!(reason.contains("(attempt 1/10)"), "{pane}");
     // The Edit's question shows its diff; `s` allows and saves the rule.
     // The Edit's diff is on screen above its question, once, numbered in the file.
