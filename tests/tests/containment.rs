@@ -143,9 +143,16 @@ fn dot_dot_symlinks_and_absolute_paths_cannot_leave_the_working_directory() {
             "{id} listed outside files: {text}"
         );
     }
-    // Everything but the two Globs whose pattern leads out (refused by the tool, not by
-    // the policy) is a recorded denial.
-    assert_eq!(denials, count - 2, "{results:#?}");
+    // The two Edits name files the session never read: they are refused before the
+    // permission check, as Claude Code's Edit is ("read it first"; nothing is looked at).
+    let unread = results
+        .iter()
+        .filter(|(_, text, is_error)| *is_error && text.contains("File has not been read yet"))
+        .count();
+    assert_eq!(unread, 2, "{results:#?}");
+    // Everything else but the two Globs whose pattern leads out (refused by the tool, not
+    // by the policy) is a recorded denial.
+    assert_eq!(denials, count - 4, "{results:#?}");
     assert_eq!(listing(&outside), before, "the outside directory changed");
 }
 

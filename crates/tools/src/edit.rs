@@ -55,13 +55,29 @@ Usage:\n\
         crate::schema::input_schema::<EditInput>()
     }
 
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), String> {
         if input.get("old_string") == input.get("new_string") {
             return Err(
                 "No changes to make: old_string and new_string are exactly the same.".to_owned(),
             );
         }
-        Ok(())
+        // The model's own mistakes are told before anyone is asked to approve the edit,
+        // as Claude Code's Edit does. Only a file the session read is looked at: whether
+        // some other path exists is not the model's to learn before the permission check.
+        let Ok(input) = serde_json::from_value::<EditInput>(input.clone()) else {
+            return Ok(());
+        };
+        if input.old_string.is_empty() {
+            return Ok(());
+        }
+        let path = ctx.resolve(&input.file_path);
+        if ctx.file_state.get(&path).is_none() {
+            return Err(NOT_READ_MESSAGE.to_owned());
+        }
+        match plan_edit(&path, &input, ctx) {
+            Err(Refused::Mistake(message)) => Err(message),
+            Ok(_) | Err(Refused::Disk(_)) => Ok(()),
+        }
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
@@ -102,50 +118,92 @@ Usage:\n\
 }
 
 fn edit_file(path: &Path, input: &EditInput, ctx: &ToolContext) -> ToolOutput {
+    match plan_edit(path, input, ctx) {
+        Ok(Plan::Create) => create_file(path, &input.new_string, ctx),
+        Ok(Plan::Replace { original, updated }) => save(path, &original, &updated, ctx),
+        Err(Refused::Mistake(message)) => ToolOutput::tool_use_error(message),
+        Err(Refused::Disk(output)) => output,
+    }
+}
+
+/// What an edit would write.
+enum Plan {
+    /// A new file holding `new_string`.
+    Create,
+    /// The file's text now, and with the edit made.
+    Replace { original: String, updated: String },
+}
+
+/// Why an edit cannot be made.
+enum Refused {
+    /// The model's mistake (not read, changed since, no such string, …): told before
+    /// anyone is asked to approve the edit, and again should it happen by the time it runs.
+    Mistake(String),
+    /// The file could not be read.
+    Disk(ToolOutput),
+}
+
+fn plan_edit(path: &Path, input: &EditInput, ctx: &ToolContext) -> Result<Plan, Refused> {
     let metadata = match std::fs::metadata(path) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             if input.old_string.is_empty() {
-                return create_file(path, &input.new_string, ctx);
+                return Ok(Plan::Create);
             }
-            return ToolOutput::tool_use_error(format_args!(
+            return Err(Refused::Mistake(format!(
                 "File does not exist. Current working directory: {}",
                 ctx.cwd.display()
-            ));
+            )));
         }
-        Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
+        Err(e) => {
+            return Err(Refused::Disk(ToolOutput::error(format!(
+                "Cannot read {}: {e}",
+                path.display()
+            ))));
+        }
     };
     if metadata.is_dir() {
-        return ToolOutput::tool_use_error(format_args!(
+        return Err(Refused::Mistake(format!(
             "{} is a directory; Edit needs a file path.",
             path.display()
-        ));
+        )));
     }
     if let Err(e) = crate::paths::refuse_special(path, &metadata) {
-        return ToolOutput::tool_use_error(e);
+        return Err(Refused::Mistake(e.to_string()));
     }
     let bytes = match crate::paths::read_as_checked(path, MAX_EDIT_FILE_BYTES) {
         Ok(b) => b,
-        Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
+        Err(e) => {
+            return Err(Refused::Disk(ToolOutput::error(format!(
+                "Cannot read {}: {e}",
+                path.display()
+            ))));
+        }
     };
     match ctx
         .file_state
         .freshness(path, &bytes, metadata.modified().ok())
     {
-        Freshness::NotRead => return ToolOutput::tool_use_error(NOT_READ_MESSAGE),
-        Freshness::Stale => return ToolOutput::tool_use_error(MODIFIED_MESSAGE),
+        Freshness::NotRead => return Err(Refused::Mistake(NOT_READ_MESSAGE.to_owned())),
+        Freshness::Stale => return Err(Refused::Mistake(MODIFIED_MESSAGE.to_owned())),
         Freshness::Fresh => {}
     }
     let Ok(original) = String::from_utf8(bytes) else {
-        return ToolOutput::tool_use_error(
-            "The file is not valid UTF-8 text; Edit cannot change it. Use Write or Bash instead.",
-        );
+        return Err(Refused::Mistake(
+            "The file is not valid UTF-8 text; Edit cannot change it. Use Write or Bash instead."
+                .to_owned(),
+        ));
     };
     if input.old_string.is_empty() {
         if !original.trim().is_empty() {
-            return ToolOutput::tool_use_error("Cannot create new file - file already exists.");
+            return Err(Refused::Mistake(
+                "Cannot create new file - file already exists.".to_owned(),
+            ));
         }
-        return save(path, &original, &input.new_string, ctx);
+        return Ok(Plan::Replace {
+            original,
+            updated: input.new_string.clone(),
+        });
     }
 
     // Match and replace on LF text; a CRLF file is written back with CRLF.
@@ -166,17 +224,17 @@ fn edit_file(path: &Path, input: &EditInput, ctx: &ToolContext) -> ToolOutput {
         matches = content.matches(old.as_str()).count();
     }
     if matches == 0 {
-        return ToolOutput::tool_use_error(format_args!(
+        return Err(Refused::Mistake(format!(
             "String to replace not found in file.\nString: {}",
             input.old_string
-        ));
+        )));
     }
     let replace_all = input.replace_all.unwrap_or(false);
     if matches > 1 && !replace_all {
-        return ToolOutput::tool_use_error(format_args!(
+        return Err(Refused::Mistake(format!(
             "Found {matches} matches of the string to replace, but replace_all is false. To replace all occurrences, set replace_all to true. To replace only one occurrence, please provide more context to uniquely identify the instance.\nString: {}",
             input.old_string
-        ));
+        )));
     }
     let updated = if replace_all {
         content.replace(old.as_str(), &new)
@@ -188,7 +246,7 @@ fn edit_file(path: &Path, input: &EditInput, ctx: &ToolContext) -> ToolOutput {
     } else {
         updated
     };
-    save(path, &original, &updated, ctx)
+    Ok(Plan::Replace { original, updated })
 }
 
 const CURLY_QUOTES: [char; 4] = ['\u{2018}', '\u{2019}', '\u{201C}', '\u{201D}'];

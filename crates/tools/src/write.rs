@@ -76,6 +76,35 @@ Usage:\n\
         Some("file_path")
     }
 
+    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), String> {
+        // A file the session read that changed on disk since is told before anyone is
+        // asked to approve overwriting it. Other paths are not looked at here: whether
+        // they exist is not the model's to learn before the permission check.
+        let Some(raw) = input.get("file_path").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        let path = ctx.resolve(raw);
+        if ctx.file_state.get(&path).is_none() {
+            return Ok(());
+        }
+        let Ok(metadata) = std::fs::metadata(&path) else {
+            return Ok(());
+        };
+        if !metadata.is_file() {
+            return Ok(());
+        }
+        let Ok(current) = crate::paths::read_as_checked(&path, MAX_EDIT_FILE_BYTES) else {
+            return Ok(());
+        };
+        match ctx
+            .file_state
+            .freshness(&path, &current, metadata.modified().ok())
+        {
+            Freshness::Stale => Err(MODIFIED_MESSAGE.to_owned()),
+            Freshness::NotRead | Freshness::Fresh => Ok(()),
+        }
+    }
+
     fn call<'a>(
         &'a self,
         input: Value,
