@@ -457,11 +457,9 @@ async fn handle(
     // A body cut short by the client is recorded as far as it got.
     let collected = body.collect().await;
     // The server's share starts once the last byte is in: sending it is the client's
-    // work; joining the frames into one buffer is the server's.
+    // work; keeping a copy of it is the server's.
     let arrived = Instant::now();
-    let body = collected
-        .map(http_body_util::Collected::to_bytes)
-        .unwrap_or_default();
+    let body = collected.map(kept_copy).unwrap_or_default();
     let headers = header_map(&parts.headers);
     let is_messages = parts.method == Method::POST && path == "/v1/messages";
     let key_ok = match &state.script.require_api_key {
@@ -521,6 +519,17 @@ async fn handle(
         r.handled = Some(arrived.elapsed());
     }
     Ok(response)
+}
+
+/// The body in memory of its own. Every request is kept for the test to look at; were
+/// the kept body the connection's read buffer, the next request would be read into
+/// fresh memory, and its page faults timed as the client's sending.
+fn kept_copy(collected: http_body_util::Collected<Bytes>) -> Bytes {
+    use bytes::{Buf as _, BufMut as _};
+    let mut frames = collected.aggregate();
+    let mut copy = Vec::with_capacity(frames.remaining());
+    copy.put(&mut frames);
+    Bytes::from(copy)
 }
 
 fn exhausted(turns: usize) -> Response<Body> {
