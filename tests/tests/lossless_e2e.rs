@@ -123,6 +123,21 @@ fn replay(file: &Path) {
     }
 }
 
+/// `gyre -p <prompt> --output-format stream-json --verbose` in `sandbox`, against a
+/// server playing `script`.
+fn stream_json(sandbox: &Sandbox, script: Script, prompt: &str) -> (TestServer, Run) {
+    let server = TestServer::spawn(script).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        prompt,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+    ]))
+    .unwrap();
+    (server, out)
+}
+
 /// The prompt-cache marker moves to the newest message from request to request.
 fn strip_cache_markers(message: &mut Value) {
     if let Some(blocks) = message["content"].as_array_mut() {
@@ -195,15 +210,7 @@ corpus_tests! {
 fn usage_is_message_delta_s_where_it_carries_a_field() {
     let events = corpus::read_events(corpus::dir().join("web_search.jsonl")).unwrap();
     let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([Turn::raw_events(events)])).unwrap();
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
-        "search",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
+    let (_, out) = stream_json(&sandbox, Script::new([Turn::raw_events(events)]), "search");
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines = out.lines().unwrap();
     let assistant = lines.iter().find(|l| l["type"] == "assistant").unwrap();
@@ -230,15 +237,7 @@ fn session_model(lines: &[Value]) -> String {
 fn the_cost_is_priced_on_message_delta_s_usage() {
     let events = corpus::read_events(corpus::dir().join("web_search.jsonl")).unwrap();
     let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([Turn::raw_events(events)])).unwrap();
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
-        "search",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
+    let (_, out) = stream_json(&sandbox, Script::new([Turn::raw_events(events)]), "search");
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines = out.lines().unwrap();
     let model = session_model(&lines);
@@ -266,15 +265,7 @@ fn the_cost_is_priced_on_message_delta_s_usage() {
 fn the_later_of_two_message_deltas_wins_and_the_cache_breakdown_is_kept() {
     let events = corpus::read_events(corpus::dir().join("usage_details.jsonl")).unwrap();
     let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([Turn::raw_events(events)])).unwrap();
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
-        "count",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
+    let (_, out) = stream_json(&sandbox, Script::new([Turn::raw_events(events)]), "count");
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let expected = json!({
         "input_tokens": 60,
@@ -299,15 +290,7 @@ fn a_repeated_message_start_for_the_same_message_is_ignored() {
     events.insert(4, again.clone());
     events.insert(12, again);
     let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([Turn::raw_events(events)])).unwrap();
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
-        "search",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
+    let (server, out) = stream_json(&sandbox, Script::new([Turn::raw_events(events)]), "search");
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines = out.lines().unwrap();
     assert!(
@@ -327,19 +310,11 @@ fn a_message_start_for_another_message_is_retried_like_a_cut_stream() {
     // The first text block is complete when the stream restarts: it must not be shown.
     events.insert(5, other);
     let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([
-        Turn::raw_events(events),
-        Turn::text("the second attempt"),
-    ]))
-    .unwrap();
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
+    let (server, out) = stream_json(
+        &sandbox,
+        Script::new([Turn::raw_events(events), Turn::text("the second attempt")]),
         "search",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
+    );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines = out.lines().unwrap();
     let retries: Vec<&Value> = lines
@@ -373,19 +348,14 @@ fn pause_turn_sends_the_history_back_as_is_and_counts_as_a_turn() {
     let events = corpus::read_events(corpus::dir().join("pause_turn.jsonl")).unwrap();
     let paused = corpus::assemble(&events).unwrap()["content"].clone();
     let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([
-        Turn::raw_events(events.clone()),
-        Turn::text("Tokio 2 is out."),
-    ]))
-    .unwrap();
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
+    let (server, out) = stream_json(
+        &sandbox,
+        Script::new([
+            Turn::raw_events(events.clone()),
+            Turn::text("Tokio 2 is out."),
+        ]),
         "what is new in tokio",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
+    );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
@@ -433,19 +403,11 @@ fn pause_turn_sends_the_history_back_as_is_and_counts_as_a_turn() {
 fn a_refusal_ends_the_turn_with_what_the_model_wrote() {
     let events = corpus::read_events(corpus::dir().join("refusal.jsonl")).unwrap();
     let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([
-        Turn::raw_events(events),
-        Turn::text("never asked"),
-    ]))
-    .unwrap();
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
+    let (server, out) = stream_json(
+        &sandbox,
+        Script::new([Turn::raw_events(events), Turn::text("never asked")]),
         "explain",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
+    );
     let lines = out.lines().unwrap();
     let assistant = lines.iter().find(|l| l["type"] == "assistant").unwrap();
     assert_eq!(assistant["message"]["stop_reason"], "refusal");
@@ -475,23 +437,18 @@ fn model_context_window_exceeded_is_recovered_like_prompt_too_long() {
     let read = || Turn::tool_use("Read", json!({"file_path": file}));
     let exceeded =
         corpus::read_events(corpus::dir().join("context_window_exceeded.jsonl")).unwrap();
-    let server = TestServer::spawn(Script::new([
-        read(),
-        read(),
-        read(),
-        Turn::raw_events(exceeded),
-        Turn::text("<summary>The user asked to read log.txt three times.</summary>"),
-        Turn::text("Done, after compacting."),
-    ]))
-    .unwrap();
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
+    let (server, out) = stream_json(
+        &sandbox,
+        Script::new([
+            read(),
+            read(),
+            read(),
+            Turn::raw_events(exceeded),
+            Turn::text("<summary>The user asked to read log.txt three times.</summary>"),
+            Turn::text("Done, after compacting."),
+        ]),
         "read the log",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
+    );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines = out.lines().unwrap();
     let boundary = lines
@@ -523,15 +480,11 @@ fn citations_deltas_are_appended_to_their_text_block() {
         .collect();
     assert!(sent.len() >= 4);
     let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([Turn::raw_events(events.clone())])).unwrap();
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
+    let (_, out) = stream_json(
+        &sandbox,
+        Script::new([Turn::raw_events(events.clone())]),
         "cite",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
+    );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines = out.lines().unwrap();
     let assistant = lines.iter().find(|l| l["type"] == "assistant").unwrap();
