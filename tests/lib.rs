@@ -571,7 +571,13 @@ pub mod tmux {
             loop {
                 let pane = capture(self);
                 if done(&pane) {
-                    return pane;
+                    // The UI writes a finished line, then draws its live area again: a
+                    // capture may fall in between. A moment later the screen is whole;
+                    // what it waited for may be gone by then (a passing state), and
+                    // then the first capture stands.
+                    std::thread::sleep(Duration::from_millis(50));
+                    let settled = capture(self);
+                    return if done(&settled) { settled } else { pane };
                 }
                 assert!(
                     start.elapsed() < WAIT,

@@ -847,7 +847,14 @@ fn bashes_lists_background_shells_kills_one_and_exit_kills_the_rest() {
         "{pane}"
     );
     tmux.key("k");
-    let pane = tmux.wait_for("Killed bash_1 (echo $$ > one.pid; exec sleep 300)");
+    // The outcome line goes into the scrollback first, then the list is drawn again under
+    // it: wait for both.
+    let pane = tmux.wait_until("the kill's line and the list showing it", |pane| {
+        pane.contains("Killed bash_1 (echo $$ > one.pid; exec sleep 300)")
+            && pane
+                .lines()
+                .any(|l| l.starts_with('│') && l.contains("bash_1   killed "))
+    });
     assert!(row(&pane, "bash_1").contains("bash_1   killed "), "{pane}");
     wait_dead(one);
     assert!(alive(two));
