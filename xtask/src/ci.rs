@@ -4,7 +4,7 @@
 //! ignored ones included, so a test that needs a tool runs here rather than passing
 //! unseen — (nextest when installed, plus doc tests), `fixture check`, the demo, then
 //! `bench --quick` (a release build: the slowest step, so last). [`Step::ALL`] is that
-//! order; `--help` and the README list it. 12.5 minutes from a fresh clone on 2 cores,
+//! order; `--help` and the README list it. 12.5–17 minutes from a fresh clone on 2 cores,
 //! a few with a warm `target/`.
 
 use std::time::Instant;
