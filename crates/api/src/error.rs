@@ -238,8 +238,9 @@ pub enum ApiError {
 
     /// 429 with a retry-after: a rate limit that passes.
     #[error(
-        "Rate limited by the API (429): {message}. Wait a moment and try again \
-         (GYRE_UNATTENDED_RETRY=1 retries rate limits without limit)."
+        "{}. Wait a moment and try again (GYRE_UNATTENDED_RETRY=1 retries rate limits \
+         without limit).",
+        self.retry_reason()
     )]
     RateLimited {
         /// The API's own explanation (or the transport's).
@@ -262,9 +263,9 @@ pub enum ApiError {
 
     /// 529 or an `overloaded_error`: retried, and counted toward the fallback model.
     #[error(
-        "The API is overloaded{}: {message}. Try again in a few minutes, or pass \
-         --fallback-model to switch models automatically.",
-        status_suffix(*.status)
+        "{}. Try again in a few minutes, or pass --fallback-model to switch models \
+         automatically.",
+        self.retry_reason()
     )]
     Overloaded {
         /// The HTTP status, when it came as a response rather than mid-stream.
@@ -276,9 +277,7 @@ pub enum ApiError {
     },
 
     /// 5xx other than 529: a failure on the API's side, retried.
-    #[error(
-        "API server error ({status}): {message}. This is on the API's side; try again shortly."
-    )]
+    #[error("{}. This is on the API's side; try again shortly.", self.retry_reason())]
     Server {
         /// The HTTP status.
         status: u16,
@@ -302,7 +301,7 @@ pub enum ApiError {
     },
 
     /// An `error` event inside a 200 stream, other than an overload.
-    #[error("The API reported an error mid-response ({error_type}): {message}. Try again.")]
+    #[error("{}. Try again.", self.retry_reason())]
     StreamError {
         /// The error's `type` (`overloaded_error`, `api_error`, …).
         error_type: String,
@@ -312,7 +311,8 @@ pub enum ApiError {
 
     /// No connection: DNS, TCP, TLS or a reset before the response began.
     #[error(
-        "Could not reach the API: {message}. Check your network connection and ANTHROPIC_BASE_URL."
+        "{}. Check your network connection and ANTHROPIC_BASE_URL.",
+        self.retry_reason()
     )]
     Connection {
         /// The API's own explanation (or the transport's).
@@ -320,7 +320,10 @@ pub enum ApiError {
     },
 
     /// The connection or the request took longer than allowed.
-    #[error("The API request timed out: {message}. Check your network connection and try again.")]
+    #[error(
+        "{}. Check your network connection and try again.",
+        self.retry_reason()
+    )]
     Timeout {
         /// The API's own explanation (or the transport's).
         message: String,
@@ -328,8 +331,8 @@ pub enum ApiError {
 
     /// The stream ended before `message_stop`.
     #[error(
-        "The response stream ended early (after {events} events, before message_stop); the \
-         partial response was discarded. Try again."
+        "{}; the partial response was discarded. Try again.",
+        self.retry_reason()
     )]
     StreamCut {
         /// Stream events received before it happened.
@@ -338,8 +341,9 @@ pub enum ApiError {
 
     /// No byte arrived within the idle timeout.
     #[error(
-        "The response stream stalled: no data for {idle_ms} ms (after {events} events); the \
-         partial response was discarded. Raise GYRE_STREAM_IDLE_TIMEOUT_MS if your network is slow."
+        "{}; the partial response was discarded. Raise GYRE_STREAM_IDLE_TIMEOUT_MS if your \
+         network is slow.",
+        self.retry_reason()
     )]
     StreamIdle {
         /// How long no byte arrived, in milliseconds.
@@ -350,8 +354,8 @@ pub enum ApiError {
 
     /// A second `message_start` for another message in the middle of a stream.
     #[error(
-        "The response stream started message {second} in the middle of message {first} (after \
-         {events} events); the partial response was discarded. Try again."
+        "{}; the partial response was discarded. Try again.",
+        self.retry_reason()
     )]
     StreamRestarted {
         /// The id of the message that was streaming.
@@ -400,7 +404,8 @@ fn status_suffix(status: Option<u16>) -> String {
 impl ApiError {
     /// What went wrong, without the advice of the final error: the line shown while the
     /// retry layer waits to try again, when "try again" would tell the user to do what
-    /// gyre is about to do. Errors that are not retried read as their `Display`.
+    /// gyre is about to do. The retried errors' `Display` is this and then the advice;
+    /// the others read as their `Display`.
     #[must_use]
     pub fn retry_reason(&self) -> String {
         match self {
