@@ -15,9 +15,13 @@ pub fn add_cache_markers(request: &mut MessagesRequest) {
     for tool in &mut request.tools {
         tool.cache_control = None;
     }
+    // Only the messages that carry a marker are written to: writing to a message's
+    // blocks copies them when the history shares them (`gyre_protocol::Blocks`).
     for message in &mut request.messages {
-        for block in &mut message.content {
-            block.set_cache_control(None);
+        if message.content.iter().any(|b| b.cache_control().is_some()) {
+            for block in &mut message.content {
+                block.set_cache_control(None);
+            }
         }
     }
     if let Some(last) = request.system.iter_mut().rev().find(|b| !b.text.is_empty()) {
@@ -80,6 +84,27 @@ mod tests {
             }
             _ => {}
         }
+    }
+
+    #[test]
+    fn moving_the_marker_copies_only_the_messages_it_changes() {
+        let history: Vec<Message> = (0..6)
+            .map(|i| Message::user_text(format!("message {i}")))
+            .collect();
+        let mut request = MessagesRequest::new("m", 100, history.clone());
+        add_cache_markers(&mut request);
+        // The history grows by one; the last request's marked message is still in it.
+        let mut history = history;
+        history.push(Message::user_text("message 6"));
+        let mut next = MessagesRequest::new("m", 100, request.messages.clone());
+        next.messages.push(history[6].clone());
+        add_cache_markers(&mut next);
+        let copied: Vec<usize> = (0..history.len())
+            .filter(|&i| !next.messages[i].content.shares(&history[i].content))
+            .collect();
+        // Message 5 lost its marker, message 6 got it: the others are the history's.
+        assert_eq!(copied, [5, 6]);
+        assert_eq!(markers(&next), ["/messages/6/content/0"]);
     }
 
     #[test]

@@ -54,7 +54,7 @@ pub fn parse_inbound(line: &str) -> Inbound {
     match v.get("type").and_then(Value::as_str) {
         Some("user") => {
             match serde_json::from_value::<Message>(v.get("message").cloned().unwrap_or_default()) {
-                Ok(m) => Inbound::User(m.content),
+                Ok(m) => Inbound::User(m.content.into_vec()),
                 Err(e) => Inbound::Invalid(format!(
                     "stdin user line has no valid `message` ({e}); expected {{\"role\":\"user\",\"content\":…}}"
                 )),

@@ -30,33 +30,42 @@ pub fn microcompact(
     if compactable.len() <= config.keep_recent {
         return StageResult::unchanged(messages, Stage::Microcompact, "few tool results");
     }
-    let clear: HashSet<String> = compactable[..compactable.len() - config.keep_recent]
+    let clear: HashSet<&str> = compactable[..compactable.len() - config.keep_recent]
         .iter()
-        .map(|s| (*s).to_owned())
+        .copied()
         .collect();
     let placeholder = ToolResultContent::Text(CLEARED_PLACEHOLDER.into());
     let placeholder_tokens = counter.count_text(CLEARED_PLACEHOLDER);
-    let mut freed = 0u64;
-    let mut cleared = 0usize;
-    for block in messages.iter_mut().flat_map(|m| m.content.iter_mut()) {
-        let ContentBlock::ToolResult {
-            tool_use_id,
-            content,
-            ..
-        } = block
-        else {
-            continue;
-        };
-        if !clear.contains(tool_use_id.as_str()) || *content == placeholder {
-            continue;
+    // Found first, written after: writing to a message's blocks copies them when the
+    // history shares them (`gyre_protocol::Blocks`), and this runs before every request
+    // of a long session, in which most results were cleared turns ago.
+    let mut found: Vec<(usize, usize, u64)> = Vec::new();
+    for (m, message) in messages.iter().enumerate() {
+        for (b, block) in message.content.iter().enumerate() {
+            let ContentBlock::ToolResult {
+                tool_use_id,
+                content,
+                ..
+            } = block
+            else {
+                continue;
+            };
+            if !clear.contains(tool_use_id.as_str()) || *content == placeholder {
+                continue;
+            }
+            let before = result_tokens(content, &|t| counter.count_text(t));
+            if before > placeholder_tokens {
+                found.push((m, b, before - placeholder_tokens));
+            }
         }
-        let before = result_tokens(content, &|t| counter.count_text(t));
-        if before <= placeholder_tokens {
-            continue;
+    }
+    drop(clear);
+    let freed: u64 = found.iter().map(|(_, _, tokens)| tokens).sum();
+    let cleared = found.len();
+    for (m, b, _) in found {
+        if let Some(ContentBlock::ToolResult { content, .. }) = messages[m].content.get_mut(b) {
+            *content = placeholder.clone();
         }
-        freed += before - placeholder_tokens;
-        cleared += 1;
-        *content = placeholder.clone();
     }
     if cleared == 0 {
         return StageResult::unchanged(messages, Stage::Microcompact, "nothing left to clear");
@@ -134,6 +143,22 @@ mod tests {
             &BytesPerTokenCounter,
         );
         assert!(!again.report.changed);
+    }
+
+    #[test]
+    fn only_the_messages_it_clears_stop_sharing_their_blocks_with_the_history() {
+        let tools = ["Read"; 8];
+        let h = history(&tools);
+        let r = microcompact(
+            h.clone(),
+            &MicrocompactConfig::default(),
+            &BytesPerTokenCounter,
+        );
+        let copied: Vec<usize> = (0..h.len())
+            .filter(|&i| !r.messages[i].content.shares(&h[i].content))
+            .collect();
+        // The results of the three oldest calls (messages 2, 4, 6), nothing else.
+        assert_eq!(copied, [2, 4, 6]);
     }
 
     #[test]

@@ -313,7 +313,7 @@ pub fn repair_pairing(messages: &mut Vec<Message>) -> usize {
         added += missing.len();
         // Results go first in a user message, in call order.
         missing.append(&mut answer.content);
-        answer.content = missing;
+        answer.content = missing.into();
         i += 2;
     }
     // Results at the start of a user message that follows no tool call are orphans.

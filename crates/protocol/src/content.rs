@@ -281,6 +281,18 @@ impl ContentBlock {
         }
     }
 
+    /// The block's `cache_control`, if it carries one.
+    #[must_use]
+    pub fn cache_control(&self) -> Option<&CacheControl> {
+        match self {
+            Self::Text { cache_control, .. }
+            | Self::ToolUse { cache_control, .. }
+            | Self::ToolResult { cache_control, .. }
+            | Self::Image { cache_control, .. } => cache_control.as_ref(),
+            Self::Thinking { .. } | Self::RedactedThinking { .. } | Self::Unknown(_) => None,
+        }
+    }
+
     /// Sets or clears the block's `cache_control`; blocks that cannot carry one
     /// (thinking, redacted thinking, unknown) are left unchanged and `false` is returned.
     pub fn set_cache_control(&mut self, value: Option<CacheControl>) -> bool {

@@ -31,6 +31,6 @@ pub use content::{
 pub use event::{
     ContentDelta, ErrorDetail, ErrorResponse, MessageDeltaBody, MessageStart, StreamEvent,
 };
-pub use message::{AssistantResponse, Message, Role, StopReason};
+pub use message::{AssistantResponse, Blocks, Message, Role, StopReason};
 pub use request::{MessagesRequest, Metadata, SystemBlock, ThinkingConfig, ToolDefinition};
 pub use usage::{CacheCreation, ServerToolUsage, Usage, UsageDelta};

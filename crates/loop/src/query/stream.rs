@@ -296,13 +296,18 @@ impl QueryRun {
 /// Removes thinking blocks: their signatures are bound to the model that wrote them
 /// and another model rejects them (seed 001, stripSignatureBlocks).
 fn strip_thinking(messages: &mut [Message]) {
-    for m in messages.iter_mut() {
-        m.content.retain(|b| {
-            !matches!(
-                b,
-                ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. }
-            )
-        });
+    let thinking = |b: &ContentBlock| {
+        matches!(
+            b,
+            ContentBlock::Thinking { .. } | ContentBlock::RedactedThinking { .. }
+        )
+    };
+    // Only messages with thinking are written to (a write copies shared blocks).
+    for m in messages
+        .iter_mut()
+        .filter(|m| m.content.iter().any(thinking))
+    {
+        m.content.retain(|b| !thinking(b));
         if m.content.is_empty() {
             m.content.push(ContentBlock::text("(thinking omitted)"));
         }
