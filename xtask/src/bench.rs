@@ -8,7 +8,9 @@
 //!   150-turn session in which every compaction stage runs, counted, see
 //!   `bench/compaction.rs`; the testkit answers summary requests on the side), wall
 //!   time and peak RSS (from `wait4`), per-turn times from the arrival of stream-json
-//!   lines less the testkit's own time for each request (and the turn's summary);
+//!   lines less the testkit's own time for each request (and the turn's summary), next
+//!   to a reference: the same request bodies sent again to a fresh testkit by the
+//!   plainest client (`xtask-bench-probe replay`), which is what the bytes alone cost;
 //! - Grep / Glob against `rg` on `~/.cargo/registry/src`, both as processes, answers
 //!   compared (see `bench/search.rs`), and a streamed turn with five 200 ms safe tools
 //!   (`xtask-bench-probe`, gyre's library code in release);
@@ -804,6 +806,75 @@ struct SessionRuns {
     /// Request sizes (KB) of turns 2–6 and the last five.
     early_kb: Vec<f64>,
     late_kb: Vec<f64>,
+    /// The same bodies sent by `xtask-bench-probe replay` (the least any client pays
+    /// to send them), the testkit's handling subtracted: turns 2–6 and the last five.
+    reference_early: Vec<f64>,
+    reference_late: Vec<f64>,
+    /// gyre's own time less the reference's, turn by turn: turns 2–6 and the last five.
+    over_early: Vec<f64>,
+    over_late: Vec<f64>,
+}
+
+/// Per turn: the testkit's time for the turn's request plus the summary requests sent
+/// in the same turn (before it), and the request's size.
+fn per_turn(requests: &[Handled]) -> Vec<(Duration, u64)> {
+    let mut turns = Vec::with_capacity(requests.len());
+    let mut summary_time = Duration::ZERO;
+    for r in requests {
+        if r.summary {
+            summary_time += r.took;
+        } else {
+            turns.push((r.took + summary_time, r.bytes));
+            summary_time = Duration::ZERO;
+        }
+    }
+    turns
+}
+
+/// Replays the bodies `gyre_server` received through `xtask-bench-probe replay` to a
+/// fresh testkit serving the same script; per turn, the round trips less that testkit's
+/// handling (ms), grouped as [`per_turn`] groups them.
+fn reference_turns(
+    probe: &Path,
+    testkit: &Path,
+    work: &Path,
+    name: &str,
+    script: &Script,
+    gyre_server: &Testkit,
+) -> Result<Vec<f64>> {
+    let server = Testkit::start(testkit, work, &format!("{name}-reference"), script)?;
+    let out = Command::new(probe)
+        .args([
+            "replay",
+            &gyre_server.port.to_string(),
+            &server.port.to_string(),
+        ])
+        .stderr(Stdio::inherit())
+        .output()
+        .context("could not run xtask-bench-probe replay")?;
+    if !out.status.success() {
+        bail!("xtask-bench-probe replay failed ({})", out.status);
+    }
+    let trips: Vec<u64> = serde_json::from_slice(&out.stdout)
+        .context("xtask-bench-probe replay printed no list of round trips")?;
+    let handled = server.handled()?;
+    if trips.len() != handled.len() {
+        bail!(
+            "the reference client sent {} requests, its testkit counted {}",
+            trips.len(),
+            handled.len()
+        );
+    }
+    // Each request's round trip less the testkit's handling, then grouped by turn.
+    let own: Vec<Handled> = trips
+        .iter()
+        .zip(&handled)
+        .map(|(&us, h)| Handled {
+            took: Duration::from_micros(us).saturating_sub(h.took),
+            ..*h
+        })
+        .collect();
+    Ok(per_turn(&own).iter().map(|(d, _)| ms(*d)).collect())
 }
 
 fn run_sessions(
@@ -824,6 +895,7 @@ fn run_sessions(
     } = *kind;
     let (project, home) = scratch(work, name)?;
     let script = script(&project)?;
+    let probe = &spawner.probe;
     let mut out = SessionRuns::default();
     for _ in 0..runs {
         // A fresh GYRE_HOME each run: the session's persisted results are counted.
@@ -873,16 +945,7 @@ fn run_sessions(
         let requests = server.handled()?;
         // Each turn's request, with the time the testkit spent on it and on the summary
         // requests sent in the same turn (before it).
-        let mut handled: Vec<(Duration, u64)> = Vec::with_capacity(turns);
-        let mut summary_time = Duration::ZERO;
-        for r in &requests {
-            if r.summary {
-                summary_time += r.took;
-            } else {
-                handled.push((r.took + summary_time, r.bytes));
-                summary_time = Duration::ZERO;
-            }
-        }
+        let handled = per_turn(&requests);
         let summaries = requests.len() - handled.len();
         if handled.len() != turns {
             bail!(
@@ -954,6 +1017,19 @@ fn run_sessions(
         out.late.extend(late);
         out.early_raw.extend((2..=6).map(turn));
         out.late_raw.extend((turns - 4..=turns).map(turn));
+        let reference = reference_turns(probe, testkit, work, name, &script, &server)?;
+        if reference.len() != turns {
+            bail!(
+                "the reference client's replay of the {turns}-turn session has {} turns",
+                reference.len()
+            );
+        }
+        let refer = |k: usize| reference[k - 1];
+        out.reference_early.extend((2..=6).map(refer));
+        out.reference_late.extend((turns - 4..=turns).map(refer));
+        out.over_early.extend((2..=6).map(|k| own(k) - refer(k)));
+        out.over_late
+            .extend((turns - 4..=turns).map(|k| own(k) - refer(k)));
     }
     Ok(out)
 }
@@ -1047,6 +1123,25 @@ fn rows_of(
         )
         .samples(&runs.late_raw)
         .against_samples(&runs.early_raw, "turns 2-6"),
+        Row::new(
+            &format!("{id}_reference"),
+            "  reference: a minimal client sending the same bodies",
+            "ms",
+        )
+        .samples(&runs.reference_late)
+        .against_samples(&runs.reference_early, "turns 2-6")
+        .note(
+            "xtask-bench-probe replay: one socket, one blocking write a request, the answer \
+             read to its end; the testkit's handling subtracted. What the bytes alone cost",
+        ),
+        Row::new(
+            &format!("{id}_over_reference"),
+            "  gyre's time less the reference's, turn by turn",
+            "ms",
+        )
+        .samples(&runs.over_late)
+        .against_samples(&runs.over_early, "turns 2-6")
+        .note("gyre's own work a turn: building, encoding, parsing, printing, tools"),
     ];
     if let Some(last) = runs.stages.last() {
         // The row means what it says only if every stage ran, in every run.

@@ -11,7 +11,13 @@
 //!   tool that sleeps 200 ms, run through the `StreamingToolExecutor` as the loop does
 //!   (each call added at its `content_block_stop`); median stream time and turn time (all
 //!   results in).
+//! - `replay FROM TO`: the request bodies gyre sent to the testkit on port FROM, sent
+//!   again in order to a testkit on port TO serving the same script, by the plainest
+//!   client there is (see `replay`); each round trip in µs, as a JSON list. The bench's
+//!   reference for what sending those bytes costs any client.
 
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -60,12 +66,74 @@ fn main() -> Result<()> {
         ["stream", runs] => runtime
             .block_on(stream(runs.parse()?))
             .map(|v| v.to_string())?,
+        ["replay", from, to] => replay(from.parse()?, to.parse()?)?,
         _ => bail!(
-            "usage: xtask-bench-probe tool Grep|Glob DIR INPUT_JSON | glob-all DIR PATTERN | stream RUNS"
+            "usage: xtask-bench-probe tool Grep|Glob DIR INPUT_JSON | glob-all DIR PATTERN | stream RUNS | replay FROM_PORT TO_PORT"
         ),
     };
     println!("{out}");
     Ok(())
+}
+
+/// The requests the testkit on `port` received, bodies included.
+fn captured(port: u16) -> Result<Vec<gyre_testkit::CapturedRequest>> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port))?;
+    stream.write_all(b"GET /_testkit/requests HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+    let mut raw = Vec::new();
+    stream.read_to_end(&mut raw)?;
+    let start = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .context("the testkit's request list had no body")?;
+    serde_json::from_slice(&raw[start + 4..]).context("the testkit's request list is not JSON")
+}
+
+/// Sends every request body the testkit on `from` received, in order, to the testkit on
+/// `to` and times each round trip: from the first byte written to the last byte of the
+/// answer read. One kept-alive socket with `TCP_NODELAY`, the head and the body in one
+/// blocking write, the chunked answer read into one reused buffer: the least any HTTP
+/// client can do to send those bytes and read the answer.
+fn replay(from: u16, to: u16) -> Result<String> {
+    const END: &[u8] = b"\r\n0\r\n\r\n";
+    let bodies: Vec<Vec<u8>> = captured(from)?
+        .iter()
+        .filter(|r| r.path == "/v1/messages")
+        .map(|r| serde_json::to_vec(&r.body))
+        .collect::<Result<_, _>>()?;
+    let mut stream = TcpStream::connect(("127.0.0.1", to))?;
+    stream.set_nodelay(true)?;
+    let mut out = Vec::with_capacity(bodies.len());
+    let mut request = Vec::new();
+    let mut answer = Vec::with_capacity(1 << 16);
+    let mut buf = vec![0u8; 1 << 16];
+    for body in &bodies {
+        request.clear();
+        write!(
+            request,
+            "POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+             x-api-key: bench-key\r\nanthropic-version: 2023-06-01\r\ncontent-length: {}\r\n\r\n",
+            body.len()
+        )?;
+        request.extend_from_slice(body);
+        answer.clear();
+        let started = Instant::now();
+        stream.write_all(&request)?;
+        while !answer.ends_with(END) {
+            let n = stream.read(&mut buf)?;
+            if n == 0 {
+                bail!("the testkit closed the connection mid-answer");
+            }
+            answer.extend_from_slice(&buf[..n]);
+        }
+        out.push(started.elapsed().as_micros());
+        if !answer.starts_with(b"HTTP/1.1 200") {
+            bail!(
+                "the testkit answered a replayed request with {}",
+                String::from_utf8_lossy(&answer[..answer.len().min(200)])
+            );
+        }
+    }
+    Ok(serde_json::to_string(&out)?)
 }
 
 fn median_ms(mut samples: Vec<Duration>) -> f64 {
