@@ -10,7 +10,7 @@ use similar::TextDiff;
 use crate::file_state::Freshness;
 use crate::tool::call_blocking;
 use crate::write::{
-    MAX_EDIT_FILE_BYTES, MODIFIED_MESSAGE, NOT_READ_MESSAGE, record_written, write_atomic,
+    MODIFIED_MESSAGE, NOT_READ_MESSAGE, read_with_freshness, record_written, write_atomic,
 };
 use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 
@@ -171,23 +171,17 @@ fn plan_edit(path: &Path, input: &EditInput, ctx: &ToolContext) -> Result<Plan, 
     if let Err(e) = crate::paths::refuse_special(path, &metadata) {
         return Err(Refused::Mistake(e.to_string()));
     }
-    let bytes = match crate::paths::read_as_checked(path, MAX_EDIT_FILE_BYTES) {
-        Ok(b) => b,
+    let bytes = match read_with_freshness(path, &metadata, ctx) {
         Err(e) => {
             return Err(Refused::Disk(ToolOutput::error(format!(
                 "Cannot read {}: {e}",
                 path.display()
             ))));
         }
+        Ok((_, Freshness::NotRead)) => return Err(Refused::Mistake(NOT_READ_MESSAGE.to_owned())),
+        Ok((_, Freshness::Stale)) => return Err(Refused::Mistake(MODIFIED_MESSAGE.to_owned())),
+        Ok((bytes, Freshness::Fresh)) => bytes,
     };
-    match ctx
-        .file_state
-        .freshness(path, &bytes, metadata.modified().ok())
-    {
-        Freshness::NotRead => return Err(Refused::Mistake(NOT_READ_MESSAGE.to_owned())),
-        Freshness::Stale => return Err(Refused::Mistake(MODIFIED_MESSAGE.to_owned())),
-        Freshness::Fresh => {}
-    }
     let Ok(original) = String::from_utf8(bytes) else {
         return Err(Refused::Mistake(
             "The file is not valid UTF-8 text; Edit cannot change it. Use Write or Bash instead."

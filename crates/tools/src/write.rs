@@ -93,15 +93,9 @@ Usage:\n\
         if !metadata.is_file() {
             return Ok(());
         }
-        let Ok(current) = crate::paths::read_as_checked(&path, MAX_EDIT_FILE_BYTES) else {
-            return Ok(());
-        };
-        match ctx
-            .file_state
-            .freshness(&path, &current, metadata.modified().ok())
-        {
-            Freshness::Stale => Err(MODIFIED_MESSAGE.to_owned()),
-            Freshness::NotRead | Freshness::Fresh => Ok(()),
+        match read_with_freshness(&path, &metadata, ctx) {
+            Ok((_, Freshness::Stale)) => Err(MODIFIED_MESSAGE.to_owned()),
+            Ok((_, Freshness::NotRead | Freshness::Fresh)) | Err(_) => Ok(()),
         }
     }
 
@@ -139,17 +133,11 @@ fn write_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
         Err(e) => return ToolOutput::error(format!("Cannot write {}: {e}", path.display())),
     };
     if let Some(metadata) = &existing {
-        let current = match crate::paths::read_as_checked(path, MAX_EDIT_FILE_BYTES) {
-            Ok(b) => b,
+        match read_with_freshness(path, metadata, ctx) {
             Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
-        };
-        match ctx
-            .file_state
-            .freshness(path, &current, metadata.modified().ok())
-        {
-            Freshness::NotRead => return ToolOutput::tool_use_error(NOT_READ_MESSAGE),
-            Freshness::Stale => return ToolOutput::tool_use_error(MODIFIED_MESSAGE),
-            Freshness::Fresh => {}
+            Ok((_, Freshness::NotRead)) => return ToolOutput::tool_use_error(NOT_READ_MESSAGE),
+            Ok((_, Freshness::Stale)) => return ToolOutput::tool_use_error(MODIFIED_MESSAGE),
+            Ok((_, Freshness::Fresh)) => {}
         }
     } else if let Some(parent) = path.parent()
         && let Err(e) = crate::paths::create_dir_all_as_checked(parent)
@@ -168,6 +156,20 @@ fn write_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
     } else {
         ToolOutput::ok(format!("File created successfully at: {}", path.display()))
     }
+}
+
+/// The file's bytes now, and whether they are what the session read: the check Edit and
+/// Write make before they write, and before they ask to.
+pub(crate) fn read_with_freshness(
+    path: &Path,
+    metadata: &std::fs::Metadata,
+    ctx: &ToolContext,
+) -> std::io::Result<(Vec<u8>, Freshness)> {
+    let bytes = crate::paths::read_as_checked(path, MAX_EDIT_FILE_BYTES)?;
+    let freshness = ctx
+        .file_state
+        .freshness(path, &bytes, metadata.modified().ok());
+    Ok((bytes, freshness))
 }
 
 /// Records what was just written, so the next Edit does not call it stale.
