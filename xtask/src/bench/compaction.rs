@@ -235,8 +235,13 @@ struct Markers {
 
 impl Markers {
     fn add(&mut self, text: &str) {
-        self.cleared += text.matches("[Old tool result content cleared]").count();
-        self.collapsed += usize::from(text.starts_with("[Collapsed "));
+        self.cleared += text.matches(gyre_compact::CLEARED_PLACEHOLDER).count();
+        self.collapsed += usize::from(text.starts_with(gyre_compact::COLLAPSE_PREFIX));
+    }
+
+    fn merge(&mut self, other: Self) {
+        self.cleared += other.cleared;
+        self.collapsed += other.collapsed;
     }
 }
 
@@ -281,17 +286,14 @@ impl<'de> Deserialize<'de> for Markers {
             fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Markers, A::Error> {
                 let mut m = Markers::default();
                 while let Some(inner) = seq.next_element::<Markers>()? {
-                    m.cleared += inner.cleared;
-                    m.collapsed += inner.collapsed;
+                    m.merge(inner);
                 }
                 Ok(m)
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Markers, A::Error> {
                 let mut m = Markers::default();
                 while map.next_key::<IgnoredAny>()?.is_some() {
-                    let inner = map.next_value::<Markers>()?;
-                    m.cleared += inner.cleared;
-                    m.collapsed += inner.collapsed;
+                    m.merge(map.next_value::<Markers>()?);
                 }
                 Ok(m)
             }
