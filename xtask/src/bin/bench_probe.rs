@@ -7,14 +7,17 @@
 //! - `glob-all DIR PATTERN`: every file Glob's search finds (before its cut at 100).
 //! - `spawn OUT PROGRAM ARGS…`: runs PROGRAM and writes its exit code, peak RSS and
 //!   wall time to OUT (see `spawn` for why the bench needs a small parent).
+//! - `spawn-lines OUT PROGRAM ARGS…`: the same, and reads PROGRAM's stdout itself: the
+//!   lines go to `OUT.stdout`, and `OUT.marks` gets, for each line, when it arrived and
+//!   how much CPU PROGRAM had used by then (see `Lines`).
 //! - `stream RUNS`: one streamed turn from gyre-testkit carrying five tool calls to a safe
 //!   tool that sleeps 200 ms, run through the `StreamingToolExecutor` as the loop does
 //!   (each call added at its `content_block_stop`); median stream time and turn time (all
 //!   results in).
 //! - `replay FROM TO`: the request bodies gyre sent to the testkit on port FROM, sent
 //!   again in order to a testkit on port TO serving the same script, by the plainest
-//!   client there is (see `replay`); each round trip in µs, as a JSON list. The bench's
-//!   reference for what sending those bytes costs any client.
+//!   client there is (see `replay`); each round trip as `[wall µs, CPU µs]`, in a JSON
+//!   list. The bench's reference for what sending those bytes costs any client.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -45,9 +48,9 @@ fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     // Before anything else (no runtime): this process stays small, see `spawn`.
     if let [command, out, program, rest @ ..] = args.as_slice()
-        && command == "spawn"
+        && (command == "spawn" || command == "spawn-lines")
     {
-        let code = spawn(out, program, rest)?;
+        let code = spawn(out, program, rest, command == "spawn-lines")?;
         std::process::exit(code);
     }
     // The runtime gyre itself runs tools on (one thread; the tool on a blocking one).
@@ -90,36 +93,46 @@ fn captured(port: u16) -> Result<Vec<gyre_testkit::CapturedRequest>> {
 
 /// Sends every request body the testkit on `from` received, in order, to the testkit on
 /// `to` and times each round trip: from the first byte written to the last byte of the
-/// answer read. One kept-alive socket with `TCP_NODELAY`, the head and the body in one
-/// blocking write, the chunked answer read into one reused buffer: the least any HTTP
-/// client can do to send those bytes and read the answer.
+/// answer read, in wall time and in this thread's CPU time. One kept-alive socket with
+/// `TCP_NODELAY`, the head and the body in one blocking write, the chunked answer read
+/// into one reused buffer: the least any HTTP client can do to send those bytes and read
+/// the answer.
+///
+/// Every request is built before the first is sent, as bytes a client holds: a request
+/// built just before its write would be sent from the CPU's cache, and at 500 KB that
+/// takes about 80 µs less than sending it from memory, a discount no client that keeps
+/// its body between turns (as gyre does, to encode only the new messages) can have.
 fn replay(from: u16, to: u16) -> Result<String> {
     const END: &[u8] = b"\r\n0\r\n\r\n";
-    let bodies: Vec<Vec<u8>> = captured(from)?
+    let requests: Vec<Vec<u8>> = captured(from)?
         .iter()
         .filter(|r| r.path == "/v1/messages")
-        .map(|r| serde_json::to_vec(&r.body))
-        .collect::<Result<_, _>>()?;
+        .map(|r| -> Result<Vec<u8>> {
+            let body = serde_json::to_vec(&r.body)?;
+            let mut request = Vec::with_capacity(body.len() + 200);
+            write!(
+                request,
+                "POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
+                 x-api-key: bench-key\r\nanthropic-version: 2023-06-01\r\ncontent-length: {}\r\n\r\n",
+                body.len()
+            )?;
+            request.extend_from_slice(&body);
+            Ok(request)
+        })
+        .collect::<Result<_>>()?;
     let mut stream = TcpStream::connect(("127.0.0.1", to))?;
     stream.set_nodelay(true)?;
     // A testkit that stops answering fails the bench instead of hanging it.
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut out = Vec::with_capacity(bodies.len());
-    let mut request = Vec::new();
+    let mut out = Vec::with_capacity(requests.len());
     let mut answer = Vec::with_capacity(1 << 16);
     let mut buf = vec![0u8; 1 << 16];
-    for body in &bodies {
-        request.clear();
-        write!(
-            request,
-            "POST /v1/messages HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n\
-             x-api-key: bench-key\r\nanthropic-version: 2023-06-01\r\ncontent-length: {}\r\n\r\n",
-            body.len()
-        )?;
-        request.extend_from_slice(body);
+    let cpu = rusage::CpuClock::this_thread();
+    for request in &requests {
         answer.clear();
+        let cpu_before = cpu.read()?;
         let started = Instant::now();
-        stream.write_all(&request)?;
+        stream.write_all(request)?;
         while !answer.ends_with(END) {
             let n = stream.read(&mut buf)?;
             if n == 0 {
@@ -134,7 +147,8 @@ fn replay(from: u16, to: u16) -> Result<String> {
                 );
             }
         }
-        out.push(started.elapsed().as_micros());
+        let wall = started.elapsed().as_micros();
+        out.push((wall, cpu.read()? - cpu_before));
     }
     Ok(serde_json::to_string(&out)?)
 }
@@ -148,19 +162,26 @@ fn median_ms(mut samples: Vec<Duration>) -> f64 {
 
 /// Runs `program` with `args` (stdio, directory and environment inherited) and writes
 /// `<exit code> <peak RSS in KiB> <wall µs> <CPU µs>` to `out`; exits with the
-/// program's code.
+/// program's code. With `lines`, reads the program's stdout (see [`Lines`]).
 ///
 /// Why a process between the bench and what it measures: the peak RSS the kernel
 /// reports for a child counts the memory of the process it was forked from (the
 /// parent's address space is the child's until `exec`), so a child of the bench would
 /// report at least the bench's own RSS (about 12 MiB for a debug xtask) however little
 /// it uses. This process is a few MiB.
-fn spawn(out: &str, program: &str, args: &[String]) -> Result<i32> {
+fn spawn(out: &str, program: &str, args: &[String], lines: bool) -> Result<i32> {
     let started = Instant::now();
-    let child = std::process::Command::new(program)
-        .args(args)
+    let mut command = std::process::Command::new(program);
+    command.args(args);
+    if lines {
+        command.stdout(std::process::Stdio::piped());
+    }
+    let mut child = command
         .spawn()
         .with_context(|| format!("could not run {program}"))?;
+    if let Some(stdout) = child.stdout.take() {
+        Lines::read(stdout, &child, started)?.write(out)?;
+    }
     let usage = rusage::wait_usage(&child)?;
     let wall = started.elapsed().as_micros();
     std::fs::write(
@@ -171,6 +192,65 @@ fn spawn(out: &str, program: &str, args: &[String]) -> Result<i32> {
         ),
     )?;
     Ok(usage.code)
+}
+
+/// A child's stdout as the plainest reader takes it (one loop of blocking reads, in a
+/// release build, nothing parsed), and for each line when its newline arrived (µs since
+/// spawn) and the child's CPU time by then (user + system, every thread, µs).
+///
+/// Why the probe reads the lines and not the bench: the bench is a debug build, and on
+/// two cores a slow reader competes with what it times. Why CPU time: on two cores the
+/// wall time of a sub-millisecond turn swings with whatever else runs (the local
+/// testkit, the reader); the CPU gyre spent on a turn does not, and it is what grows if
+/// gyre does work that scales with the history.
+struct Lines {
+    text: Vec<u8>,
+    /// (arrival µs, child CPU µs) per line.
+    marks: Vec<(u128, u64)>,
+}
+
+impl Lines {
+    fn read(mut stdout: impl Read, child: &std::process::Child, started: Instant) -> Result<Self> {
+        let cpu = rusage::CpuClock::of(child)?;
+        let mut lines = Self {
+            text: Vec::with_capacity(1 << 20),
+            marks: Vec::new(),
+        };
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            let n = match stdout.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            };
+            let chunk = &buf[..n];
+            let newlines = chunk.iter().filter(|&&b| b == b'\n').count();
+            if newlines > 0 {
+                let at = started.elapsed().as_micros();
+                // The child may be exiting: its clock then reads as the last it had.
+                let used = cpu
+                    .read()
+                    .unwrap_or_else(|_| lines.marks.last().map_or(0, |m| m.1));
+                lines
+                    .marks
+                    .extend(std::iter::repeat_n((at, used), newlines));
+            }
+            lines.text.extend_from_slice(chunk);
+        }
+        Ok(lines)
+    }
+
+    fn write(&self, out: &str) -> Result<()> {
+        std::fs::write(format!("{out}.stdout"), &self.text)?;
+        let marks: String = self
+            .marks
+            .iter()
+            .map(|(at, cpu)| format!("{at} {cpu}\n"))
+            .collect();
+        std::fs::write(format!("{out}.marks"), marks)?;
+        Ok(())
+    }
 }
 
 /// One Grep or Glob call in `dir` (the working directory), its text on stdout: what a
@@ -323,4 +403,31 @@ async fn stream(runs: usize) -> Result<Value> {
         "tools": 5,
         "tool_ms": TOOL_MS,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_are_kept_whole_and_each_is_marked_when_it_arrived() {
+        let started = Instant::now();
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "printf 'a\\nb\\n'; sleep 0.1; printf 'cc\\n'"])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let lines = Lines::read(stdout, &child, started).unwrap();
+        child.wait().unwrap();
+        assert_eq!(lines.text, b"a\nb\ncc\n");
+        assert_eq!(lines.marks.len(), 3);
+        let (first, last) = (lines.marks[0], lines.marks[2]);
+        assert!(
+            last.0 >= first.0 + 100_000,
+            "the third line came 100 ms after the first: {:?}",
+            lines.marks
+        );
+        assert!(last.1 >= first.1, "a CPU clock only goes forward");
+    }
 }
