@@ -576,6 +576,48 @@ fn the_input_box_follows_the_last_line_and_sits_on_the_bottom_rows_of_a_full_scr
 
 #[test]
 #[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn after_the_terminal_narrows_and_widens_the_screen_shows_one_input_box_and_the_answer() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text(
+        "A Rust project; README.md is the place to start reading it.",
+    )]))
+    .unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("what is in this folder?");
+    tmux.wait_for("the place to start reading it.");
+    tmux.wait_for_prompt();
+    let boxes = |pane: &str| pane.lines().filter(|l| l.starts_with('╭')).count();
+    let prompts = |pane: &str| pane.lines().filter(|l| l.starts_with("│>")).count();
+    for width in [40_usize, 100] {
+        // tmux rewraps the rows it shows, as most terminals do.
+        let columns = width.to_string();
+        tmux.run(&["resize-window", "-t", SESSION, "-x", &columns, "-y", "50"]);
+        let pane = tmux.wait_until(&format!("one input box at width {width}"), |pane| {
+            boxes(pane) == 1
+                && pane.lines().all(|l| l.chars().count() <= width)
+                && pane
+                    .lines()
+                    .any(|l| l.starts_with('╭') && l.chars().count() == width)
+        });
+        assert_eq!(prompts(&pane), 1, "{pane}");
+        assert!(
+            pane.lines()
+                .all(|l| !l.trim_start().starts_with('╰') || l.starts_with('╰')),
+            "{pane}"
+        );
+        let answer: String = pane.lines().collect::<Vec<_>>().join(" ");
+        assert!(
+            answer.contains("the place to start") && answer.contains("> what is in this folder?"),
+            "{pane}"
+        );
+    }
+    // The input box still works at the new size.
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status 0");
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
 fn without_no_color_the_ui_is_styled_and_a_double_ctrl_c_quits() {
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([])).unwrap();
@@ -1384,7 +1426,9 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          and then expanded with Ctrl+O, a code block, a two-line request, a second call\n\
          allowed for the session and interrupted with Esc, `/cost`, an unknown command\n\
          and `/exit`. The answers come from gyre-testkit. While gyre runs, the input box\n\
-         and the status line sit under the scrollback; `/exit` erases them.\n\n\
+         and the status line sit under the scrollback; `/exit` erases them. After the\n\
+         terminal is resized, gyre draws the screen afresh at the new size: its newest\n\
+         lines, then the input box.\n\n\
          Keys: Enter sends; Ctrl+J or Alt+Enter (or `\\` then Enter) starts a new line;\n\
          ↑/↓ move between the lines of a longer text, then browse the history, and Ctrl+R\n\
          searches it; a paste keeps its newlines; Tab completes a `/command`; Esc or Ctrl+C\n\

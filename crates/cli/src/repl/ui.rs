@@ -5,6 +5,7 @@
 //! under them. [`Screen`] does that on any ratatui backend (tests use `TestBackend`);
 //! [`Ui`] is it on the real terminal.
 
+use std::collections::VecDeque;
 use std::io::{Stdout, Write};
 
 use anyhow::{Context, Result};
@@ -12,7 +13,7 @@ use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
 use crossterm::terminal::{disable_raw_mode, enable_raw_mode};
 use ratatui::backend::{Backend, ClearType, CrosstermBackend};
 use ratatui::buffer::{Buffer, Cell};
-use ratatui::layout::{Position, Rect};
+use ratatui::layout::{Position, Rect, Size};
 use ratatui::style::{Color, Modifier};
 use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
@@ -29,7 +30,15 @@ pub struct Screen<B: Backend> {
     top: u16,
     /// Where the live area is now (empty when it has to be drawn afresh).
     area: Rect,
+    /// The terminal's size when the screen was last written.
+    size: Size,
+    /// The newest printed lines, drawn again after a resize.
+    recent: VecDeque<String>,
 }
+
+/// How many printed lines [`Screen`] keeps to draw again after a resize: more than any
+/// terminal shows at once.
+const RECENT_LINES: usize = 500;
 
 impl<B: Backend> Screen<B> {
     /// The live area starts at row `top` (where the cursor is).
@@ -37,7 +46,8 @@ impl<B: Backend> Screen<B> {
     /// # Errors
     /// When the backend cannot report its size.
     pub fn new(backend: B, color: bool, top: u16) -> std::io::Result<Self> {
-        let width = backend.size()?.width;
+        let size = backend.size()?;
+        let width = size.width;
         let terminal = Terminal::with_options(
             backend,
             TerminalOptions {
@@ -49,6 +59,8 @@ impl<B: Backend> Screen<B> {
             color,
             top,
             area: Rect::default(),
+            size,
+            recent: VecDeque::new(),
         })
     }
 
@@ -61,10 +73,21 @@ impl<B: Backend> Screen<B> {
         if lines.is_empty() {
             return Ok(());
         }
-        let size = self.terminal.backend().size()?;
-        let (width, height) = (size.width, size.height);
+        self.follow_resize(self.area.height)?;
+        let width = self.size.width;
         let rows = scrollback_rows(lines, width, self.color);
         self.erase()?;
+        self.write_rows(&rows)?;
+        self.recent.extend(lines.iter().cloned());
+        let over = self.recent.len().saturating_sub(RECENT_LINES);
+        self.recent.drain(..over);
+        Ok(())
+    }
+
+    /// Writes `rows` from the live area's top, scrolling the screen as they need; the
+    /// live area then starts under them.
+    fn write_rows(&mut self, rows: &[Line<'static>]) -> std::io::Result<()> {
+        let Size { width, height } = self.size;
         let backend = self.terminal.backend_mut();
         for chunk in rows.chunks(usize::from(height.max(1))) {
             let count = u16::try_from(chunk.len()).unwrap_or(u16::MAX);
@@ -95,6 +118,35 @@ impl<B: Backend> Screen<B> {
         Ok(())
     }
 
+    /// After the terminal changed size, draws the screen afresh: the newest printed
+    /// lines from the top, wrapped to the new width, leaving `live` rows under them.
+    ///
+    /// Terminals differ in what they do to the rows already shown when their width
+    /// changes (some rewrap them, some cut them, some move the cursor), so where the
+    /// old live area ended up cannot be known, and erasing from where it was leaves
+    /// pieces of it on the screen. The lines kept above are those gyre printed; the
+    /// terminal's history above the screen is left alone.
+    fn follow_resize(&mut self, live: u16) -> std::io::Result<()> {
+        let size = self.terminal.backend().size()?;
+        if size == self.size {
+            return Ok(());
+        }
+        self.size = size;
+        let backend = self.terminal.backend_mut();
+        // Row by row: a terminal may keep a cleared screen in its history (tmux's
+        // scroll-on-clear), which would then hold it twice.
+        for y in 0..size.height {
+            backend.set_cursor_position(Position::new(0, y))?;
+            backend.clear_region(ClearType::UntilNewLine)?;
+        }
+        self.top = 0;
+        self.area = Rect::default();
+        let lines: Vec<String> = self.recent.iter().cloned().collect();
+        let rows = scrollback_rows(&lines, size.width, self.color);
+        let room = usize::from(size.height.saturating_sub(live));
+        self.write_rows(&rows[rows.len().saturating_sub(room)..])
+    }
+
     /// Draws the live area under the scrollback, as many rows as it fills.
     ///
     /// # Errors
@@ -106,6 +158,7 @@ impl<B: Backend> Screen<B> {
         let rows = view::render(view, most, &mut Buffer::empty(most))
             .rows
             .max(1);
+        self.follow_resize(rows)?;
         self.top = make_room(
             self.terminal.backend_mut(),
             self.top.min(height),
@@ -367,6 +420,24 @@ mod tests {
         screen.print(&["  ? allowed once".into()]).unwrap();
         draw(&mut screen, None);
         insta::assert_snapshot!(format!("{asking}\n=== answered:\n{}", shown(&screen)));
+    }
+
+    #[test]
+    fn after_a_resize_the_screen_is_drawn_afresh_at_the_new_width() {
+        let mut screen = screen(30);
+        draw(&mut screen, None);
+        screen
+            .print(&["a line long enough to wrap at twenty".into(), "two".into()])
+            .unwrap();
+        draw(&mut screen, None);
+        // The terminal narrows (TestBackend keeps the old cells where they fit, as a
+        // terminal that cuts rows does).
+        screen.terminal.backend_mut().resize(20, 10);
+        draw(&mut screen, None);
+        let narrowed = shown(&screen);
+        screen.print(&["three".into()]).unwrap();
+        draw(&mut screen, None);
+        insta::assert_snapshot!(format!("{narrowed}\n=== then a line:\n{}", shown(&screen)));
     }
 
     #[test]
