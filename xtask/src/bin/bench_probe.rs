@@ -180,7 +180,13 @@ fn spawn(out: &str, program: &str, args: &[String], lines: bool) -> Result<i32> 
         .spawn()
         .with_context(|| format!("could not run {program}"))?;
     if let Some(stdout) = child.stdout.take() {
-        Lines::read(stdout, &child, started)?.write(out)?;
+        let read = Lines::read(stdout, &child, started).and_then(|lines| lines.write(out));
+        if let Err(e) = read {
+            // Not left running without its reader.
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
     }
     let usage = rusage::wait_usage(&child)?;
     let wall = started.elapsed().as_micros();
