@@ -20,9 +20,10 @@
 //! - compaction and SSE parsing: the crates' criterion benches, medians read from
 //!   `target/criterion/*/new/estimates.json`.
 //!
-//! A goal whose samples agree (see [`STABLE_SPREAD`]) and that misses fails the command,
-//! so `cargo xtask ci` fails; quick mode holds time goals [`QUICK_SLACK`]× looser and
-//! does not enforce the per-turn late-vs-early ratio (too few runs to tell it from noise).
+//! A goal whose samples agree (see [`STABLE_SPREAD`]; for the per-turn ratio, when the
+//! odd and the even runs reach the same verdict apart) and that misses fails the
+//! command, so `cargo xtask ci` fails; quick mode holds time goals [`QUICK_SLACK`]×
+//! looser and does not enforce the per-turn ratio (too few runs to tell it from noise).
 //! The full run writes `target/bench/report.md` and `target/bench/report.json`;
 //! `--baseline` compares with an earlier `report.json`. `--quick` (CI) runs each row a
 //! few times and skips the 500-turn session and criterion.
