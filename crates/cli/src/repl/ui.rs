@@ -73,8 +73,9 @@ impl<B: Backend> Screen<B> {
         if lines.is_empty() {
             return Ok(());
         }
-        self.follow_resize(self.area.height)?;
-        let width = self.size.width;
+        let size = self.terminal.backend().size()?;
+        self.follow_resize(size, self.area.height)?;
+        let width = size.width;
         let rows = scrollback_rows(lines, width, self.color);
         self.erase()?;
         self.write_rows(&rows)?;
@@ -118,16 +119,16 @@ impl<B: Backend> Screen<B> {
         Ok(())
     }
 
-    /// After the terminal changed size, draws the screen afresh: the newest printed
-    /// lines from the top, wrapped to the new width, leaving `live` rows under them.
+    /// When the terminal's `size` (as the caller just read it) differs from the last
+    /// one, draws the screen afresh: the newest printed lines from the top, wrapped to
+    /// the new width, leaving `live` rows under them.
     ///
     /// Terminals differ in what they do to the rows already shown when their width
     /// changes (some rewrap them, some cut them, some move the cursor), so where the
     /// old live area ended up cannot be known, and erasing from where it was leaves
     /// pieces of it on the screen. The lines kept above are those gyre printed; the
     /// terminal's history above the screen is left alone.
-    fn follow_resize(&mut self, live: u16) -> std::io::Result<()> {
-        let size = self.terminal.backend().size()?;
+    fn follow_resize(&mut self, size: Size, live: u16) -> std::io::Result<()> {
         if size == self.size {
             return Ok(());
         }
@@ -141,8 +142,7 @@ impl<B: Backend> Screen<B> {
         }
         self.top = 0;
         self.area = Rect::default();
-        let lines: Vec<String> = self.recent.iter().cloned().collect();
-        let rows = scrollback_rows(&lines, size.width, self.color);
+        let rows = scrollback_rows(self.recent.make_contiguous(), size.width, self.color);
         let room = usize::from(size.height.saturating_sub(live));
         self.write_rows(&rows[rows.len().saturating_sub(room)..])
     }
@@ -158,7 +158,7 @@ impl<B: Backend> Screen<B> {
         let rows = view::render(view, most, &mut Buffer::empty(most))
             .rows
             .max(1);
-        self.follow_resize(rows)?;
+        self.follow_resize(size, rows)?;
         self.top = make_room(
             self.terminal.backend_mut(),
             self.top.min(height),
