@@ -936,9 +936,8 @@ struct SessionRuns {
     requests: usize,
     /// The compaction stages of each run, when counted.
     stages: Vec<compaction::Stages>,
-    /// Request sizes (KB) of turns 2–6 and the last five.
-    early_kb: Vec<f64>,
-    late_kb: Vec<f64>,
+    /// Request sizes (KB).
+    kb: Windows,
 }
 
 /// Per turn: the testkit's time for the turn's request plus the summary requests sent
@@ -1130,8 +1129,7 @@ fn run_sessions(
         // k is turn k's) is the model's side of the turn, not gyre's.
         let own = |k: usize| -> f64 { turn(k) - ms(handled[k - 1].0) };
         let kb = |k: usize| handled[k - 1].1 as f64 / 1000.0;
-        out.early_kb.extend((2..=6).map(kb));
-        out.late_kb.extend((turns - 4..=turns).map(kb));
+        out.kb.add(turns, kb);
         out.walls.push(ms(wall));
         out.rss.push(kib as f64 / 1024.0);
         out.first.push(own(1));
@@ -1179,6 +1177,7 @@ fn rows_of(
          bytes / 4 as input_tokens",
         runs.boundaries, runs.requests, runs.summaries
     );
+    let (early_kb, late_kb) = runs.kb.pooled(|_| true);
     let mut rows = vec![
         Row::new(
             &format!("{id}_wall"),
@@ -1228,8 +1227,8 @@ fn rows_of(
             .note(format!(
                 "requests {:.0} KB vs {:.0} KB: sending them is part of the turn, and the \
                  reference below shows what the bytes alone add; per-run ratios: {}",
-                median(runs.late_kb.clone()).unwrap_or(0.0),
-                median(runs.early_kb.clone()).unwrap_or(0.0),
+                median(late_kb).unwrap_or(0.0),
+                median(early_kb).unwrap_or(0.0),
                 runs.own.per_run()
             )),
         runs.raw.row(
