@@ -51,29 +51,9 @@ fn build(package: &str, bin_name: &str) -> Result<PathBuf> {
         .parent()
         .context("workspace root")?
         .to_path_buf();
-    let mut cargo = Command::new(env!("CARGO"));
-    cargo
-        .args(["build", "--quiet", "-p", package, "--bin", bin_name])
-        .current_dir(&root);
-    // `cargo test` gives this process the test crate's CARGO_MANIFEST_DIR, CARGO_PKG_*, …;
-    // a build script that tracks one (ring tracks CARGO_MANIFEST_DIR) would be dirty for
-    // the inner build and again for the next outer one, rebuilding the TLS stack and
-    // gyre on every run.
-    for (key, _) in std::env::vars_os() {
-        let key = key.to_string_lossy();
-        if key.starts_with("CARGO_PKG_")
-            || matches!(
-                key.as_ref(),
-                "CARGO_MANIFEST_DIR"
-                    | "CARGO_MANIFEST_PATH"
-                    | "CARGO_CRATE_NAME"
-                    | "CARGO_PRIMARY_PACKAGE"
-                    | "CARGO_TARGET_TMPDIR"
-            )
-        {
-            cargo.env_remove(key.as_ref());
-        }
-    }
+    // Without the variables `cargo test` set for this process: see gyre_testkit::cargo.
+    let mut cargo = gyre_testkit::cargo::command(&root);
+    cargo.args(["build", "--quiet", "-p", package, "--bin", bin_name]);
     let status = cargo.status().context("running cargo build")?;
     if !status.success() {
         bail!("cargo build -p {package} failed");

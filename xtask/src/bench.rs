@@ -1540,9 +1540,8 @@ fn criterion_rows(cargo: &str, work: &Path) -> Vec<Row> {
         eprintln!("  $ cargo {} (log: {})", args.join(" "), log.display());
         let ok = std::fs::File::create(&log).ok().and_then(|f| {
             let err = f.try_clone().ok()?;
-            Command::new(cargo)
+            crate::command(cargo)
                 .args(&args)
-                .current_dir(crate::workspace_root())
                 .stdout(f)
                 .stderr(err)
                 .status()

@@ -127,7 +127,7 @@ pub fn run(_args: &Args) -> Result<()> {
 
 /// nextest runs every test but the doc tests, which need `cargo test --doc`.
 fn nextest_installed(cargo: &str) -> bool {
-    std::process::Command::new(cargo)
+    crate::command(cargo)
         .args(["nextest", "--version"])
         .output()
         .is_ok_and(|o| o.status.success())

@@ -155,4 +155,42 @@ mod tests {
         std::fs::write(&transcript, "{\"type\":\"user\"}\n").unwrap();
         assert_eq!(transcript_in(&projects).unwrap(), transcript);
     }
+
+    /// What cargo compiled in a run of `cargo args…` from the workspace root, started as
+    /// the user's shell would start it (none of the variables cargo set for this test).
+    fn compiled_by(args: &[&str]) -> Vec<String> {
+        let out = gyre_testkit::cargo::command(&workspace_root())
+            .args(args)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "cargo {args:?} failed: {stderr}");
+        stderr
+            .lines()
+            .map(str::trim_start)
+            .filter(|l| l.starts_with("Compiling "))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// The README promises "then seconds a run": switching between `cargo build` in the
+    /// shell and the cargo that `cargo xtask demo` starts must not rebuild anything.
+    #[test]
+    #[ignore = "builds gyre and runs the demo twice (minutes on a cold target/); CI runs it"]
+    fn a_second_demo_and_the_users_own_build_recompile_nothing() {
+        let demo = ["xtask", "demo"];
+        let build = ["build", "-p", "gyre-cli"];
+        compiled_by(&demo);
+        assert_eq!(compiled_by(&demo), Vec::<String>::new(), "the second demo");
+        assert_eq!(
+            compiled_by(&build),
+            Vec::<String>::new(),
+            "cargo build after the demo"
+        );
+        assert_eq!(
+            compiled_by(&demo),
+            Vec::<String>::new(),
+            "the demo after cargo build"
+        );
+    }
 }

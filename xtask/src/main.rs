@@ -74,12 +74,21 @@ fn cargo() -> String {
     std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned())
 }
 
+/// `program` to run in the workspace root, without the variables cargo set for xtask
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …): a child cargo that inherited them would
+/// rebuild what the user's own `cargo build` built (see `gyre_testkit::cargo`).
+fn command(program: &str) -> Command {
+    let mut command = Command::new(program);
+    command.current_dir(workspace_root());
+    gyre_testkit::cargo::scrub(&mut command);
+    command
+}
+
 /// Runs a command in the workspace root, failing with its name if it fails.
 fn run_cmd(program: &str, args: &[&str]) -> Result<()> {
     eprintln!("$ {program} {}", args.join(" "));
-    let status = Command::new(program)
+    let status = command(program)
         .args(args)
-        .current_dir(workspace_root())
         .status()
         .with_context(|| format!("could not run {program}"))?;
     if !status.success() {
@@ -90,9 +99,8 @@ fn run_cmd(program: &str, args: &[&str]) -> Result<()> {
 
 /// Runs a command in the workspace root and returns its stdout.
 fn output_of(program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(program)
+    let out = command(program)
         .args(args)
-        .current_dir(workspace_root())
         .output()
         .with_context(|| format!("could not run {program}"))?;
     if !out.status.success() {

@@ -152,6 +152,7 @@
 //! - Any other path is recorded and answered 404 `not_found_error`. Every response has a
 //!   `request-id: req_testkit_<request number>` header.
 
+pub mod cargo;
 pub mod corpus;
 mod error;
 mod render;
