@@ -469,7 +469,7 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
     tmux.key("s");
     let pane = tmux.wait_for("? Bash ls");
     assert!(
-        pane.contains("always allowed: Edit saved to .gyre/settings.local.json"),
+        pane.contains("always allowed in this folder: Edit(//"),
         "{pane}"
     );
     tmux.key("n");
@@ -490,10 +490,18 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
         parts[3].strip_prefix('$').unwrap().parse::<f64>().unwrap() > 0.0,
         "{status}"
     );
-    let settings =
-        std::fs::read_to_string(sandbox.project().join(".gyre/settings.local.json")).unwrap();
-    let settings: serde_json::Value = serde_json::from_str(&settings).unwrap();
-    assert_eq!(settings["permissions"]["allow"], json!(["Edit"]));
+    // Saved in the user's config for this folder, scoped to the project: a bare `Edit`
+    // would allow edits anywhere on disk. Nothing is written into the project.
+    let saved = std::fs::read_to_string(sandbox.home().join("folder-rules.json")).unwrap();
+    let saved: serde_json::Value = serde_json::from_str(&saved).unwrap();
+    let project = sandbox.project().canonicalize().unwrap();
+    let project = project.to_str().unwrap();
+    assert_eq!(
+        saved["allow"][project],
+        json!([format!("Edit(/{project}/**)")]),
+        "{saved}"
+    );
+    assert!(!sandbox.project().join(".gyre").exists());
     assert_eq!(
         std::fs::read_to_string(&file).unwrap(),
         "alpha\nBETA\ngamma\n"
@@ -1435,9 +1443,9 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          interrupt a turn (Ctrl+C twice quits); Ctrl+D, `exit` or `quit` leave; Shift+Tab\n\
          switches the permission mode (default, acceptEdits, plan); Ctrl+O shows the newest\n\
          folded Bash output whole (again: the one before); a permission question takes\n\
-         `y` (once), `a` (this session), `s` (always: saved to `.gyre/settings.local.json`)\n\
-         or `n`, or the arrows and Enter. Edits and writes show their diff, numbered in the\n\
-         file; TodoWrite shows its list as a checklist. A plan (ExitPlanMode) takes `1` (yes, edits\n\
+         `y` (once), `a` (this session), `s` (always in this folder: saved in your own\n\
+         `~/.gyre/folder-rules.json`) or `n`, or the arrows and Enter. Edits and writes\n\
+         show their diff, numbered in the file; TodoWrite shows its list as a checklist. A plan (ExitPlanMode) takes `1` (yes, edits\n\
          auto-accepted), `2` (yes, edits ask first) or `3` (no: type what to change).\n\
          Running sub-agents each have a live line (their newest tool call, tool uses,\n\
          tokens) that becomes one outcome line; `/bashes` lists the background shells\n\

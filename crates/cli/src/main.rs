@@ -5,6 +5,7 @@
 mod agents;
 mod args;
 mod control;
+mod folder_rules;
 mod gate;
 mod headless;
 mod hooks;

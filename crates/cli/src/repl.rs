@@ -38,7 +38,7 @@ use gyre_tools::background::ShellTable;
 use tokio::sync::mpsc;
 
 use self::editor::{Editor, HistoryFile};
-use self::question::{Question, UiPrompt, save_allow_rule};
+use self::question::{Question, UiPrompt};
 use self::slash::{HELP, NO_SHELLS, SlashCommand, cost_report, shell_row};
 use self::spinner::{Status, TICK};
 use self::style::Palette;
@@ -628,12 +628,16 @@ impl Front {
                 PromptAnswer::AllowAlways,
                 p.dim(&format!("  ? allowed for this session: {rule}")),
             ),
-            Choice::Save => match save_allow_rule(&self.cwd, rule) {
+            Choice::Save => match crate::folder_rules::save_allow_rule(
+                &crate::session::gyre_home(),
+                &self.cwd,
+                rule,
+            ) {
                 Ok(path) => (
                     PromptAnswer::AllowAlways,
                     p.dim(&format!(
-                        "  ? always allowed: {rule} saved to {}",
-                        path.strip_prefix(&self.cwd).unwrap_or(&path).display()
+                        "  ? always allowed in this folder: {rule} (saved in {})",
+                        path.display()
                     )),
                 ),
                 Err(e) => (

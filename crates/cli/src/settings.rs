@@ -1,5 +1,7 @@
 //! Settings files, merged with documented precedence (SPEC §9):
 //! `~/.gyre/settings.json` < `.gyre/settings.json` < `.gyre/settings.local.json` < flags.
+//! The allow rules the user saved for this folder by answering "always"
+//! (`~/.gyre/folder-rules.json`, see `folder_rules`) come with the user's own settings.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -76,6 +78,9 @@ pub enum SettingsError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// The rules the user saved by answering "always" (`folder_rules`).
+    #[error(transparent)]
+    FolderRules(#[from] crate::folder_rules::FolderRulesError),
 }
 
 impl Settings {
@@ -145,6 +150,10 @@ impl Settings {
                 }
             }
             merged.merge(settings);
+        }
+        if sources.contains(&"user") {
+            let saved = crate::folder_rules::allow_rules(gyre_home, cwd)?;
+            merged.permissions.allow.extend(saved);
         }
         Ok(merged)
     }

@@ -71,7 +71,7 @@ pub use partition::{ToolBatch, partition};
 pub use paths::resolve_path;
 pub use permissions::{
     AllowAll, PermissionMode, PermissionPrompt, PermissionRule, Permissions, PromptAnswer,
-    RuleError,
+    RuleError, always_rule,
 };
 pub use registry::ToolRegistry;
 pub use tool::{

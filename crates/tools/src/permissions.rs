@@ -244,12 +244,15 @@ pub enum PromptAnswer {
 
 /// Asks the user (the REPL plugs one in; headless runs have none).
 pub trait PermissionPrompt: Send + Sync {
-    /// Asks whether `call` of `tool` may run; `reason` says why the policy asks.
+    /// Asks whether `call` of `tool` may run; `reason` says why the policy asks, and
+    /// `always` is the rule an "always" answer allows ([`always_rule`]): the question
+    /// shows it, and a prompt that saves the answer saves that rule.
     fn ask<'a>(
         &'a self,
         tool: &'a dyn Tool,
         call: &'a ToolCall,
         reason: &'a str,
+        always: &'a PermissionRule,
     ) -> BoxFuture<'a, PromptAnswer>;
 }
 
@@ -613,13 +616,14 @@ impl CanUseTool for Permissions {
                     reason: self.headless_denial(tool, call, ctx, &reason),
                 };
             };
-            match prompt.ask(tool, call, &reason).await {
+            let always = always_rule(tool, call, ctx);
+            match prompt.ask(tool, call, &reason, &always).await {
                 PromptAnswer::AllowOnce => PermissionDecision::Allow,
                 PromptAnswer::AllowAlways => {
                     self.session_allow
                         .lock()
                         .unwrap_or_else(PoisonError::into_inner)
-                        .push(remembered_rule(tool, call, ctx));
+                        .push(always);
                     PermissionDecision::Allow
                 }
                 PromptAnswer::Deny => PermissionDecision::Deny {
@@ -639,9 +643,13 @@ impl CanUseTool for Permissions {
     }
 }
 
-/// What "allow always" remembers: the exact command for Bash, the file's directory for
-/// path tools, the whole tool otherwise.
-fn remembered_rule(tool: &dyn Tool, call: &ToolCall, ctx: &ToolContext) -> PermissionRule {
+/// The rule an "always" answer to a question about `call` allows, never wider than the
+/// question: the exact command for Bash; for a path tool, the working directory the path
+/// is in (`Edit(//project/**)`), or the path's own directory when it is outside every
+/// working directory; the whole tool otherwise. A bare `Edit` would allow edits
+/// anywhere on disk.
+#[must_use]
+pub fn always_rule(tool: &dyn Tool, call: &ToolCall, ctx: &ToolContext) -> PermissionRule {
     let name = tool.name();
     if name == "Bash"
         && let Some(command) = call.input.get("command").and_then(Value::as_str)
@@ -650,14 +658,19 @@ fn remembered_rule(tool: &dyn Tool, call: &ToolCall, ctx: &ToolContext) -> Permi
     }
     if let Some(field) = tool.path_field() {
         let path = ctx.resolve(call.input.get(field).and_then(Value::as_str).unwrap_or("."));
-        let dir = if path.is_dir() {
-            path
-        } else {
-            path.parent().map_or(path.clone(), Path::to_path_buf)
+        let inside = ctx
+            .working_dirs
+            .iter()
+            .filter(|dir| crate::paths::is_inside_any(&path, std::slice::from_ref(*dir)))
+            .max_by_key(|dir| dir.as_os_str().len());
+        let dir = match inside {
+            Some(dir) => dir.clone(),
+            None if path.is_dir() => path,
+            None => path.parent().map_or(path.clone(), Path::to_path_buf),
         };
         let dir = dir.display().to_string();
         // `//abs` is how rules spell an absolute path unambiguously.
-        return PermissionRule::with_specifier(name, format!("/{dir}/**"));
+        return PermissionRule::with_specifier(name, format!("/{}/**", dir.trim_end_matches('/')));
     }
     PermissionRule::tool(name)
 }

@@ -150,6 +150,7 @@ mod tests {
             _tool: &'a dyn Tool,
             _call: &'a ToolCall,
             _reason: &'a str,
+            _always: &'a crate::PermissionRule,
         ) -> BoxFuture<'a, crate::PromptAnswer> {
             self.0.set(PermissionMode::AcceptEdits);
             Box::pin(async { crate::PromptAnswer::AllowOnce })

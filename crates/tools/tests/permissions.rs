@@ -432,6 +432,7 @@ impl PermissionPrompt for Answer {
         _tool: &'a dyn Tool,
         _call: &'a ToolCall,
         _reason: &'a str,
+        _always: &'a PermissionRule,
     ) -> BoxFuture<'a, PromptAnswer> {
         self.1.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move { self.0.clone() })
@@ -519,5 +520,109 @@ async fn plan_mode_without_the_sandbox_asks_before_bash() {
     let perms = Permissions::new(PermissionMode::Plan);
     assert!(!allowed(
         &decide(&perms, &ctx, "Bash", json!({"command": "ls"})).await
+    ));
+}
+
+/// Answers "always" and keeps the rule each question offered.
+#[derive(Default)]
+struct AlwaysRecording(std::sync::Mutex<Vec<PermissionRule>>);
+
+impl PermissionPrompt for AlwaysRecording {
+    fn ask<'a>(
+        &'a self,
+        _tool: &'a dyn Tool,
+        _call: &'a ToolCall,
+        _reason: &'a str,
+        always: &'a PermissionRule,
+    ) -> BoxFuture<'a, PromptAnswer> {
+        self.0.lock().unwrap().push(always.clone());
+        Box::pin(async { PromptAnswer::AllowAlways })
+    }
+}
+
+#[tokio::test]
+async fn an_always_answer_to_an_edit_covers_the_project_and_nothing_outside_it() {
+    let (work, outside, ctx) = setup();
+    let project = work.path().canonicalize().unwrap();
+    std::fs::create_dir(work.path().join("src")).unwrap();
+    let prompt = Arc::new(AlwaysRecording::default());
+    let perms = Permissions::default().with_prompt(prompt.clone());
+    let edit =
+        |path: std::path::PathBuf| json!({"file_path": path, "old_string": "a", "new_string": "b"});
+    assert!(allowed(
+        &decide(&perms, &ctx, "Edit", edit(work.path().join("in.txt"))).await
+    ));
+    let offered = prompt.0.lock().unwrap().clone();
+    let scoped = PermissionRule::with_specifier("Edit", format!("/{}/**", project.display()));
+    assert_eq!(
+        offered,
+        [scoped.clone()],
+        "the question shows the scoped rule"
+    );
+    assert_eq!(
+        perms.session_rules(),
+        [scoped.clone()],
+        "and the session keeps it"
+    );
+    // Another file in the project, deeper down: not asked again.
+    assert!(allowed(
+        &decide(&perms, &ctx, "Edit", edit(work.path().join("src/lib.rs"))).await
+    ));
+    assert_eq!(prompt.0.lock().unwrap().len(), 1);
+    // A file outside the project is asked about again, with its own directory's rule.
+    decide(
+        &perms,
+        &ctx,
+        "Edit",
+        edit(outside.path().join("secret.txt")),
+    )
+    .await;
+    let offered = prompt.0.lock().unwrap().clone();
+    let elsewhere = outside.path().canonicalize().unwrap();
+    assert_eq!(
+        offered[1],
+        PermissionRule::with_specifier("Edit", format!("/{}/**", elsewhere.display()))
+    );
+
+    // The rule as saved text, read back by the next session without a prompt (headless):
+    // the project is allowed, a file outside it is not.
+    let next =
+        Permissions::from_rules(PermissionMode::Default, &[scoped.to_string()], &[], &[]).unwrap();
+    assert!(allowed(
+        &decide(
+            &next,
+            &ctx,
+            "Write",
+            json!({"file_path": work.path().join("new.txt"), "content": ""})
+        )
+        .await
+    ));
+    assert!(!allowed(
+        &decide(&next, &ctx, "Edit", edit(outside.path().join("secret.txt"))).await
+    ));
+}
+
+#[tokio::test]
+async fn an_always_answer_to_a_bash_command_is_that_exact_command() {
+    let (_work, _outside, ctx) = setup();
+    let prompt = Arc::new(AlwaysRecording::default());
+    let perms = Permissions::default().with_prompt(prompt.clone());
+    decide(&perms, &ctx, "Bash", json!({"command": "  make test "})).await;
+    assert_eq!(
+        prompt.0.lock().unwrap().clone(),
+        [PermissionRule::with_specifier("Bash", "make test")]
+    );
+    let next = Permissions::from_rules(
+        PermissionMode::Default,
+        &["Bash(make test)"],
+        &[] as &[&str],
+        &[] as &[&str],
+    )
+    .unwrap();
+    assert!(allowed(
+        &decide(&next, &ctx, "Bash", json!({"command": "make test"})).await
+    ));
+    assert!(!allowed(
+        &decide(&next, &ctx, "Bash", json!({"command": "make install"})).await
     ));
 }

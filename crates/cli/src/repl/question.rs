@@ -1,12 +1,11 @@
 //! Permission questions: the [`PermissionPrompt`] the REPL plugs into the session hands
 //! each question to the UI loop, which shows it in the viewport and answers on one key;
-//! "always" can also write the rule to `.gyre/settings.local.json`.
+//! "always" also saves the rule for this folder in the user's config (`folder_rules`).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{Context, Result};
-use gyre_tools::{BoxFuture, PermissionPrompt, PromptAnswer, Tool, ToolCall};
-use serde_json::{Value, json};
+use gyre_tools::{BoxFuture, PermissionPrompt, PermissionRule, PromptAnswer, Tool, ToolCall};
+use serde_json::Value;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::markdown::MarkdownRenderer;
@@ -42,7 +41,13 @@ impl UiPrompt {
         }
     }
 
-    fn view(&self, tool: &dyn Tool, call: &ToolCall, reason: &str) -> QuestionView {
+    fn view(
+        &self,
+        tool: &dyn Tool,
+        call: &ToolCall,
+        reason: &str,
+        always: &PermissionRule,
+    ) -> QuestionView {
         let name = tool.name();
         if name == "ExitPlanMode" {
             let plan = call
@@ -81,7 +86,7 @@ impl UiPrompt {
             summary,
             details,
             reason,
-            rule: rule_for(name, &call.input),
+            rule: always.to_string(),
             selected: 0,
             plan: None,
         }
@@ -103,28 +108,19 @@ pub fn plan_lines(p: Palette, plan: &str) -> Vec<String> {
     lines
 }
 
-/// The rule that allows this call again: the exact command for Bash, the tool for the
-/// others.
-#[must_use]
-pub fn rule_for(name: &str, input: &Value) -> String {
-    match input.get("command").and_then(Value::as_str) {
-        Some(command) if name == "Bash" => format!("Bash({})", command.trim()),
-        _ => name.to_owned(),
-    }
-}
-
 impl PermissionPrompt for UiPrompt {
     fn ask<'a>(
         &'a self,
         tool: &'a dyn Tool,
         call: &'a ToolCall,
         reason: &'a str,
+        always: &'a PermissionRule,
     ) -> BoxFuture<'a, PromptAnswer> {
         Box::pin(async move {
             let _one_at_a_time = self.asking.lock().await;
             let (reply, answer) = oneshot::channel();
             let question = Question {
-                view: self.view(tool, call, reason),
+                view: self.view(tool, call, reason, always),
                 reply,
             };
             if self.questions.send(question).is_err() {
@@ -133,46 +129,6 @@ impl PermissionPrompt for UiPrompt {
             answer.await.unwrap_or(PromptAnswer::Deny)
         })
     }
-}
-
-/// Adds `rule` to `permissions.allow` in `<project>/.gyre/settings.local.json`,
-/// keeping everything else the file has. Returns the file's path.
-///
-/// # Errors
-/// When the file is not a JSON object (it is then left as it was) or cannot be written.
-pub fn save_allow_rule(project: &Path, rule: &str) -> Result<PathBuf> {
-    let path = project.join(".gyre").join("settings.local.json");
-    let mut settings = match std::fs::read_to_string(&path) {
-        Ok(text) => serde_json::from_str::<Value>(&text)
-            .with_context(|| format!("{} is not valid JSON; left unchanged", path.display()))?,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({}),
-        Err(e) => return Err(e).with_context(|| format!("could not read {}", path.display())),
-    };
-    let Some(root) = settings.as_object_mut() else {
-        anyhow::bail!("{} is not a JSON object; left unchanged", path.display());
-    };
-    let permissions = root
-        .entry("permissions")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .with_context(|| format!("`permissions` in {} is not an object", path.display()))?;
-    let allow = permissions
-        .entry("allow")
-        .or_insert_with(|| json!([]))
-        .as_array_mut()
-        .with_context(|| format!("`permissions.allow` in {} is not a list", path.display()))?;
-    if !allow.iter().any(|r| r.as_str() == Some(rule)) {
-        allow.push(Value::String(rule.to_owned()));
-    }
-    let dir = project.join(".gyre");
-    std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
-    let mut text = serde_json::to_string_pretty(&settings)?;
-    text.push('\n');
-    // Written whole then renamed, so a crash never leaves half a settings file.
-    let tmp = dir.join(".settings.local.json.tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("could not write {}", tmp.display()))?;
-    std::fs::rename(&tmp, &path).with_context(|| format!("could not write {}", path.display()))?;
-    Ok(path)
 }
 
 #[cfg(test)]
@@ -192,48 +148,6 @@ mod tests {
                 "│ 1. Edit **a.rs**",
                 ""
             ]
-        );
-    }
-
-    #[test]
-    fn bash_rules_name_the_command_other_tools_themselves() {
-        assert_eq!(
-            rule_for("Bash", &json!({"command": " cargo test "})),
-            "Bash(cargo test)"
-        );
-        assert_eq!(rule_for("Edit", &json!({"file_path": "a.rs"})), "Edit");
-    }
-
-    #[test]
-    fn saving_a_rule_keeps_what_the_file_had_and_adds_it_once() {
-        let dir = tempfile::tempdir().unwrap();
-        let gyre = dir.path().join(".gyre");
-        std::fs::create_dir_all(&gyre).unwrap();
-        std::fs::write(
-            gyre.join("settings.local.json"),
-            r#"{"model": "m", "permissions": {"deny": ["Bash(rm:*)"]}}"#,
-        )
-        .unwrap();
-        save_allow_rule(dir.path(), "Bash(ls)").unwrap();
-        let path = save_allow_rule(dir.path(), "Bash(ls)").unwrap();
-        let saved: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
-        assert_eq!(
-            saved,
-            json!({"model": "m", "permissions": {"deny": ["Bash(rm:*)"], "allow": ["Bash(ls)"]}})
-        );
-    }
-
-    #[test]
-    fn a_settings_file_that_is_not_json_is_left_alone() {
-        let dir = tempfile::tempdir().unwrap();
-        let gyre = dir.path().join(".gyre");
-        std::fs::create_dir_all(&gyre).unwrap();
-        std::fs::write(gyre.join("settings.local.json"), "{oops").unwrap();
-        let err = save_allow_rule(dir.path(), "Read").unwrap_err();
-        assert!(format!("{err:#}").contains("not valid JSON"), "{err:#}");
-        assert_eq!(
-            std::fs::read_to_string(gyre.join("settings.local.json")).unwrap(),
-            "{oops"
         );
     }
 }

@@ -65,8 +65,10 @@ Keys
   Esc or Ctrl+C      interrupt the running turn; Ctrl+C twice quits
   Ctrl+D             quit at an empty box (also `exit` or `quit`)
   Ctrl+O             show the newest folded Bash output whole (again: the one before)
+  Shift+Tab          switch the permission mode: default, acceptEdits, plan
   y / a / s / n      answer a permission question (or arrows and Enter): once,
-                     this session, always (saved to .gyre/settings.local.json), no
+                     this session, always in this folder (saved in
+                     $GYRE_HOME/folder-rules.json), no
   1 / 2 / 3          answer a plan (ExitPlanMode): yes with edits auto-accepted,
                      yes with edits asking first, no and type what to change";
 

@@ -25,7 +25,7 @@ pub const VIEWPORT_ROWS: u16 = 20;
 pub enum Choice {
     Once,
     Session,
-    /// Allow, and write the rule to `.gyre/settings.local.json`.
+    /// Allow, and save the rule for this folder in the user's config (`folder_rules`).
     Save,
     Deny,
 }
@@ -49,7 +49,7 @@ impl Choice {
         match self {
             Self::Once => "Yes".to_owned(),
             Self::Session => "Yes, and don't ask again this session".to_owned(),
-            Self::Save => format!("Yes, and always: save {rule} to .gyre/settings.local.json"),
+            Self::Save => format!("Yes, and always in this folder: {rule}"),
             Self::Deny => "No, tell gyre what to do instead".to_owned(),
         }
     }
