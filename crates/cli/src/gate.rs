@@ -172,12 +172,10 @@ impl Gate {
             permissions: Arc::clone(&policy.permissions),
         };
         change(&mut next)?;
-        next.permissions = Arc::new(build_permissions(
-            &next.mode,
-            &next.rules,
-            self.prompt.as_ref(),
-            &self.mode,
-        )?);
+        next.permissions = Arc::new(
+            build_permissions(&next.mode, &next.rules, self.prompt.as_ref(), &self.mode)?
+                .keeping_answers_of(&policy.permissions),
+        );
         *policy = next;
         Ok(())
     }
@@ -343,7 +341,7 @@ impl Gate {
         }
         match self.sdk_prompt.get() {
             Some(channel) => {
-                let answer = self.ask_sdk(channel, call, &reason, &ctx.cancel).await;
+                let answer = self.ask_sdk(channel, tool, call, ctx, &reason).await;
                 InputDecision {
                     updated_input: answer.updated_input.or(updated),
                     ..answer
@@ -359,9 +357,10 @@ impl Gate {
     async fn ask_sdk(
         &self,
         channel: &ControlChannel,
+        tool: &dyn Tool,
         call: &ToolCall,
+        ctx: &ToolContext,
         reason: &str,
-        cancel: &CancellationToken,
     ) -> InputDecision {
         let deny = |reason| InputDecision {
             decision: PermissionDecision::Deny { reason },
@@ -371,11 +370,11 @@ impl Gate {
             "subtype": "can_use_tool",
             "tool_name": call.name,
             "input": call.input,
-            "permission_suggestions": [suggestion(call)],
+            "permission_suggestions": [suggestion(tool, call, ctx)],
             "tool_use_id": call.id,
             "decision_reason": reason,
         });
-        let answer = match channel.request(request, cancel).await {
+        let answer = match channel.request(request, &ctx.cancel).await {
             Ok(answer) => answer,
             Err(e) => {
                 return deny(format!(
@@ -424,14 +423,14 @@ impl Gate {
     }
 }
 
-/// The update an "allow always" would make: this exact command for Bash, the tool
-/// otherwise, for the rest of the session.
-fn suggestion(call: &ToolCall) -> Value {
-    let mut rule = json!({ "toolName": call.name });
-    if call.name == "Bash"
-        && let Some(command) = call.input.get("command").and_then(Value::as_str)
-    {
-        rule["ruleContent"] = json!(command.trim());
+/// The update an "allow always" would make, for the rest of the session: the rule the
+/// terminal's question offers ([`gyre_tools::always_rule`]), never a bare `Edit` that
+/// would allow edits anywhere.
+fn suggestion(tool: &dyn Tool, call: &ToolCall, ctx: &ToolContext) -> Value {
+    let always = gyre_tools::always_rule(tool, call, ctx);
+    let mut rule = json!({ "toolName": always.tool });
+    if let Some(content) = always.specifier {
+        rule["ruleContent"] = json!(content);
     }
     json!({ "type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session" })
 }
@@ -646,6 +645,78 @@ mod tests {
             .unwrap_err();
         assert!(err.contains("maybe"), "{err}");
         assert_eq!(g.mode_name(), "acceptEdits", "a bad update applies nothing");
+    }
+
+    /// Answers every question "allow always", counting them.
+    struct Always(std::sync::atomic::AtomicUsize);
+
+    impl PermissionPrompt for Always {
+        fn ask<'a>(
+            &'a self,
+            _tool: &'a dyn Tool,
+            _call: &'a ToolCall,
+            _reason: &'a str,
+            _always: &'a gyre_tools::PermissionRule,
+        ) -> BoxFuture<'a, gyre_tools::PromptAnswer> {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            Box::pin(async { gyre_tools::PromptAnswer::AllowAlways })
+        }
+    }
+
+    /// The REPL's "allow for this session" lives in the policy, which a mode change
+    /// (Shift+Tab, `set_permission_mode`) and `addRules` rebuild: the answer must stay.
+    #[tokio::test]
+    async fn a_session_answer_survives_mode_changes_and_added_rules() {
+        let prompt = Arc::new(Always(std::sync::atomic::AtomicUsize::new(0)));
+        let g = Gate::new(
+            "default".parse().unwrap(),
+            Rules::default(),
+            Some(Arc::clone(&prompt) as Arc<dyn PermissionPrompt>),
+            Hooks::default(),
+        )
+        .unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::new(work.path().to_path_buf());
+        let registry = gyre_tools::ToolRegistry::with_default_tools();
+        let bash = registry.get("Bash").unwrap();
+        let call = ToolCall::new("toolu_1", "Bash", json!({"command": "make test"}));
+        let asked = || prompt.0.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(
+            g.can_use_tool(bash.as_ref(), &call, &ctx).await,
+            PermissionDecision::Allow
+        );
+        assert_eq!(asked(), 1);
+        g.set_mode("acceptEdits").unwrap();
+        g.set_mode("default").unwrap();
+        g.apply_updates(&[json!({"type": "addRules", "behavior": "deny",
+            "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}]})])
+            .unwrap();
+        assert_eq!(
+            g.can_use_tool(bash.as_ref(), &call, &ctx).await,
+            PermissionDecision::Allow
+        );
+        assert_eq!(asked(), 1, "the session answer was kept");
+    }
+
+    #[test]
+    fn the_sdks_always_suggestion_is_as_narrow_as_the_question() {
+        let work = tempfile::tempdir().unwrap();
+        let ctx = ToolContext::new(work.path().canonicalize().unwrap());
+        let registry = gyre_tools::ToolRegistry::with_default_tools();
+        let edit = registry.get("Edit").unwrap();
+        let call = ToolCall::new("t", "Edit", json!({"file_path": "a.rs"}));
+        let rule = &suggestion(edit.as_ref(), &call, &ctx)["rules"][0];
+        assert_eq!(rule["toolName"], "Edit");
+        assert_eq!(
+            rule["ruleContent"],
+            format!("/{}/**", work.path().canonicalize().unwrap().display())
+        );
+        let bash = registry.get("Bash").unwrap();
+        let call = ToolCall::new("t", "Bash", json!({"command": " ls -la "}));
+        assert_eq!(
+            suggestion(bash.as_ref(), &call, &ctx)["rules"][0],
+            json!({"toolName": "Bash", "ruleContent": "ls -la"})
+        );
     }
 
     #[test]

@@ -270,7 +270,9 @@ pub struct Permissions {
     allow: Vec<PermissionRule>,
     ask: Vec<PermissionRule>,
     deny: Vec<PermissionRule>,
-    session_allow: Mutex<Vec<PermissionRule>>,
+    /// "Allow always" answers; shared by the policies a session rebuilds
+    /// ([`Permissions::keeping_answers_of`]).
+    session_allow: Arc<Mutex<Vec<PermissionRule>>>,
     prompt: Option<Arc<dyn PermissionPrompt>>,
 }
 
@@ -301,7 +303,7 @@ impl Permissions {
             allow: Vec::new(),
             ask: Vec::new(),
             deny: Vec::new(),
-            session_allow: Mutex::new(Vec::new()),
+            session_allow: Arc::default(),
             prompt: None,
         }
     }
@@ -390,6 +392,15 @@ impl Permissions {
     #[must_use]
     pub fn ask_rules(&self) -> &[PermissionRule] {
         &self.ask
+    }
+
+    /// This policy sharing `earlier`'s "allow always" answers: a session that rebuilds
+    /// its policy (a mode change, rules added mid-session) keeps what the user answered,
+    /// and an answer given to either reaches both.
+    #[must_use]
+    pub fn keeping_answers_of(mut self, earlier: &Self) -> Self {
+        self.session_allow = Arc::clone(&earlier.session_allow);
+        self
     }
 
     /// Rules remembered from "allow always" answers.
