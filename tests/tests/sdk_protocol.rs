@@ -1135,3 +1135,63 @@ fn mcp_toggle_withdraws_and_restores_a_servers_tools_and_mcp_reconnect_restarts_
         "started, enabled again, reconnected"
     );
 }
+
+/// `get_context_usage` and `modelUsage` report the window compaction acts on: the
+/// model's own (1M for a `[1m]` model) or `GYRE_CONTEXT_WINDOW`; `isAutoCompactEnabled`
+/// is what the compactor does (`GYRE_DISABLE_AUTOCOMPACT=0` leaves it on).
+#[test]
+fn context_usage_reports_the_window_and_autocompaction_the_compactor_uses() {
+    let ask = |env: &[(&str, &str)], model: &str| {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+        let mut child = sandbox
+            .gyre(&server)
+            .unwrap()
+            .args([
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--model",
+                model,
+            ])
+            .envs(env.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdin = child.stdin.take().unwrap();
+        for line in [
+            user(&json!("hi")),
+            control("u1", &json!({"subtype": "get_context_usage"})),
+        ] {
+            writeln!(stdin, "{line}").unwrap();
+        }
+        drop(stdin);
+        let out: Run = child.wait_with_output().unwrap().into();
+        assert_eq!(out.code, Some(0), "{}", out.stderr);
+        let lines = out.lines().unwrap();
+        let usage = response_to(&lines, "u1")["response"]["response"].clone();
+        let result = out.result().unwrap();
+        (usage, result["modelUsage"][model]["contextWindow"].clone())
+    };
+    let (usage, window) = ask(
+        &[("GYRE_DISABLE_AUTOCOMPACT", "0")],
+        "claude-sonnet-4-5[1m]",
+    );
+    assert_eq!(usage["maxTokens"], 1_000_000, "{usage}");
+    assert_eq!(usage["isAutoCompactEnabled"], true, "{usage}");
+    assert_eq!(window, 1_000_000);
+    let (usage, window) = ask(
+        &[
+            ("GYRE_CONTEXT_WINDOW", "50000"),
+            ("GYRE_DISABLE_AUTOCOMPACT", "1"),
+        ],
+        "claude-sonnet-4-5",
+    );
+    assert_eq!(usage["maxTokens"], 50_000, "{usage}");
+    assert_eq!(usage["isAutoCompactEnabled"], false, "{usage}");
+    assert_eq!(window, 50_000);
+}

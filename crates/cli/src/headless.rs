@@ -219,11 +219,12 @@ pub async fn run_turn<W: Write>(
                     stop_reason,
                     usage,
                 } => {
+                    let window = facts.context.window(&model);
                     facts
                         .model_usage
                         .entry(model.clone())
                         .or_default()
-                        .add(&model, &usage);
+                        .add(&model, &usage, window);
                     last_stop_reason.clone_from(&stop_reason);
                     facts.last_usage = usage;
                     meta = ResponseMeta {

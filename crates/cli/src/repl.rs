@@ -882,7 +882,7 @@ impl Repl {
                         front.folded.append(&mut view.folded);
                         // The status line follows each response, not just the turn.
                         if let Some(tokens) = view.context_tokens {
-                            front.status.context = Some((tokens, context_window(&facts.model)));
+                            front.status.context = Some((tokens, facts.context.window(&facts.model)));
                         }
                         front.status.cost_usd = cost_before + view.cost_usd;
                     }
@@ -914,7 +914,7 @@ impl Repl {
         // A question left on screen (the user quit) is answered no by dropping it.
         front.question = None;
         if let Some(tokens) = view.context_tokens {
-            front.status.context = Some((tokens, context_window(&facts.model)));
+            front.status.context = Some((tokens, facts.context.window(&facts.model)));
         }
         front.status.cost_usd = engine.total_cost_usd();
         front.status.model.clone_from(&facts.model);
@@ -948,15 +948,6 @@ async fn until_interrupted<F: std::future::Future>(
             _ = tick.tick() => front.frame = front.frame.wrapping_add(1),
         }
     }
-}
-
-/// The model's context window (`GYRE_CONTEXT_WINDOW` overrides it, as for compaction).
-fn context_window(model: &str) -> u64 {
-    std::env::var(gyre_compact::ENV_CONTEXT_WINDOW)
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .filter(|w| *w > 0)
-        .unwrap_or_else(|| gyre_compact::context_window_for_model(model))
 }
 
 /// `~/src/x` for a directory under `$HOME`.

@@ -22,7 +22,7 @@ use crate::gate::Gate;
 use crate::headless::{self, Output};
 use crate::hooks::HookEvent;
 use crate::session::Session;
-use crate::stream_json::{self, CONTEXT_WINDOW};
+use crate::stream_json::{self, ContextFacts};
 
 /// stdin of an SDK session, read from the start.
 pub struct SdkInput {
@@ -106,6 +106,7 @@ struct Dispatcher {
     shared: Arc<Mutex<Shared>>,
     turns: mpsc::UnboundedSender<Turn>,
     default_model: String,
+    context: ContextFacts,
     mcp: Arc<gyre_mcp::McpServers>,
     agents: gyre_loop::AgentCatalog,
 }
@@ -225,16 +226,17 @@ impl Dispatcher {
             })),
             "get_context_usage" => {
                 let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                let window = self.context.window(&shared.model);
                 #[allow(clippy::cast_precision_loss)]
-                let percentage = shared.context_tokens as f64 * 100.0 / CONTEXT_WINDOW as f64;
+                let percentage = shared.context_tokens as f64 * 100.0 / window as f64;
                 Ok(json!({
                     "categories": [],
                     "totalTokens": shared.context_tokens,
-                    "maxTokens": CONTEXT_WINDOW,
-                    "rawMaxTokens": CONTEXT_WINDOW,
+                    "maxTokens": window,
+                    "rawMaxTokens": window,
                     "percentage": percentage,
                     "model": shared.model,
-                    "isAutoCompactEnabled": std::env::var_os("GYRE_DISABLE_AUTOCOMPACT").is_none(),
+                    "isAutoCompactEnabled": self.context.autocompact,
                     "memoryFiles": [],
                     "mcpTools": [],
                     "agents": [],
@@ -319,6 +321,7 @@ pub async fn run(
         shared: Arc::clone(&shared),
         turns: turns_tx,
         default_model: session.engine.model().to_owned(),
+        context: session.facts.context,
         mcp: Arc::clone(&session.mcp),
         agents: session.agents.clone(),
     };

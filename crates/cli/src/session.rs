@@ -379,6 +379,7 @@ pub fn build(
         model.clone(),
         u64::from(max_output_tokens.unwrap_or(gyre_loop::DEFAULT_MAX_OUTPUT_TOKENS)),
     );
+    let context = crate::stream_json::ContextFacts::of(&compact_config);
     let compactor: Box<dyn ContextCompactor> = Box::new(
         PipelineCompactor::new(
             compact_config,
@@ -445,6 +446,7 @@ pub fn build(
         structured: cli.json_schema.is_some().then_some(structured_slot),
         model_usage: std::collections::BTreeMap::new(),
         last_usage: gyre_protocol::Usage::default(),
+        context,
     };
     Ok(Session {
         engine,

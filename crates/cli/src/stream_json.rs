@@ -26,6 +26,36 @@ pub struct SessionFacts {
     pub model_usage: BTreeMap<String, ModelUsage>,
     /// The usage of the last response: its input side is the context now in use.
     pub last_usage: Usage,
+    /// The context window and compaction, as the session's compactor has them.
+    pub context: ContextFacts,
+}
+
+/// The context window and whether autocompaction runs, taken from the session's
+/// compaction config, so the REPL's status line, the SDK's `get_context_usage` and the
+/// result's `modelUsage` say what compaction acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ContextFacts {
+    /// `GYRE_CONTEXT_WINDOW`, which replaces every model's window.
+    pub window_override: Option<u64>,
+    /// Whether autocompaction is on (`GYRE_DISABLE_AUTOCOMPACT` turns it off).
+    pub autocompact: bool,
+}
+
+impl ContextFacts {
+    #[must_use]
+    pub fn of(config: &gyre_compact::CompactConfig) -> Self {
+        Self {
+            window_override: config.context_window,
+            autocompact: config.autocompact.enabled,
+        }
+    }
+
+    /// The context window of `model`.
+    #[must_use]
+    pub fn window(&self, model: &str) -> u64 {
+        self.window_override
+            .unwrap_or_else(|| gyre_compact::context_window_for_model(model))
+    }
 }
 
 /// One model's share of the session, with Claude Code's `modelUsage` field names.
@@ -43,19 +73,16 @@ pub struct ModelUsage {
 }
 
 impl ModelUsage {
-    /// Adds one response's usage.
-    pub fn add(&mut self, model: &str, usage: &Usage) {
+    /// Adds one response's usage, from a model with `context_window`.
+    pub fn add(&mut self, model: &str, usage: &Usage, context_window: u64) {
         self.input_tokens += usage.input_tokens;
         self.output_tokens += usage.output_tokens;
         self.cache_read_input_tokens += usage.cache_read_input_tokens;
         self.cache_creation_input_tokens += usage.cache_creation_input_tokens;
         self.cost_usd += gyre_loop::usage_cost_usd(model, usage);
-        self.context_window = CONTEXT_WINDOW;
+        self.context_window = context_window;
     }
 }
-
-/// The context window gyre assumes for every model (seed 001 §2).
-pub const CONTEXT_WINDOW: u64 = 200_000;
 
 /// What the result line adds to the turn's [`TurnResult`].
 #[derive(Debug, Clone, Default)]
@@ -295,6 +322,7 @@ mod tests {
             structured: None,
             model_usage: BTreeMap::new(),
             last_usage: Usage::default(),
+            context: crate::stream_json::ContextFacts::of(&gyre_compact::CompactConfig::default()),
         }
     }
 

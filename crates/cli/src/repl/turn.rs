@@ -482,6 +482,7 @@ mod tests {
             structured: None,
             model_usage: BTreeMap::new(),
             last_usage: Usage::default(),
+            context: crate::stream_json::ContextFacts::of(&gyre_compact::CompactConfig::default()),
         }
     }
 
