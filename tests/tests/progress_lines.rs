@@ -231,3 +231,54 @@ fn verbose_text_mode_adds_a_line_per_tool_call_and_outcome() {
     assert_eq!(out.stdout, "Two lines.\n");
     assert_eq!(out.stderr, "● Read notes.txt\n  ⎿ 2 lines\n\n");
 }
+
+/// `--verbose` shows every call the model makes, whichever way it went: a read-only call
+/// (started while the answer streams), a Bash and a Write that run after it, an Edit
+/// refused before it runs (the file was never read) and a Bash the rules deny.
+#[test]
+fn verbose_text_mode_shows_every_kind_of_tool_call() {
+    let sandbox = Sandbox::new().unwrap();
+    let notes = sandbox.write("notes.txt", "one\ntwo\n").unwrap();
+    let other = sandbox.write("other.txt", "old\n").unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Read", json!({"file_path": notes}))
+            .and_tool_use("Bash", json!({"command": "echo ran"}))
+            .and_tool_use(
+                "Write",
+                json!({"file_path": sandbox.project().join("new.txt"), "content": "x\n"}),
+            )
+            .and_tool_use(
+                "Edit",
+                json!({"file_path": other, "old_string": "old", "new_string": "new"}),
+            )
+            .and_tool_use("Bash", json!({"command": "rm -rf build"})),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "go",
+        "--verbose",
+        "--allowedTools",
+        "Bash(echo ran) Write",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout, "Done.\n");
+    let calls: Vec<&str> = out.stderr.lines().filter(|l| l.starts_with("● ")).collect();
+    assert_eq!(
+        calls,
+        [
+            "● Read notes.txt",
+            "● Bash echo ran",
+            "● Write new.txt",
+            "● Edit other.txt",
+            "● Bash rm -rf build",
+        ],
+        "{}",
+        out.stderr
+    );
+    // Each call line is followed by its outcome.
+    assert_eq!(out.stderr.matches("  ⎿ ").count(), 5, "{}", out.stderr);
+    assert_eq!(std::fs::read_to_string(&other).unwrap(), "old\n");
+}

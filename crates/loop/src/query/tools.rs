@@ -25,16 +25,28 @@ const CHECKED_FILES: usize = 20;
 
 impl QueryRun {
     /// The response joins the history; its calls that did not start while streaming
-    /// (a client that does not stream blocks, calls held back) go to the executor.
+    /// (a client that does not stream blocks, calls held back) are announced
+    /// ([`LoopEvent::ToolStarted`]) and go to the executor.
     pub(super) async fn accept_response(
         &mut self,
         response: &AssistantResponse,
         executor: &StreamingToolExecutor,
         started: &[String],
     ) -> Vec<ToolCall> {
+        let calls = tool_calls_of(response);
+        // Every call is announced as it is handed on, as the streamed ones were: front-ends
+        // show a call line for Bash, Edit and Write (which never start while streaming)
+        // and for a call refused before it runs, too.
+        for call in calls.iter().filter(|call| !started.contains(&call.id)) {
+            self.emit(LoopEvent::ToolStarted {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                input: call.input.clone(),
+            })
+            .await;
+        }
         self.push_message(response.to_message(), false).await;
         self.anchor_on_last(response);
-        let calls = tool_calls_of(response);
         for call in &calls {
             if !started.contains(&call.id) && invalid_tool_input(&call.input).is_none() {
                 executor.add_tool(call.clone());
