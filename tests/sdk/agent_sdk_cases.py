@@ -219,7 +219,11 @@ async def test_can_use_tool_allow_always(case):
 
     messages = await collect(query(prompt=one_prompt("Write twice"), options=case.options(can_use_tool=allow_always)))
     expect(len(asked) == 1, f"asked once, the suggestion covered the second: {asked}")
-    expect(asked[0][1][0]["rules"] == [{"toolName": "Write"}], f"suggestion {asked[0][1]}")
+    # As narrow as the question: the project's directory, never a bare Write that would
+    # allow writes anywhere on disk.
+    project = os.path.realpath(case.project)
+    expect(asked[0][1][0]["rules"] == [{"toolName": "Write", "ruleContent": f"/{project}/**"}],
+           f"suggestion {asked[0][1]}")
     for name in ("a.txt", "b.txt"):
         expect(os.path.exists(os.path.join(case.project, name)), f"{name} written")
     expect(result_of(messages).subtype == "success", "success")
