@@ -5,34 +5,47 @@ use std::process::Command;
 
 use serde_json::Value;
 
+/// The libraries anyone may build on: the loop and what it stands on.
+const LIBRARIES: [&str; 6] = [
+    "gyre-protocol",
+    "gyre-api",
+    "gyre-compact",
+    "gyre-tools",
+    "gyre-loop",
+    "gyre-mcp",
+];
+
+/// The front-ends: each drives a session of gyre-core, none knows another.
+const FRONT_ENDS: [&str; 2] = ["gyre-exec", "gyre-tui"];
+
 /// Which gyre crates each gyre crate may depend on (normal and build dependencies).
 fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
-    let rules: [(&str, &[&str]); 8] = [
-        ("gyre-protocol", &[]),
-        ("gyre-api", &["gyre-protocol"]),
-        ("gyre-compact", &["gyre-protocol"]),
-        ("gyre-tools", &["gyre-protocol"]),
-        ("gyre-mcp", &["gyre-protocol", "gyre-tools"]),
+    let mut with_core: Vec<&str> = LIBRARIES.to_vec();
+    with_core.push("gyre-core");
+    let mut front_end = with_core.clone();
+    front_end.push("gyre-term");
+    let mut cli = front_end.clone();
+    cli.extend(FRONT_ENDS);
+    let rules: [(&str, Vec<&str>); 12] = [
+        ("gyre-protocol", vec![]),
+        ("gyre-api", vec!["gyre-protocol"]),
+        ("gyre-compact", vec!["gyre-protocol"]),
+        ("gyre-tools", vec!["gyre-protocol"]),
+        ("gyre-mcp", vec!["gyre-protocol", "gyre-tools"]),
         (
             "gyre-loop",
-            &["gyre-protocol", "gyre-api", "gyre-compact", "gyre-tools"],
+            vec!["gyre-protocol", "gyre-api", "gyre-compact", "gyre-tools"],
         ),
-        (
-            "gyre-cli",
-            &[
-                "gyre-protocol",
-                "gyre-api",
-                "gyre-compact",
-                "gyre-tools",
-                "gyre-loop",
-                "gyre-mcp",
-            ],
-        ),
-        ("gyre-testkit", &["gyre-protocol"]),
+        ("gyre-core", LIBRARIES.to_vec()),
+        ("gyre-term", vec![]),
+        ("gyre-exec", front_end.clone()),
+        ("gyre-tui", front_end),
+        ("gyre-cli", cli),
+        ("gyre-testkit", vec!["gyre-protocol"]),
     ];
     rules
         .into_iter()
-        .map(|(k, v)| (k, v.iter().copied().collect()))
+        .map(|(k, v)| (k, v.into_iter().collect()))
         .collect()
 }
 
@@ -90,4 +103,18 @@ fn the_rules_themselves_forbid_upward_dependencies() {
     assert!(!rules["gyre-tools"].contains("gyre-loop"));
     assert!(!rules["gyre-mcp"].contains("gyre-loop"));
     assert!(rules["gyre-protocol"].is_empty());
+    // Libraries never on core, core never on a front-end, front-ends never on each other.
+    for library in LIBRARIES {
+        assert!(!rules[library].contains("gyre-core"), "{library}");
+    }
+    for front_end in FRONT_ENDS {
+        assert!(!rules["gyre-core"].contains(front_end));
+        for other in FRONT_ENDS {
+            assert!(!rules[front_end].contains(other), "{front_end} on {other}");
+        }
+    }
+    assert!(
+        !rules["gyre-core"].contains("gyre-term"),
+        "core knows no terminal"
+    );
 }

@@ -2,25 +2,10 @@
 
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
+use gyre_core::{InitializeOptions, Resume, SessionOptions};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum OutputFormat {
-    /// The final result text only.
-    Text,
-    /// One JSON object: the result.
-    Json,
-    /// One JSON object per line as the session runs (needs --verbose).
-    StreamJson,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum InputFormat {
-    /// The prompt as plain text (argument or stdin).
-    Text,
-    /// User messages as JSON lines on stdin, one turn each, until EOF.
-    StreamJson,
-}
+pub use gyre_exec::{InputFormat, OutputFormat};
 
 const AFTER_HELP: &str = "Examples:
   gyre                                    interactive session in this directory
@@ -102,8 +87,9 @@ pub struct Cli {
     #[arg(long)]
     pub max_budget_usd: Option<f64>,
 
-    /// Permission mode: default, acceptEdits, plan or bypassPermissions.
-    #[arg(long)]
+    /// Permission mode: default (also `manual`), acceptEdits, plan, bypassPermissions,
+    /// dontAsk (what would ask is denied) or auto.
+    #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(gyre_core::gate::MODE_NAMES))]
     pub permission_mode: Option<String>,
 
     /// Allow every tool call without asking (deny rules still apply).
@@ -234,63 +220,65 @@ impl Cli {
     }
 }
 
-/// Splits tool lists given as `"Bash Read" Edit` or `Read,Grep` into single rules,
-/// keeping spaces and commas inside parentheses: `Bash(git diff:*)` stays whole.
-#[must_use]
-pub fn split_tool_list(values: &[String]) -> Vec<String> {
-    let mut out = Vec::new();
-    for value in values {
-        let mut depth = 0usize;
-        let mut current = String::new();
-        for c in value.chars() {
-            match c {
-                '(' => {
-                    depth += 1;
-                    current.push(c);
-                }
-                ')' => {
-                    depth = depth.saturating_sub(1);
-                    current.push(c);
-                }
-                ',' | ' ' | '\t' | '\n' if depth == 0 => {
-                    if !current.is_empty() {
-                        out.push(std::mem::take(&mut current));
-                    }
-                }
-                _ => current.push(c),
-            }
-        }
-        if !current.is_empty() {
-            out.push(current);
+impl Cli {
+    /// What the flags choose about the session.
+    #[must_use]
+    pub fn session_options(&self) -> SessionOptions {
+        let resume = match (&self.resume, self.continue_session) {
+            (Some(id), _) => Resume::Id(id.clone()),
+            (None, true) => Resume::Latest,
+            (None, false) => Resume::New,
+        };
+        SessionOptions {
+            model: self.model.clone(),
+            fallback_model: self.fallback_model.clone(),
+            max_turns: self.max_turns,
+            max_budget_usd: self.max_budget_usd,
+            permission_mode: self.permission_mode.clone(),
+            dangerously_skip_permissions: self.dangerously_skip_permissions,
+            allowed_tools: self.allowed_tools.clone(),
+            disallowed_tools: self.disallowed_tools.clone(),
+            tools: self.tools.clone(),
+            add_dir: self.add_dir.clone(),
+            system_prompt: self.system_prompt.clone(),
+            system_prompt_file: self.system_prompt_file.clone(),
+            append_system_prompt: self.append_system_prompt.clone(),
+            resume,
+            session_id: self.session_id.clone(),
+            fork_session: self.fork_session,
+            agents: self.agents.clone(),
+            setting_sources: self.setting_sources.clone(),
+            json_schema: self.json_schema.clone(),
+            max_thinking_tokens: self.max_thinking_tokens,
+            thinking: self.thinking.clone(),
+            mcp_config: self.mcp_config.clone(),
+            strict_mcp_config: self.strict_mcp_config,
+            initialize: InitializeOptions::default(),
         }
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
+    use gyre_core::options::split_tool_list;
+
     use super::*;
 
     #[test]
-    fn tool_lists_split_on_commas_and_spaces_but_not_inside_parentheses() {
-        let got = split_tool_list(&[
-            "Bash Read".to_owned(),
-            "Edit,Grep".to_owned(),
-            "Bash(git diff:*)".to_owned(),
-            "Read(src/a b.rs), Glob".to_owned(),
-        ]);
-        assert_eq!(
-            got,
-            [
-                "Bash",
-                "Read",
-                "Edit",
-                "Grep",
-                "Bash(git diff:*)",
-                "Read(src/a b.rs)",
-                "Glob"
-            ]
+    fn an_unknown_permission_mode_is_a_usage_error_naming_the_modes() {
+        let err =
+            Cli::try_parse_from(["gyre", "-p", "x", "--permission-mode", "sideways"]).unwrap_err();
+        assert_eq!(err.kind(), clap::error::ErrorKind::InvalidValue);
+        let text = err.to_string();
+        assert!(
+            text.contains("dontAsk") && text.contains("acceptEdits"),
+            "{text}"
         );
+        for name in gyre_core::gate::MODE_NAMES {
+            let cli = Cli::try_parse_from(["gyre", "--permission-mode", name]).unwrap();
+            let mode: gyre_core::gate::ModeName = cli.permission_mode.unwrap().parse().unwrap();
+            assert!(!mode.name.is_empty());
+        }
     }
 
     #[test]

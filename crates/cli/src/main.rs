@@ -2,38 +2,18 @@
 //!
 //! This binary is thin: flags, settings, rendering. The loop lives in `gyre-loop`.
 
-mod agents;
 mod args;
-mod control;
-mod folder_rules;
-mod gate;
-mod headless;
-mod hooks;
-mod mcp_config;
-mod repl;
-mod sdk;
-mod session;
 mod sessions;
-mod settings;
-mod stream_json;
-mod structured;
-mod system_prompt;
-mod thinking;
-mod trust;
-mod web_fetch;
-mod web_search;
 
-use std::io::{IsTerminal, Read};
+use std::io::IsTerminal;
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
 use clap::{CommandFactory, Parser};
-use gyre_protocol::ContentBlock;
 
 use crate::args::{Cli, Command, InputFormat, OutputFormat};
-use crate::headless::Output;
-use crate::settings::Settings;
+use gyre_core::settings::Settings;
 
 /// Exit codes (SPEC §9).
 const EXIT_ERROR: u8 = 1;
@@ -132,7 +112,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     dir.display()
                 )));
             }
-            let dir = trust::trust(&session::gyre_home(), dir)?;
+            let dir = gyre_core::trust::trust(&gyre_core::session::gyre_home(), dir)?;
             println!(
                 "gyre: trusted {}: its project settings' allow rules and hooks and its .mcp.json servers will be used",
                 dir.display()
@@ -168,11 +148,32 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    if headless {
-        runtime.block_on(run_headless(cli, &cwd, &settings))
-    } else {
-        runtime.block_on(repl::run(cli, &cwd, &settings))
+    let options = cli.session_options();
+    if !headless {
+        return Ok(runtime.block_on(gyre_tui::run(
+            &options,
+            cli.prompt.clone(),
+            &cwd,
+            &settings,
+        ))?);
     }
+    let headless = gyre_exec::HeadlessOptions {
+        prompt: cli.prompt.clone(),
+        input_format: cli.input_format,
+        output_format: cli.output_format,
+        include_partial_messages: cli.include_partial_messages,
+        include_hook_events: cli.include_hook_events,
+        verbose: cli.verbose,
+        quiet: cli.quiet,
+        permission_prompt_tool: cli.permission_prompt_tool.clone(),
+    };
+    let outcome = runtime.block_on(gyre_exec::run(&headless, &options, &cwd, &settings))?;
+    Ok(match outcome {
+        gyre_exec::Outcome::Done => ExitCode::SUCCESS,
+        gyre_exec::Outcome::Failed => ExitCode::from(EXIT_ERROR),
+        gyre_exec::Outcome::Interrupted => ExitCode::from(EXIT_INTERRUPTED),
+        gyre_exec::Outcome::Usage(message) => usage_error(&message),
+    })
 }
 
 /// In a folder the user has not trusted, what its project files asked for and did not
@@ -184,27 +185,27 @@ fn settle_trust(
     settings: &Settings,
     headless: bool,
 ) -> Result<Option<bool>> {
-    let home = session::gyre_home();
-    let trusted = trust::is_trusted(&home, cwd);
+    let home = gyre_core::session::gyre_home();
+    let trusted = gyre_core::trust::is_trusted(&home, cwd);
     let servers = if cli.strict_mcp_config || trusted {
         Vec::new()
     } else {
-        trust::project_mcp_servers(cwd)
+        gyre_core::trust::project_mcp_servers(cwd)
     };
     let agents = if trusted {
         Vec::new()
     } else {
-        agents::project_agent_names(cwd)
+        gyre_core::agents::project_agent_names(cwd)
     };
-    let items = trust::ignored_items(&settings.untrusted, &servers, &agents);
+    let items = gyre_core::trust::ignored_items(&settings.untrusted, &servers, &agents);
     if items.is_empty() {
         return Ok(None);
     }
     if headless {
-        eprintln!("{}", trust::ignored_line(&items));
+        eprintln!("{}", gyre_core::trust::ignored_line(&items));
         return Ok(Some(false));
     }
-    let trusted = trust::ask(
+    let trusted = gyre_core::trust::ask(
         &home,
         cwd,
         &items,
@@ -217,7 +218,7 @@ fn settle_trust(
 /// The settings files `--setting-sources` names (all three by default), then
 /// `--settings` (a file or inline JSON) over them.
 fn load_settings(cli: &Cli, cwd: &Path) -> Result<Settings> {
-    let home = session::gyre_home();
+    let home = gyre_core::session::gyre_home();
     let mut settings = match &cli.setting_sources {
         None => Settings::load(&home, cwd)?,
         Some(sources) => {
@@ -226,7 +227,10 @@ fn load_settings(cli: &Cli, cwd: &Path) -> Result<Settings> {
                 .map(str::trim)
                 .filter(|s| !s.is_empty())
                 .collect();
-            if let Some(bad) = wanted.iter().find(|s| !settings::SOURCES.contains(s)) {
+            if let Some(bad) = wanted
+                .iter()
+                .find(|s| !gyre_core::settings::SOURCES.contains(s))
+            {
                 anyhow::bail!(
                     "--setting-sources: unknown source {bad:?}; use user, project and/or local"
                 );
@@ -267,114 +271,4 @@ fn set_env(key: &str, value: &str) {
     // SAFETY: called from `run` before the async runtime or any other thread exists,
     // so nothing reads the environment concurrently.
     unsafe { std::env::set_var(key, value) };
-}
-
-fn read_prompt(cli: &Cli) -> Result<Option<String>> {
-    if let Some(p) = &cli.prompt {
-        return Ok(Some(p.clone()));
-    }
-    if std::io::stdin().is_terminal() {
-        return Ok(None);
-    }
-    let mut buf = String::new();
-    std::io::stdin()
-        .read_to_string(&mut buf)
-        .context("could not read the prompt from stdin")?;
-    let trimmed = buf.trim();
-    Ok((!trimmed.is_empty()).then(|| trimmed.to_owned()))
-}
-
-async fn run_headless(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode> {
-    let prompt = if cli.input_format == InputFormat::Text {
-        match read_prompt(cli)? {
-            Some(p) => Some(p),
-            None => {
-                return Ok(usage_error(
-                    "-p needs a prompt: pass it as an argument or on stdin",
-                ));
-            }
-        }
-    } else {
-        None
-    };
-    // An SDK session reads stdin from the start: its own MCP servers answer over it.
-    let sdk_io = (cli.input_format == InputFormat::StreamJson).then(|| {
-        let out = control::LineOut::new(Box::new(std::io::stdout()));
-        (sdk::SdkInput::start(out.clone()), out)
-    });
-    let sdk_channel = sdk_io.as_ref().map(|(input, _)| input.channel.clone());
-    let mcp =
-        mcp_config::start_with_sdk(cli, cwd, &session::gyre_home(), sdk_channel.as_ref()).await?;
-    let mut session = session::build(cli, cwd, settings, false, None, mcp)?;
-    let interrupt = session.engine.interrupt_handle();
-    let ctrl_c = tokio_util::sync::CancellationToken::new();
-    {
-        let ctrl_c = ctrl_c.clone();
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                ctrl_c.cancel();
-                interrupt.interrupt();
-            }
-        });
-    }
-    if let Some((input, out)) = sdk_io {
-        let ask_over_stdio = match cli.permission_prompt_tool.as_deref() {
-            Some("stdio") => true,
-            Some(other) => {
-                eprintln!(
-                    "gyre: warning: --permission-prompt-tool {other} is not supported (only stdio); permission questions are denied"
-                );
-                false
-            }
-            None => false,
-        };
-        let last_error = sdk::run(
-            &mut session,
-            input,
-            out,
-            ask_over_stdio,
-            cli.include_partial_messages,
-            cli.include_hook_events,
-            &ctrl_c,
-        )
-        .await?;
-        return Ok(exit_code(ctrl_c.is_cancelled(), last_error));
-    }
-    let stdout = std::io::stdout().lock();
-    let mut output = Output::new(stdout, cli.output_format, cli.include_partial_messages)
-        .with_progress(!cli.quiet)
-        .with_tool_lines(cli.verbose && !cli.quiet);
-    headless::print_init(&mut output, &session.facts)?;
-    let mut last_error = false;
-    if let Some(prompt) = prompt {
-        let content = sdk::prompt_hooks(
-            &session.gate,
-            &session.engine,
-            vec![ContentBlock::text(prompt)],
-        )
-        .await
-        .map_err(|reason| {
-            anyhow::anyhow!("the prompt was blocked by a UserPromptSubmit hook: {reason}")
-        })?;
-        let result = headless::run_turn(
-            &mut session.engine,
-            content,
-            &mut session.facts,
-            &mut output,
-            || {},
-        )
-        .await?;
-        last_error = result.is_error || session.transcript_health.failure().is_some();
-    }
-    Ok(exit_code(ctrl_c.is_cancelled(), last_error))
-}
-
-fn exit_code(interrupted: bool, last_error: bool) -> ExitCode {
-    if interrupted {
-        ExitCode::from(EXIT_INTERRUPTED)
-    } else if last_error {
-        ExitCode::from(EXIT_ERROR)
-    } else {
-        ExitCode::SUCCESS
-    }
 }

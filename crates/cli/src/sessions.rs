@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::Value;
 
-use crate::session::project_dir;
+use gyre_core::session::project_dir;
 
 /// One saved session.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,7 +6,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Result;
 use gyre_loop::{AgentDefinition, AgentSetup, AgentTool, SubagentSender};
 use gyre_tools::ToolRegistry;
 
@@ -36,7 +35,7 @@ pub fn definitions(
     flag: Option<&str>,
     cwd: &Path,
     trusted_project: bool,
-) -> Result<Vec<AgentDefinition>> {
+) -> Result<Vec<AgentDefinition>, crate::CoreError> {
     let mut dirs: Vec<PathBuf> = Vec::new();
     if let Some(home) = std::env::var_os("HOME") {
         dirs.push(PathBuf::from(home).join(".claude").join("agents"));
@@ -53,7 +52,9 @@ pub fn definitions(
         gyre_loop::merge(&mut all, def);
     }
     if let Some(json) = flag {
-        for def in gyre_loop::parse_agents_json(json)? {
+        let defs = gyre_loop::parse_agents_json(json)
+            .map_err(|e| crate::CoreError::Invalid(format!("--agents: {e}")))?;
+        for def in defs {
             gyre_loop::merge(&mut all, def);
         }
     }

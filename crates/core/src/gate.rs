@@ -9,10 +9,10 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use gyre_compact::Trigger;
 use gyre_loop::{
-    AfterToolOutcome, CompactHook, InterruptHandle, PreCompactOutcome, StopHook, StopHookOutcome,
-    ToolHook,
+    AfterToolOutcome, CompactHook, InterruptHandle, PreCompactOutcome, QueryEngine, StopHook,
+    StopHookOutcome, ToolHook,
 };
-use gyre_protocol::{Message, Role};
+use gyre_protocol::{ContentBlock, Message, Role};
 use gyre_tools::{
     BoxFuture, CanUseTool, InputDecision, ModeHandle, PermissionDecision, PermissionMode,
     PermissionPrompt, Permissions, Tool, ToolCall, ToolCallOutcome, ToolContext,
@@ -20,9 +20,20 @@ use gyre_tools::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::control::ControlChannel;
+use crate::client::ClientChannel;
 use crate::hooks::{HookEvent, HookEventSink, Hooks};
 use crate::structured;
+
+/// Every name [`ModeName`] parses, in the order `--help` lists them.
+pub const MODE_NAMES: [&str; 7] = [
+    "default",
+    "manual",
+    "acceptEdits",
+    "plan",
+    "bypassPermissions",
+    "dontAsk",
+    "auto",
+];
 
 /// A permission mode by its Claude Code name. `dontAsk` is the default policy that never
 /// asks (an "ask" is a denial); `auto` is the default policy.
@@ -37,13 +48,16 @@ impl std::str::FromStr for ModeName {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
+        // `manual` is Claude Code's other name for default.
+        let s = if s == "manual" { "default" } else { s };
         let (mode, never_ask) = match s {
             "dontAsk" => (PermissionMode::Default, true),
             "auto" => (PermissionMode::Default, false),
             other => (
                 other.parse().map_err(|_| {
                     format!(
-                        "unknown permission mode {other:?}: use default, acceptEdits, plan, bypassPermissions, dontAsk or auto"
+                        "unknown permission mode {other:?}: use one of {}",
+                        MODE_NAMES.join(", ")
                     )
                 })?,
                 false,
@@ -78,7 +92,7 @@ pub struct Gate {
     mode: ModeHandle,
     policy: RwLock<Policy>,
     hooks: RwLock<Hooks>,
-    sdk_prompt: OnceLock<ControlChannel>,
+    sdk_prompt: OnceLock<ClientChannel>,
     interrupt: OnceLock<InterruptHandle>,
     /// A hook's `continue: false`, waiting for the end of the tool round.
     stop: Mutex<Option<String>>,
@@ -87,6 +101,15 @@ pub struct Gate {
     pre_tool_context: Mutex<HashMap<String, Vec<String>>>,
     /// `--json-schema`: where the StructuredOutput tool leaves the answer.
     structured: OnceLock<structured::Slot>,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate")
+            .field("mode", &self.mode_name())
+            .field("permissions", &self.permissions())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Gate {
@@ -229,7 +252,7 @@ impl Gate {
     }
 
     /// Permission questions go to the SDK as `can_use_tool` requests.
-    pub fn ask_over(&self, channel: ControlChannel) {
+    pub fn ask_over(&self, channel: ClientChannel) {
         let _ = self.sdk_prompt.set(channel);
     }
 
@@ -244,7 +267,7 @@ impl Gate {
     }
 
     /// Registers the SDK's hooks from `initialize`.
-    pub fn add_sdk_hooks(&self, config: &Value, channel: ControlChannel) {
+    pub fn add_sdk_hooks(&self, config: &Value, channel: ClientChannel) {
         self.hooks
             .write()
             .unwrap_or_else(PoisonError::into_inner)
@@ -356,7 +379,7 @@ impl Gate {
 
     async fn ask_sdk(
         &self,
-        channel: &ControlChannel,
+        channel: &ClientChannel,
         tool: &dyn Tool,
         call: &ToolCall,
         ctx: &ToolContext,
@@ -604,6 +627,42 @@ impl StopHook for Gate {
             }
         })
     }
+}
+
+/// UserPromptSubmit hooks: a block refuses the prompt; additional context rides along
+/// as another text block of the same message.
+pub async fn prompt_hooks(
+    gate: &Gate,
+    engine: &QueryEngine,
+    mut content: Vec<ContentBlock>,
+) -> Result<Vec<ContentBlock>, String> {
+    let hooks = gate.hooks();
+    if !hooks.has(HookEvent::UserPromptSubmit) {
+        return Ok(content);
+    }
+    let prompt: String = content
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text { text, .. } => Some(text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let verdict = hooks
+        .run(
+            HookEvent::UserPromptSubmit,
+            None,
+            None,
+            &gate.mode_name(),
+            json!({ "prompt": prompt, "session_id": engine.session_id() }),
+            &CancellationToken::new(),
+        )
+        .await;
+    if let Some(reason) = verdict.block.or(verdict.stop) {
+        return Err(reason);
+    }
+    content.extend(verdict.context.into_iter().map(ContentBlock::text));
+    Ok(content)
 }
 
 #[cfg(test)]

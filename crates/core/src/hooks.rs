@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
-use crate::control::ControlChannel;
+use crate::client::ClientChannel;
 
 /// The events gyre fires.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,9 +147,18 @@ pub type HookEventSink = Arc<dyn Fn(Value) + Send + Sync>;
 #[derive(Clone, Default)]
 pub struct Hooks {
     hooks: Vec<Hook>,
-    channel: Option<ControlChannel>,
+    channel: Option<ClientChannel>,
     base: HookBase,
     events: Option<HookEventSink>,
+}
+
+impl std::fmt::Debug for Hooks {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hooks")
+            .field("hooks", &self.hooks.len())
+            .field("sdk", &self.channel.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Hooks {
@@ -175,7 +184,7 @@ impl Hooks {
     /// Adds the SDK's hooks from `initialize`'s `hooks` map:
     /// `{"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["hook_0"],"timeout":5}]}`.
     /// Events gyre does not fire are ignored.
-    pub fn add_sdk_callbacks(&mut self, config: &Value, channel: ControlChannel) {
+    pub fn add_sdk_callbacks(&mut self, config: &Value, channel: ClientChannel) {
         self.channel = Some(channel);
         for e in entries(config, "hookCallbackIds") {
             if let Some(id) = e.item.as_str() {
@@ -319,6 +328,7 @@ impl Hooks {
         tokio::time::timeout(timeout, channel.request(request, cancel))
             .await
             .map_err(|_| format!("the hook callback {id} did not answer in {timeout:?}"))?
+            .map_err(|e| e.0)
     }
 
     async fn run_command(

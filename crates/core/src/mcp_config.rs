@@ -5,7 +5,6 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result};
 use futures::StreamExt;
 use gyre_mcp::{
     McpConfig, McpServers, SdkBridge, SdkChannel, ServerState, ServerStatus, StartOptions,
@@ -14,8 +13,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::args::Cli;
-use crate::control::ControlChannel;
+use crate::CoreError;
+use crate::client::ClientChannel;
+use crate::options::SessionOptions;
 
 /// Which of the project's `.mcp.json` servers the user approved, Claude Code's keys.
 /// Read from the user's own files only (`~/.gyre/settings.json`,
@@ -70,13 +70,14 @@ impl ProjectApproval {
 ///
 /// # Errors
 /// An unreadable or invalid config, with the file and what is wrong.
-fn collect(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpConfig> {
+fn collect(cli: &SessionOptions, cwd: &Path, gyre_home: &Path) -> Result<McpConfig, CoreError> {
     let mut config = McpConfig::default();
     let project_file = cwd.join(".mcp.json");
     // An untrusted folder's servers are not started (`trust`; main says so).
     if !cli.strict_mcp_config && project_file.is_file() && crate::trust::is_trusted(gyre_home, cwd)
     {
-        let mut project = McpConfig::from_file(&project_file)?;
+        let mut project =
+            McpConfig::from_file(&project_file).map_err(|e| CoreError::Invalid(e.to_string()))?;
         let approval = ProjectApproval::load(gyre_home, cwd);
         project.retain(|name, _| {
             let approved = approval.allows(name);
@@ -90,7 +91,9 @@ fn collect(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpConfig> {
         config.merge(project);
     }
     for arg in &cli.mcp_config {
-        config.merge(McpConfig::from_arg(arg).context("--mcp-config")?);
+        let more = McpConfig::from_arg(arg)
+            .map_err(|e| CoreError::Invalid(format!("--mcp-config: {e}")))?;
+        config.merge(more);
     }
     Ok(config)
 }
@@ -101,7 +104,11 @@ fn collect(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpConfig> {
 ///
 /// # Errors
 /// An unreadable or invalid config.
-pub async fn start(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpServers> {
+pub async fn start(
+    cli: &SessionOptions,
+    cwd: &Path,
+    gyre_home: &Path,
+) -> Result<McpServers, CoreError> {
     start_with_sdk(cli, cwd, gyre_home, None).await
 }
 
@@ -110,11 +117,11 @@ pub async fn start(cli: &Cli, cwd: &Path, gyre_home: &Path) -> Result<McpServers
 /// # Errors
 /// An unreadable or invalid config.
 pub async fn start_with_sdk(
-    cli: &Cli,
+    cli: &SessionOptions,
     cwd: &Path,
     gyre_home: &Path,
-    sdk: Option<&ControlChannel>,
-) -> Result<McpServers> {
+    sdk: Option<&ClientChannel>,
+) -> Result<McpServers, CoreError> {
     let config = collect(cli, cwd, gyre_home)?;
     if config.is_empty() {
         return Ok(McpServers::none());
@@ -137,7 +144,7 @@ pub async fn start_with_sdk(
 }
 
 /// A channel to the SDK's server `name`, bridged to `mcp_message` control requests.
-pub fn sdk_channel(name: &str, control: &ControlChannel) -> SdkChannel {
+pub fn sdk_channel(name: &str, control: &ClientChannel) -> SdkChannel {
     let (client, bridge) = gyre_mcp::sdk_channel();
     tokio::spawn(bridge_sdk_server(name.to_owned(), bridge, control.clone()));
     client
@@ -150,7 +157,7 @@ pub fn sdk_channel(name: &str, control: &ControlChannel) -> SdkChannel {
 /// (an error response, stdin closed) gets a JSON-RPC error, so the call fails instead of
 /// waiting. Messages travel at once, each in its own task: one slow tool does not hold
 /// up the others.
-async fn bridge_sdk_server(name: String, bridge: SdkBridge, channel: ControlChannel) {
+async fn bridge_sdk_server(name: String, bridge: SdkBridge, channel: ClientChannel) {
     let SdkBridge {
         mut to_server,
         from_server,

@@ -4,7 +4,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use anyhow::{Context, Result, bail};
 use gyre_api::{
     AnthropicClient, ClientConfig, ModelClient, RecordingClient, ReplayClient, RetryOptions,
     RetryPolicy,
@@ -19,11 +18,12 @@ use gyre_protocol::{CacheControl, SystemBlock};
 use gyre_tools::plan::ExitPlanModeTool;
 use gyre_tools::{PermissionMode, PermissionPrompt, ToolContext, ToolRegistry};
 
-use crate::args::{Cli, split_tool_list};
+use crate::error::CoreError;
+use crate::facts::SessionFacts;
 use crate::gate::{Gate, ModeName, Rules};
 use crate::hooks::{HookBase, Hooks};
+use crate::options::{Resume, SessionOptions, split_tool_list};
 use crate::settings::Settings;
-use crate::stream_json::SessionFacts;
 use crate::structured::{self, StructuredOutput};
 use crate::system_prompt::{default_system_prompt, project_memory};
 use crate::thinking::{Thinking, ThinkingDeps};
@@ -62,19 +62,20 @@ pub fn latest_session(cwd: &Path) -> Option<String> {
 /// The model client: the Anthropic API, or a fixture (`GYRE_REPLAY_FIXTURE=path`
 /// serves a recording back, no key needed; `GYRE_RECORD_FIXTURE=path` records the
 /// session, secrets redacted). Used by `cargo xtask fixture`.
-fn model_client() -> Result<Arc<dyn ModelClient>> {
+fn model_client() -> Result<Arc<dyn ModelClient>, CoreError> {
+    let failed = |e: &dyn std::fmt::Display| CoreError::Client(e.to_string());
     if let Some(path) = std::env::var_os("GYRE_REPLAY_FIXTURE") {
-        let replay = ReplayClient::from_file(&path).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let replay = ReplayClient::from_file(&path).map_err(|e| failed(&e))?;
         return Ok(Arc::new(replay));
     }
-    let config = ClientConfig::from_env().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let config = ClientConfig::from_env().map_err(|e| failed(&e))?;
     let key = config.api_key.clone();
     let client: Arc<dyn ModelClient> =
-        Arc::new(AnthropicClient::new(config).map_err(|e| anyhow::anyhow!("{e}"))?);
+        Arc::new(AnthropicClient::new(config).map_err(|e| failed(&e))?);
     match std::env::var_os("GYRE_RECORD_FIXTURE") {
         Some(path) => {
             let recorder = RecordingClient::create(client, &path)
-                .map_err(|e| anyhow::anyhow!("{e}"))?
+                .map_err(|e| failed(&e))?
                 .with_secret(key);
             Ok(Arc::new(recorder))
         }
@@ -96,67 +97,80 @@ pub struct Session {
     pub agents: AgentCatalog,
 }
 
-fn parse_session_id(raw: &str) -> Result<String> {
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Session")
+            .field("facts", &self.facts)
+            .field("gate", &self.gate)
+            .finish_non_exhaustive()
+    }
+}
+
+fn parse_session_id(raw: &str) -> Result<String, CoreError> {
     uuid::Uuid::parse_str(raw)
         .map(|u| u.to_string())
-        .with_context(|| {
-            format!(
+        .map_err(|_| {
+            CoreError::Invalid(format!(
                 "--session-id {raw:?} is not a UUID (e.g. 123e4567-e89b-12d3-a456-426614174000)"
-            )
+            ))
         })
 }
 
-/// Builds the session the flags ask for.
+/// Builds the session `options` ask for.
 ///
 /// # Errors
 /// Missing API key, unreadable settings, a bad rule or flag value, an unknown session.
 pub fn build(
-    cli: &Cli,
+    options: &SessionOptions,
     cwd: &Path,
     settings: &Settings,
     interactive: bool,
     prompt: Option<Arc<dyn PermissionPrompt>>,
     mcp: McpServers,
-) -> Result<Session> {
+) -> Result<Session, CoreError> {
+    let cli = options;
     let client = model_client()?;
     let retry = RetryOptions::new(RetryPolicy::from_env());
 
-    let (session_id, resumed) = if let Some(id) = &cli.resume {
-        let id = parse_session_id(id).map_err(|_| {
-            anyhow::anyhow!("--resume {id:?} is not a session id; `gyre sessions` lists them")
-        })?;
-        (id, true)
-    } else if cli.continue_session {
-        let id = latest_session(cwd).with_context(|| {
-            format!(
-                "no session to continue in {}; start one with `gyre -p \"…\"`",
-                cwd.display()
-            )
-        })?;
-        (id, true)
-    } else if let Some(id) = &cli.session_id {
-        (parse_session_id(id)?, false)
-    } else {
-        (uuid::Uuid::new_v4().to_string(), false)
+    let (session_id, resumed) = match (&cli.resume, &cli.session_id) {
+        (Resume::Id(id), _) => {
+            let id = parse_session_id(id).map_err(|_| {
+                CoreError::Invalid(format!(
+                    "--resume {id:?} is not a session id; `gyre sessions` lists them"
+                ))
+            })?;
+            (id, true)
+        }
+        (Resume::Latest, _) => {
+            let id = latest_session(cwd).ok_or_else(|| {
+                CoreError::Invalid(format!(
+                    "no session to continue in {}; start one with `gyre -p \"…\"`",
+                    cwd.display()
+                ))
+            })?;
+            (id, true)
+        }
+        (Resume::New, Some(id)) => (parse_session_id(id)?, false),
+        (Resume::New, None) => (uuid::Uuid::new_v4().to_string(), false),
     };
     let mut transcript_path = JsonlTranscript::path_for(&gyre_home(), cwd, &session_id);
     let loaded = if resumed {
         if !transcript_path.is_file() {
-            bail!(
+            return Err(CoreError::Invalid(format!(
                 "no session {session_id} in {}; `gyre sessions` lists this directory's sessions",
                 cwd.display()
-            );
+            )));
         }
-        let loaded = load_transcript(&transcript_path).with_context(|| {
-            format!(
-                "could not read the transcript {}",
-                transcript_path.display()
-            )
-        })?;
+        let loaded = load_transcript(&transcript_path).map_err(CoreError::io(
+            "could not read the transcript",
+            &transcript_path,
+        ))?;
         Some(loaded)
     } else {
         if cli.session_id.is_some() && transcript_path.exists() {
-            bail!("session {session_id} already exists; resume it with --resume {session_id}");
+            return Err(CoreError::Invalid(format!(
+                "session {session_id} already exists; resume it with --resume {session_id}"
+            )));
         }
         None
     };
@@ -166,9 +180,10 @@ pub fn build(
     let session_id = if resumed && cli.fork_session {
         let fork = uuid::Uuid::new_v4().to_string();
         let fork_path = JsonlTranscript::path_for(&gyre_home(), cwd, &fork);
-        std::fs::copy(&transcript_path, &fork_path).with_context(|| {
-            format!("could not fork the transcript into {}", fork_path.display())
-        })?;
+        std::fs::copy(&transcript_path, &fork_path).map_err(CoreError::io(
+            "could not fork the transcript into",
+            &fork_path,
+        ))?;
         transcript_path = fork_path;
         fork
     } else {
@@ -195,7 +210,7 @@ pub fn build(
     let structured = match &cli.json_schema {
         Some(schema) => Some(
             StructuredOutput::from_flag(schema, Arc::clone(&structured_slot))
-                .map_err(anyhow::Error::msg)?,
+                .map_err(CoreError::Invalid)?,
         ),
         None => None,
     };
@@ -214,7 +229,7 @@ pub fn build(
         .as_deref()
         .unwrap_or("default")
         .parse()
-        .map_err(anyhow::Error::msg)?;
+        .map_err(CoreError::Invalid)?;
     let mut working_dirs = vec![cwd.to_path_buf()];
     for dir in &cli.add_dir {
         let abs = if dir.is_absolute() {
@@ -223,7 +238,10 @@ pub fn build(
             cwd.join(dir)
         };
         if !abs.is_dir() {
-            bail!("--add-dir {}: not a directory", dir.display());
+            return Err(CoreError::Invalid(format!(
+                "--add-dir {}: not a directory",
+                dir.display()
+            )));
         }
         working_dirs.push(abs);
     }
@@ -250,7 +268,7 @@ pub fn build(
             prompt.filter(|_| interactive),
             hooks,
         )
-        .map_err(anyhow::Error::msg)?,
+        .map_err(CoreError::Invalid)?,
     );
     let permissions = gate.permissions();
     let offered = |name: &str| cli.tools.is_empty() || only.iter().any(|t| t == name);
@@ -298,7 +316,7 @@ pub fn build(
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),
         (None, Some(path)) => std::fs::read_to_string(path)
-            .with_context(|| format!("could not read --system-prompt-file {}", path.display()))?,
+            .map_err(CoreError::io("could not read --system-prompt-file", path))?,
         (None, None) => default_system_prompt(cwd, &registry.names(), SystemTime::now()),
     };
     // Project memory (AGENTS.md / CLAUDE.md) follows --setting-sources, with a custom
@@ -340,7 +358,9 @@ pub fn build(
             .unwrap_or_else(|_| crate::web_fetch::DEFAULT_SMALL_FAST_MODEL.to_owned());
         let fetch =
             crate::web_fetch::WebFetchTool::new(Arc::clone(&deps) as _, small, side_events.clone())
-                .context("could not set up WebFetch's HTTP client")?;
+                .map_err(|e| {
+                    CoreError::Client(format!("could not set up WebFetch's HTTP client: {e}"))
+                })?;
         registry.register(Arc::new(fetch));
     }
     // A bare tool name in --disallowedTools takes the tool out of the request; a rule
@@ -379,7 +399,7 @@ pub fn build(
         model.clone(),
         u64::from(max_output_tokens.unwrap_or(gyre_loop::DEFAULT_MAX_OUTPUT_TOKENS)),
     );
-    let context = crate::stream_json::ContextFacts::of(&compact_config);
+    let context = crate::facts::ContextFacts::of(&compact_config);
     let compactor: Box<dyn ContextCompactor> = Box::new(
         PipelineCompactor::new(
             compact_config,
@@ -402,17 +422,15 @@ pub fn build(
         token_budget: None,
     };
     let transcript = JsonlTranscript::open(transcript_path.clone())
-        .with_context(|| {
-            format!(
-                "could not create the transcript {}",
-                transcript_path.display()
-            )
-        })?
+        .map_err(CoreError::io(
+            "could not create the transcript",
+            &transcript_path,
+        ))?
         .on_first_failure(|message| eprintln!("gyre: {message}"));
     let transcript_health = transcript.health();
     // Thinking goes on the main loop's requests, not on compaction summaries.
     let thinking = Thinking::from_flags(cli.max_thinking_tokens, cli.thinking.as_deref())
-        .map_err(anyhow::Error::msg)?;
+        .map_err(CoreError::Invalid)?;
     let loop_deps: Arc<dyn gyre_loop::QueryDeps> = match thinking {
         Some(t) => Arc::new(ThinkingDeps::new(deps, t)),
         None => deps,

@@ -36,6 +36,14 @@ pub struct StructuredOutput {
     slot: Slot,
 }
 
+impl std::fmt::Debug for StructuredOutput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StructuredOutput")
+            .field("schema", &self.schema)
+            .finish_non_exhaustive()
+    }
+}
+
 impl StructuredOutput {
     /// # Errors
     /// A schema that is not JSON, not an object schema, or not a valid JSON Schema

@@ -69,6 +69,14 @@ pub struct ThinkingDeps {
     thinking: Thinking,
 }
 
+impl std::fmt::Debug for ThinkingDeps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThinkingDeps")
+            .field("thinking", &self.thinking)
+            .finish_non_exhaustive()
+    }
+}
+
 impl ThinkingDeps {
     #[must_use]
     pub fn new(inner: Arc<dyn QueryDeps>, thinking: Thinking) -> Self {

@@ -270,6 +270,28 @@ impl ControlChannel {
     }
 }
 
+impl gyre_core::ClientRequests for ControlChannel {
+    fn request<'a>(
+        &'a self,
+        request: Value,
+        cancel: &'a CancellationToken,
+    ) -> gyre_tools::BoxFuture<'a, Result<Value, gyre_core::ClientError>> {
+        Box::pin(async move {
+            Self::request(self, request, cancel)
+                .await
+                .map_err(gyre_core::ClientError)
+        })
+    }
+}
+
+impl ControlChannel {
+    /// This channel as the session's handle to its client.
+    #[must_use]
+    pub fn client(&self) -> gyre_core::ClientChannel {
+        Arc::new(self.clone())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

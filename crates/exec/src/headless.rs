@@ -2,7 +2,6 @@
 
 use std::io::Write;
 
-use anyhow::{Context, Result};
 use futures::StreamExt;
 use gyre_loop::{CompactionOutcome, EngineEvent, LoopEvent, QueryEngine, TurnResult};
 use gyre_protocol::{ContentBlock, Message};
@@ -13,10 +12,11 @@ use std::path::Path;
 use gyre_api::RetryStatus;
 use gyre_tools::PermissionDenial;
 
-use crate::args::OutputFormat;
-use crate::repl::style::Palette;
-use crate::repl::tool_line::{call_summary, outcome_summary, render_call, render_outcome};
+use gyre_term::style::Palette;
+use gyre_term::tool_line::{call_summary, outcome_summary, render_call, render_outcome};
+
 use crate::stream_json::{self, ResponseMeta, ResultExtras, SessionFacts};
+use crate::{ExecError, OutputFormat};
 
 /// Where headless output goes; every line is flushed as it is written, so a driver
 /// reading our stdout sees each event when it happens.
@@ -73,8 +73,8 @@ impl<W: Write> Output<W> {
         }
     }
 
-    fn line(&mut self, v: &Value) -> Result<()> {
-        let mut s = serde_json::to_string(v)?;
+    fn line(&mut self, v: &Value) -> Result<(), ExecError> {
+        let mut s = serde_json::to_string(v).map_err(std::io::Error::from)?;
         s.push('\n');
         self.out.write_all(s.as_bytes())?;
         self.out.flush()?;
@@ -91,7 +91,7 @@ fn uuid() -> String {
 }
 
 /// Prints the `init` line (stream-json only).
-pub fn print_init<W: Write>(output: &mut Output<W>, facts: &SessionFacts) -> Result<()> {
+pub fn print_init<W: Write>(output: &mut Output<W>, facts: &SessionFacts) -> Result<(), ExecError> {
     if output.streaming() {
         output.line(&stream_json::init(facts, &uuid()))?;
     }
@@ -106,7 +106,7 @@ pub async fn run_turn<W: Write>(
     facts: &mut SessionFacts,
     output: &mut Output<W>,
     started: impl FnOnce(),
-) -> Result<TurnResult> {
+) -> Result<TurnResult, ExecError> {
     let mut started = Some(started);
     let session_id = facts.session_id.clone();
     let events = engine.submit_message(content);
@@ -256,7 +256,7 @@ pub async fn run_turn<W: Write>(
             EngineEvent::Result(r) => result = Some(r),
         }
     }
-    let result = result.context("the turn ended without a result")?;
+    let result = result.ok_or(ExecError::NoResult)?;
     if output.tool_lines && !calls.is_empty() {
         // The answer on stdout stands apart from the tool lines above it.
         eprintln!();
@@ -272,7 +272,10 @@ pub async fn run_turn<W: Write>(
             let extras = ResultExtras {
                 stop_reason: last_stop_reason,
                 model_usage: facts.model_usage.clone(),
-                structured_output: facts.structured.as_ref().and_then(crate::structured::take),
+                structured_output: facts
+                    .structured
+                    .as_ref()
+                    .and_then(gyre_core::structured::take),
             };
             output.line(&stream_json::result(&result, &extras, &session_id, &uuid()))?;
         }

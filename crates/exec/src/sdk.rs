@@ -10,19 +10,18 @@
 use std::io::BufRead;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use anyhow::Result;
-use gyre_loop::{InterruptHandle, QueryEngine};
+use gyre_loop::InterruptHandle;
 use gyre_protocol::ContentBlock;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::ExecError;
 use crate::control::{self, ControlChannel, Inbound, LineOut};
-use crate::gate::Gate;
 use crate::headless::{self, Output};
-use crate::hooks::HookEvent;
-use crate::session::Session;
 use crate::stream_json::{self, ContextFacts};
+use gyre_core::gate::Gate;
+use gyre_core::session::Session;
 
 /// stdin of an SDK session, read from the start.
 pub struct SdkInput {
@@ -177,7 +176,7 @@ impl Dispatcher {
         match subtype {
             "initialize" => {
                 if let Some(hooks) = request.get("hooks").filter(|h| h.is_object()) {
-                    self.gate.add_sdk_hooks(hooks, self.channel.clone());
+                    self.gate.add_sdk_hooks(hooks, self.channel.client());
                 }
                 // The SDK's `agents={…}`: sub-agents the Agent tool offers from now on.
                 if let Some(agents) = request.get("agents").filter(|a| a.is_object()) {
@@ -222,7 +221,7 @@ impl Dispatcher {
                 Ok(json!({}))
             }
             "mcp_status" => Ok(json!({
-                "mcpServers": crate::mcp_config::sdk_status_entries(&self.mcp)
+                "mcpServers": gyre_core::mcp_config::sdk_status_entries(&self.mcp)
             })),
             "get_context_usage" => {
                 let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
@@ -268,8 +267,8 @@ async fn mcp_control(
         .get("serverName")
         .and_then(Value::as_str)
         .ok_or_else(|| format!("{subtype} needs a `serverName`"))?;
-    let sdk =
-        (mcp.transport(name) == Some("sdk")).then(|| crate::mcp_config::sdk_channel(name, channel));
+    let sdk = (mcp.transport(name) == Some("sdk"))
+        .then(|| gyre_core::mcp_config::sdk_channel(name, &channel.client()));
     let done = if subtype == "mcp_toggle" {
         let enabled = request
             .get("enabled")
@@ -292,7 +291,7 @@ pub async fn run(
     partial: bool,
     hook_events: bool,
     ctrl_c: &CancellationToken,
-) -> Result<bool> {
+) -> Result<bool, ExecError> {
     if hook_events {
         let out = out.clone();
         session.gate.report_hooks_to(Arc::new(move |line| {
@@ -310,7 +309,7 @@ pub async fn run(
         ..Shared::default()
     }));
     if ask_over_stdio {
-        session.gate.ask_over(channel.clone());
+        session.gate.ask_over(channel.client());
     }
     let (turns_tx, mut turns_rx) = mpsc::unbounded_channel();
     let dispatcher = Dispatcher {
@@ -332,7 +331,7 @@ pub async fn run(
     });
 
     let output_line = out.clone();
-    let mut output = Output::new(out, crate::args::OutputFormat::StreamJson, partial);
+    let mut output = Output::new(out, crate::OutputFormat::StreamJson, partial);
     headless::print_init(&mut output, &session.facts)?;
     let mut last_error = false;
     loop {
@@ -372,7 +371,9 @@ pub async fn run(
             last_error = compact(&output_line, session, instructions.as_deref()).await?;
             continue;
         }
-        let content = match prompt_hooks(&session.gate, &session.engine, content).await {
+        let content = match gyre_core::gate::prompt_hooks(&session.gate, &session.engine, content)
+            .await
+        {
             Ok(content) => content,
             Err(reason) => {
                 let text = format!("the prompt was blocked by a UserPromptSubmit hook: {reason}");
@@ -436,7 +437,11 @@ fn compact_command(content: &[ContentBlock]) -> Option<Option<String>> {
 
 /// Runs `/compact`: a `compact_boundary` line and a result line, as Claude Code answers
 /// the command from an SDK. Returns whether it failed.
-async fn compact(out: &LineOut, session: &mut Session, instructions: Option<&str>) -> Result<bool> {
+async fn compact(
+    out: &LineOut,
+    session: &mut Session,
+    instructions: Option<&str>,
+) -> Result<bool, ExecError> {
     let text = match session.engine.compact_with(instructions).await {
         Ok(Some(outcome)) => {
             out.line(&stream_json::compact_boundary(
@@ -473,7 +478,7 @@ async fn compact(out: &LineOut, session: &mut Session, instructions: Option<&str
 
 /// A stdin message that will not run: said on stderr, and answered with an error result
 /// line so the driver is not left waiting.
-fn refuse(out: &LineOut, session: &Session, reason: &str) -> Result<()> {
+fn refuse(out: &LineOut, session: &Session, reason: &str) -> Result<(), ExecError> {
     eprintln!("gyre: {reason}");
     out.line(&stream_json::refused(
         reason,
@@ -483,42 +488,6 @@ fn refuse(out: &LineOut, session: &Session, reason: &str) -> Result<()> {
         &uuid::Uuid::new_v4().to_string(),
     ))?;
     Ok(())
-}
-
-/// UserPromptSubmit hooks: a block refuses the prompt; additional context rides along
-/// as another text block of the same message.
-pub async fn prompt_hooks(
-    gate: &Gate,
-    engine: &QueryEngine,
-    mut content: Vec<ContentBlock>,
-) -> Result<Vec<ContentBlock>, String> {
-    let hooks = gate.hooks();
-    if !hooks.has(HookEvent::UserPromptSubmit) {
-        return Ok(content);
-    }
-    let prompt: String = content
-        .iter()
-        .filter_map(|b| match b {
-            ContentBlock::Text { text, .. } => Some(text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n");
-    let verdict = hooks
-        .run(
-            HookEvent::UserPromptSubmit,
-            None,
-            None,
-            &gate.mode_name(),
-            json!({ "prompt": prompt, "session_id": engine.session_id() }),
-            &CancellationToken::new(),
-        )
-        .await;
-    if let Some(reason) = verdict.block.or(verdict.stop) {
-        return Err(reason);
-    }
-    content.extend(verdict.context.into_iter().map(ContentBlock::text));
-    Ok(content)
 }
 
 #[cfg(test)]

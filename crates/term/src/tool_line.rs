@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::style::Palette;
+use crate::style::Palette;
 
 /// How much of a command or pattern a call line shows.
 const MAX_ARG_CHARS: usize = 80;
@@ -174,7 +174,7 @@ fn diff_stats(text: &str) -> (usize, usize) {
     })
 }
 
-pub(crate) fn count(n: usize, word: &str) -> String {
+pub fn count(n: usize, word: &str) -> String {
     if n == 1 {
         format!("1 {word}")
     } else {
@@ -183,7 +183,7 @@ pub(crate) fn count(n: usize, word: &str) -> String {
 }
 
 /// The first line, cut to `max` characters; `…` marks anything left out.
-pub(crate) fn shorten(s: &str, max: usize) -> String {
+pub fn shorten(s: &str, max: usize) -> String {
     let mut lines = s.trim().lines();
     let first = lines.next().unwrap_or_default();
     let more_lines = lines.next().is_some();

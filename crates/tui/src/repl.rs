@@ -15,9 +15,7 @@ mod markdown;
 mod question;
 mod slash;
 mod spinner;
-pub(crate) mod style;
 mod subagent;
-pub(crate) mod tool_line;
 mod turn;
 mod ui;
 mod view;
@@ -28,7 +26,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
 use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use futures::StreamExt;
 use gyre_loop::{EngineEvent, JsonlTranscript};
@@ -41,15 +38,15 @@ use self::editor::{Editor, HistoryFile};
 use self::question::{Question, UiPrompt};
 use self::slash::{HELP, NO_SHELLS, SlashCommand, cost_report, shell_row};
 use self::spinner::{Status, TICK};
-use self::style::Palette;
 use self::turn::{Folded, TurnView, expanded};
 use self::ui::Ui;
 use self::view::{Choice, PlanChoice, QuestionView, ShellsView, StatusLine, View};
-use crate::args::Cli;
-use crate::gate::Gate;
-use crate::session::{self, Session};
-use crate::settings::Settings;
-use crate::stream_json::SessionFacts;
+use gyre_core::facts::SessionFacts;
+use gyre_core::gate::Gate;
+use gyre_core::session::{self, Session};
+use gyre_core::settings::Settings;
+use gyre_core::{CoreError, SessionOptions};
+use gyre_term::style::Palette;
 
 /// Lines of a command shown in its question; a longer one goes above the question.
 const MAX_QUESTION_DETAILS: usize = 6;
@@ -60,23 +57,54 @@ const MAX_FOLDED: usize = 20;
 /// A second Ctrl+C within this long quits.
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
 
-/// Runs the REPL until `/exit`, `exit`, Ctrl+D or a double Ctrl+C. A prompt given on
-/// the command line is sent first.
+/// Why the interactive session stopped before its user ended it.
+#[derive(Debug, thiserror::Error)]
+pub enum TuiError {
+    /// stdout is not a terminal.
+    #[error("the interactive UI needs a terminal on stdout; for scripts use gyre -p \"<prompt>\"")]
+    NotATerminal,
+    /// The terminal could not be set up, read or drawn on.
+    #[error("{what}: {source}")]
+    Terminal {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    /// The terminal could not be written.
+    #[error("could not draw on the terminal: {0}")]
+    Draw(#[from] std::io::Error),
+    /// The session could not be built.
+    #[error(transparent)]
+    Session(#[from] CoreError),
+}
+
+impl TuiError {
+    pub(crate) fn terminal(what: &'static str) -> impl FnOnce(std::io::Error) -> Self {
+        move |source| Self::Terminal { what, source }
+    }
+}
+
+type Result<T, E = TuiError> = std::result::Result<T, E>;
+
+/// Runs the REPL until `/exit`, `exit`, Ctrl+D or a double Ctrl+C. `first`, a prompt
+/// given on the command line, is sent first.
 ///
 /// # Errors
 /// When the session cannot be built or the terminal cannot be used.
-pub async fn run(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode> {
+pub async fn run(
+    options: &SessionOptions,
+    first: Option<String>,
+    cwd: &Path,
+    settings: &Settings,
+) -> Result<ExitCode> {
     if !std::io::stdout().is_terminal() {
-        anyhow::bail!(
-            "the interactive UI needs a terminal on stdout; for scripts use gyre -p \"<prompt>\""
-        );
+        return Err(TuiError::NotATerminal);
     }
     let palette = Palette::detect();
     let history = HistoryFile::new(session::gyre_home().join("history"));
     let (questions_tx, questions) = mpsc::unbounded_channel();
     let prompt = Arc::new(UiPrompt::new(questions_tx, palette, cwd.to_path_buf()));
-    let mcp = crate::mcp_config::start(cli, cwd, &session::gyre_home()).await?;
-    let session = session::build(cli, cwd, settings, true, Some(prompt), mcp)?;
+    let mcp = gyre_core::mcp_config::start(options, cwd, &session::gyre_home()).await?;
+    let session = session::build(options, cwd, settings, true, Some(prompt), mcp)?;
     let resumed = !session.engine.messages().is_empty();
     let status = StatusLine {
         model: session.facts.model.clone(),
@@ -110,7 +138,7 @@ pub async fn run(cli: &Cli, cwd: &Path, settings: &Settings) -> Result<ExitCode>
         api_ms: 0,
         sent: false,
     };
-    let outcome = repl.run(cli.prompt.clone()).await;
+    let outcome = repl.run(first).await;
     let finished = repl.front.ui.finish();
     // A history that cannot be saved is not worth failing the session for.
     let _ = history.save(repl.front.editor.history());
@@ -375,7 +403,9 @@ impl Front {
     async fn next_event(&mut self) -> Result<Option<Event>> {
         match self.keys.next().await {
             None => Ok(None),
-            Some(event) => event.map(Some).context("could not read the terminal"),
+            Some(event) => event
+                .map(Some)
+                .map_err(TuiError::terminal("could not read the terminal")),
         }
     }
 
@@ -628,8 +658,8 @@ impl Front {
                 PromptAnswer::AllowAlways,
                 p.dim(&format!("  ? allowed for this session: {rule}")),
             ),
-            Choice::Save => match crate::folder_rules::save_allow_rule(
-                &crate::session::gyre_home(),
+            Choice::Save => match gyre_core::folder_rules::save_allow_rule(
+                &gyre_core::session::gyre_home(),
                 &self.cwd,
                 rule,
             ) {
@@ -799,7 +829,7 @@ impl Repl {
                     Some(Err(e)) => p.red(&format!("✗ Compaction failed: {e}")),
                 }
             }
-            SlashCommand::Mcp => crate::mcp_config::status_report(&self.session.mcp.status()),
+            SlashCommand::Mcp => gyre_core::mcp_config::status_report(&self.session.mcp.status()),
             SlashCommand::Bashes(arg) => match self.bashes(arg.as_deref()) {
                 Some(text) => text,
                 None => return Ok(Flow::Continue),
@@ -840,7 +870,7 @@ impl Repl {
 
     /// Sends one message and shows the turn as it happens.
     async fn turn(&mut self, text: &str) -> Result<Flow> {
-        let content = match crate::sdk::prompt_hooks(
+        let content = match gyre_core::gate::prompt_hooks(
             &self.session.gate,
             &self.session.engine,
             vec![ContentBlock::text(text)],
@@ -890,7 +920,7 @@ impl Repl {
                     event = front.keys.next() => {
                         let busy = match event {
                             Some(event) => {
-                                let event = event.context("could not read the terminal")?;
+                                let event = event.map_err(TuiError::terminal("could not read the terminal"))?;
                                 front.on_busy_event(event)?
                             }
                             None => Busy::Quit,

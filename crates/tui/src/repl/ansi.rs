@@ -1,4 +1,4 @@
-//! Lines styled by [`Palette`](super::style::Palette) (ANSI SGR codes) as ratatui
+//! Lines styled by [`Palette`](gyre_term::style::Palette) (ANSI SGR codes) as ratatui
 //! [`Line`]s, so the markdown and tool-line renderers serve the terminal UI unchanged;
 //! and wrapping to the terminal's width, so what is pushed into the scrollback takes
 //! exactly the rows counted for it.
@@ -7,7 +7,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use unicode_width::UnicodeWidthChar;
 
-/// Parses the SGR codes [`Palette`](super::style::Palette) writes; other escape
+/// Parses the SGR codes [`Palette`](gyre_term::style::Palette) writes; other escape
 /// sequences are dropped.
 #[must_use]
 pub fn to_line(text: &str) -> Line<'static> {

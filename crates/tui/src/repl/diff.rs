@@ -5,7 +5,7 @@ use std::path::Path;
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
-use super::style::Palette;
+use gyre_term::style::Palette;
 
 /// Lines of a diff shown; the rest is counted.
 const MAX_DIFF_LINES: usize = 20;

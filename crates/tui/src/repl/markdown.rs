@@ -2,7 +2,7 @@
 //! bold, italic, inline code, code fences, bullet lists, quotes and rules. Without
 //! colors the text is left exactly as the model wrote it.
 
-use super::style::Palette;
+use gyre_term::style::Palette;
 
 /// Splits streamed text deltas into completed lines.
 #[derive(Debug, Default)]

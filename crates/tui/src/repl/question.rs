@@ -9,9 +9,9 @@ use serde_json::Value;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::markdown::MarkdownRenderer;
-use super::style::Palette;
-use super::tool_line::call_summary;
 use super::view::{PlanQuestion, QuestionView};
+use gyre_term::style::Palette;
+use gyre_term::tool_line::call_summary;
 
 /// A question waiting for the user, and where the answer goes.
 #[derive(Debug)]

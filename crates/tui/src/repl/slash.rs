@@ -87,7 +87,7 @@ pub fn shell_row(shell: &gyre_tools::background::ShellInfo) -> String {
         other => other.name().to_owned(),
     };
     let runtime = format_duration(u64::try_from(shell.runtime.as_millis()).unwrap_or(u64::MAX));
-    let command = super::tool_line::shorten(&shell.command, 60);
+    let command = gyre_term::tool_line::shorten(&shell.command, 60);
     format!("{:<8} {status:<9} {runtime:>7}  {command}", shell.id)
 }
 

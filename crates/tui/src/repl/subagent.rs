@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use gyre_loop::{SubagentProgress, SubagentState};
 
 use super::slash::format_duration;
-use super::style::Palette;
-use super::tool_line::{Outcome, call_summary, count, shorten};
+use gyre_term::style::Palette;
+use gyre_term::tool_line::{Outcome, call_summary, count, shorten};
 
 /// How much of a failure's reason a line shows.
 const MAX_REASON_CHARS: usize = 80;

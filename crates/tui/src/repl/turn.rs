@@ -12,10 +12,10 @@ use serde_json::Value;
 use super::diff::call_diff;
 use super::markdown::{LineBuffer, MarkdownRenderer};
 use super::spinner::Status;
-use super::style::Palette;
 use super::subagent::{Subagents, is_agent};
-use super::tool_line::{Outcome, call_summary, outcome_summary, render_call, render_outcome};
-use crate::stream_json::SessionFacts;
+use gyre_core::facts::SessionFacts;
+use gyre_term::style::Palette;
+use gyre_term::tool_line::{Outcome, call_summary, outcome_summary, render_call, render_outcome};
 
 /// Lines of Bash output shown under its outcome; Ctrl+O shows the rest.
 pub const FOLDED_LINES: usize = 3;
@@ -482,7 +482,7 @@ mod tests {
             structured: None,
             model_usage: BTreeMap::new(),
             last_usage: Usage::default(),
-            context: crate::stream_json::ContextFacts::of(&gyre_compact::CompactConfig::default()),
+            context: gyre_core::facts::ContextFacts::of(&gyre_compact::CompactConfig::default()),
         }
     }
 

@@ -8,7 +8,7 @@
 use std::collections::VecDeque;
 use std::io::{Stdout, Write};
 
-use anyhow::{Context, Result};
+use super::{Result, TuiError};
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
 use crossterm::terminal::{disable_raw_mode, enable_raw_mode};
 use ratatui::backend::{Backend, ClearType, CrosstermBackend};
@@ -238,15 +238,17 @@ impl Ui {
     /// # Errors
     /// When the terminal cannot be set up (not a terminal, no size).
     pub fn start(color: bool) -> Result<Self> {
-        enable_raw_mode().context("could not switch the terminal to raw mode")?;
+        enable_raw_mode().map_err(TuiError::terminal(
+            "could not switch the terminal to raw mode",
+        ))?;
         let started = (|| -> Result<Self> {
             let mut stdout = std::io::stdout();
             crossterm::execute!(stdout, EnableBracketedPaste)
-                .context("could not enable bracketed paste")?;
-            let (_, top) =
-                crossterm::cursor::position().context("could not read the cursor position")?;
+                .map_err(TuiError::terminal("could not enable bracketed paste"))?;
+            let (_, top) = crossterm::cursor::position()
+                .map_err(TuiError::terminal("could not read the cursor position"))?;
             let screen = Screen::new(CrosstermBackend::new(stdout), color, top)
-                .context("could not set up the terminal UI")?;
+                .map_err(TuiError::terminal("could not set up the terminal UI"))?;
             Ok(Self {
                 screen,
                 restored: false,

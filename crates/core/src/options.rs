@@ -1,0 +1,151 @@
+//! [`SessionOptions`]: everything a front-end may choose about a session, typed, in one
+//! place. The cli fills it from flags; an Agent SDK's `initialize` and an editor's
+//! `session/new` fill the same fields.
+//!
+//! Precedence, lowest first: defaults < the user's settings < the project's settings
+//! (trusted folders only) < local settings < environment < flags < initialize-time
+//! options. Settings files are merged by [`crate::settings`]; these options carry what
+//! the front-end was told, and [`crate::session::build`] layers them over the settings.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+/// Which conversation the session continues.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Resume {
+    /// A new conversation, with a fresh id or the one given (`--session-id`).
+    #[default]
+    New,
+    /// The newest session of this folder (`--continue`).
+    Latest,
+    /// The session with this id (`--resume`).
+    Id(String),
+}
+
+/// Options an Agent SDK sends in its `initialize` request rather than as flags. Each
+/// field replaces (prompts) or adds to (servers) what the flags gave.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct InitializeOptions {
+    /// `systemPrompt`: replaces the system prompt.
+    pub system_prompt: Option<String>,
+    /// `appendSystemPrompt`: appended to the system prompt.
+    pub append_system_prompt: Option<String>,
+    /// `mcpServers`: more servers, as `--mcp-config` would give them.
+    pub mcp_servers: Option<Value>,
+    /// `sdkMcpServers`: the names of the SDK's in-process servers.
+    pub sdk_mcp_servers: Vec<String>,
+}
+
+/// See the module docs. Field names follow the flags they come from.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SessionOptions {
+    /// The model (`--model`); else the resumed session's, the settings', `ANTHROPIC_MODEL`.
+    pub model: Option<String>,
+    /// The model to switch to after repeated overloads (`--fallback-model`).
+    pub fallback_model: Option<String>,
+    /// Agentic turns per prompt (`--max-turns`).
+    pub max_turns: Option<u32>,
+    /// Cost limit in US dollars (`--max-budget-usd`).
+    pub max_budget_usd: Option<f64>,
+    /// The permission mode's name (`--permission-mode`); else the settings' default.
+    pub permission_mode: Option<String>,
+    /// `--dangerously-skip-permissions`: the mode is bypassPermissions.
+    pub dangerously_skip_permissions: bool,
+    /// Allow rules (`--allowedTools`), as given: comma- or space-separated lists.
+    pub allowed_tools: Vec<String>,
+    /// Deny rules (`--disallowedTools`); a bare tool name also takes the tool away.
+    pub disallowed_tools: Vec<String>,
+    /// The tools on offer (`--tools`); empty or `default` means all.
+    pub tools: Vec<String>,
+    /// More working directories (`--add-dir`).
+    pub add_dir: Vec<PathBuf>,
+    /// Replaces the default system prompt (`--system-prompt`).
+    pub system_prompt: Option<String>,
+    /// Replaces it with a file's text (`--system-prompt-file`).
+    pub system_prompt_file: Option<PathBuf>,
+    /// Appended to the system prompt (`--append-system-prompt`).
+    pub append_system_prompt: Option<String>,
+    /// Which conversation to continue.
+    pub resume: Resume,
+    /// The new session's id (`--session-id`).
+    pub session_id: Option<String>,
+    /// Continue a resumed conversation under a new id (`--fork-session`).
+    pub fork_session: bool,
+    /// More sub-agent definitions, a JSON object (`--agents`).
+    pub agents: Option<String>,
+    /// The settings sources read (`--setting-sources`), comma-separated; `None`: all.
+    pub setting_sources: Option<String>,
+    /// A JSON Schema the final answer must satisfy (`--json-schema`).
+    pub json_schema: Option<String>,
+    /// Thinking budget (`--max-thinking-tokens`).
+    pub max_thinking_tokens: Option<u32>,
+    /// Thinking mode (`--thinking`).
+    pub thinking: Option<String>,
+    /// MCP server configs, files or inline JSON (`--mcp-config`).
+    pub mcp_config: Vec<String>,
+    /// Only the `--mcp-config` servers, not the project's `.mcp.json`.
+    pub strict_mcp_config: bool,
+    /// What the SDK sent in `initialize`.
+    pub initialize: InitializeOptions,
+}
+
+/// Splits tool lists given as `"Bash Read" Edit` or `Read,Grep` into single rules,
+/// keeping spaces and commas inside parentheses: `Bash(git diff:*)` stays whole.
+#[must_use]
+pub fn split_tool_list(values: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    for value in values {
+        let mut depth = 0usize;
+        let mut current = String::new();
+        for c in value.chars() {
+            match c {
+                '(' => {
+                    depth += 1;
+                    current.push(c);
+                }
+                ')' => {
+                    depth = depth.saturating_sub(1);
+                    current.push(c);
+                }
+                ',' | ' ' | '\t' | '\n' if depth == 0 => {
+                    if !current.is_empty() {
+                        out.push(std::mem::take(&mut current));
+                    }
+                }
+                _ => current.push(c),
+            }
+        }
+        if !current.is_empty() {
+            out.push(current);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_lists_split_on_commas_and_spaces_but_not_inside_parentheses() {
+        let got = split_tool_list(&[
+            "Bash Read".to_owned(),
+            "Edit,Grep".to_owned(),
+            "Bash(git diff:*)".to_owned(),
+            "Read(src/a b.rs), Glob".to_owned(),
+        ]);
+        assert_eq!(
+            got,
+            [
+                "Bash",
+                "Read",
+                "Edit",
+                "Grep",
+                "Bash(git diff:*)",
+                "Read(src/a b.rs)",
+                "Glob"
+            ]
+        );
+    }
+}

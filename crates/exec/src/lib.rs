@@ -1,0 +1,225 @@
+//! gyre's headless front-end: `gyre -p` in text, json or stream-json, and the Agent
+//! SDK's control protocol on stream-json stdin and stdout (docs/sdk-protocol.md). It
+//! builds the session through gyre-core and renders its events as lines.
+
+mod control;
+mod headless;
+mod sdk;
+mod stream_json;
+
+use std::io::{IsTerminal, Read};
+use std::path::Path;
+
+use gyre_core::settings::Settings;
+use gyre_core::{CoreError, SessionOptions};
+use gyre_protocol::ContentBlock;
+
+use crate::headless::Output;
+
+/// How headless output is written (`--output-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OutputFormat {
+    /// The final result text only.
+    Text,
+    /// One JSON object: the result.
+    Json,
+    /// One JSON object per line as the session runs (needs --verbose).
+    StreamJson,
+}
+
+/// How headless input is read (`--input-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum InputFormat {
+    /// The prompt as plain text (argument or stdin).
+    Text,
+    /// User messages as JSON lines on stdin, one turn each, until EOF.
+    StreamJson,
+}
+
+/// What the headless front-end was asked to do, apart from the session itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeadlessOptions {
+    /// The prompt; `None` reads it from stdin (text input).
+    pub prompt: Option<String>,
+    pub input_format: InputFormat,
+    pub output_format: OutputFormat,
+    /// stream-json: also the raw deltas as `stream_event` lines.
+    pub include_partial_messages: bool,
+    /// stream-json: hook starts and ends as lines.
+    pub include_hook_events: bool,
+    /// Text mode: each tool call and its outcome on stderr.
+    pub verbose: bool,
+    /// Text mode: no progress lines on stderr.
+    pub quiet: bool,
+    /// `stdio`: permission questions go to the SDK as `can_use_tool` requests.
+    pub permission_prompt_tool: Option<String>,
+}
+
+/// Why a headless run could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The session could not be built.
+    #[error(transparent)]
+    Session(#[from] CoreError),
+    /// stdin, stdout or stderr failed.
+    #[error("{what}: {source}")]
+    Io {
+        what: &'static str,
+        source: std::io::Error,
+    },
+    /// stdout could not be written (the reader went away, the disk is full).
+    #[error("could not write the output: {0}")]
+    Output(#[from] std::io::Error),
+    /// A UserPromptSubmit hook refused the prompt.
+    #[error("the prompt was blocked by a UserPromptSubmit hook: {0}")]
+    PromptBlocked(String),
+    /// The engine stopped without reporting how the turn ended.
+    #[error("the turn ended without a result")]
+    NoResult,
+}
+
+impl ExecError {
+    pub(crate) fn io(what: &'static str) -> impl FnOnce(std::io::Error) -> Self {
+        move |source| Self::Io { what, source }
+    }
+}
+
+/// How a headless run ended, for the exit code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The last turn succeeded.
+    Done,
+    /// The last turn ended in an error (or a transcript line could not be written).
+    Failed,
+    /// Ctrl+C.
+    Interrupted,
+    /// The options cannot be used together; the text says why.
+    Usage(String),
+}
+
+fn read_prompt(options: &HeadlessOptions) -> Result<Option<String>, ExecError> {
+    if let Some(p) = &options.prompt {
+        return Ok(Some(p.clone()));
+    }
+    if std::io::stdin().is_terminal() {
+        return Ok(None);
+    }
+    let mut buf = String::new();
+    std::io::stdin()
+        .read_to_string(&mut buf)
+        .map_err(ExecError::io("could not read the prompt from stdin"))?;
+    let trimmed = buf.trim();
+    Ok((!trimmed.is_empty()).then(|| trimmed.to_owned()))
+}
+
+/// Runs the headless session: one prompt (text input), or the turns and control
+/// requests an SDK sends on stdin (stream-json input).
+///
+/// # Errors
+/// The session cannot be built, or stdout cannot be written.
+pub async fn run(
+    options: &HeadlessOptions,
+    session_options: &SessionOptions,
+    cwd: &Path,
+    settings: &Settings,
+) -> Result<Outcome, ExecError> {
+    let prompt = if options.input_format == InputFormat::Text {
+        match read_prompt(options)? {
+            Some(p) => Some(p),
+            None => {
+                return Ok(Outcome::Usage(
+                    "-p needs a prompt: pass it as an argument or on stdin".to_owned(),
+                ));
+            }
+        }
+    } else {
+        None
+    };
+    // An SDK session reads stdin from the start: its own MCP servers answer over it.
+    let sdk_io = (options.input_format == InputFormat::StreamJson).then(|| {
+        let out = control::LineOut::new(Box::new(std::io::stdout()));
+        (sdk::SdkInput::start(out.clone()), out)
+    });
+    let sdk_channel = sdk_io.as_ref().map(|(input, _)| input.channel.client());
+    let mcp = gyre_core::mcp_config::start_with_sdk(
+        session_options,
+        cwd,
+        &gyre_core::session::gyre_home(),
+        sdk_channel.as_ref(),
+    )
+    .await?;
+    let mut session = gyre_core::session::build(session_options, cwd, settings, false, None, mcp)?;
+    let interrupt = session.engine.interrupt_handle();
+    let ctrl_c = tokio_util::sync::CancellationToken::new();
+    {
+        let ctrl_c = ctrl_c.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                ctrl_c.cancel();
+                interrupt.interrupt();
+            }
+        });
+    }
+    if let Some((input, out)) = sdk_io {
+        let ask_over_stdio = match options.permission_prompt_tool.as_deref() {
+            Some("stdio") => true,
+            Some(other) => {
+                eprintln!(
+                    "gyre: warning: --permission-prompt-tool {other} is not supported (only stdio); permission questions are denied"
+                );
+                false
+            }
+            None => false,
+        };
+        let last_error = sdk::run(
+            &mut session,
+            input,
+            out,
+            ask_over_stdio,
+            options.include_partial_messages,
+            options.include_hook_events,
+            &ctrl_c,
+        )
+        .await?;
+        return Ok(outcome(ctrl_c.is_cancelled(), last_error));
+    }
+    let stdout = std::io::stdout().lock();
+    let mut output = Output::new(
+        stdout,
+        options.output_format,
+        options.include_partial_messages,
+    )
+    .with_progress(!options.quiet)
+    .with_tool_lines(options.verbose && !options.quiet);
+    headless::print_init(&mut output, &session.facts)?;
+    let mut last_error = false;
+    if let Some(prompt) = prompt {
+        let content = gyre_core::gate::prompt_hooks(
+            &session.gate,
+            &session.engine,
+            vec![ContentBlock::text(prompt)],
+        )
+        .await
+        .map_err(ExecError::PromptBlocked)?;
+        let result = headless::run_turn(
+            &mut session.engine,
+            content,
+            &mut session.facts,
+            &mut output,
+            || {},
+        )
+        .await?;
+        last_error = result.is_error || session.transcript_health.failure().is_some();
+    }
+    Ok(outcome(ctrl_c.is_cancelled(), last_error))
+}
+
+fn outcome(interrupted: bool, last_error: bool) -> Outcome {
+    if interrupted {
+        Outcome::Interrupted
+    } else if last_error {
+        Outcome::Failed
+    } else {
+        Outcome::Done
+    }
+}
