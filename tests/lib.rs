@@ -1,4 +1,4 @@
-//! Support for the end-to-end tests in `tests/tests/`: build the real `gyre` binary once,
+//! Support for the end-to-end tests in `tests/tests/e2e/`: build the real `gyre` binary once,
 //! run it against a [`gyre_testkit::TestServer`] in a scratch project, and parse what it
 //! printed.
 

@@ -16,7 +16,7 @@
 
 #![warn(missing_docs)]
 
-// The phase tests share the fakes of crates/loop/tests/support, which name this crate.
+// The phase tests share the fakes of crates/loop/tests/it/support, which name this crate.
 #[cfg(test)]
 extern crate self as gyre_loop;
 
@@ -28,7 +28,7 @@ mod deps;
 mod engine;
 mod event;
 #[cfg(test)]
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod fakes;
 mod hooks;
 mod pipeline_compactor;

@@ -3,11 +3,11 @@
 //! error result when aborted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support;
+use crate::support::{FakeModel, Reply, collect, params, response, text, tool};
 use gyre_loop::{
     AgentCatalog, AgentSetup, AgentTool, LoopEvent, SubagentEvent, SubagentState, general_purpose,
     subagent_channel,
@@ -18,7 +18,6 @@ use gyre_tools::{
     ToolRegistry,
 };
 use serde_json::{Value, json};
-use support::{FakeModel, Reply, collect, params, response, text, tool};
 
 /// Returns once `n` calls are inside it at the same time: sub-agents that ran one
 /// after another would never get past it.

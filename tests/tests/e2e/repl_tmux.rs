@@ -1109,7 +1109,7 @@ impl Recording {
             "version": 2,
             "width": 100,
             "height": 50,
-            "title": "gyre's REPL against gyre-testkit (recorded by tests/tests/repl_tmux.rs)",
+            "title": "gyre's REPL against gyre-testkit (recorded by tests/tests/e2e/repl_tmux.rs)",
             "env": {"TERM": "tmux-256color"}
         });
         let mut out = format!("{header}\n");
@@ -1461,8 +1461,8 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          player); [`repl-session.txt`](repl-session.txt) is the same session as plain text,\n\
          as it stays in the scrollback.\n\n\
          Both it and the screens below are captured from a real terminal (tmux, 100×50) by\n\
-         `tests/tests/repl_tmux.rs`, with gyre-testkit answering; regenerate them with\n\
-         `GYRE_UPDATE_DOCS=1 cargo nextest run -p gyre-e2e --test repl_tmux --run-ignored all`.\n\n\
+         `tests/tests/e2e/repl_tmux.rs`, with gyre-testkit answering; regenerate them with\n\
+         `GYRE_UPDATE_DOCS=1 cargo nextest run -p gyre-e2e --test e2e repl_tmux:: --run-ignored all`.\n\n\
          ## Screens\n\n\
          While the first permission question waits (the viewport: the question in its box,\n\
          then the status line with model, permission mode, context use and cost once known):\n\n\

@@ -229,8 +229,8 @@ fn every_shell_line_in_the_readme_is_run_by_a_test_or_by_ci() {
             "cargo xtask ci" | "cargo xtask demo" => ci_run.contains("exec cargo xtask ci"),
             // A release build would take minutes: check it installs a binary named gyre.
             "cargo install --path crates/cli" => cli_manifest.contains("[[bin]]\nname = \"gyre\""),
-            // The interactive session: tests/tests/repl_tmux.rs drives it in tmux.
-            "gyre" => root().join("tests/tests/repl_tmux.rs").is_file(),
+            // The interactive session: tests/tests/e2e/repl_tmux.rs drives it in tmux.
+            "gyre" => root().join("tests/tests/e2e/repl_tmux.rs").is_file(),
             // Environment only; the tests set these variables themselves.
             l if l.starts_with("export ANTHROPIC_") => true,
             // the_readme_s_headless_examples_run_as_written.

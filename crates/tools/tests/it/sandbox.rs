@@ -2,11 +2,10 @@
 //! classifier said.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
+use crate::support::{ctx, run};
 use gyre_tools::read_only::is_read_only_command;
 use gyre_tools::sandbox::{
     DeniedPath, ReadDenied, ReadGrant, SandboxPolicy, landlock_abi, network_rules_supported,
@@ -14,7 +13,6 @@ use gyre_tools::sandbox::{
 };
 use proptest::prelude::*;
 use serde_json::json;
-use support::{ctx, run};
 
 const READ_ONLY: SandboxPolicy = SandboxPolicy::ReadOnly {
     allow_network: false,

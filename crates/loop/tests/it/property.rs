@@ -3,17 +3,15 @@
 //! holds every message that was yielded (SPEC §8 invariant).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::sync::Arc;
 
+use crate::support::*;
 use futures::StreamExt;
 use gyre_api::ApiError;
 use gyre_loop::{EngineConfig, EngineEvent, JsonlTranscript, NoCompaction, QueryEngine};
 use gyre_protocol::{ContentBlock, Message, StopReason};
 use proptest::prelude::*;
 use serde_json::json;
-use support::*;
 
 #[derive(Debug, Clone)]
 enum Behaviour {

@@ -1,11 +1,9 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
 
-mod support;
-
 use std::time::{Duration, Instant};
 
+use crate::support::{ctx, run};
 use serde_json::json;
-use support::{ctx, run};
 
 #[tokio::test]
 async fn bash_runs_in_the_cwd_and_captures_stdout_and_stderr() {

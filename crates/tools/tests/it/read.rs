@@ -1,9 +1,7 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
 
-mod support;
-
+use crate::support::{ctx, p, run};
 use serde_json::json;
-use support::{ctx, p, run};
 
 #[tokio::test]
 async fn read_numbers_lines_from_one() {

@@ -1,11 +1,9 @@
 //! The `gyre-testkit` binary: prints `PORT n`, serves the script, reports bad scripts.
 
-mod common;
-
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::{body, raw_http};
+use crate::common::{body, raw_http};
 
 const BIN: &str = env!("CARGO_BIN_EXE_gyre-testkit");
 

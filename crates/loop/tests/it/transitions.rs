@@ -1,10 +1,9 @@
 //! Every transition and every terminal of the loop, driven through fakes (SPEC §8).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-mod support;
-
 use std::sync::{Arc, Mutex};
 
+use crate::support::*;
 use gyre_api::ApiError;
 use gyre_loop::{
     LoopEvent, MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, StopHook, StopHookOutcome, TerminalReason,
@@ -13,7 +12,6 @@ use gyre_loop::{
 use gyre_protocol::{ContentBlock, Message, StopReason};
 use gyre_tools::{BoxFuture, ToolCallOutcome};
 use serde_json::json;
-use support::*;
 
 #[tokio::test]
 async fn a_tool_call_then_text_goes_next_turn_then_completes() {

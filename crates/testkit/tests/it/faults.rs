@@ -1,10 +1,8 @@
 //! Fault injection: HTTP errors, cuts, stalls, in-stream errors, delays.
 
-mod common;
-
 use std::time::Duration;
 
-use common::{body, names, parse_sse, post, stream_events};
+use crate::common::{body, names, parse_sse, post, stream_events};
 use futures::StreamExt;
 use gyre_protocol::{ErrorDetail, ErrorResponse, StreamEvent};
 use gyre_testkit::{CutMode, Script, TestServer, Turn};

@@ -1,12 +1,10 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
 
-mod support;
-
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use crate::support::{ctx, p, run};
 use serde_json::json;
-use support::{ctx, p, run};
 
 fn write(dir: &Path, rel: &str, text: &str) {
     let path = dir.join(rel);

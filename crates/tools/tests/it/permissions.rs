@@ -556,12 +556,12 @@ async fn an_always_answer_to_an_edit_covers_the_project_and_nothing_outside_it()
     let scoped = PermissionRule::with_specifier("Edit", format!("/{}/**", project.display()));
     assert_eq!(
         offered,
-        [scoped.clone()],
+        std::slice::from_ref(&scoped),
         "the question shows the scoped rule"
     );
     assert_eq!(
         perms.session_rules(),
-        [scoped.clone()],
+        std::slice::from_ref(&scoped),
         "and the session keeps it"
     );
     // Another file in the project, deeper down: not asked again.

@@ -1,8 +1,6 @@
 //! Turn order, capture, exhaustion, API key, side endpoints and the sync `spawn` mode.
 
-mod common;
-
-use common::{body, names, parse_sse, post, raw_http};
+use crate::common::{body, names, parse_sse, post, raw_http};
 use gyre_protocol::MessagesRequest;
 use gyre_testkit::{CapturedRequest, Script, TestServer, TestkitError, Turn, WhenExhausted};
 use serde_json::json;

@@ -1,11 +1,9 @@
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
 
-mod support;
-
 use std::os::unix::fs::PermissionsExt;
 
+use crate::support::{ctx, p, run};
 use serde_json::json;
-use support::{ctx, p, run};
 
 async fn read(c: &gyre_tools::ToolContext, path: &str) {
     let out = run(c, "Read", json!({"file_path": path})).await;

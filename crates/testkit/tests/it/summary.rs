@@ -1,8 +1,6 @@
 //! Summary (compaction) requests answered on the side, without taking a turn.
 
-mod common;
-
-use common::{body, parse_sse, post};
+use crate::common::{body, parse_sse, post};
 use gyre_testkit::{Script, SummaryAnswer, TestServer, Turn};
 use serde_json::{Value, json};
 

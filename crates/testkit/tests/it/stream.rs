@@ -1,8 +1,6 @@
 //! Response turns: the SSE stream, its order, and the non-streaming message.
 
-mod common;
-
-use common::{body, names, parse_sse, post, stream_events};
+use crate::common::{body, names, parse_sse, post, stream_events};
 use gyre_protocol::{
     AssistantResponse, ContentBlock, ContentDelta, StopReason, StreamEvent, Usage,
 };

@@ -1,0 +1,7 @@
+//! gyre-api's integration tests, one module per area, linked into one test binary
+//! (one link step instead of one per file).
+
+mod fixtures;
+mod http_retry;
+mod lossless;
+mod retry_props;

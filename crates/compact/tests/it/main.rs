@@ -1,0 +1,5 @@
+//! gyre-compact's integration tests, one module per area, linked into one test binary
+//! (one link step instead of one per file).
+
+mod invariants;
+mod pipeline;

@@ -1,0 +1,8 @@
+//! gyre-loop's integration tests, one module per area, linked into one test binary
+//! (one link step instead of one per file).
+
+mod support;
+
+mod agent;
+mod property;
+mod transitions;
