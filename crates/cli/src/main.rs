@@ -142,7 +142,10 @@ fn run(cli: &Cli) -> Result<ExitCode> {
     for warning in &settings.ignored {
         eprintln!("{warning}");
     }
-    apply_settings_env(&settings);
+    // Read once: the settings' env fills in what the process does not set, for the
+    // libraries' configuration and for the programs gyre starts, never in gyre's own
+    // environment.
+    let env = gyre_core::Environment::capture().with_settings(&settings.env);
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -155,6 +158,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             cli.prompt.clone(),
             &cwd,
             &settings,
+            &env,
         ))?);
     }
     let headless = gyre_exec::HeadlessOptions {
@@ -167,7 +171,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         quiet: cli.quiet,
         permission_prompt_tool: cli.permission_prompt_tool.clone(),
     };
-    let outcome = runtime.block_on(gyre_exec::run(&headless, &options, &cwd, &settings))?;
+    let outcome = runtime.block_on(gyre_exec::run(&headless, &options, &cwd, &settings, &env))?;
     Ok(match outcome {
         gyre_exec::Outcome::Done => ExitCode::SUCCESS,
         gyre_exec::Outcome::Failed => ExitCode::from(EXIT_ERROR),
@@ -256,19 +260,4 @@ fn apply_settings_flag(cli: &Cli, settings: &mut Settings) -> Result<()> {
     };
     settings.merge(Settings::parse(&path, &text)?);
     Ok(())
-}
-
-fn apply_settings_env(settings: &Settings) {
-    for (key, value) in &settings.env {
-        if std::env::var_os(key).is_none() {
-            set_env(key, value);
-        }
-    }
-}
-
-#[allow(unsafe_code)]
-fn set_env(key: &str, value: &str) {
-    // SAFETY: called from `run` before the async runtime or any other thread exists,
-    // so nothing reads the environment concurrently.
-    unsafe { std::env::set_var(key, value) };
 }

@@ -138,6 +138,8 @@ pub struct HookBase {
     pub session_id: String,
     pub transcript_path: String,
     pub cwd: String,
+    /// Variables hook commands get on top of gyre's environment (the settings' `env`).
+    pub child_env: Vec<(String, String)>,
 }
 
 /// Where `--include-hook-events` lines go (`system/hook_started`, `system/hook_response`).
@@ -342,6 +344,7 @@ impl Hooks {
             .arg("-c")
             .arg(command)
             .current_dir(&self.base.cwd)
+            .envs(self.base.child_env.iter().map(|(k, v)| (k, v)))
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped())

@@ -11,6 +11,7 @@
 
 pub mod agents;
 pub mod client;
+pub mod env;
 pub mod error;
 pub mod facts;
 pub mod folder_rules;
@@ -28,5 +29,6 @@ pub mod web_fetch;
 pub mod web_search;
 
 pub use client::{ClientChannel, ClientError, ClientRequests};
+pub use env::Environment;
 pub use error::CoreError;
 pub use options::{InitializeOptions, Resume, SessionOptions};

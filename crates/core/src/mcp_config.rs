@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::CoreError;
 use crate::client::ClientChannel;
+use crate::env::Environment;
 use crate::options::SessionOptions;
 
 /// Which of the project's `.mcp.json` servers the user approved, Claude Code's keys.
@@ -108,8 +109,9 @@ pub async fn start(
     cli: &SessionOptions,
     cwd: &Path,
     gyre_home: &Path,
+    env: &Environment,
 ) -> Result<McpServers, CoreError> {
-    start_with_sdk(cli, cwd, gyre_home, None).await
+    start_with_sdk(cli, cwd, gyre_home, env, None).await
 }
 
 /// [`start`], with the SDK's `{"type": "sdk"}` servers reached over `sdk`.
@@ -120,17 +122,19 @@ pub async fn start_with_sdk(
     cli: &SessionOptions,
     cwd: &Path,
     gyre_home: &Path,
+    env: &Environment,
     sdk: Option<&ClientChannel>,
 ) -> Result<McpServers, CoreError> {
     let config = collect(cli, cwd, gyre_home)?;
     if config.is_empty() {
         return Ok(McpServers::none());
     }
-    let servers =
-        McpServers::start_with_sdk(&config, &StartOptions::from_env(cwd), |name: &str| {
-            Some(sdk_channel(name, sdk?))
-        })
-        .await;
+    let mut options = StartOptions::from_lookup(cwd, |name| env.var(name));
+    options.env = env.child_vars();
+    let servers = McpServers::start_with_sdk(&config, &options, |name: &str| {
+        Some(sdk_channel(name, sdk?))
+    })
+    .await;
     for status in servers.status() {
         match &status.state {
             ServerState::Failed { error } => eprintln!(

@@ -18,6 +18,7 @@ use gyre_protocol::{CacheControl, SystemBlock};
 use gyre_tools::plan::ExitPlanModeTool;
 use gyre_tools::{PermissionMode, PermissionPrompt, ToolContext, ToolRegistry};
 
+use crate::env::Environment;
 use crate::error::CoreError;
 use crate::facts::SessionFacts;
 use crate::gate::{Gate, ModeName, Rules};
@@ -62,17 +63,17 @@ pub fn latest_session(cwd: &Path) -> Option<String> {
 /// The model client: the Anthropic API, or a fixture (`GYRE_REPLAY_FIXTURE=path`
 /// serves a recording back, no key needed; `GYRE_RECORD_FIXTURE=path` records the
 /// session, secrets redacted). Used by `cargo xtask fixture`.
-fn model_client() -> Result<Arc<dyn ModelClient>, CoreError> {
+fn model_client(env: &Environment) -> Result<Arc<dyn ModelClient>, CoreError> {
     let failed = |e: &dyn std::fmt::Display| CoreError::Client(e.to_string());
-    if let Some(path) = std::env::var_os("GYRE_REPLAY_FIXTURE") {
+    if let Some(path) = env.var("GYRE_REPLAY_FIXTURE") {
         let replay = ReplayClient::from_file(&path).map_err(|e| failed(&e))?;
         return Ok(Arc::new(replay));
     }
-    let config = ClientConfig::from_env().map_err(|e| failed(&e))?;
+    let config = ClientConfig::from_lookup(|name| env.var(name)).map_err(|e| failed(&e))?;
     let key = config.api_key.clone();
     let client: Arc<dyn ModelClient> =
         Arc::new(AnthropicClient::new(config).map_err(|e| failed(&e))?);
-    match std::env::var_os("GYRE_RECORD_FIXTURE") {
+    match env.var("GYRE_RECORD_FIXTURE") {
         Some(path) => {
             let recorder = RecordingClient::create(client, &path)
                 .map_err(|e| failed(&e))?
@@ -125,12 +126,13 @@ pub fn build(
     cwd: &Path,
     settings: &Settings,
     interactive: bool,
+    env: &Environment,
     prompt: Option<Arc<dyn PermissionPrompt>>,
     mcp: McpServers,
 ) -> Result<Session, CoreError> {
     let cli = options;
-    let client = model_client()?;
-    let retry = RetryOptions::new(RetryPolicy::from_env());
+    let client = model_client(env)?;
+    let retry = RetryOptions::new(RetryPolicy::from_lookup(|name| env.var(name)));
 
     let (session_id, resumed) = match (&cli.resume, &cli.session_id) {
         (Resume::Id(id), _) => {
@@ -195,7 +197,7 @@ pub fn build(
         .clone()
         .or_else(|| loaded.as_ref().and_then(|l| l.model.clone()))
         .or_else(|| settings.model.clone())
-        .or_else(|| std::env::var("ANTHROPIC_MODEL").ok())
+        .or_else(|| env.var("ANTHROPIC_MODEL"))
         .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
 
     let mut registry = ToolRegistry::with_default_tools();
@@ -254,6 +256,7 @@ pub fn build(
         session_id: session_id.clone(),
         transcript_path: transcript_path.display().to_string(),
         cwd: cwd.display().to_string(),
+        child_env: env.child_vars(),
     });
     hooks.add_settings_commands(&settings.hooks_value());
     let permission_mode = mode.name.clone();
@@ -286,8 +289,10 @@ pub fn build(
     }
 
     let session_dir = project_dir(cwd).join(&session_id);
-    let mut tool_context =
-        ToolContext::new(cwd.to_path_buf()).with_output_dir(session_dir.join("tool-outputs"));
+    let mut tool_context = ToolContext::new(cwd.to_path_buf())
+        .with_output_dir(session_dir.join("tool-outputs"))
+        .with_child_env(env.child_vars());
+    tool_context.max_tool_concurrency = gyre_tools::max_concurrency_from(|name| env.var(name));
     for dir in working_dirs.iter().skip(1) {
         tool_context = tool_context.with_working_dir(dir.clone());
     }
@@ -354,8 +359,9 @@ pub fn build(
     // Sub-agents and side requests report their messages and usage to the engine.
     let (side_events, side_rx) = gyre_loop::subagent_channel();
     if offered("WebFetch") {
-        let small = std::env::var("ANTHROPIC_SMALL_FAST_MODEL")
-            .unwrap_or_else(|_| crate::web_fetch::DEFAULT_SMALL_FAST_MODEL.to_owned());
+        let small = env
+            .var("ANTHROPIC_SMALL_FAST_MODEL")
+            .unwrap_or_else(|| crate::web_fetch::DEFAULT_SMALL_FAST_MODEL.to_owned());
         let fetch =
             crate::web_fetch::WebFetchTool::new(Arc::clone(&deps) as _, small, side_events.clone())
                 .map_err(|e| {
@@ -392,12 +398,13 @@ pub fn build(
         && !removed.iter().any(|r| r == "Agent" || r == "Task");
     let registry = crate::agents::with_agent_tool(registry, wants_agents, agent_setup, side_events);
     let registry = Arc::new(registry);
-    let max_output_tokens: Option<u32> = std::env::var("GYRE_MAX_OUTPUT_TOKENS")
-        .ok()
+    let max_output_tokens: Option<u32> = env
+        .var("GYRE_MAX_OUTPUT_TOKENS")
         .and_then(|v| v.parse().ok());
-    let compact_config = gyre_compact::CompactConfig::from_env(
+    let compact_config = gyre_compact::CompactConfig::from_vars(
         model.clone(),
         u64::from(max_output_tokens.unwrap_or(gyre_loop::DEFAULT_MAX_OUTPUT_TOKENS)),
+        |name| env.var(name),
     );
     let context = crate::facts::ContextFacts::of(&compact_config);
     let compactor: Box<dyn ContextCompactor> = Box::new(

@@ -11,7 +11,7 @@ use std::io::{IsTerminal, Read};
 use std::path::Path;
 
 use gyre_core::settings::Settings;
-use gyre_core::{CoreError, SessionOptions};
+use gyre_core::{CoreError, Environment, SessionOptions};
 use gyre_protocol::ContentBlock;
 
 use crate::headless::Output;
@@ -122,6 +122,7 @@ pub async fn run(
     session_options: &SessionOptions,
     cwd: &Path,
     settings: &Settings,
+    env: &Environment,
 ) -> Result<Outcome, ExecError> {
     let prompt = if options.input_format == InputFormat::Text {
         match read_prompt(options)? {
@@ -145,10 +146,12 @@ pub async fn run(
         session_options,
         cwd,
         &gyre_core::session::gyre_home(),
+        env,
         sdk_channel.as_ref(),
     )
     .await?;
-    let mut session = gyre_core::session::build(session_options, cwd, settings, false, None, mcp)?;
+    let mut session =
+        gyre_core::session::build(session_options, cwd, settings, false, env, None, mcp)?;
     let interrupt = session.engine.interrupt_handle();
     let ctrl_c = tokio_util::sync::CancellationToken::new();
     {

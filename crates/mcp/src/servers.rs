@@ -30,6 +30,9 @@ pub struct StartOptions {
     pub startup_timeout: Duration,
     /// How long one tool call may take (`MCP_TOOL_TIMEOUT`).
     pub call_timeout: Duration,
+    /// Variables every stdio server gets on top of gyre's environment (a session's
+    /// settings `env`); a server's own `env` wins over them.
+    pub env: Vec<(String, String)>,
 }
 
 impl StartOptions {
@@ -37,9 +40,14 @@ impl StartOptions {
     /// milliseconds from the environment, as Claude Code reads them.
     #[must_use]
     pub fn from_env(cwd: &Path) -> Self {
+        Self::from_lookup(cwd, |name| std::env::var(name).ok())
+    }
+
+    /// [`StartOptions::from_env`] with the variables looked up through `lookup`.
+    #[must_use]
+    pub fn from_lookup(cwd: &Path, lookup: impl Fn(&str) -> Option<String>) -> Self {
         let millis = |var: &str| {
-            std::env::var(var)
-                .ok()
+            lookup(var)
                 .and_then(|v| v.trim().parse::<u64>().ok())
                 .filter(|ms| *ms > 0)
                 .map(Duration::from_millis)
@@ -48,6 +56,7 @@ impl StartOptions {
             cwd: cwd.to_path_buf(),
             startup_timeout: millis("MCP_TIMEOUT").unwrap_or(DEFAULT_STARTUP_TIMEOUT),
             call_timeout: millis("MCP_TOOL_TIMEOUT").unwrap_or(DEFAULT_CALL_TIMEOUT),
+            env: Vec::new(),
         }
     }
 }
@@ -213,6 +222,21 @@ async fn connect(
     options: &StartOptions,
     sdk: Option<SdkChannel>,
 ) -> Result<Server, StartError> {
+    let with_env;
+    let config = match config {
+        ServerConfig::Stdio { command, args, env } if !options.env.is_empty() => {
+            let mut merged: std::collections::BTreeMap<String, String> =
+                options.env.iter().cloned().collect();
+            merged.extend(env.clone());
+            with_env = ServerConfig::Stdio {
+                command: command.clone(),
+                args: args.clone(),
+                env: merged,
+            };
+            &with_env
+        }
+        other => other,
+    };
     Server::connect(
         name,
         config,

@@ -153,6 +153,7 @@ impl ShellTable {
             .process_group(0);
         // As in the foreground: the session's credentials are not the command's, and
         // the sandbox of the mode (plan mode, `sandbox.enabled`) holds here too.
+        bash.envs(ctx.child_env.iter().map(|(k, v)| (k, v)));
         for name in crate::sandbox::SECRET_ENV {
             bash.env_remove(name);
         }

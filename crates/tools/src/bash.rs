@@ -161,6 +161,7 @@ async fn run_command(
         .kill_on_drop(true);
     // The session's credentials are not the command's: a model that runs `env` must
     // not copy the API key into the transcript and the next request.
+    bash.envs(ctx.child_env.iter().map(|(k, v)| (k, v)));
     for name in sandbox::SECRET_ENV {
         bash.env_remove(name);
     }

@@ -52,19 +52,23 @@ impl Default for ExecutorOptions {
 }
 
 impl ExecutorOptions {
-    /// The defaults, with `GYRE_MAX_TOOL_CONCURRENCY` read once here.
+    /// The defaults, with `GYRE_MAX_TOOL_CONCURRENCY` looked up through `lookup`.
     #[must_use]
-    pub fn from_env() -> Self {
-        let max_concurrency = std::env::var("GYRE_MAX_TOOL_CONCURRENCY")
-            .ok()
-            .and_then(|v| v.trim().parse::<usize>().ok())
-            .filter(|&n| n > 0)
-            .unwrap_or(DEFAULT_MAX_CONCURRENCY);
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let max_concurrency = max_concurrency_from(lookup).unwrap_or(DEFAULT_MAX_CONCURRENCY);
         Self {
             max_concurrency,
             progress: None,
         }
     }
+}
+
+/// `GYRE_MAX_TOOL_CONCURRENCY` as a positive number, if it is one.
+#[must_use]
+pub fn max_concurrency_from(lookup: impl Fn(&str) -> Option<String>) -> Option<usize> {
+    lookup("GYRE_MAX_TOOL_CONCURRENCY")
+        .and_then(|v| v.trim().parse::<usize>().ok())
+        .filter(|&n| n > 0)
 }
 
 /// Where a call is in its life.
@@ -149,14 +153,19 @@ impl std::fmt::Debug for StreamingToolExecutor {
 }
 
 impl StreamingToolExecutor {
-    /// An executor with [`ExecutorOptions::from_env`]. `ctx.cancel` aborts every call.
+    /// An executor with the default options, at most `ctx.max_tool_concurrency`
+    /// concurrency-safe calls at once. `ctx.cancel` aborts every call.
     #[must_use]
     pub fn new(
         registry: Arc<ToolRegistry>,
         ctx: ToolContext,
         can_use: Arc<dyn CanUseTool>,
     ) -> Self {
-        Self::with_options(registry, ctx, can_use, ExecutorOptions::from_env())
+        let mut options = ExecutorOptions::default();
+        if let Some(n) = ctx.max_tool_concurrency.filter(|&n| n > 0) {
+            options.max_concurrency = n;
+        }
+        Self::with_options(registry, ctx, can_use, options)
     }
 
     /// An executor with explicit options (the concurrency cap) instead of the environment's.

@@ -64,7 +64,7 @@ mod walk;
 pub mod write;
 
 pub use call::{PermissionDenial, ToolCall, ToolCallOutcome, run_tool_call};
-pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus};
+pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus, max_concurrency_from};
 pub use file_state::{FileState, FileStateCache};
 pub use mode::ModeHandle;
 pub use partition::{ToolBatch, partition};

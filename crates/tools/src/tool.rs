@@ -106,6 +106,12 @@ pub struct ToolContext {
     /// The id of the call being run, set by the runner (the Agent tool tags its
     /// sub-agent's messages with it).
     pub tool_use_id: Option<String>,
+    /// Variables the commands tools start get on top of gyre's own environment (a
+    /// session's settings `env`: gyre never sets them in its own process). gyre's
+    /// secrets are removed after these, so no entry can bring them back.
+    pub child_env: Arc<[(String, String)]>,
+    /// How many concurrency-safe calls run at once; `None` is the executor's default.
+    pub max_tool_concurrency: Option<usize>,
 }
 
 /// A predicate over resolved paths, shareable across walker threads.
@@ -153,7 +159,16 @@ impl ToolContext {
             sandbox: None,
             sandbox_by_mode: None,
             tool_use_id: None,
+            child_env: Arc::from([]),
+            max_tool_concurrency: None,
         }
+    }
+
+    /// Gives the commands tools start these variables (see [`ToolContext::child_env`]).
+    #[must_use]
+    pub fn with_child_env(mut self, vars: impl IntoIterator<Item = (String, String)>) -> Self {
+        self.child_env = vars.into_iter().collect();
+        self
     }
 
     /// The policy for a command started now: the mode's when the session set

@@ -45,7 +45,7 @@ use gyre_core::facts::SessionFacts;
 use gyre_core::gate::Gate;
 use gyre_core::session::{self, Session};
 use gyre_core::settings::Settings;
-use gyre_core::{CoreError, SessionOptions};
+use gyre_core::{CoreError, Environment, SessionOptions};
 use gyre_term::style::Palette;
 
 /// Lines of a command shown in its question; a longer one goes above the question.
@@ -95,6 +95,7 @@ pub async fn run(
     first: Option<String>,
     cwd: &Path,
     settings: &Settings,
+    env: &Environment,
 ) -> Result<ExitCode> {
     if !std::io::stdout().is_terminal() {
         return Err(TuiError::NotATerminal);
@@ -103,8 +104,8 @@ pub async fn run(
     let history = HistoryFile::new(session::gyre_home().join("history"));
     let (questions_tx, questions) = mpsc::unbounded_channel();
     let prompt = Arc::new(UiPrompt::new(questions_tx, palette, cwd.to_path_buf()));
-    let mcp = gyre_core::mcp_config::start(options, cwd, &session::gyre_home()).await?;
-    let session = session::build(options, cwd, settings, true, Some(prompt), mcp)?;
+    let mcp = gyre_core::mcp_config::start(options, cwd, &session::gyre_home(), env).await?;
+    let session = session::build(options, cwd, settings, true, env, Some(prompt), mcp)?;
     let resumed = !session.engine.messages().is_empty();
     let status = StatusLine {
         model: session.facts.model.clone(),

@@ -118,3 +118,32 @@ fn the_rules_themselves_forbid_upward_dependencies() {
         "core knows no terminal"
     );
 }
+
+/// Settings' `env` reaches the libraries through gyre-core's `Environment` and the
+/// programs gyre starts through their own environment, never through `set_var` (which
+/// races every thread and changes the process behind the libraries' backs). The one
+/// `set_var` left moves gyre's own secrets out of `/proc/<pid>/environ` at start.
+#[test]
+fn only_the_secret_scrubbing_sets_process_variables() {
+    fn visit(dir: &std::path::Path, found: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                visit(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                if text.contains("env::set_var(") || text.contains("env::remove_var(") {
+                    found.push(path.display().to_string());
+                }
+            }
+        }
+    }
+    let crates = concat!(env!("CARGO_MANIFEST_DIR"), "/../crates");
+    let mut found = Vec::new();
+    visit(std::path::Path::new(crates), &mut found);
+    let found: Vec<&str> = found
+        .iter()
+        .map(|p| p.split("/crates/").nth(1).unwrap_or(p))
+        .collect();
+    assert_eq!(found, ["tools/src/sandbox.rs"]);
+}

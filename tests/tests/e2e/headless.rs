@@ -390,3 +390,51 @@ fn sdk_flags_are_accepted_with_a_one_line_warning() {
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
     assert!(out.stderr.contains("--betas"), "{}", out.stderr);
 }
+
+/// The settings' `env` reaches what gyre configures from the environment and the
+/// commands it starts, without being set in gyre's own process: a variable the process
+/// already has wins.
+#[test]
+fn settings_env_configures_the_session_and_reaches_commands_but_the_process_wins() {
+    let sandbox = Sandbox::new().unwrap();
+    std::fs::create_dir_all(sandbox.home()).unwrap();
+    std::fs::write(
+        sandbox.home().join("settings.json"),
+        json!({"env": {
+            "GYRE_TEST_FROM_SETTINGS": "from settings",
+            "GYRE_TEST_BOTH": "from settings",
+            "GYRE_MAX_OUTPUT_TOKENS": "1234",
+        }})
+        .to_string(),
+    )
+    .unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "Bash",
+            json!({"command": "echo \"$GYRE_TEST_FROM_SETTINGS / $GYRE_TEST_BOTH\""}),
+        ),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .env("GYRE_TEST_BOTH", "from the process")
+        .args(["-p", "go", "--allowedTools", "Bash"]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let requests = server.requests();
+    let first: serde_json::Value = requests[0].body_as().unwrap();
+    assert_eq!(
+        first["max_tokens"], 1234,
+        "GYRE_MAX_OUTPUT_TOKENS from settings"
+    );
+    let second = requests[1]
+        .body_as::<serde_json::Value>()
+        .unwrap()
+        .to_string();
+    assert!(
+        second.contains("from settings / from the process"),
+        "the command saw both: {second}"
+    );
+}
