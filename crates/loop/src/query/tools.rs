@@ -256,9 +256,15 @@ mod tests {
         let (events, calls) =
             run_phase(&emitter, run.accept_response(&response, &executor, &[])).await;
         assert_eq!(calls.len(), 2);
+        // Each call is announced before the message joins the history, as streamed
+        // calls are.
         assert!(matches!(
             events.as_slice(),
-            [LoopEvent::Message { is_meta: false, .. }]
+            [
+                LoopEvent::ToolStarted { id: a, .. },
+                LoopEvent::ToolStarted { id: b, .. },
+                LoopEvent::Message { is_meta: false, .. },
+            ] if a == "a" && b == "b"
         ));
         assert_eq!(run.anchor.map(|a| a.message_index), Some(1));
         let (_, (results, stop)) =

@@ -532,6 +532,8 @@ async fn the_three_iteration_example_of_the_seed_yields_every_event_in_order() {
             "transition:next_turn",
             "stream_request_start",
             "usage",
+            // Edit is not concurrency-safe: announced once the message is complete.
+            "tool_started:Edit",
             "Assistant:text+tool_use",
             "User:tool_result",
             "transition:next_turn",
@@ -677,17 +679,23 @@ async fn unsafe_calls_run_once_the_message_is_complete_in_call_order() {
     let events = collect(p).await;
     assert_eq!(terminal(&events).reason, TerminalReason::Completed);
     assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 1);
-    let started: Vec<&str> = events
+    // While the answer streams, only the safe call before the unsafe one starts; the
+    // rest are announced once the message is complete (after its usage arrived).
+    let announced: Vec<(&str, bool)> = events
         .iter()
-        .filter_map(|e| match e {
-            LoopEvent::ToolStarted { id, .. } => Some(id.as_str()),
-            _ => None,
+        .scan(false, |complete, e| {
+            *complete |= matches!(e, LoopEvent::Usage { .. });
+            Some(match e {
+                LoopEvent::ToolStarted { id, .. } => Some((id.as_str(), *complete)),
+                _ => None,
+            })
         })
+        .flatten()
         .collect();
     assert_eq!(
-        started,
-        ["e1"],
-        "only the safe call before the unsafe one starts early"
+        announced,
+        [("e1", false), ("c1", true), ("e2", true)],
+        "only the safe call before the unsafe one starts early; every call is announced"
     );
     let ids: Vec<String> = model.requests()[1].messages[2]
         .tool_result_ids()
