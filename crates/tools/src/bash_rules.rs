@@ -15,7 +15,7 @@
 use std::collections::BTreeSet;
 
 use crate::read_only::{GIT_GLOBAL_WITH_VALUE, has_unsafe_option};
-use crate::shell::{self, Script, Word, basename};
+use crate::shell::{self, Script, SimpleCommand, Word, basename};
 
 /// How a specifier matches.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -147,15 +147,19 @@ pub fn allowed(specs: &[&str], command: &str) -> bool {
         return false;
     }
     let specs: Vec<Spec> = specs.iter().map(|s| parse_spec(s)).collect();
-    script.commands.iter().all(|c| {
-        !c.assigns
-            && specs.iter().any(|spec| {
-                argv_matches(spec, &c.argv, false, Side::Allow)
-                    || shell::unwrap_command(&c.argv, false).is_some_and(|u| {
-                        !u.assigns && argv_matches(spec, u.argv, u.extra_args, Side::Allow)
-                    })
-            })
-    })
+    script.commands.iter().all(|c| covered(&specs, c))
+}
+
+/// Whether some allow specifier covers one simple command, directly or through the
+/// wrappers it runs under (`timeout 5 npm test` under `npm test:*`).
+fn covered(specs: &[Spec], c: &SimpleCommand) -> bool {
+    !c.assigns
+        && specs.iter().any(|spec| {
+            argv_matches(spec, &c.argv, false, Side::Allow)
+                || shell::unwrap_command(&c.argv, false).is_some_and(|u| {
+                    !u.assigns && argv_matches(spec, u.argv, u.extra_args, Side::Allow)
+                })
+        })
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -459,28 +463,96 @@ pub fn path_arguments(command: &str) -> Vec<String> {
     out
 }
 
-/// The rule to suggest for a refused command: `Bash(git diff:*)` for `git diff HEAD`.
-#[must_use]
-pub fn suggested_rule(command: &str) -> String {
+/// The rules to add to `existing` (allow specifiers) so that [`allowed`] covers
+/// `command`: one per simple command not covered yet, in command order, without
+/// repeats — `Bash(git diff:*)` for `git diff HEAD`, `Bash(ls:*)` for `ls -la`; the
+/// command a wrapper runs for `timeout 5 npm test` (`Bash(npm test:*)`); the exact
+/// command where a prefix rule would not cover it (`Bash(git diff --output=x)`). The
+/// set is checked before it is returned: rules that would not allow the command are
+/// never suggested.
+pub fn suggested_rules(existing: &[&str], command: &str) -> Result<Vec<String>, Uncoverable> {
     let script = shell::parse(command);
-    let words: Vec<&str> = script
-        .commands
-        .first()
-        .map(|c| c.argv.iter().map_while(Word::literal).take(2).collect())
-        .unwrap_or_default();
+    if !script.plain {
+        return Err(Uncoverable::ShellFeatures);
+    }
+    if script.commands.iter().any(|c| c.assigns) {
+        return Err(Uncoverable::SetsVariables);
+    }
+    let mut specs: Vec<Spec> = existing.iter().map(|s| parse_spec(s)).collect();
+    let mut added: Vec<String> = Vec::new();
+    for c in &script.commands {
+        if covered(&specs, c) {
+            continue;
+        }
+        let spec = prefix_suggestion(c)
+            .filter(|s| covered(&[parse_spec(s)], c))
+            .or_else(|| exact_suggestion(c).filter(|s| covered(&[parse_spec(s)], c)))
+            .ok_or(Uncoverable::NoRule)?;
+        specs.push(parse_spec(&spec));
+        added.push(spec);
+    }
+    let all: Vec<&str> = existing
+        .iter()
+        .copied()
+        .chain(added.iter().map(String::as_str))
+        .collect();
+    if !allowed(&all, command) {
+        return Err(Uncoverable::NoRule);
+    }
+    Ok(added.iter().map(|s| format!("Bash({s})")).collect())
+}
+
+/// Why no `Bash(…)` rule can allow a command (see [`suggested_rules`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Uncoverable {
+    /// Expansions, substitutions, redirections into files, functions, loops, …
+    #[error(
+        "it uses shell features no Bash(…) rule vouches for (such as $(…), variables, or redirection into files)"
+    )]
+    ShellFeatures,
+    /// `X=1 cmd`.
+    #[error("it sets variables for a command (X=1 cmd), which no Bash(…) rule vouches for")]
+    SetsVariables,
+    /// A word no rule can name.
+    #[error("some of its commands cannot be named by a Bash(…) rule")]
+    NoRule,
+}
+
+/// `git diff:*` for `git diff HEAD`, `ls:*` for `ls -la`: the program (what a wrapper
+/// runs, for `timeout 5 git diff`) and its subcommand when the second word is one.
+fn prefix_suggestion(c: &SimpleCommand) -> Option<String> {
+    let argv = shell::unwrap_command(&c.argv, false)
+        .filter(|u| !u.assigns)
+        .map_or(c.argv.as_slice(), |u| u.argv);
+    let words: Vec<&str> = argv.iter().map_while(Word::literal).take(2).collect();
     match words.as_slice() {
-        [] => "Bash".to_owned(),
-        [one] => format!("Bash({one}:*)"),
+        [] => None,
         [cmd, sub, ..]
             if sub
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
                 && !sub.starts_with('-') =>
         {
-            format!("Bash({cmd} {sub}:*)")
+            Some(format!("{cmd} {sub}:*"))
         }
-        [cmd, ..] => format!("Bash({cmd}:*)"),
+        [cmd, ..] => Some(format!("{cmd}:*")),
     }
+}
+
+/// The command itself, when every word is plain text a rule can spell as it is.
+fn exact_suggestion(c: &SimpleCommand) -> Option<String> {
+    let words: Option<Vec<&str>> = c
+        .argv
+        .iter()
+        .map(|w| {
+            w.literal().filter(|w| {
+                !w.is_empty()
+                    && w.chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            })
+        })
+        .collect();
+    Some(words?.join(" "))
 }
 
 #[cfg(test)]
@@ -595,9 +667,104 @@ mod tests {
         );
     }
 
+    fn suggest(command: &str) -> Result<Vec<String>, Uncoverable> {
+        suggested_rules(&[], command)
+    }
+
     #[test]
     fn suggestion_uses_command_and_subcommand() {
-        assert_eq!(suggested_rule("git diff HEAD~1"), "Bash(git diff:*)");
-        assert_eq!(suggested_rule("ls -la"), "Bash(ls:*)");
+        assert_eq!(suggest("git diff HEAD~1").unwrap(), ["Bash(git diff:*)"]);
+        assert_eq!(suggest("ls -la").unwrap(), ["Bash(ls:*)"]);
+        assert_eq!(suggest("timeout 5 npm test").unwrap(), ["Bash(npm test:*)"]);
+    }
+
+    #[test]
+    fn suggestions_name_every_simple_command_once_in_order() {
+        for (command, want) in [
+            (
+                "ls -la && wc -l notes.txt",
+                &["Bash(ls:*)", "Bash(wc:*)"][..],
+            ),
+            ("ls; wc -l a; ls -l", &["Bash(ls:*)", "Bash(wc:*)"]),
+            (
+                "cat a | sort | uniq -c",
+                &["Bash(cat a:*)", "Bash(sort:*)", "Bash(uniq:*)"],
+            ),
+            (
+                "(cd sub && make) || echo failed",
+                &["Bash(cd sub:*)", "Bash(make:*)", "Bash(echo failed:*)"],
+            ),
+            (
+                "{ git status; git diff --stat; } 2>&1",
+                &["Bash(git status:*)", "Bash(git diff:*)"],
+            ),
+            ("git diff && git diff HEAD", &["Bash(git diff:*)"]),
+            ("if true; then ls; fi", &["Bash(true:*)", "Bash(ls:*)"]),
+        ] {
+            assert_eq!(suggest(command).unwrap(), want, "{command:?}");
+        }
+    }
+
+    #[test]
+    fn suggestions_leave_out_what_the_rules_already_cover() {
+        assert_eq!(
+            suggested_rules(&["ls:*"], "ls -la && wc -l notes.txt").unwrap(),
+            ["Bash(wc:*)"]
+        );
+        assert_eq!(
+            suggested_rules(&["ls:*", "wc:*"], "ls && wc -l x").unwrap(),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_command_a_prefix_rule_cannot_cover_gets_its_exact_rule() {
+        // `git diff:*` does not cover the writing option.
+        assert_eq!(
+            suggest("git diff --output=x && ls").unwrap(),
+            ["Bash(git diff --output=x)", "Bash(ls:*)"]
+        );
+    }
+
+    #[test]
+    fn commands_no_rule_covers_are_not_given_a_rule() {
+        for c in [
+            "echo $(date)",
+            "echo $HOME",
+            "$cmd x",
+            "ls > out.txt",
+            "for f in a b; do echo $f; done",
+            "cat <<EOF\nx\nEOF",
+        ] {
+            assert_eq!(suggest(c), Err(Uncoverable::ShellFeatures), "{c:?}");
+        }
+        assert!(suggest("X=1 ls && wc x").is_err());
+        assert_eq!(suggest("'my prog' x"), Err(Uncoverable::NoRule));
+    }
+
+    #[test]
+    fn suggested_rules_allow_the_command() {
+        for c in [
+            "ls -la && wc -l notes.txt",
+            "ls | wc -l",
+            "a; b; c",
+            "(cd x && ls) && pwd",
+            "git -C sub status && git log --oneline -3",
+            "rm -rf build && cargo build --release",
+            "git diff --output=x",
+            "timeout 5 npm test",
+            "ls | xargs rm",
+            "find . -name '*.rs' | xargs grep -n foo",
+            "./run.sh --fast",
+            "echo 'a; b' \"c && d\"",
+            "cat *.txt | sort -u",
+        ] {
+            let rules = suggest(c).unwrap_or_else(|e| panic!("{c:?}: {e}"));
+            let specs: Vec<&str> = rules
+                .iter()
+                .map(|r| &r["Bash(".len()..r.len() - 1])
+                .collect();
+            assert!(allowed(&specs, c), "{c:?}: {rules:?}");
+        }
     }
 }

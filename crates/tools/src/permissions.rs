@@ -597,14 +597,91 @@ impl Permissions {
             Some(_) if !tool.is_read_only(&call.input) => {
                 format!("run with --allowedTools \"{name}\" or --permission-mode acceptEdits")
             }
-            _ => format!(
-                "run with --allowedTools \"{}\"",
-                suggested_rule(name, &call.input)
-            ),
+            None if name == "Bash" => {
+                return format!(
+                    "Permission to use {name} was denied: {reason}. {}",
+                    self.bash_hint(tool, call, ctx)
+                );
+            }
+            _ => format!("run with --allowedTools \"{name}\""),
         };
         format!(
             "Permission to use {name} was denied: {reason}. To allow it, {how} (or add the rule to permissions.allow in .gyre/settings.json)."
         )
+    }
+}
+
+impl Permissions {
+    /// How to allow a refused Bash command, checked: the rules it still needs (one per
+    /// simple command no allow rule covers yet), or, when no `Bash(…)` rule can allow
+    /// it, that the user must approve it or allow every command — each only when this
+    /// policy with the suggestion added would allow the call.
+    fn bash_hint(&self, tool: &dyn Tool, call: &ToolCall, ctx: &ToolContext) -> String {
+        let command = call
+            .input
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or("");
+        let session = self.session_rules();
+        let existing: Vec<&str> = self
+            .allow
+            .iter()
+            .chain(session.iter())
+            .filter(|r| r.tool == "Bash")
+            .filter_map(|r| r.specifier.as_deref())
+            .collect();
+        let why = match bash_rules::suggested_rules(&existing, command) {
+            Ok(rules) if !rules.is_empty() => {
+                let value = rules.join(" ");
+                if self.allows_with(&value, tool, call, ctx) {
+                    let these = if rules.len() == 1 {
+                        "the rule"
+                    } else {
+                        "these rules"
+                    };
+                    let besides = if existing.is_empty() {
+                        ""
+                    } else {
+                        " as well as the allow rules already given"
+                    };
+                    return format!(
+                        "To allow it, run with --allowedTools {}{besides} (or add {these} to permissions.allow in .gyre/settings.json).",
+                        shell_quote(&value)
+                    );
+                }
+                None
+            }
+            Ok(_) => None,
+            Err(why) => Some(why),
+        };
+        if self.allows_with("Bash", tool, call, ctx) {
+            let why = why.map_or_else(String::new, |why| format!(" because {why}"));
+            return format!(
+                "No Bash(…) rule can allow this command{why}. It needs the user's approval: ask the user to run it or to approve it in an interactive session, or to allow every command with --allowedTools \"Bash\"."
+            );
+        }
+        "No --allowedTools rule allows this command in this session: ask the user to run it or to approve it in an interactive session.".to_owned()
+    }
+
+    /// Whether this policy, with the rules of the `--allowedTools` value `list` added,
+    /// would allow `call`.
+    fn allows_with(&self, list: &str, tool: &dyn Tool, call: &ToolCall, ctx: &ToolContext) -> bool {
+        let Ok(extra) = parse_rule_list(list) else {
+            return false;
+        };
+        let policy = Self {
+            allow: self
+                .allow
+                .iter()
+                .cloned()
+                .chain(self.session_rules())
+                .chain(extra)
+                .collect(),
+            ask: self.ask.clone(),
+            deny: self.deny.clone(),
+            ..Self::new(self.mode.get())
+        };
+        matches!(policy.evaluate(tool, call, ctx), PermissionDecision::Allow)
     }
 }
 
@@ -686,12 +763,14 @@ pub fn always_rule(tool: &dyn Tool, call: &ToolCall, ctx: &ToolContext) -> Permi
     PermissionRule::tool(name)
 }
 
-/// The rule to suggest for a refused call: `Bash(git diff:*)` for `git diff HEAD`.
-fn suggested_rule(name: &str, input: &Value) -> String {
-    if name != "Bash" {
-        return name.to_owned();
+/// `value` quoted for a POSIX shell, so that pasting the flag passes it unchanged:
+/// in double quotes when nothing in it is special there, else in single quotes.
+fn shell_quote(value: &str) -> String {
+    if value.contains(['"', '$', '`', '\\', '!']) {
+        format!("'{}'", value.replace('\'', "'\\''"))
+    } else {
+        format!("\"{value}\"")
     }
-    bash_rules::suggested_rule(input.get("command").and_then(Value::as_str).unwrap_or(""))
 }
 
 /// Tools whose specifiers are path patterns.
@@ -910,6 +989,16 @@ fn split_literal(spec: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn suggested_flag_values_are_quoted_for_the_shell() {
+        assert_eq!(
+            shell_quote("Bash(ls:*) Bash(wc:*)"),
+            "\"Bash(ls:*) Bash(wc:*)\""
+        );
+        assert_eq!(shell_quote("Bash(a$b:*)"), "'Bash(a$b:*)'");
+        assert_eq!(shell_quote("Bash(it's!:*)"), "'Bash(it'\\''s!:*)'");
+    }
 
     #[test]
     fn an_mcp_server_rule_covers_its_tools_only() {

@@ -238,3 +238,70 @@ fn a_read_deny_rule_also_hides_files_from_searches_of_a_parent_directory() {
     assert!(glob_answer.contains("main.txt"), "{glob_answer}");
     assert!(!glob_answer.contains("key.txt"), "{glob_answer}");
 }
+
+/// The tool result the model was sent for the first tool call: (is_error, text).
+fn first_tool_result(server: &TestServer) -> (bool, String) {
+    let requests = server.requests();
+    let block = &requests[1].body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()["content"][0];
+    assert_eq!(block["type"], "tool_result", "{block}");
+    let text = match &block["content"] {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    (block["is_error"] == json!(true), text)
+}
+
+#[test]
+fn following_the_denial_hint_for_a_compound_bash_command_lets_it_run() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox.write("notes.txt", "one\ntwo\nthree\n").unwrap();
+    let script = || {
+        Script::new([
+            Turn::tool_use("Bash", json!({"command": "ls -la && wc -l notes.txt"})),
+            Turn::text("done"),
+        ])
+    };
+
+    let server = TestServer::spawn(script()).unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "count the notes"]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let (is_error, hint) = first_tool_result(&server);
+    assert!(is_error, "{hint}");
+    // The hint names a rule for each command, ready to paste.
+    let value = hint
+        .split_once("--allowedTools \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(value, _)| value.to_owned())
+        .unwrap_or_else(|| panic!("{hint}"));
+    assert_eq!(value, "Bash(ls:*) Bash(wc:*)", "{hint}");
+    // The user reads the same on stderr.
+    assert!(
+        out.stderr
+            .contains("--allowedTools \"Bash(ls:*) Bash(wc:*)\""),
+        "{}",
+        out.stderr
+    );
+
+    let server = TestServer::spawn(script()).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "count the notes",
+        "--allowedTools",
+        &value,
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let (is_error, output) = first_tool_result(&server);
+    assert!(!is_error, "{output}");
+    // Both commands ran: ls's listing, then wc's count.
+    assert!(output.starts_with("total "), "{output}");
+    assert!(output.contains("3 notes.txt"), "{output}");
+}

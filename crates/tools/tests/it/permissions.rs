@@ -626,3 +626,151 @@ async fn an_always_answer_to_a_bash_command_is_that_exact_command() {
         &decide(&next, &ctx, "Bash", json!({"command": "make install"})).await
     ));
 }
+
+/// The reason of a headless denial of `command` under `perms`.
+async fn bash_denial(perms: &Permissions, ctx: &ToolContext, command: &str) -> String {
+    match decide(perms, ctx, "Bash", json!({ "command": command })).await {
+        PermissionDecision::Deny { reason } => reason,
+        other => panic!("{command:?}: {other:?}"),
+    }
+}
+
+/// The value a denial's hint gives `--allowedTools`, as the user's shell passes it on.
+fn hinted_allowed_tools(reason: &str) -> Option<String> {
+    let (_, rest) = reason.split_once("--allowedTools ")?;
+    let quote = rest.chars().next().filter(|c| matches!(c, '"' | '\''))?;
+    let value = rest.strip_prefix(quote)?.split(quote).next()?;
+    Some(value.to_owned())
+}
+
+#[tokio::test]
+async fn a_denial_hint_names_every_rule_a_compound_command_needs() {
+    let (_work, _outside, ctx) = setup();
+    let reason = bash_denial(&Permissions::default(), &ctx, "ls -la && wc -l notes.txt").await;
+    assert!(
+        reason.contains(
+            "To allow it, run with --allowedTools \"Bash(ls:*) Bash(wc:*)\" (or add these rules to permissions.allow"
+        ),
+        "{reason}"
+    );
+    for (command, want) in [
+        ("ls; pwd", "Bash(ls:*) Bash(pwd:*)"),
+        ("ls | wc -l", "Bash(ls:*) Bash(wc:*)"),
+        (
+            "(cd src && ls) || true",
+            "Bash(cd src:*) Bash(ls:*) Bash(true:*)",
+        ),
+        (
+            "git status && git diff --stat && git status -s",
+            "Bash(git status:*) Bash(git diff:*)",
+        ),
+    ] {
+        let reason = bash_denial(&Permissions::default(), &ctx, command).await;
+        assert_eq!(
+            hinted_allowed_tools(&reason).as_deref(),
+            Some(want),
+            "{reason}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn following_a_denial_hint_allows_the_command() {
+    let (_work, _outside, ctx) = setup();
+    for command in [
+        "ls -la && wc -l notes.txt",
+        "ls | wc -l",
+        "cat in.txt; echo done",
+        "(cd sub && make) || echo failed",
+        "{ git status; git diff --stat; } 2>&1",
+        "git -C sub log --oneline -3 | head -n 2",
+        "rm -rf build && cargo build --release",
+        "git diff --output=x && ls",
+        "timeout 5 npm test && ls",
+        "find . -name '*.rs' | xargs grep -n foo",
+        "./run.sh --fast; echo ok",
+        "echo 'a; b' \"c && d\"",
+        "cat *.txt | sort -u",
+        "while false; do sleep 1; done",
+        // Quoted for the user's shell: `'Bash(a$b:*) Bash(ls:*)'`.
+        "'a$b' x && ls",
+    ] {
+        let reason = bash_denial(&Permissions::default(), &ctx, command).await;
+        let value = hinted_allowed_tools(&reason).unwrap_or_else(|| panic!("{reason}"));
+        let rules: Vec<String> = parse_rule_list(&value)
+            .unwrap()
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let perms = Permissions::from_rules(PermissionMode::Default, &rules, &[], &[]).unwrap();
+        assert!(
+            allowed(&decide(&perms, &ctx, "Bash", json!({ "command": command })).await),
+            "{command:?}: {reason}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_denial_hint_leaves_out_rules_already_given() {
+    let (_work, _outside, ctx) = setup();
+    let given = ["Bash(ls:*)".to_owned()];
+    let perms = Permissions::from_rules(PermissionMode::Default, &given, &[], &[]).unwrap();
+    let command = "ls -la && wc -l notes.txt";
+    let reason = bash_denial(&perms, &ctx, command).await;
+    assert!(
+        reason.contains(
+            "--allowedTools \"Bash(wc:*)\" as well as the allow rules already given (or add the rule"
+        ),
+        "{reason}"
+    );
+    let mut rules = given.to_vec();
+    rules.push(hinted_allowed_tools(&reason).unwrap());
+    let perms = Permissions::from_rules(PermissionMode::Default, &rules, &[], &[]).unwrap();
+    assert!(allowed(
+        &decide(&perms, &ctx, "Bash", json!({ "command": command })).await
+    ));
+}
+
+#[tokio::test]
+async fn a_denial_hint_does_not_suggest_rules_that_cannot_work() {
+    let (_work, _outside, ctx) = setup();
+    for command in [
+        "echo $(date)",
+        "ls && echo $HOME",
+        "$cmd x",
+        "ls > listing.txt",
+        "X=1 make",
+    ] {
+        let reason = bash_denial(&Permissions::default(), &ctx, command).await;
+        assert!(
+            reason.contains("No Bash(…) rule can allow this command because")
+                && reason.contains("needs the user's approval")
+                && reason.contains("--allowedTools \"Bash\""),
+            "{command:?}: {reason}"
+        );
+        assert_eq!(
+            hinted_allowed_tools(&reason).as_deref(),
+            Some("Bash"),
+            "{reason}"
+        );
+        // And `Bash` does allow it.
+        let perms = Permissions::from_rules(PermissionMode::Default, &["Bash"], &[], &[]).unwrap();
+        assert!(allowed(
+            &decide(&perms, &ctx, "Bash", json!({ "command": command })).await
+        ));
+    }
+    // An ask rule comes before every allow rule: nothing on the command line helps.
+    let perms = Permissions::from_rules(
+        PermissionMode::Default,
+        &[] as &[&str],
+        &["Bash(rm:*)"],
+        &[] as &[&str],
+    )
+    .unwrap();
+    let reason = bash_denial(&perms, &ctx, "rm x").await;
+    assert!(
+        reason.contains("No --allowedTools rule allows this command in this session"),
+        "{reason}"
+    );
+    assert_eq!(hinted_allowed_tools(&reason), None, "{reason}");
+}
