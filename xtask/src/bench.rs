@@ -396,6 +396,11 @@ pub fn run(args: &Args) -> Result<()> {
 
 /// The release binaries the bench runs.
 fn build_release(cargo: &str) -> Result<()> {
+    eprintln!(
+        "Building gyre, gyre-testkit and the bench probe in release mode: the bench times\n\
+         the binary users run, optimised as shipped. The first build takes several minutes\n\
+         on 2 cores (cargo prints little while it links); later ones only what changed."
+    );
     // One build for both: two would each compile the dependency graph with its own
     // features (minutes on 2 cores). Unifying features only adds code gyre never calls.
     run_cmd(

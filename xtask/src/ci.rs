@@ -1,6 +1,6 @@
 //! `cargo xtask ci`: exactly what `.ci/run` runs, cheapest checks first.
 //!
-//! fmt, clippy, the system tools that ignored tests and the bench need (tmux, rg), every test — the
+//! fmt, clippy, a check that the fuzz targets compile, the system tools that ignored tests and the bench need (tmux, rg), every test — the
 //! ignored ones included, so a test that needs a tool runs here rather than passing
 //! unseen — (nextest when installed, plus doc tests), `fixture check`, the demo, then
 //! `bench --quick` (a release build: the slowest step, so last). [`Step::ALL`] is that
@@ -22,6 +22,7 @@ pub struct Args {}
 pub enum Step {
     Fmt,
     Clippy,
+    FuzzCheck,
     Tools,
     Tests,
     DocTests,
@@ -31,9 +32,10 @@ pub enum Step {
 }
 
 impl Step {
-    pub const ALL: [Self; 8] = [
+    pub const ALL: [Self; 9] = [
         Self::Fmt,
         Self::Clippy,
+        Self::FuzzCheck,
         Self::Tools,
         Self::Tests,
         Self::DocTests,
@@ -47,6 +49,7 @@ impl Step {
         match self {
             Self::Fmt => "fmt check",
             Self::Clippy => "clippy",
+            Self::FuzzCheck => "fuzz targets compile",
             Self::Tools => "install tmux and rg if missing",
             Self::Tests => "tests (ignored ones included)",
             Self::DocTests => "doc tests",
@@ -68,6 +71,21 @@ impl Step {
                     "--",
                     "-D",
                     "warnings",
+                ],
+            ),
+            // The fuzz targets are a workspace of their own (cargo-fuzz builds them on
+            // nightly); checking them here keeps a moved or changed file from breaking
+            // them unseen. Their own target dir under target/, so the workspace's
+            // build is not disturbed.
+            Self::FuzzCheck => run_cmd(
+                cargo,
+                &[
+                    "check",
+                    "--manifest-path",
+                    "fuzz/Cargo.toml",
+                    "--target-dir",
+                    "target/fuzz",
+                    "--bins",
                 ],
             ),
             // rg: the bench's reference for Grep and Glob.
