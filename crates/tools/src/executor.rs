@@ -200,10 +200,7 @@ impl StreamingToolExecutor {
             if state.discarded {
                 return;
             }
-            let safe = shared
-                .registry
-                .get(&call.name)
-                .is_none_or(|tool| tool.is_concurrency_safe(&call.input));
+            let safe = shared.registry.is_concurrency_safe(&call.name, &call.input);
             let mut entry = Entry {
                 call,
                 safe,

@@ -20,9 +20,7 @@ pub struct ToolBatch {
 pub fn partition(calls: &[ToolCall], registry: &ToolRegistry) -> Vec<ToolBatch> {
     let mut batches: Vec<ToolBatch> = Vec::new();
     for call in calls {
-        let safe = registry
-            .get(&call.name)
-            .is_some_and(|t| t.is_concurrency_safe(&call.input));
+        let safe = registry.is_concurrency_safe(&call.name, &call.input);
         match batches.last_mut() {
             Some(batch) if safe && batch.concurrent => batch.calls.push(call.clone()),
             _ => batches.push(ToolBatch {

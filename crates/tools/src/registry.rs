@@ -82,6 +82,15 @@ impl ToolRegistry {
             .find(|t| t.name() == name || t.aliases().contains(&name))
     }
 
+    /// Whether the call `name(input)` may run beside others and start while the answer
+    /// still streams: the tool says so for this input. A tool not on offer counts as
+    /// unsafe. The one rule the loop's streaming, the executor and [`crate::partition`]
+    /// all apply.
+    #[must_use]
+    pub fn is_concurrency_safe(&self, name: &str, input: &serde_json::Value) -> bool {
+        self.get(name).is_some_and(|t| t.is_concurrency_safe(input))
+    }
+
     /// The names of the tools on offer, in registration order.
     #[must_use]
     pub fn names(&self) -> Vec<&'static str> {

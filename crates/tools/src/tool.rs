@@ -1,7 +1,6 @@
 //! The `Tool` trait and the values that flow through it.
 
 use std::path::{Path, PathBuf};
-use std::pin::Pin;
 use std::sync::Arc;
 
 use gyre_protocol::ImageSource;
@@ -12,7 +11,7 @@ use crate::call::ToolCall;
 use crate::file_state::FileStateCache;
 
 /// A boxed, sendable future: the return type of the async trait methods.
-pub type BoxFuture<'a, T> = Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
+pub use futures::future::BoxFuture;
 
 /// What a tool call returns: the text of its `tool_result`, any images (Read of a
 /// picture), and whether it is an error.

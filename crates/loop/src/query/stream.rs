@@ -69,11 +69,9 @@ impl AttemptProgress {
         index: usize,
         block: ContentBlock,
     ) -> Option<ToolCall> {
-        let safe = block.as_tool_use().is_some_and(|(_, name, input)| {
-            tools
-                .get(name)
-                .is_some_and(|t| t.is_concurrency_safe(input))
-        });
+        let safe = block
+            .as_tool_use()
+            .is_some_and(|(_, name, input)| tools.is_concurrency_safe(name, input));
         self.held_back |= block.as_tool_use().is_some() && !safe;
         let started = match block.as_tool_use() {
             Some((id, name, input)) if !self.held_back && invalid_tool_input(input).is_none() => {
