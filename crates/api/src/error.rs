@@ -319,6 +319,17 @@ pub enum ApiError {
         message: String,
     },
 
+    /// The API cannot be reached, and another attempt a second later will not change
+    /// that: nothing listens at the address, the host name does not resolve, or the TLS
+    /// handshake fails. Retried only [`crate::MAX_UNREACHABLE_RETRIES`] times, quickly.
+    #[error("{}. {}.", self.retry_reason(), reason.advice())]
+    Unreachable {
+        /// Which of the three it is.
+        reason: UnreachableReason,
+        /// The transport's explanation (the whole error chain, with the URL).
+        message: String,
+    },
+
     /// The connection or the request took longer than allowed.
     #[error(
         "{}. Check your network connection and try again.",
@@ -397,6 +408,55 @@ pub enum ApiError {
     },
 }
 
+/// Why the API is unreachable, for [`ApiError::Unreachable`]: failures to connect that
+/// do not heal in the seconds a retry waits (a reset or a timeout may, and are not here).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnreachableReason {
+    /// The TCP connection was refused: nothing listens at that host and port.
+    Refused,
+    /// The host name does not resolve.
+    Dns,
+    /// The TLS handshake failed: a bad or untrusted certificate, a handshake alert, or a
+    /// server that does not speak TLS.
+    Tls,
+}
+
+impl UnreachableReason {
+    /// What failed, in a few words: `connection refused`, …
+    #[must_use]
+    pub fn label(self) -> &'static str {
+        match self {
+            Self::Refused => "connection refused",
+            Self::Dns => "the host name does not resolve",
+            Self::Tls => "the TLS handshake failed",
+        }
+    }
+
+    /// What the user should check.
+    #[must_use]
+    pub fn advice(self) -> &'static str {
+        match self {
+            Self::Refused => {
+                "Nothing accepts connections at that address: check the host and port in \
+                 ANTHROPIC_BASE_URL (unset it to use https://api.anthropic.com) and that the \
+                 server or proxy it names is running"
+            }
+            Self::Dns => {
+                "Check the host name in ANTHROPIC_BASE_URL (unset it to use \
+                 https://api.anthropic.com), your network connection and DNS, and any \
+                 HTTPS_PROXY setting"
+            }
+            Self::Tls => {
+                "Check that ANTHROPIC_BASE_URL starts with https:// only for a server that \
+                 speaks TLS (http:// otherwise), and that the server's certificate is valid \
+                 for its host name and issued by a public CA (a proxy that re-signs TLS with \
+                 its own CA is not trusted)"
+            }
+        }
+    }
+}
+
 fn status_suffix(status: Option<u16>) -> String {
     status.map(|s| format!(" ({s})")).unwrap_or_default()
 }
@@ -424,6 +484,9 @@ impl ApiError {
                 ..
             } => format!("The API reported an error mid-response ({error_type}): {message}"),
             Self::Connection { message, .. } => format!("Could not reach the API: {message}"),
+            Self::Unreachable { reason, message } => {
+                format!("Could not reach the API ({}): {message}", reason.label())
+            }
             Self::Timeout { message, .. } => format!("The API request timed out: {message}"),
             Self::StreamCut { events } => format!(
                 "The response stream ended early (after {events} events, before message_stop)"
@@ -472,6 +535,7 @@ impl ApiError {
                 .unwrap_or(matches!(status, 408 | 409 | 429) || *status >= 500),
             Self::StreamError { error_type, .. } => error_type == "api_error",
             Self::Connection { .. }
+            | Self::Unreachable { .. }
             | Self::Timeout { .. }
             | Self::StreamCut { .. }
             | Self::StreamIdle { .. }
@@ -497,6 +561,7 @@ impl ApiError {
             | Self::InvalidConfig { .. }
             | Self::StreamError { .. }
             | Self::Connection { .. }
+            | Self::Unreachable { .. }
             | Self::Timeout { .. }
             | Self::StreamCut { .. }
             | Self::StreamIdle { .. }
@@ -518,6 +583,12 @@ impl ApiError {
         )
     }
 
+    /// Whether the API is unreachable in a way that does not heal soon (refused, DNS, TLS).
+    #[must_use]
+    pub fn is_unreachable(&self) -> bool {
+        matches!(self, Self::Unreachable { .. })
+    }
+
     /// Whether this is a 529 or an `overloaded_error` (HTTP or in-stream).
     #[must_use]
     pub fn is_overloaded(&self) -> bool {
@@ -525,7 +596,7 @@ impl ApiError {
     }
 
     /// A short machine-readable name for the kind of failure (`rate_limit`,
-    /// `overloaded`, `server_error`, `connection`, `timeout`, `stream_cut`, …).
+    /// `overloaded`, `server_error`, `connection`, `unreachable`, `timeout`, `stream_cut`, …).
     #[must_use]
     pub fn category(&self) -> &'static str {
         match self {
@@ -545,6 +616,7 @@ impl ApiError {
             Self::Http { .. } => "http_error",
             Self::StreamError { .. } => "stream_error",
             Self::Connection { .. } => "connection",
+            Self::Unreachable { .. } => "unreachable",
             Self::Timeout { .. } => "timeout",
             Self::StreamCut { .. } => "stream_cut",
             Self::StreamIdle { .. } => "stream_idle",
@@ -576,6 +648,7 @@ impl ApiError {
             | Self::ContextOverflow { .. }
             | Self::StreamError { .. }
             | Self::Connection { .. }
+            | Self::Unreachable { .. }
             | Self::Timeout { .. }
             | Self::StreamCut { .. }
             | Self::StreamIdle { .. }
@@ -728,10 +801,46 @@ impl From<reqwest::Error> for ApiError {
             Self::Timeout { message }
         } else if e.is_builder() {
             Self::InvalidConfig { message }
+        } else if let Some(reason) = unreachable_reason(&e) {
+            Self::Unreachable { reason, message }
         } else {
             Self::Connection { message }
         }
     }
+}
+
+/// Whether a failed request never got a connection for a reason that will not heal
+/// within a retry's wait: refused, DNS, TLS. Only connect errors qualify; a reset or a
+/// timeout is left to the ordinary retries.
+fn unreachable_reason(e: &reqwest::Error) -> Option<UnreachableReason> {
+    if !e.is_connect() {
+        return None;
+    }
+    std::error::Error::source(e).and_then(unreachable_cause)
+}
+
+/// [`unreachable_reason`] for one error of the chain and the causes under it.
+fn unreachable_cause(e: &(dyn std::error::Error + 'static)) -> Option<UnreachableReason> {
+    if e.is::<rustls::Error>() {
+        return Some(UnreachableReason::Tls);
+    }
+    // hyper-util's `ConnectError` is private and carries no typed kind; a resolver
+    // failure is the one whose `Display` is exactly "dns error" (`ConnectError::dns`), and
+    // its cause is an untyped `io::Error` from getaddrinfo: the text is all there is.
+    if e.to_string() == "dns error" {
+        return Some(UnreachableReason::Dns);
+    }
+    if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        if io.kind() == std::io::ErrorKind::ConnectionRefused {
+            return Some(UnreachableReason::Refused);
+        }
+        // A wrapped error hides behind `get_ref`: `io::Error::source` skips it. rustls's
+        // handshake errors come that way, twice wrapped (tokio-rustls, then hyper-rustls).
+        if let Some(reason) = io.get_ref().and_then(|inner| unreachable_cause(inner)) {
+            return Some(reason);
+        }
+    }
+    e.source().and_then(unreachable_cause)
 }
 
 impl From<std::convert::Infallible> for ApiError {
@@ -742,8 +851,14 @@ impl From<std::convert::Infallible> for ApiError {
 
 impl From<std::io::Error> for ApiError {
     fn from(e: std::io::Error) -> Self {
-        Self::Connection {
-            message: e.to_string(),
+        let message = e.to_string();
+        if e.kind() == std::io::ErrorKind::ConnectionRefused {
+            Self::Unreachable {
+                reason: UnreachableReason::Refused,
+                message,
+            }
+        } else {
+            Self::Connection { message }
         }
     }
 }
@@ -793,6 +908,18 @@ mod tests {
             },
             ApiError::Timeout {
                 message: "no answer".into(),
+            },
+            ApiError::Unreachable {
+                reason: UnreachableReason::Refused,
+                message: "tcp connect error: Connection refused".into(),
+            },
+            ApiError::Unreachable {
+                reason: UnreachableReason::Dns,
+                message: "dns error".into(),
+            },
+            ApiError::Unreachable {
+                reason: UnreachableReason::Tls,
+                message: "invalid peer certificate: UnknownIssuer".into(),
             },
             ApiError::StreamCut { events: 3 },
             ApiError::StreamIdle {
@@ -1046,5 +1173,41 @@ mod tests {
         let e = from(529, "overloaded_error", "Overloaded");
         let json = serde_json::to_string(&e).unwrap();
         assert_eq!(serde_json::from_str::<ApiError>(&json).unwrap(), e);
+        let e = ApiError::Unreachable {
+            reason: UnreachableReason::Dns,
+            message: "dns error".into(),
+        };
+        let json = serde_json::to_value(&e).unwrap();
+        assert_eq!(json["kind"], "unreachable");
+        assert_eq!(json["reason"], "dns");
+        assert_eq!(serde_json::from_value::<ApiError>(json).unwrap(), e);
+    }
+
+    #[test]
+    fn unreachable_errors_say_what_to_check() {
+        for (reason, check) in [
+            (UnreachableReason::Refused, "port"),
+            (UnreachableReason::Dns, "host name"),
+            (UnreachableReason::Tls, "certificate"),
+        ] {
+            let e = ApiError::Unreachable {
+                reason,
+                message: "m".into(),
+            };
+            assert_eq!(e.category(), "unreachable");
+            assert!(e.is_retryable() && e.is_unreachable());
+            let text = e.to_string();
+            assert!(text.contains(reason.label()), "{text}");
+            assert!(text.contains("ANTHROPIC_BASE_URL"), "{text}");
+            assert!(text.contains(check), "{text}");
+        }
+    }
+
+    #[test]
+    fn only_a_refused_io_error_is_unreachable() {
+        let refused = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(ApiError::from(refused).category(), "unreachable");
+        let reset = std::io::Error::from(std::io::ErrorKind::ConnectionReset);
+        assert_eq!(ApiError::from(reset).category(), "connection");
     }
 }

@@ -84,14 +84,17 @@ pub use client::{
     default_user_agent,
 };
 pub use encode::BodyEncoder;
-pub use error::{ApiError, ContextOverflow, ServerHints, parse_retry_after, parse_retry_after_ms};
+pub use error::{
+    ApiError, ContextOverflow, ServerHints, UnreachableReason, parse_retry_after,
+    parse_retry_after_ms,
+};
 pub use fixture::{FixtureEntry, RecordingClient, ReplayClient};
 pub use retry::{
     ApiErrorClassifier, BASE_DELAY, DEFAULT_MAX_RETRIES, DEFAULT_STREAM_IDLE_TIMEOUT,
     HEARTBEAT_INTERVAL, MAX_CONSECUTIVE_OVERLOADED, MAX_DELAY, MAX_RETRIES_LIMIT,
-    MIN_OVERFLOW_OUTPUT_TOKENS, OVERFLOW_SAFETY_BUFFER, QuerySource, RecordingSleeper,
-    RetryClassify, RetryContext, RetryError, RetryEvent, RetryOptions, RetryPolicy, RetryStatus,
-    RetryStream, Sleeper, TokioSleeper, UNATTENDED_MAX_DELAY, with_retry,
+    MAX_UNREACHABLE_RETRIES, MIN_OVERFLOW_OUTPUT_TOKENS, OVERFLOW_SAFETY_BUFFER, QuerySource,
+    RecordingSleeper, RetryClassify, RetryContext, RetryError, RetryEvent, RetryOptions,
+    RetryPolicy, RetryStatus, RetryStream, Sleeper, TokioSleeper, UNATTENDED_MAX_DELAY, with_retry,
 };
 pub use sse::{chunk_text, encode_sse, sse_events};
 pub use stream::{ModelEvent, ModelEventStream, stream_with_retry};

@@ -28,6 +28,10 @@ pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_millis(90_000);
 pub const UNATTENDED_MAX_DELAY: Duration = Duration::from_secs(300);
 /// Longest wait without a status event in unattended mode: seed 000 §3.5.3 (30 s heartbeat).
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30);
+/// Retries for an unreachable API (connection refused, DNS, TLS: [`ApiError::Unreachable`]):
+/// those do not heal in seconds, so 3 attempts 0.5 s and 1 s apart (plus jitter) instead of
+/// the full budget. `GYRE_MAX_RETRIES` below this lowers it too.
+pub const MAX_UNREACHABLE_RETRIES: u32 = 2;
 /// Consecutive overloaded errors before switching to the fallback model: seed 000 §3.5.4.
 pub const MAX_CONSECUTIVE_OVERLOADED: u32 = 3;
 /// Tokens kept free when shrinking `max_tokens` after a context overflow: seed 000 §3.5.3.
@@ -294,10 +298,24 @@ pub struct RetryStatus {
     /// HTTP status of the failure, if it had one.
     pub status: Option<u16>,
     /// Short category: `rate_limit`, `overloaded`, `server_error`, `connection`,
-    /// `timeout`, `stream_cut`, `stream_idle`, `authentication_failed`, `context_overflow`…
+    /// `unreachable`, `timeout`, `stream_cut`, `stream_idle`, `authentication_failed`,
+    /// `context_overflow`…
     pub error: String,
     /// The failure, as the user should read it.
     pub message: String,
+}
+
+impl RetryStatus {
+    /// The [`RetryStatus::error`] category of an unreachable API
+    /// ([`ApiError::Unreachable`]).
+    pub const UNREACHABLE: &'static str = "unreachable";
+
+    /// Whether this wait is one of the few before giving up on an unreachable API
+    /// (refused, DNS, TLS): front-ends say that stopping now loses nothing.
+    #[must_use]
+    pub fn is_unreachable(&self) -> bool {
+        self.error == Self::UNREACHABLE
+    }
 }
 
 /// How the retry layer sees an error. Implement it for your own error type (or pass a
@@ -320,6 +338,11 @@ pub trait RetryClassify<E> {
     }
     /// A 401: retried once only.
     fn is_authentication(&self, _error: &E) -> bool {
+        false
+    }
+    /// A failure to connect that will not heal soon (refused, DNS, TLS): retried at most
+    /// [`MAX_UNREACHABLE_RETRIES`] times, with the first, short delays of the backoff.
+    fn is_unreachable(&self, _error: &E) -> bool {
         false
     }
     /// A context overflow, retried with a smaller `max_tokens`.
@@ -371,6 +394,9 @@ impl RetryClassify<ApiError> for ApiErrorClassifier {
     }
     fn is_authentication(&self, error: &ApiError) -> bool {
         matches!(error, ApiError::Authentication { .. })
+    }
+    fn is_unreachable(&self, error: &ApiError) -> bool {
+        error.is_unreachable()
     }
     fn context_overflow(&self, error: &ApiError) -> Option<ContextOverflow> {
         error.context_overflow()
@@ -463,6 +489,7 @@ pub(crate) struct RetryState {
     retries: u32,
     consecutive_overloaded: u32,
     authentication_failures: u32,
+    unreachable_failures: u32,
     rng: fastrand::Rng,
 }
 
@@ -472,6 +499,7 @@ impl RetryState {
             retries: 0,
             consecutive_overloaded: 0,
             authentication_failures: 0,
+            unreachable_failures: 0,
             rng: options
                 .jitter_seed
                 .map_or_else(fastrand::Rng::new, fastrand::Rng::with_seed),
@@ -505,9 +533,9 @@ impl RetryState {
         {
             return Decision::Fallback(fallback.clone());
         }
-        let status = |retry: u32, delay: Duration| RetryStatus {
+        let status = |retry: u32, max_retries: u32, delay: Duration| RetryStatus {
             attempt: retry,
-            max_retries: policy.max_retries,
+            max_retries,
             delay_ms: duration_ms(delay),
             status: classifier.status(error),
             error: classifier.category(error).to_owned(),
@@ -520,7 +548,10 @@ impl RetryState {
             }
             self.retries += 1;
             return Decision::Retry {
-                waits: vec![(status(self.retries, Duration::ZERO), Duration::ZERO)],
+                waits: vec![(
+                    status(self.retries, policy.max_retries, Duration::ZERO),
+                    Duration::ZERO,
+                )],
                 max_tokens_override: Some(u32::try_from(available).unwrap_or(u32::MAX)),
             };
         }
@@ -533,19 +564,38 @@ impl RetryState {
                 return Decision::GiveUp;
             }
         }
+        let unreachable = classifier.is_unreachable(error);
+        if unreachable {
+            self.unreachable_failures += 1;
+            if self.unreachable_failures > MAX_UNREACHABLE_RETRIES {
+                return Decision::GiveUp;
+            }
+        }
         let unlimited = policy.unattended && (overloaded || classifier.is_rate_limited(error));
         if !unlimited && self.retries >= policy.max_retries {
             return Decision::GiveUp;
         }
         self.retries += 1;
-        let delay = policy.delay(self.retries, classifier.retry_after(error), &mut self.rng);
+        // An unreachable API waits the backoff's first steps, counted by its own
+        // failures, and shows the budget it really has: the retries so far plus the
+        // unreachable ones left ("attempt 1/2" when it failed that way from the start).
+        let (backoff_step, max_retries) = if unreachable {
+            let left = MAX_UNREACHABLE_RETRIES - self.unreachable_failures;
+            (
+                self.unreachable_failures,
+                (self.retries + left).min(policy.max_retries),
+            )
+        } else {
+            (self.retries, policy.max_retries)
+        };
+        let delay = policy.delay(backoff_step, classifier.retry_after(error), &mut self.rng);
         let waits = if policy.unattended {
             heartbeat_chunks(delay)
                 .into_iter()
-                .map(|(left, chunk)| (status(self.retries, left), chunk))
+                .map(|(left, chunk)| (status(self.retries, max_retries, left), chunk))
                 .collect()
         } else {
-            vec![(status(self.retries, delay), delay)]
+            vec![(status(self.retries, max_retries, delay), delay)]
         };
         Decision::Retry {
             waits,
@@ -854,6 +904,108 @@ mod tests {
         cancel.cancel();
         assert_eq!(stream.next().await, Some(Err(RetryError::Aborted)));
         assert_eq!(stream.next().await, None);
+    }
+
+    /// "down" is unreachable (refused, DNS, TLS), "busy" an ordinary retryable failure.
+    struct Reach;
+    impl RetryClassify<Flaky> for Reach {
+        fn is_retryable(&self, _: &Flaky) -> bool {
+            true
+        }
+        fn is_unreachable(&self, error: &Flaky) -> bool {
+            error.0 == "down"
+        }
+        fn category(&self, error: &Flaky) -> &'static str {
+            if error.0 == "down" {
+                RetryStatus::UNREACHABLE
+            } else {
+                "error"
+            }
+        }
+    }
+
+    /// Runs `errors` in order (then success) through `with_retry` with `Reach`; returns the
+    /// attempts made, the statuses shown and the last item.
+    async fn run_reach(
+        errors: &'static [&'static str],
+        max_retries: u32,
+    ) -> (u32, Vec<RetryStatus>, Vec<Duration>, bool) {
+        let sleeper = RecordingSleeper::new();
+        let calls = Arc::new(AtomicU32::new(0));
+        let c = Arc::clone(&calls);
+        let mut opts = options(&sleeper);
+        opts.policy.max_retries = max_retries;
+        let stream = with_retry(
+            move |_| {
+                let n = c.fetch_add(1, Ordering::SeqCst) as usize;
+                async move { errors.get(n).map_or(Ok(()), |e| Err(Flaky(e))) }
+            },
+            Reach,
+            opts,
+            CancellationToken::new(),
+        );
+        let items: Vec<_> = stream.collect().await;
+        let statuses = items
+            .iter()
+            .filter_map(|i| match i {
+                Ok(RetryEvent::Retrying(s)) => Some(s.clone()),
+                _ => None,
+            })
+            .collect();
+        let done = matches!(items.last(), Some(Ok(RetryEvent::Done(()))));
+        (
+            calls.load(Ordering::SeqCst),
+            statuses,
+            sleeper.sleeps(),
+            done,
+        )
+    }
+
+    #[tokio::test]
+    async fn an_unreachable_api_gets_two_quick_retries_only() {
+        let (calls, statuses, sleeps, done) = run_reach(&["down"; 12], 10).await;
+        assert!(!done);
+        assert_eq!(calls, 1 + MAX_UNREACHABLE_RETRIES);
+        let shown: Vec<(u32, u32)> = statuses
+            .iter()
+            .map(|s| (s.attempt, s.max_retries))
+            .collect();
+        assert_eq!(shown, vec![(1, 2), (2, 2)]);
+        assert!(statuses.iter().all(RetryStatus::is_unreachable));
+        // The backoff's first two steps: 0.5 s and 1 s, plus up to 25%.
+        let p = RetryPolicy::default();
+        for (n, d) in (1..).zip(&sleeps) {
+            let (lo, hi) = p.delay_bounds(n);
+            assert!(*d >= lo && *d <= hi, "retry {n}: {d:?}");
+        }
+        assert_eq!(sleeps.len(), 2);
+        // The same errors when it heals in time: success.
+        let (calls, _, _, done) = run_reach(&["down", "down"], 10).await;
+        assert!(done);
+        assert_eq!(calls, 3);
+    }
+
+    #[tokio::test]
+    async fn unreachable_failures_count_apart_from_the_others() {
+        // Three ordinary failures, then unreachable: two more retries at most, with short
+        // delays, and the budget shown as what is really left (attempt 4 of at most 5).
+        let (calls, statuses, sleeps, done) =
+            run_reach(&["busy", "busy", "busy", "down", "down", "down"], 10).await;
+        assert!(!done);
+        assert_eq!(calls, 6);
+        let shown: Vec<(u32, u32)> = statuses
+            .iter()
+            .map(|s| (s.attempt, s.max_retries))
+            .collect();
+        assert_eq!(shown, vec![(1, 10), (2, 10), (3, 10), (4, 5), (5, 5)]);
+        let p = RetryPolicy::default();
+        assert!(sleeps[3] <= p.delay_bounds(1).1 && sleeps[4] <= p.delay_bounds(2).1);
+        // A smaller GYRE_MAX_RETRIES lowers the unreachable budget too.
+        let (calls, statuses, _, _) = run_reach(&["down"; 5], 1).await;
+        assert_eq!(calls, 2);
+        assert_eq!(statuses[0].max_retries, 1);
+        let (calls, _, _, _) = run_reach(&["down"; 5], 0).await;
+        assert_eq!(calls, 1);
     }
 
     #[tokio::test]

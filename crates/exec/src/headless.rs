@@ -306,8 +306,14 @@ enum ProgressEvent<'a> {
     },
 }
 
+/// Appended to the retry line of an unreachable API (refused, DNS, TLS): Ctrl+C ends the
+/// turn as an interruption, the session saved.
+const STOP_HINT: &str = " · Ctrl+C stops, nothing is lost";
+
 /// One stderr line for a retry wait, a switch of model, a compaction or a refused tool
 /// call: `API overloaded · retrying in 2 s (attempt 1/10)`,
+/// `Could not reach the API (connection refused): … · retrying in 1 s (attempt 1/2) · Ctrl+C
+/// stops, nothing is lost`,
 /// `big-model is overloaded: switched to small-model for the rest of the session`,
 /// `compacted the conversation (auto): 190000 → 2100 tokens`,
 /// `denied Bash rm -rf build: <why>`.
@@ -325,8 +331,14 @@ fn progress_line(event: &ProgressEvent<'_>) -> String {
             } else {
                 format!("{} s", status.delay_ms.div_ceil(1000))
             };
+            // The few waits before giving up on an unreachable API: stopping loses nothing.
+            let hint = if status.is_unreachable() {
+                STOP_HINT
+            } else {
+                ""
+            };
             format!(
-                "{} · retrying in {wait} (attempt {}/{})",
+                "{} · retrying in {wait} (attempt {}/{}){hint}",
                 reason.replace('\n', " "),
                 status.attempt,
                 status.max_retries
@@ -411,6 +423,19 @@ mod tests {
         assert_eq!(
             progress_line(&ProgressEvent::Retry(&quick)),
             "overloaded · retrying in 20 ms (attempt 2/10)"
+        );
+        let unreachable = RetryStatus {
+            attempt: 1,
+            max_retries: 2,
+            delay_ms: 560,
+            status: None,
+            error: "unreachable".into(),
+            message: "Could not reach the API (connection refused): tcp connect error".into(),
+        };
+        assert_eq!(
+            progress_line(&ProgressEvent::Retry(&unreachable)),
+            "Could not reach the API (connection refused): tcp connect error · retrying in \
+             560 ms (attempt 1/2) · Ctrl+C stops, nothing is lost"
         );
         let denial = PermissionDenial {
             tool_name: "Bash".into(),

@@ -40,8 +40,8 @@ fn text_mode_reports_each_retry_on_stderr_and_prints_the_answer() {
 
 #[test]
 fn an_unreachable_api_is_reported_on_stderr_before_the_first_wait() {
-    // A port nobody listens on: every attempt is refused. With the default budget the
-    // retries take minutes; the first line must come before them, naming the cause.
+    // A port nobody listens on: every attempt is refused. gyre waits about 0.5 s before
+    // the second attempt; the first line must come before that wait, naming the cause.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -71,7 +71,52 @@ fn an_unreachable_api_is_reported_on_stderr_before_the_first_wait() {
     assert!(first.contains(&format!("127.0.0.1:{port}")), "{first}");
     assert!(first.contains("Connection refused"), "{first}");
     assert!(first.contains("retrying in "), "{first}");
-    assert!(first.trim_end().ends_with("(attempt 1/10)"), "{first}");
+    assert!(
+        first
+            .trim_end()
+            .ends_with("(attempt 1/2) · Ctrl+C stops, nothing is lost"),
+        "{first}"
+    );
+    assert_eq!(server.request_count(), 0);
+}
+
+#[test]
+fn an_unreachable_api_gives_up_after_three_attempts() {
+    // Refused on every attempt: not an overload. Two short waits that say stopping is
+    // safe, then the error naming what to check; no ten retries over minutes.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([])).unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .env("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}"))
+        .args(["-p", "hi"]))
+    .unwrap();
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert_eq!(out.stdout, "");
+    let retries: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.contains("retrying in"))
+        .collect();
+    assert_eq!(retries.len(), 2, "{}", out.stderr);
+    for (n, line) in (1..).zip(&retries) {
+        assert!(line.starts_with("gyre: "), "{line}");
+        assert!(line.contains("(connection refused)"), "{line}");
+        assert!(
+            line.ends_with(&format!("(attempt {n}/2) · Ctrl+C stops, nothing is lost")),
+            "{line}"
+        );
+    }
+    let last = out.stderr.lines().last().unwrap_or_default();
+    assert!(!last.contains("retrying in"), "{}", out.stderr);
+    assert!(last.contains("connection refused"), "{}", out.stderr);
+    assert!(last.contains("ANTHROPIC_BASE_URL"), "{}", out.stderr);
     assert_eq!(server.request_count(), 0);
 }
 

@@ -11,8 +11,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use gyre_api::{
     AnthropicClient, ApiError, ClientConfig, ModelClient, ModelEvent, RecordingSleeper,
-    RetryOptions, RetryPolicy, RetryStatus, Sleeper, add_cache_markers, invalid_tool_input,
-    stream_with_retry,
+    RetryOptions, RetryPolicy, RetryStatus, Sleeper, UnreachableReason, add_cache_markers,
+    invalid_tool_input, stream_with_retry,
 };
 use gyre_protocol::{
     AssistantResponse, ContentBlock, Message, MessagesRequest, SystemBlock, ToolDefinition,
@@ -485,30 +485,142 @@ async fn in_stream_overloads_count_toward_the_fallback() {
     assert!(matches!(r.error(), ApiError::FallbackTriggered { .. }));
 }
 
+/// One request to `base_url` with the default budget (10 retries) and a recording
+/// sleeper: the items and the waits.
+async fn run_at(base_url: String) -> (Vec<Result<ModelEvent, ApiError>>, Vec<Duration>) {
+    let client: Arc<dyn ModelClient> =
+        Arc::new(AnthropicClient::new(ClientConfig::new("k").with_base_url(base_url)).unwrap());
+    let sleeper = RecordingSleeper::new();
+    let options = RetryOptions::default().with_sleeper(Arc::new(sleeper.clone()));
+    let items = stream_with_retry(client, request(), options, CancellationToken::new())
+        .collect()
+        .await;
+    (items, sleeper.sleeps())
+}
+
+/// Gave up on an unreachable API for `reason` after 3 attempts (2 short waits, each
+/// shown as "attempt n/2"), with advice that names ANTHROPIC_BASE_URL.
+fn assert_gave_up_unreachable(
+    items: &[Result<ModelEvent, ApiError>],
+    sleeps: &[Duration],
+    reason: UnreachableReason,
+) -> String {
+    let statuses: Vec<(u32, u32, &str)> = items
+        .iter()
+        .filter_map(|i| match i {
+            Ok(ModelEvent::Retry(s)) => Some((s.attempt, s.max_retries, s.error.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        statuses,
+        vec![(1, 2, "unreachable"), (2, 2, "unreachable")],
+        "{items:?}"
+    );
+    assert_eq!(sleeps.len(), 2);
+    let policy = RetryPolicy::default();
+    for (n, d) in (1..).zip(sleeps) {
+        let (lo, hi) = policy.delay_bounds(n);
+        assert!(*d >= lo && *d <= hi, "retry {n}: {d:?}");
+    }
+    let Some(Err(e)) = items.last() else {
+        panic!("{items:?}")
+    };
+    assert_eq!(e.category(), "unreachable");
+    assert!(
+        matches!(e, ApiError::Unreachable { reason: r, .. } if *r == reason),
+        "{e:?}"
+    );
+    let text = e.to_string();
+    assert!(text.contains("ANTHROPIC_BASE_URL"), "{text}");
+    assert!(text.contains(reason.label()), "{text}");
+    text
+}
+
 #[tokio::test]
-async fn connection_refused_is_retried_then_reported() {
+async fn connection_refused_gives_up_after_three_attempts() {
     let port = {
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         l.local_addr().unwrap().port()
     };
-    let client: Arc<dyn ModelClient> = Arc::new(
-        AnthropicClient::new(
-            ClientConfig::new("k").with_base_url(format!("http://127.0.0.1:{port}")),
-        )
-        .unwrap(),
-    );
-    let sleeper = RecordingSleeper::new();
-    let mut options = RetryOptions::default().with_sleeper(Arc::new(sleeper.clone()));
-    options.policy.max_retries = 2;
-    let items: Vec<_> = stream_with_retry(client, request(), options, CancellationToken::new())
-        .collect()
-        .await;
-    assert_eq!(sleeper.sleeps().len(), 2);
+    let (items, sleeps) = run_at(format!("http://127.0.0.1:{port}")).await;
+    let text = assert_gave_up_unreachable(&items, &sleeps, UnreachableReason::Refused);
+    assert!(text.contains(&format!("127.0.0.1:{port}")), "{text}");
+}
+
+#[tokio::test]
+async fn a_host_name_that_does_not_resolve_gives_up_after_three_attempts() {
+    // `.invalid` is reserved (RFC 2606): the local resolver answers "no such name".
+    let (items, sleeps) = run_at("http://gyre-test.invalid".to_owned()).await;
+    let text = assert_gave_up_unreachable(&items, &sleeps, UnreachableReason::Dns);
+    assert!(text.contains("gyre-test.invalid"), "{text}");
+}
+
+#[tokio::test]
+async fn a_failed_tls_handshake_gives_up_after_three_attempts() {
+    // https:// to a server that answers in plain HTTP: the handshake fails locally.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&accepted);
+    let server = tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut hello = [0u8; 1024];
+            let _ = socket.read(&mut hello).await;
+            let _ = socket
+                .write_all(b"HTTP/1.1 400 Bad Request\r\ncontent-length: 0\r\n\r\n")
+                .await;
+            let _ = socket.shutdown().await;
+        }
+    });
+    let (items, sleeps) = run_at(format!("https://127.0.0.1:{port}")).await;
+    server.abort();
+    assert_gave_up_unreachable(&items, &sleeps, UnreachableReason::Tls);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_connection_closed_before_the_response_keeps_the_whole_budget() {
+    // Connected, then closed without an answer: that can heal, so it is not unreachable.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = Arc::clone(&accepted);
+    let server = tokio::spawn(async move {
+        use tokio::io::AsyncReadExt;
+        while let Ok((mut socket, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut head = [0u8; 1024];
+            let _ = socket.read(&mut head).await;
+            drop(socket);
+        }
+    });
+    let (items, sleeps) = run_at(format!("http://127.0.0.1:{port}")).await;
+    server.abort();
+    assert_eq!(sleeps.len(), 10);
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 11);
     let Some(Err(e)) = items.last() else {
         panic!("{items:?}")
     };
-    assert_eq!(e.category(), "connection");
-    assert!(e.to_string().contains("ANTHROPIC_BASE_URL"));
+    assert_ne!(e.category(), "unreachable", "{e:?}");
+}
+
+#[tokio::test]
+async fn an_overloaded_api_still_gets_the_whole_budget() {
+    let r = run((0..12).map(|_| Turn::http_error(529))).await;
+    assert_eq!(r.requests(), 11);
+    assert_eq!(r.sleeps.len(), 10);
+    r.assert_backoff();
+    let shown: Vec<(u32, u32)> = r
+        .retries()
+        .iter()
+        .map(|s| (s.attempt, s.max_retries))
+        .collect();
+    assert_eq!(shown, (1..=10).map(|n| (n, 10)).collect::<Vec<_>>());
+    assert!(r.retries().iter().all(|s| !s.is_unreachable()));
+    assert_eq!(r.error().category(), "overloaded");
 }
 
 #[tokio::test]

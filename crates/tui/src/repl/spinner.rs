@@ -18,6 +18,9 @@ pub enum Status {
         attempt: u32,
         max_retries: u32,
         reason: String,
+        /// One of the few waits before giving up on an unreachable API: the line says
+        /// that stopping loses nothing.
+        stop_hint: bool,
     },
 }
 
@@ -44,11 +47,19 @@ impl Status {
                 attempt,
                 max_retries,
                 reason,
+                stop_hint,
             } => {
                 let left = until.saturating_duration_since(now);
                 // Round up: "retrying in 1 s" until the wait is really over.
                 let secs = left.as_millis().div_ceil(1000);
-                format!("{spin} {reason} · retrying in {secs} s (attempt {attempt}/{max_retries})")
+                let hint = if *stop_hint {
+                    " · Ctrl+C stops, nothing is lost"
+                } else {
+                    ""
+                };
+                format!(
+                    "{spin} {reason} · retrying in {secs} s (attempt {attempt}/{max_retries}){hint}"
+                )
             }
         }
     }
@@ -79,6 +90,7 @@ mod tests {
             attempt: 2,
             max_retries: 10,
             reason: "API overloaded (529)".to_owned(),
+            stop_hint: false,
         };
         assert_eq!(
             status.line(now, 0),
@@ -87,6 +99,23 @@ mod tests {
         assert_eq!(
             status.line(now + Duration::from_millis(600), 0),
             "⠋ API overloaded (529) · retrying in 1 s (attempt 2/10)"
+        );
+    }
+
+    #[test]
+    fn an_unreachable_api_says_stopping_is_safe() {
+        let now = Instant::now();
+        let status = Status::Retry {
+            until: now + Duration::from_millis(600),
+            attempt: 1,
+            max_retries: 2,
+            reason: "Could not reach the API (connection refused): tcp connect error".to_owned(),
+            stop_hint: true,
+        };
+        assert_eq!(
+            status.line(now, 0),
+            "⠋ Could not reach the API (connection refused): tcp connect error · retrying in 1 s \
+             (attempt 1/2) · Ctrl+C stops, nothing is lost"
         );
     }
 }

@@ -245,6 +245,7 @@ impl TurnView {
                     attempt: status.attempt,
                     max_retries: status.max_retries,
                     reason,
+                    stop_hint: status.is_unreachable(),
                 });
             }
             LoopEvent::Tombstone => {

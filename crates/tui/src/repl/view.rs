@@ -640,6 +640,7 @@ mod tests {
             attempt: 2,
             max_retries: 10,
             reason: "The API is overloaded (HTTP 529): the servers are busy; gyre waits as the server asked".into(),
+            stop_hint: false,
         };
         let live = vec!["The answer so far, streamed as it arrives".to_owned()];
         let editor = Editor::new(Vec::new());
