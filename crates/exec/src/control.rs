@@ -3,7 +3,7 @@
 //! Every stdin line is one JSON object: a user message, a `control_request` from the
 //! SDK, a `control_response` answering one of ours, or a `control_cancel_request`.
 //! [`parse_inbound`] sorts them; [`ControlChannel`] sends our own requests
-//! (`can_use_tool`, `hook_callback`) and waits for their answers; [`LineOut`] is the one
+//! (`can_use_tool`, `hook_callback`, `mcp_message`) and waits for their answers; [`LineOut`] is the one
 //! stdout every writer shares, so lines never interleave.
 
 use std::collections::HashMap;
@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use gyre_protocol::{ContentBlock, Message};
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
@@ -21,8 +22,12 @@ use tokio_util::sync::CancellationToken;
 pub enum Inbound {
     /// `{"type":"user","message":{…}}`: a turn to run.
     User(Vec<ContentBlock>),
-    /// `{"type":"control_request","request_id":…,"request":{"subtype":…}}`.
-    Request { request_id: String, request: Value },
+    /// `{"type":"control_request","request_id":…,"request":{"subtype":…}}`; the request,
+    /// or the error that answers it (an unknown subtype, a field of the wrong type).
+    Request {
+        request_id: String,
+        request: Result<ControlRequest, String>,
+    },
     /// `{"type":"control_response","response":{"subtype":"success"|"error",…}}`.
     Response {
         request_id: String,
@@ -32,6 +37,209 @@ pub enum Inbound {
     Cancel { request_id: String },
     /// A line that is none of these: what was wrong with it.
     Invalid(String),
+}
+
+/// A stdin line as the SDK writes it.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum StdinLine {
+    User {
+        message: Message,
+    },
+    /// The request stays an object here: its `request_id` is needed to answer even a
+    /// request that does not parse.
+    ControlRequest {
+        request_id: String,
+        request: Map<String, Value>,
+    },
+    ControlResponse {
+        response: ControlResponse,
+    },
+    ControlCancelRequest {
+        request_id: String,
+    },
+}
+
+/// A `control_response` whose body does not parse (an unknown subtype, an `error`
+/// that is not a string): still the answer to its request, an error one.
+#[derive(Debug, Deserialize)]
+struct AnyResponse {
+    response: RequestId,
+}
+
+#[derive(Debug, Deserialize)]
+struct RequestId {
+    request_id: String,
+}
+
+/// The lines gyre writes for the control protocol.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type")]
+pub enum ControlLine {
+    /// gyre's answer to one of the SDK's requests.
+    #[serde(rename = "control_response")]
+    Response { response: ControlResponse },
+    /// gyre's own request to the SDK.
+    #[serde(rename = "control_request")]
+    Request {
+        request_id: String,
+        request: ClientRequest,
+    },
+    /// gyre no longer waits for the answer to its request `request_id`.
+    #[serde(rename = "control_cancel_request")]
+    CancelRequest { request_id: String },
+}
+
+/// The answer to a control request, either way.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum ControlResponse {
+    Success {
+        request_id: String,
+        #[serde(default)]
+        response: Value,
+    },
+    Error {
+        request_id: String,
+        #[serde(default = "sdk_error")]
+        error: String,
+    },
+}
+
+fn sdk_error() -> String {
+    "the SDK answered with an error".to_owned()
+}
+
+/// A control request the SDK sends, by its `subtype`, with the fields as the SDKs
+/// write them. Fields gyre does not act on are kept as they came.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum ControlRequest {
+    Initialize(Box<Initialize>),
+    Interrupt,
+    SetPermissionMode {
+        mode: String,
+    },
+    /// `null` or no `model`: back to the session's starting model.
+    SetModel {
+        model: Option<String>,
+    },
+    McpStatus,
+    GetContextUsage,
+    RewindFiles {
+        user_message_id: Option<String>,
+    },
+    StopTask {
+        task_id: Option<String>,
+    },
+    McpReconnect {
+        #[serde(rename = "serverName")]
+        server_name: String,
+    },
+    McpToggle {
+        #[serde(rename = "serverName")]
+        server_name: String,
+        enabled: bool,
+    },
+    /// A subtype gyre does not handle. [`ControlRequest::parse`] never returns it: it
+    /// answers with the error naming the subtype instead.
+    #[serde(other)]
+    Unknown,
+}
+
+/// `initialize`: the SDK's hooks and agents, and the options gyre ignores so far.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Initialize {
+    /// `{"PreToolUse":[{"matcher":…,"hookCallbackIds":[…],"timeout":…}]}`; `null` when
+    /// the SDK has none.
+    pub hooks: Option<Value>,
+    /// `{name: {description, prompt, tools, model}}`.
+    pub agents: Option<Value>,
+    pub system_prompt: Option<Value>,
+    pub append_system_prompt: Option<Value>,
+    pub system_prompt_snapshot: Option<Value>,
+    pub exclude_dynamic_sections: Option<Value>,
+    pub skills: Option<Value>,
+    pub forward_subagent_text: Option<Value>,
+    pub mcp_servers: Option<Value>,
+    pub sdk_mcp_servers: Option<Value>,
+    pub json_schema: Option<Value>,
+    pub prompt_suggestions: Option<Value>,
+}
+
+impl ControlRequest {
+    /// The request in a `control_request` line's `request` object.
+    ///
+    /// # Errors
+    /// The error the SDK gets: `unknown control request subtype "…"`, or what is wrong
+    /// with the request, naming the field.
+    pub fn parse(request: &Map<String, Value>) -> Result<Self, String> {
+        let subtype = request
+            .get("subtype")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let unknown = || format!("unknown control request subtype {subtype:?}");
+        match Self::from_map(request) {
+            Ok(Self::Unknown) => Err(unknown()),
+            Ok(known) => Ok(known),
+            Err(_) if subtype.is_empty() => Err(unknown()),
+            Err(e) => Err(match Self::culprit(request, &e) {
+                Some(field) => format!("{subtype}: invalid `{field}`: {e}"),
+                None => format!("{subtype}: {e}"),
+            }),
+        }
+    }
+
+    fn from_map(request: &Map<String, Value>) -> Result<Self, serde_json::Error> {
+        Self::deserialize(&Value::Object(request.clone()))
+    }
+
+    /// The field a type error is about. serde's message for a field of the wrong type
+    /// does not name it (the tagged enum reads the fields from a buffer), but it is the
+    /// first one met: without that field the request fails otherwise (or parses), and
+    /// without any other it fails the same. A missing field is named already.
+    fn culprit<'a>(request: &'a Map<String, Value>, error: &serde_json::Error) -> Option<&'a str> {
+        let error = error.to_string();
+        if error.starts_with("missing field") {
+            return None;
+        }
+        request
+            .keys()
+            .filter(|key| *key != "subtype")
+            .find(|key| {
+                let mut without = request.clone();
+                without.remove(*key);
+                match Self::from_map(&without) {
+                    Ok(_) => true,
+                    Err(e) => e.to_string() != error,
+                }
+            })
+            .map(String::as_str)
+    }
+}
+
+/// The requests gyre sends the SDK, by `subtype`. gyre-core builds them (as JSON);
+/// they are read into this type before they are written.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum ClientRequest {
+    /// A permission question (`--permission-prompt-tool stdio`).
+    CanUseTool {
+        tool_name: String,
+        input: Value,
+        permission_suggestions: Vec<Value>,
+        tool_use_id: String,
+        decision_reason: String,
+    },
+    /// One of the SDK's hook callbacks (registered by `initialize`).
+    HookCallback {
+        callback_id: String,
+        input: Value,
+        tool_use_id: Option<String>,
+    },
+    /// A JSON-RPC message to one of the SDK's own MCP servers.
+    McpMessage { server_name: String, message: Value },
 }
 
 fn truncate(s: &str, n: usize) -> String {
@@ -50,45 +258,56 @@ pub fn parse_inbound(line: &str) -> Inbound {
             ));
         }
     };
-    let str_field = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
-    match v.get("type").and_then(Value::as_str) {
-        Some("user") => {
-            match serde_json::from_value::<Message>(v.get("message").cloned().unwrap_or_default()) {
-                Ok(m) => Inbound::User(m.content.into_vec()),
-                Err(e) => Inbound::Invalid(format!(
-                    "stdin user line has no valid `message` ({e}); expected {{\"role\":\"user\",\"content\":…}}"
-                )),
-            }
-        }
-        Some("control_request") => match (str_field(&v, "request_id"), v.get("request")) {
-            (Some(request_id), Some(request)) if request.is_object() => Inbound::Request {
+    let kind = v.get("type").and_then(Value::as_str).map(str::to_owned);
+    match StdinLine::deserialize(&v) {
+        Ok(StdinLine::User { message }) => Inbound::User(message.content.into_vec()),
+        Ok(StdinLine::ControlRequest {
+            request_id,
+            request,
+        }) => Inbound::Request {
+            request_id,
+            request: ControlRequest::parse(&request),
+        },
+        Ok(StdinLine::ControlResponse { response }) => match response {
+            ControlResponse::Success {
                 request_id,
-                request: request.clone(),
+                response,
+            } => Inbound::Response {
+                request_id,
+                result: Ok(response),
             },
-            _ => Inbound::Invalid(
+            ControlResponse::Error { request_id, error } => Inbound::Response {
+                request_id,
+                result: Err(error),
+            },
+        },
+        Ok(StdinLine::ControlCancelRequest { request_id }) => Inbound::Cancel { request_id },
+        Err(e) => match kind.as_deref() {
+            Some("user") => Inbound::Invalid(format!(
+                "stdin user line has no valid `message` ({e}); expected {{\"role\":\"user\",\"content\":…}}"
+            )),
+            Some("control_request") => Inbound::Invalid(
                 "control_request needs a string `request_id` and an object `request`".to_owned(),
             ),
+            Some("control_response") => match AnyResponse::deserialize(&v) {
+                Ok(AnyResponse {
+                    response: RequestId { request_id },
+                }) => Inbound::Response {
+                    request_id,
+                    result: Err(sdk_error()),
+                },
+                Err(_) => {
+                    Inbound::Invalid("control_response needs `response.request_id`".to_owned())
+                }
+            },
+            Some("control_cancel_request") => {
+                Inbound::Invalid("control_cancel_request needs a `request_id`".to_owned())
+            }
+            other => Inbound::Invalid(format!(
+                "stdin line has type {}, expected user, control_request, control_response or control_cancel_request",
+                other.map_or_else(|| "(none)".to_owned(), |t| format!("{t:?}"))
+            )),
         },
-        Some("control_response") => {
-            let response = v.get("response").cloned().unwrap_or_default();
-            let Some(request_id) = str_field(&response, "request_id") else {
-                return Inbound::Invalid("control_response needs `response.request_id`".to_owned());
-            };
-            let result = match response.get("subtype").and_then(Value::as_str) {
-                Some("success") => Ok(response.get("response").cloned().unwrap_or_default()),
-                _ => Err(str_field(&response, "error")
-                    .unwrap_or_else(|| "the SDK answered with an error".to_owned())),
-            };
-            Inbound::Response { request_id, result }
-        }
-        Some("control_cancel_request") => match str_field(&v, "request_id") {
-            Some(request_id) => Inbound::Cancel { request_id },
-            None => Inbound::Invalid("control_cancel_request needs a `request_id`".to_owned()),
-        },
-        other => Inbound::Invalid(format!(
-            "stdin line has type {}, expected user, control_request, control_response or control_cancel_request",
-            other.map_or_else(|| "(none)".to_owned(), |t| format!("{t:?}"))
-        )),
     }
 }
 
@@ -146,7 +365,7 @@ impl LineOut {
     }
 
     /// Writes one JSON line and flushes it.
-    pub fn line(&self, v: &Value) -> std::io::Result<()> {
+    pub fn line(&self, v: &impl Serialize) -> std::io::Result<()> {
         let mut s = serde_json::to_string(v)?;
         s.push('\n');
         let mut out = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -172,25 +391,30 @@ impl Write for LineOut {
 
 /// `{"type":"control_response","response":{"subtype":"success",…}}`.
 #[must_use]
-pub fn success(request_id: &str, response: &Value) -> Value {
-    json!({
-        "type": "control_response",
-        "response": { "subtype": "success", "request_id": request_id, "response": response },
-    })
+pub fn success(request_id: &str, response: Value) -> ControlLine {
+    ControlLine::Response {
+        response: ControlResponse::Success {
+            request_id: request_id.to_owned(),
+            response,
+        },
+    }
 }
 
 /// `{"type":"control_response","response":{"subtype":"error",…}}`.
 #[must_use]
-pub fn error(request_id: &str, message: &str) -> Value {
-    json!({
-        "type": "control_response",
-        "response": { "subtype": "error", "request_id": request_id, "error": message },
-    })
+pub fn error(request_id: &str, message: &str) -> ControlLine {
+    ControlLine::Response {
+        response: ControlResponse::Error {
+            request_id: request_id.to_owned(),
+            error: message.to_owned(),
+        },
+    }
 }
 
 type Pending = HashMap<String, oneshot::Sender<Result<Value, String>>>;
 
-/// Our requests to the SDK (`can_use_tool`, `hook_callback`) and their answers.
+/// Our requests to the SDK (`can_use_tool`, `hook_callback`, `mcp_message`) and their
+/// answers.
 #[derive(Clone)]
 pub struct ControlChannel {
     out: LineOut,
@@ -214,7 +438,7 @@ impl ControlChannel {
     /// The SDK's error text, a closed stdin, or cancellation.
     pub async fn request(
         &self,
-        request: Value,
+        request: ClientRequest,
         cancel: &CancellationToken,
     ) -> Result<Value, String> {
         let id = format!("gyre_req_{}", self.next.fetch_add(1, Ordering::Relaxed));
@@ -226,7 +450,10 @@ impl ControlChannel {
             };
             map.insert(id.clone(), tx);
         }
-        let line = json!({ "type": "control_request", "request_id": id, "request": request });
+        let line = ControlLine::Request {
+            request_id: id.clone(),
+            request,
+        };
         if let Err(e) = self.out.line(&line) {
             self.forget(&id);
             return Err(format!("could not write to stdout: {e}"));
@@ -235,7 +462,7 @@ impl ControlChannel {
             answer = rx => answer.unwrap_or_else(|_| Err("stdin closed before the SDK answered".to_owned())),
             () = cancel.cancelled() => {
                 self.forget(&id);
-                let _ = self.out.line(&json!({ "type": "control_cancel_request", "request_id": id }));
+                let _ = self.out.line(&ControlLine::CancelRequest { request_id: id });
                 Err("interrupted".to_owned())
             }
         }
@@ -277,6 +504,10 @@ impl gyre_core::ClientRequests for ControlChannel {
         cancel: &'a CancellationToken,
     ) -> gyre_tools::BoxFuture<'a, Result<Value, gyre_core::ClientError>> {
         Box::pin(async move {
+            // gyre-core writes its requests as JSON: read into the protocol's type here.
+            let request = ClientRequest::deserialize(&request).map_err(|e| {
+                gyre_core::ClientError(format!("gyre cannot send this request to the SDK: {e}"))
+            })?;
             Self::request(self, request, cancel)
                 .await
                 .map_err(gyre_core::ClientError)
@@ -294,7 +525,14 @@ impl ControlChannel {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
+
+    fn request(v: &Value) -> Result<ControlRequest, String> {
+        let Value::Object(map) = v else { panic!("{v}") };
+        ControlRequest::parse(map)
+    }
 
     #[test]
     fn sorts_every_kind_of_line() {
@@ -308,7 +546,7 @@ mod tests {
             ),
             Inbound::Request {
                 request_id: "r1".into(),
-                request: json!({"subtype": "interrupt"})
+                request: Ok(ControlRequest::Interrupt)
             }
         );
         assert_eq!(
@@ -354,6 +592,236 @@ mod tests {
     }
 
     #[test]
+    fn every_subtype_parses_from_what_the_sdks_send() {
+        let hooks = json!({"PreToolUse": [{"matcher": "Bash", "hookCallbackIds": ["hook_0"], "timeout": 5}]});
+        let agents = json!({"reviewer": {"description": "Reviews", "prompt": "Review."}});
+        let Ok(ControlRequest::Initialize(init)) = request(&json!({
+            "subtype": "initialize", "hooks": hooks, "agents": agents,
+            "systemPrompt": "be brief", "appendSystemPrompt": "and kind",
+            "sdkMcpServers": ["calc"], "jsonSchema": {"type": "object"},
+            "excludeDynamicSections": true, "skills": ["pdf"], "forwardSubagentText": true,
+        })) else {
+            panic!()
+        };
+        assert_eq!(init.hooks, Some(hooks));
+        assert_eq!(init.agents, Some(agents));
+        assert_eq!(init.system_prompt, Some(json!("be brief")));
+        assert_eq!(init.append_system_prompt, Some(json!("and kind")));
+        assert_eq!(init.sdk_mcp_servers, Some(json!(["calc"])));
+        assert_eq!(init.json_schema, Some(json!({"type": "object"})));
+        assert_eq!(init.skills, Some(json!(["pdf"])));
+        // The Python SDK sends `"hooks": null` when it has none.
+        assert_eq!(
+            request(&json!({"subtype": "initialize", "hooks": null})),
+            Ok(ControlRequest::Initialize(Box::default()))
+        );
+        let cases = [
+            (json!({"subtype": "interrupt"}), ControlRequest::Interrupt),
+            (
+                json!({"subtype": "set_permission_mode", "mode": "acceptEdits"}),
+                ControlRequest::SetPermissionMode {
+                    mode: "acceptEdits".into(),
+                },
+            ),
+            (
+                json!({"subtype": "set_model", "model": "claude-haiku-4-5"}),
+                ControlRequest::SetModel {
+                    model: Some("claude-haiku-4-5".into()),
+                },
+            ),
+            (
+                json!({"subtype": "set_model", "model": null}),
+                ControlRequest::SetModel { model: None },
+            ),
+            (
+                json!({"subtype": "set_model"}),
+                ControlRequest::SetModel { model: None },
+            ),
+            (json!({"subtype": "mcp_status"}), ControlRequest::McpStatus),
+            (
+                json!({"subtype": "get_context_usage"}),
+                ControlRequest::GetContextUsage,
+            ),
+            (
+                json!({"subtype": "rewind_files", "user_message_id": "u"}),
+                ControlRequest::RewindFiles {
+                    user_message_id: Some("u".into()),
+                },
+            ),
+            (
+                json!({"subtype": "stop_task", "task_id": "t1"}),
+                ControlRequest::StopTask {
+                    task_id: Some("t1".into()),
+                },
+            ),
+            (
+                json!({"subtype": "mcp_reconnect", "serverName": "test"}),
+                ControlRequest::McpReconnect {
+                    server_name: "test".into(),
+                },
+            ),
+            (
+                json!({"subtype": "mcp_toggle", "serverName": "test", "enabled": false}),
+                ControlRequest::McpToggle {
+                    server_name: "test".into(),
+                    enabled: false,
+                },
+            ),
+        ];
+        for (wire, expected) in cases {
+            assert_eq!(request(&wire), Ok(expected.clone()), "{wire}");
+            // Fields the SDK may add later do not stop a request.
+            let mut more = wire.clone();
+            more["somethingNew"] = json!({"x": 1});
+            assert_eq!(request(&more), Ok(expected), "{more}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_subtype_is_answered_with_its_name() {
+        assert_eq!(
+            request(&json!({"subtype": "frobnicate", "x": 1})),
+            Err("unknown control request subtype \"frobnicate\"".to_owned())
+        );
+        assert_eq!(
+            request(&json!({"nothing": true})),
+            Err("unknown control request subtype \"\"".to_owned())
+        );
+        assert_eq!(
+            request(&json!({"subtype": 7})),
+            Err("unknown control request subtype \"\"".to_owned())
+        );
+        let line =
+            r#"{"type":"control_request","request_id":"r2","request":{"subtype":"frobnicate"}}"#;
+        assert_eq!(
+            parse_inbound(line),
+            Inbound::Request {
+                request_id: "r2".into(),
+                request: Err("unknown control request subtype \"frobnicate\"".into())
+            }
+        );
+    }
+
+    #[test]
+    fn a_field_of_the_wrong_type_is_named_in_the_error() {
+        let err = request(&json!({"subtype": "set_model", "model": 5, "extra": 1})).unwrap_err();
+        assert!(err.starts_with("set_model: invalid `model`: "), "{err}");
+        assert!(err.contains("integer `5`"), "{err}");
+        let err = request(&json!({"subtype": "mcp_toggle", "serverName": "x", "enabled": "yes"}))
+            .unwrap_err();
+        assert!(err.contains("invalid `enabled`"), "{err}");
+        let err = request(&json!({"subtype": "mcp_reconnect", "serverName": ["x"]})).unwrap_err();
+        assert!(err.contains("invalid `serverName`"), "{err}");
+        let err = request(&json!({"subtype": "mcp_toggle", "serverName": "x"})).unwrap_err();
+        assert_eq!(err, "mcp_toggle: missing field `enabled`");
+        let err = request(&json!({"subtype": "set_permission_mode"})).unwrap_err();
+        assert_eq!(err, "set_permission_mode: missing field `mode`");
+    }
+
+    #[test]
+    fn control_lines_round_trip() {
+        let lines = [
+            (
+                success("r1", json!({"mcpServers": []})),
+                json!({"type": "control_response", "response": {"subtype": "success", "request_id": "r1", "response": {"mcpServers": []}}}),
+            ),
+            (
+                error("r2", "unknown control request subtype \"frobnicate\""),
+                json!({"type": "control_response", "response": {"subtype": "error", "request_id": "r2", "error": "unknown control request subtype \"frobnicate\""}}),
+            ),
+            (
+                ControlLine::CancelRequest {
+                    request_id: "gyre_req_1".into(),
+                },
+                json!({"type": "control_cancel_request", "request_id": "gyre_req_1"}),
+            ),
+        ];
+        for (line, wire) in lines {
+            assert_eq!(serde_json::to_value(&line).unwrap(), wire);
+            assert_eq!(serde_json::from_value::<ControlLine>(wire).unwrap(), line);
+        }
+    }
+
+    #[test]
+    fn the_requests_gyre_core_builds_are_sent_unchanged() {
+        // As gyre-core's gate, hooks and SDK MCP bridge write them.
+        let requests = [
+            json!({
+                "subtype": "can_use_tool",
+                "tool_name": "Bash",
+                "input": {"command": "ls"},
+                "permission_suggestions": [{"type": "addRules", "rules": [{"toolName": "Bash", "ruleContent": "ls"}], "behavior": "allow", "destination": "session"}],
+                "tool_use_id": "toolu_1",
+                "decision_reason": "Bash needs approval",
+            }),
+            json!({"subtype": "hook_callback", "callback_id": "hook_0", "input": {"hook_event_name": "PreToolUse"}, "tool_use_id": "toolu_1"}),
+            json!({"subtype": "hook_callback", "callback_id": "hook_1", "input": {}, "tool_use_id": null}),
+            json!({"subtype": "mcp_message", "server_name": "calc", "message": {"jsonrpc": "2.0", "id": 0, "method": "tools/list"}}),
+        ];
+        for request in requests {
+            let typed = ClientRequest::deserialize(&request).unwrap();
+            let line = ControlLine::Request {
+                request_id: "gyre_req_1".into(),
+                request: typed,
+            };
+            let wire = serde_json::to_value(&line).unwrap();
+            assert_eq!(
+                wire,
+                json!({"type": "control_request", "request_id": "gyre_req_1", "request": request})
+            );
+            assert_eq!(serde_json::from_value::<ControlLine>(wire).unwrap(), line);
+        }
+    }
+
+    #[test]
+    fn an_sdk_answer_that_does_not_parse_still_fails_its_request() {
+        assert_eq!(
+            parse_inbound(
+                r#"{"type":"control_response","response":{"subtype":"cancelled","request_id":"g3"}}"#
+            ),
+            Inbound::Response {
+                request_id: "g3".into(),
+                result: Err("the SDK answered with an error".into())
+            }
+        );
+        assert_eq!(
+            parse_inbound(
+                r#"{"type":"control_response","response":{"subtype":"error","request_id":"g4"}}"#
+            ),
+            Inbound::Response {
+                request_id: "g4".into(),
+                result: Err("the SDK answered with an error".into())
+            }
+        );
+        assert_eq!(
+            parse_inbound(r#"{"type":"control_response","response":{"subtype":"success"}}"#),
+            Inbound::Invalid("control_response needs `response.request_id`".into())
+        );
+        assert_eq!(
+            parse_inbound(r#"{"type":"control_request","request_id":"r1","request":"interrupt"}"#),
+            Inbound::Invalid(
+                "control_request needs a string `request_id` and an object `request`".into()
+            )
+        );
+        assert_eq!(
+            parse_inbound(r#"{"type":"control_cancel_request"}"#),
+            Inbound::Invalid("control_cancel_request needs a `request_id`".into())
+        );
+        let Inbound::Invalid(e) = parse_inbound(r#""not an object""#) else {
+            panic!()
+        };
+        assert!(e.starts_with("stdin line has type (none), expected"), "{e}");
+        let Inbound::Invalid(e) = parse_inbound(r#"{"type":"user","message":{"role":"user"}}"#)
+        else {
+            panic!()
+        };
+        assert!(
+            e.starts_with("stdin user line has no valid `message`"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn orphan_and_duplicate_tool_results_are_refused_and_a_pending_one_accepted() {
         let history = vec![
             Message::user(vec![ContentBlock::text("go")]),
@@ -382,7 +850,10 @@ mod tests {
             tokio::spawn(async move {
                 channel
                     .request(
-                        json!({"subtype": "can_use_tool"}),
+                        ClientRequest::McpMessage {
+                            server_name: "calc".into(),
+                            message: json!({"jsonrpc": "2.0", "method": "ping", "id": 1}),
+                        },
                         &CancellationToken::new(),
                     )
                     .await
@@ -395,7 +866,11 @@ mod tests {
         channel.close();
         let late = channel
             .request(
-                json!({"subtype": "hook_callback"}),
+                ClientRequest::HookCallback {
+                    callback_id: "hook_0".into(),
+                    input: json!({}),
+                    tool_use_id: None,
+                },
                 &CancellationToken::new(),
             )
             .await;

@@ -12,12 +12,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use gyre_loop::InterruptHandle;
 use gyre_protocol::ContentBlock;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::ExecError;
-use crate::control::{self, ControlChannel, Inbound, LineOut};
+use crate::control::{self, ControlChannel, ControlRequest, Inbound, LineOut};
 use crate::headless::{self, Output};
 use crate::stream_json::{self, ContextFacts};
 use gyre_core::gate::Gate;
@@ -126,12 +127,12 @@ impl Dispatcher {
             }
             Inbound::Request {
                 request_id,
-                request,
-            } if matches!(
-                request.get("subtype").and_then(Value::as_str),
-                Some("mcp_reconnect" | "mcp_toggle")
-            ) =>
-            {
+                request:
+                    Ok(
+                        request @ (ControlRequest::McpReconnect { .. }
+                        | ControlRequest::McpToggle { .. }),
+                    ),
+            } => {
                 // Starting a server takes a while: answered when it is done, while other
                 // requests go on.
                 let (out, mcp, channel) = (
@@ -141,7 +142,7 @@ impl Dispatcher {
                 );
                 tokio::spawn(async move {
                     let reply = match mcp_control(&mcp, &channel, &request).await {
-                        Ok(()) => control::success(&request_id, &json!({})),
+                        Ok(()) => control::success(&request_id, empty()),
                         Err(e) => control::error(&request_id, &e),
                     };
                     if let Err(e) = out.line(&reply) {
@@ -153,8 +154,8 @@ impl Dispatcher {
                 request_id,
                 request,
             } => {
-                let reply = match self.answer(&request) {
-                    Ok(body) => control::success(&request_id, &body),
+                let reply = match request.and_then(|request| self.answer(request)) {
+                    Ok(body) => control::success(&request_id, body),
                     Err(e) => control::error(&request_id, &e),
                 };
                 if let Err(e) = self.out.line(&reply) {
@@ -170,16 +171,14 @@ impl Dispatcher {
         }
     }
 
-    fn answer(&self, request: &Value) -> Result<Value, String> {
-        let subtype = request.get("subtype").and_then(Value::as_str).unwrap_or("");
-        let text = |key: &str| request.get(key).and_then(Value::as_str);
-        match subtype {
-            "initialize" => {
-                if let Some(hooks) = request.get("hooks").filter(|h| h.is_object()) {
+    fn answer(&self, request: ControlRequest) -> Result<Value, String> {
+        match request {
+            ControlRequest::Initialize(init) => {
+                if let Some(hooks) = init.hooks.as_ref().filter(|h| h.is_object()) {
                     self.gate.add_sdk_hooks(hooks, self.channel.client());
                 }
                 // The SDK's `agents={…}`: sub-agents the Agent tool offers from now on.
-                if let Some(agents) = request.get("agents").filter(|a| a.is_object()) {
+                if let Some(agents) = init.agents.as_ref().filter(|a| a.is_object()) {
                     let definitions = gyre_loop::parse_agents_json(&agents.to_string())
                         .map_err(|e| format!("initialize: invalid `agents`: {e}"))?;
                     self.agents.add(definitions);
@@ -190,66 +189,145 @@ impl Dispatcher {
                     .unwrap_or_else(PoisonError::into_inner)
                     .model
                     .clone();
-                Ok(json!({
-                    "commands": [],
-                    "agents": self.agents.names(),
-                    "output_style": "default",
-                    "available_output_styles": ["default"],
-                    "models": [{ "value": model, "displayName": model, "description": "" }],
-                    "account": {},
-                    "pid": std::process::id(),
-                }))
+                body(&InitializeResponse::new(self.agents.names(), model))
             }
-            "interrupt" => {
+            ControlRequest::Interrupt => {
                 self.shared
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .interrupts += 1;
                 self.interrupt.interrupt();
-                Ok(json!({}))
+                Ok(empty())
             }
-            "set_permission_mode" => {
-                let mode = text("mode").ok_or("set_permission_mode needs a `mode`")?;
-                self.gate.set_mode(mode)?;
-                Ok(json!({}))
+            ControlRequest::SetPermissionMode { mode } => {
+                self.gate.set_mode(&mode)?;
+                Ok(empty())
             }
-            "set_model" => {
-                let model = text("model").map(str::to_owned);
+            ControlRequest::SetModel { model } => {
                 let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
                 shared.model = model.clone().unwrap_or_else(|| self.default_model.clone());
                 shared.next_model = Some(model);
-                Ok(json!({}))
+                Ok(empty())
             }
-            "mcp_status" => Ok(json!({
-                "mcpServers": gyre_core::mcp_config::sdk_status_entries(&self.mcp)
-            })),
-            "get_context_usage" => {
+            ControlRequest::McpStatus => body(&McpStatusResponse {
+                mcp_servers: gyre_core::mcp_config::sdk_status_entries(&self.mcp),
+            }),
+            ControlRequest::GetContextUsage => {
                 let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
                 let window = self.context.window(&shared.model);
-                #[allow(clippy::cast_precision_loss)]
-                let percentage = shared.context_tokens as f64 * 100.0 / window as f64;
-                Ok(json!({
-                    "categories": [],
-                    "totalTokens": shared.context_tokens,
-                    "maxTokens": window,
-                    "rawMaxTokens": window,
-                    "percentage": percentage,
-                    "model": shared.model,
-                    "isAutoCompactEnabled": self.context.autocompact,
-                    "memoryFiles": [],
-                    "mcpTools": [],
-                    "agents": [],
-                    "gridRows": [],
-                }))
+                body(&ContextUsage::new(
+                    shared.context_tokens,
+                    window,
+                    shared.model.clone(),
+                    self.context.autocompact,
+                ))
             }
-            "rewind_files" => Err(
+            ControlRequest::RewindFiles { .. } => Err(
                 "rewind_files is not supported by gyre: it keeps no file checkpoints".to_owned(),
             ),
-            "stop_task" => Err(format!(
+            ControlRequest::StopTask { task_id } => Err(format!(
                 "no task {:?}: gyre runs no background tasks",
-                text("task_id").unwrap_or("")
+                task_id.as_deref().unwrap_or("")
             )),
-            other => Err(format!("unknown control request subtype {other:?}")),
+            // Answered by `handle` as they take a while; `parse` never yields `Unknown`.
+            ControlRequest::McpReconnect { .. }
+            | ControlRequest::McpToggle { .. }
+            | ControlRequest::Unknown => Err("unexpected control request".to_owned()),
+        }
+    }
+}
+
+/// An empty answer body, `{}`.
+fn empty() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// An answer body as JSON.
+fn body(response: &impl Serialize) -> Result<Value, String> {
+    serde_json::to_value(response).map_err(|e| format!("could not encode the answer: {e}"))
+}
+
+/// The answer to `initialize`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct InitializeResponse {
+    commands: Vec<Value>,
+    /// The sub-agents the Agent tool offers now.
+    agents: Vec<String>,
+    output_style: String,
+    available_output_styles: Vec<String>,
+    models: Vec<ModelInfo>,
+    account: Map<String, Value>,
+    pid: u32,
+}
+
+impl InitializeResponse {
+    fn new(agents: Vec<String>, model: String) -> Self {
+        Self {
+            commands: Vec::new(),
+            agents,
+            output_style: "default".to_owned(),
+            available_output_styles: vec!["default".to_owned()],
+            models: vec![ModelInfo {
+                value: model.clone(),
+                display_name: model,
+                description: String::new(),
+            }],
+            account: Map::new(),
+            pid: std::process::id(),
+        }
+    }
+}
+
+/// One of `initialize`'s `models`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ModelInfo {
+    value: String,
+    display_name: String,
+    description: String,
+}
+
+/// The answer to `mcp_status`: the entries of gyre-core's `sdk_status_entries`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct McpStatusResponse {
+    mcp_servers: Vec<Value>,
+}
+
+/// The answer to `get_context_usage`. gyre knows the total only: the breakdowns are
+/// empty.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ContextUsage {
+    categories: Vec<Value>,
+    total_tokens: u64,
+    max_tokens: u64,
+    raw_max_tokens: u64,
+    percentage: f64,
+    model: String,
+    is_auto_compact_enabled: bool,
+    memory_files: Vec<Value>,
+    mcp_tools: Vec<Value>,
+    agents: Vec<Value>,
+    grid_rows: Vec<Value>,
+}
+
+impl ContextUsage {
+    fn new(total_tokens: u64, window: u64, model: String, autocompact: bool) -> Self {
+        #[allow(clippy::cast_precision_loss)]
+        let percentage = total_tokens as f64 * 100.0 / window as f64;
+        Self {
+            categories: Vec::new(),
+            total_tokens,
+            max_tokens: window,
+            raw_max_tokens: window,
+            percentage,
+            model,
+            is_auto_compact_enabled: autocompact,
+            memory_files: Vec::new(),
+            mcp_tools: Vec::new(),
+            agents: Vec::new(),
+            grid_rows: Vec::new(),
         }
     }
 }
@@ -260,23 +338,21 @@ impl Dispatcher {
 async fn mcp_control(
     mcp: &gyre_mcp::McpServers,
     channel: &ControlChannel,
-    request: &Value,
+    request: &ControlRequest,
 ) -> Result<(), String> {
-    let subtype = request.get("subtype").and_then(Value::as_str).unwrap_or("");
-    let name = request
-        .get("serverName")
-        .and_then(Value::as_str)
-        .ok_or_else(|| format!("{subtype} needs a `serverName`"))?;
+    let (name, enabled) = match request {
+        ControlRequest::McpReconnect { server_name } => (server_name, None),
+        ControlRequest::McpToggle {
+            server_name,
+            enabled,
+        } => (server_name, Some(*enabled)),
+        _ => return Err("not an MCP control request".to_owned()),
+    };
     let sdk = (mcp.transport(name) == Some("sdk"))
         .then(|| gyre_core::mcp_config::sdk_channel(name, &channel.client()));
-    let done = if subtype == "mcp_toggle" {
-        let enabled = request
-            .get("enabled")
-            .and_then(Value::as_bool)
-            .ok_or("mcp_toggle needs a boolean `enabled`")?;
-        mcp.set_enabled(name, enabled, sdk).await
-    } else {
-        mcp.reconnect(name, sdk).await
+    let done = match enabled {
+        Some(enabled) => mcp.set_enabled(name, enabled, sdk).await,
+        None => mcp.reconnect(name, sdk).await,
     };
     done.map_err(|e| e.to_string())
 }
@@ -493,6 +569,58 @@ fn refuse(out: &LineOut, session: &Session, reason: &str) -> Result<(), ExecErro
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Serialises to `wire` (the field names gyre answered with before these types)
+    /// and reads back to itself.
+    fn round_trip<T>(answer: &T, wire: &Value)
+    where
+        T: Serialize + for<'de> Deserialize<'de> + PartialEq + std::fmt::Debug,
+    {
+        assert_eq!(&body(answer).unwrap(), wire);
+        assert_eq!(&serde_json::from_value::<T>(wire.clone()).unwrap(), answer);
+    }
+
+    #[test]
+    fn the_answers_keep_their_wire_names_and_round_trip() {
+        let init = InitializeResponse::new(vec!["reviewer".into()], "claude-sonnet-4-5".into());
+        round_trip(
+            &init,
+            &json!({
+                "commands": [],
+                "agents": ["reviewer"],
+                "output_style": "default",
+                "available_output_styles": ["default"],
+                "models": [{"value": "claude-sonnet-4-5", "displayName": "claude-sonnet-4-5", "description": ""}],
+                "account": {},
+                "pid": std::process::id(),
+            }),
+        );
+        round_trip(
+            &McpStatusResponse {
+                mcp_servers: vec![
+                    json!({"name": "calc", "status": "connected", "config": {"type": "sdk"}, "tools": [{"name": "add"}]}),
+                ],
+            },
+            &json!({"mcpServers": [{"name": "calc", "status": "connected", "config": {"type": "sdk"}, "tools": [{"name": "add"}]}]}),
+        );
+        round_trip(
+            &ContextUsage::new(50_000, 200_000, "claude-sonnet-4-5".into(), true),
+            &json!({
+                "categories": [],
+                "totalTokens": 50_000,
+                "maxTokens": 200_000,
+                "rawMaxTokens": 200_000,
+                "percentage": 25.0,
+                "model": "claude-sonnet-4-5",
+                "isAutoCompactEnabled": true,
+                "memoryFiles": [],
+                "mcpTools": [],
+                "agents": [],
+                "gridRows": [],
+            }),
+        );
+        assert_eq!(empty(), json!({}));
+    }
 
     #[test]
     fn only_a_message_that_is_the_compact_command_compacts() {
