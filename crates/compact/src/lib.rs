@@ -153,8 +153,10 @@ pub use pairing::{PairingError, check_pairing};
 pub use pipeline::{Pipeline, PrepareContext, Prepared, TokenState};
 pub use snip::{parse_snip_marker, snip, snip_marker};
 pub use stage::{Stage, StageReport, StageResult};
+#[cfg(feature = "tiktoken")]
+pub use tokens::TiktokenCounter;
 pub use tokens::{
     BLOCK_OVERHEAD_TOKENS, BytesPerTokenCounter, CachedCounter, ESTIMATE_BYTES_PER_TOKEN,
-    EstimateCounter, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, Measure, TiktokenCounter, TokenCounter,
-    UsageAnchor, measure, tokenizer_loaded,
+    EstimateCounter, IMAGE_TOKENS, MESSAGE_OVERHEAD_TOKENS, Measure, TokenCounter, UsageAnchor,
+    measure, tokenizer_loaded,
 };

@@ -4,10 +4,13 @@
 use std::collections::HashMap;
 use std::collections::hash_map::DefaultHasher;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+#[cfg(feature = "tiktoken")]
+use std::sync::OnceLock;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use gyre_protocol::{ContentBlock, Message, ToolResultContent, ToolResultPart, Usage};
 use serde_json::Value;
+#[cfg(feature = "tiktoken")]
 use tiktoken_rs::CoreBPE;
 
 /// Tokens charged for an image: a full-size image costs about (1092·1092)/750 ≈ 1600.
@@ -96,25 +99,37 @@ fn json_tokens(value: &Value, text: &dyn Fn(&str) -> u64) -> u64 {
     }
 }
 
+#[cfg(feature = "tiktoken")]
 static BPE: OnceLock<Option<CoreBPE>> = OnceLock::new();
 
 /// The BPE tables, built on first use only.
+#[cfg(feature = "tiktoken")]
 fn bpe() -> Option<&'static CoreBPE> {
     BPE.get_or_init(|| tiktoken_rs::cl100k_base().ok()).as_ref()
 }
 
-/// Whether the tokenizer tables have been built in this process.
+/// Whether the tokenizer tables have been built in this process (never, without the
+/// `tiktoken` feature).
 #[must_use]
 pub fn tokenizer_loaded() -> bool {
-    BPE.get().is_some()
+    #[cfg(feature = "tiktoken")]
+    {
+        BPE.get().is_some()
+    }
+    #[cfg(not(feature = "tiktoken"))]
+    {
+        false
+    }
 }
 
 /// The default counter: tiktoken's `cl100k_base` BPE, a close stand-in for Claude's
 /// tokenizer. Tables are built lazily the first time text is counted; if they cannot
-/// be built, four bytes per token is used.
+/// be built, four bytes per token is used. Needs the `tiktoken` feature (on by default).
+#[cfg(feature = "tiktoken")]
 #[derive(Debug, Default, Clone, Copy)]
 pub struct TiktokenCounter;
 
+#[cfg(feature = "tiktoken")]
 impl TokenCounter for TiktokenCounter {
     fn count_text(&self, text: &str) -> u64 {
         if text.is_empty() {
@@ -391,6 +406,7 @@ mod tests {
         assert!(c.count_message(&cited) > c.count_message(&plain) + 8);
     }
 
+    #[cfg(feature = "tiktoken")]
     #[test]
     fn tiktoken_counts_plain_text() {
         let c = TiktokenCounter;
@@ -474,6 +490,11 @@ mod tests {
             "Read",
             serde_json::json!({"file_path": "/a/b.rs", "limit": 10}),
         )]);
+        #[cfg(feature = "tiktoken")]
         assert!(TiktokenCounter.message_upper_bound(&tu) >= TiktokenCounter.count_message(&tu));
+        assert!(
+            BytesPerTokenCounter.message_upper_bound(&tu)
+                >= BytesPerTokenCounter.count_message(&tu)
+        );
     }
 }

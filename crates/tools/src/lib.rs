@@ -35,6 +35,7 @@
 pub mod background;
 pub mod bash;
 mod bash_rules;
+#[cfg(feature = "bench-support")]
 pub mod bench_support;
 mod call;
 pub mod domain;
