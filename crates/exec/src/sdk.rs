@@ -109,6 +109,8 @@ struct Dispatcher {
     context: ContextFacts,
     mcp: Arc<gyre_mcp::McpServers>,
     agents: gyre_loop::AgentCatalog,
+    /// Bash's background shells, which `stop_task` stops.
+    shells: Option<Arc<gyre_tools::background::ShellTable>>,
 }
 
 impl Dispatcher {
@@ -225,10 +227,17 @@ impl Dispatcher {
             ControlRequest::RewindFiles { .. } => Err(
                 "rewind_files is not supported by gyre: it keeps no file checkpoints".to_owned(),
             ),
-            ControlRequest::StopTask { task_id } => Err(format!(
-                "no task {:?}: gyre runs no background tasks",
-                task_id.as_deref().unwrap_or("")
-            )),
+            // gyre's tasks are Bash's background shells: the id is the shell's.
+            ControlRequest::StopTask { task_id } => {
+                let id = task_id.as_deref().unwrap_or("");
+                let Some(shells) = &self.shells else {
+                    return Err(format!(
+                        "no task {id:?}: this session has no background shells"
+                    ));
+                };
+                shells.kill(id)?;
+                Ok(empty())
+            }
             // Answered by `handle` as they take a while; `parse` never yields `Unknown`.
             ControlRequest::McpReconnect { .. }
             | ControlRequest::McpToggle { .. }
@@ -399,6 +408,7 @@ pub async fn run(
         context: session.facts.context,
         mcp: Arc::clone(&session.mcp),
         agents: session.agents.clone(),
+        shells: session.engine.tools().background_shells().cloned(),
     };
     tokio::spawn(async move {
         while let Some(inbound) = inbound_rx.recv().await {

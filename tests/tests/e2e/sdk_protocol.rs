@@ -1195,3 +1195,61 @@ fn context_usage_reports_the_window_and_autocompaction_the_compactor_uses() {
     assert_eq!(usage["isAutoCompactEnabled"], false, "{usage}");
     assert_eq!(window, 50_000);
 }
+
+/// `stop_task` stops a background shell (gyre's tasks): the shell the model started with
+/// `run_in_background` is killed, and an unknown id is an error naming the shells.
+#[test]
+fn stop_task_stops_a_background_shell() {
+    let sandbox = Sandbox::new().unwrap();
+    let marker = format!("sleep 7{}.5", std::process::id() % 1000);
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "Bash",
+            json!({"command": marker.clone(), "run_in_background": true}),
+        ),
+        Turn::text("Started."),
+    ]))
+    .unwrap();
+    let running = |pattern: &str| {
+        std::process::Command::new("pgrep")
+            .args(["-f", pattern])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    let mut stopped = false;
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &["--allowedTools", "Bash"],
+        &[user(&json!("start it"))],
+        |line| match line["type"].as_str() {
+            Some("result") => {
+                assert!(running(&marker), "the shell runs before stop_task");
+                Some(vec![
+                    control("t1", &json!({"subtype": "stop_task", "task_id": "bash_1"})),
+                    control("t2", &json!({"subtype": "stop_task", "task_id": "bash_9"})),
+                ])
+            }
+            Some("control_response") if line["response"]["request_id"] == "t2" => {
+                stopped = !running(&marker);
+                None
+            }
+            _ => Some(Vec::new()),
+        },
+    );
+    assert_eq!(
+        response_to(&lines, "t1")["response"]["subtype"],
+        "success",
+        "{stderr}"
+    );
+    let unknown = response_to(&lines, "t2");
+    assert_eq!(unknown["response"]["subtype"], "error");
+    assert!(
+        unknown["response"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("bash_9"),
+        "{unknown}"
+    );
+    assert!(stopped, "the shell was killed by stop_task");
+}
