@@ -529,6 +529,59 @@ mod tests {
 
     use super::*;
 
+    /// The rows of docs/sdk-protocol.md's control table: `(subtype, direction)`.
+    fn documented() -> Vec<(String, String)> {
+        let doc = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../docs/sdk-protocol.md"
+        ))
+        .unwrap();
+        doc.lines()
+            .filter_map(|l| {
+                let mut cells = l.split('|').map(str::trim).skip(1);
+                let subtype = cells.next()?.strip_prefix('`')?.strip_suffix('`')?;
+                let direction = cells.next()?;
+                direction
+                    .contains('→')
+                    .then(|| (subtype.to_owned(), direction.to_owned()))
+            })
+            .collect()
+    }
+
+    /// The protocol table says what gyre handles: every subtype it lists as sent by the
+    /// SDK is one gyre parses, and the requests gyre sends are exactly those it lists.
+    #[test]
+    fn the_protocol_table_in_the_docs_is_what_gyre_handles() {
+        let rows = documented();
+        let from_sdk: Vec<&str> = rows
+            .iter()
+            .filter(|(_, d)| d.starts_with("SDK"))
+            .map(|(s, _)| s.as_str())
+            .collect();
+        assert!(from_sdk.len() >= 10, "{rows:?}");
+        for subtype in &from_sdk {
+            let request = json!({ "subtype": subtype });
+            let parsed = ControlRequest::parse(request.as_object().unwrap());
+            assert!(
+                !matches!(&parsed, Err(e) if e.starts_with("unknown control request subtype")),
+                "the docs list `{subtype}`, which gyre does not handle"
+            );
+        }
+        // serde names the variants it expects when one is unknown.
+        let err = serde_json::from_value::<ClientRequest>(json!({"subtype": "?"}))
+            .unwrap_err()
+            .to_string();
+        let mut sent: Vec<&str> = err.split('`').skip(3).step_by(2).collect();
+        sent.sort_unstable();
+        let mut to_sdk: Vec<&str> = rows
+            .iter()
+            .filter(|(_, d)| d.starts_with("gyre"))
+            .map(|(s, _)| s.as_str())
+            .collect();
+        to_sdk.sort_unstable();
+        assert_eq!(sent, to_sdk, "{err}");
+    }
+
     fn request(v: &Value) -> Result<ControlRequest, String> {
         let Value::Object(map) = v else { panic!("{v}") };
         ControlRequest::parse(map)
