@@ -54,6 +54,9 @@ const MAX_QUESTION_DETAILS: usize = 6;
 /// Folded Bash outputs Ctrl+O can still show.
 const MAX_FOLDED: usize = 20;
 
+/// How often an open `/bashes` list is drawn again, so its runtimes count.
+const SHELLS_REFRESH: Duration = Duration::from_secs(1);
+
 /// A second Ctrl+C within this long quits.
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
 
@@ -719,7 +722,16 @@ impl Repl {
         }
         loop {
             self.front.draw(&[], &[], None)?;
-            let Some(event) = self.front.next_event().await? else {
+            // While /bashes is open its runtimes keep counting: drawn again each second.
+            let event = if self.front.shells_view.is_some() {
+                match tokio::time::timeout(SHELLS_REFRESH, self.front.next_event()).await {
+                    Ok(event) => event?,
+                    Err(_) => continue,
+                }
+            } else {
+                self.front.next_event().await?
+            };
+            let Some(event) = event else {
                 return Ok(());
             };
             match self.front.on_idle_event(event)? {
@@ -739,10 +751,11 @@ impl Repl {
     fn cycle_mode(&mut self) {
         let next = next_mode(&self.session.gate.mode_name());
         match self.session.gate.set_mode(next) {
+            // The status line says the mode, beside the model, context and cost it keeps.
             Ok(()) => {
                 next.clone_into(&mut self.session.facts.permission_mode);
                 next.clone_into(&mut self.front.status.mode);
-                self.front.hint = Some(format!("permission mode: {next} (Shift+Tab to change)"));
+                self.front.hint = None;
             }
             Err(e) => self.front.hint = Some(e),
         }
@@ -826,7 +839,21 @@ impl Repl {
                         "Compacted: {} → {} tokens",
                         outcome.pre_tokens, outcome.post_tokens
                     ),
-                    Some(Ok(None)) => p.dim("Nothing to compact."),
+                    Some(Ok(None)) => {
+                        let used = match self.front.status.context {
+                            Some((tokens, window)) if window > 0 => format!(
+                                "{tokens} tokens in use, {}% of the {window}-token window",
+                                tokens.saturating_mul(100) / window
+                            ),
+                            _ => "no request sent yet".to_owned(),
+                        };
+                        p.dim(&format!(
+                            "Nothing to compact: the conversation ({} messages, {used}) is all in \
+                             the recent turns compaction keeps as they are; older turns are \
+                             summarised once there are some.",
+                            engine.messages().len()
+                        ))
+                    }
                     Some(Err(e)) => p.red(&format!("✗ Compaction failed: {e}")),
                 }
             }

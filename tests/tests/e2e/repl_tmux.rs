@@ -673,7 +673,7 @@ fn shift_tab_cycles_the_permission_mode_and_the_next_call_follows_it() {
     .unwrap();
     let tmux = start_gyre(&sandbox, &server);
     tmux.key("BTab");
-    tmux.wait_for("permission mode: acceptEdits");
+    tmux.wait_for("claude-sonnet-4-5 · acceptEdits mode");
     // acceptEdits writes without asking.
     tmux.type_line("write a note");
     tmux.wait_for("Wrote the note.");
@@ -686,10 +686,16 @@ fn shift_tab_cycles_the_permission_mode_and_the_next_call_follows_it() {
         status.starts_with("claude-sonnet-4-5 · acceptEdits mode · "),
         "{status}"
     );
+    // Switching again keeps the model, the context and the cost on the status line.
     tmux.key("BTab");
-    tmux.wait_for("permission mode: plan");
+    let pane = tmux.wait_for("claude-sonnet-4-5 · plan mode");
+    let status = pane.lines().last().unwrap();
+    let parts: Vec<&str> = status.split(" · ").collect();
+    assert_eq!(parts[..2], ["claude-sonnet-4-5", "plan mode"], "{status}");
+    assert!(parts[2].starts_with("context "), "{status}");
+    assert!(parts[3].starts_with('$'), "{status}");
     tmux.key("BTab");
-    tmux.wait_for("permission mode: default");
+    tmux.wait_for("claude-sonnet-4-5 · default mode");
     tmux.key("C-d");
     let pane = tmux.wait_for("gyre exited with status");
     assert!(pane.contains("gyre exited with status 0"), "{pane}");
@@ -896,6 +902,13 @@ fn bashes_lists_background_shells_kills_one_and_exit_kills_the_rest() {
         row(&pane, "bash_2").contains("echo $$ > two.pid; exec sleep 301"),
         "{pane}"
     );
+    // The runtimes count while the list is open, with no key pressed.
+    let before = row(&pane, "bash_2");
+    tmux.wait_until("bash_2's runtime to change", |pane| {
+        pane.lines()
+            .find(|l| l.starts_with('│') && l.contains(" bash_2 "))
+            .is_some_and(|now| now != before)
+    });
     tmux.key("k");
     // The outcome line goes into the scrollback first, then the list is drawn again under
     // it: wait for both.
@@ -1472,4 +1485,30 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
     );
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/repl.md");
     std::fs::write(path, doc).unwrap();
+}
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn compact_on_a_short_conversation_says_why_there_is_nothing_to_compact() {
+    let sandbox = Sandbox::new().unwrap();
+    let server =
+        TestServer::spawn(Script::new([Turn::text("Hello.").with_tokens(1_200, 10)])).unwrap();
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("hi");
+    tmux.wait_for("Hello.");
+    tmux.wait_for_prompt();
+    tmux.type_line("/compact");
+    let pane = tmux.wait_for("Nothing to compact");
+    let words = pane.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        words.contains("Nothing to compact: the conversation (2 messages, 1210 tokens in use,"),
+        "{pane}"
+    );
+    assert!(
+        words.contains("older turns are summarised once there are some"),
+        "{pane}"
+    );
+    assert_eq!(server.request_count(), 1, "no summary was asked for");
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited with status");
 }
