@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use futures::StreamExt;
-use gyre_loop::{EngineEvent, JsonlTranscript};
+use gyre_loop::{EngineEvent, JsonlTranscript, LoopEvent};
 use gyre_protocol::ContentBlock;
 use gyre_tools::PromptAnswer;
 use gyre_tools::background::ShellTable;
@@ -134,6 +134,7 @@ pub async fn run(
         gate: Arc::clone(&session.gate),
         shells: session.engine.tools().background_shells().cloned(),
         shells_view: None,
+        stop_on_denial: false,
     };
     let mut repl = Repl {
         session,
@@ -232,6 +233,9 @@ struct Front {
     shells: Option<Arc<ShellTable>>,
     /// `/bashes`' list while it is open.
     shells_view: Option<ShellsView>,
+    /// The user answered a question "no, tell gyre what to do instead": the turn stops
+    /// once the refusal is recorded (its PermissionDenied event).
+    stop_on_denial: bool,
 }
 
 /// Records a Ctrl+C; true when it is the second within [`DOUBLE_CTRL_C`].
@@ -610,6 +614,12 @@ impl Front {
             };
             if let Some(choice) = choice {
                 self.answer(choice)?;
+                // "No, tell gyre what to do instead": the turn stops here, as in Claude
+                // Code, and waits for the user's words instead of sending the refusal
+                // straight back to the model.
+                // The refusal is recorded first (the turn is interrupted when its
+                // PermissionDenied event arrives), so the model reads it next time.
+                self.stop_on_denial |= choice == Choice::Deny;
                 return Ok(Busy::Nothing);
             }
             if key.code == KeyCode::Esc || ctrl_c {
@@ -935,6 +945,11 @@ impl Repl {
                         if let EngineEvent::Result(result) = &event {
                             self.api_ms += result.duration_api_ms;
                         }
+                        if matches!(&event, EngineEvent::Loop(LoopEvent::PermissionDenied { .. }))
+                            && std::mem::take(&mut front.stop_on_denial)
+                        {
+                            interrupt.interrupt();
+                        }
                         view.on_event(event, facts);
                         // Ctrl+O reaches an output folded in this turn while it runs.
                         front.folded.append(&mut view.folded);
@@ -971,6 +986,7 @@ impl Repl {
         }
         // A question left on screen (the user quit) is answered no by dropping it.
         front.question = None;
+        front.stop_on_denial = false;
         if let Some(tokens) = view.context_tokens {
             front.status.context = Some((tokens, facts.context.window(&facts.model)));
         }

@@ -472,10 +472,27 @@ fn always_saves_the_rule_edits_show_a_diff_and_the_status_line_counts_down_retri
         pane.contains("always allowed in this folder: Edit(//"),
         "{pane}"
     );
+    // "No" stops the turn and waits for the user's words; they go to the model with the
+    // refusal, in the next request.
+    let requests = server.request_count();
     tmux.key("n");
+    let pane = tmux.wait_for("Interrupted · tell gyre what to do instead");
+    assert!(pane.contains("  ? denied"), "{pane}");
+    tmux.wait_for_prompt();
+    assert_eq!(
+        server.request_count(),
+        requests,
+        "the refusal waited for the user"
+    );
+    tmux.type_line("list with dir instead");
     tmux.wait_for("Edited and listed.");
     let pane = tmux.wait_for_prompt();
-    assert!(pane.contains("  ? denied"), "{pane}");
+    let last = server.requests().last().unwrap().body.to_string();
+    assert!(
+        last.contains("The user denied permission to use Bash"),
+        "{last}"
+    );
+    assert!(last.contains("list with dir instead"), "{last}");
     // The status line: model, mode, context use of the last request in %, cost.
     let status = pane.lines().last().unwrap();
     let parts: Vec<&str> = status.split(" · ").collect();
@@ -534,9 +551,14 @@ fn a_long_command_is_shown_whole_above_its_question_and_the_answers_stay_on_scre
         assert!(pane.contains(shown), "{shown:?} missing:\n{pane}");
     }
     tmux.key("n");
-    tmux.wait_for("Not run.");
+    tmux.wait_for("Interrupted · tell gyre what to do instead");
     let pane = tmux.wait_for_prompt();
     assert!(pane.contains("  ? denied"), "{pane}");
+    assert_eq!(
+        server.request_count(),
+        1,
+        "the refusal waits for the user's words"
+    );
     tmux.key("C-d");
     tmux.wait_for("gyre exited with status 0");
 }
