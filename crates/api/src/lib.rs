@@ -96,5 +96,8 @@ pub use retry::{
     RecordingSleeper, RetryClassify, RetryContext, RetryError, RetryEvent, RetryOptions,
     RetryPolicy, RetryStatus, RetryStream, Sleeper, TokioSleeper, UNATTENDED_MAX_DELAY, with_retry,
 };
-pub use sse::{chunk_text, encode_sse, sse_events};
+pub use sse::{
+    MAX_SSE_LINE_BYTES, ServerSentEvent, SseError, chunk_text, encode_sse, server_sent_events,
+    sse_events,
+};
 pub use stream::{ModelEvent, ModelEventStream, stream_with_retry};

@@ -1,7 +1,11 @@
 //! Server-sent events: bytes on the wire to [`StreamEvent`]s and back.
+//!
+//! [`server_sent_events`] is the one `text/event-stream` decoder of gyre: the Messages
+//! API stream ([`sse_events`]) and gyre-mcp's legacy HTTP+SSE transport both read
+//! through it.
 
 use bytes::{Buf as _, Bytes, BytesMut};
-use futures::{Stream, StreamExt};
+use futures::{Stream, StreamExt, TryStreamExt};
 use gyre_protocol::StreamEvent;
 
 use crate::ApiError;
@@ -11,35 +15,99 @@ use crate::ApiError;
 /// bound one endless line would take all memory.
 pub const MAX_SSE_LINE_BYTES: usize = 32 * 1024 * 1024;
 
-/// Decodes a byte stream of `text/event-stream` into Messages API events.
+/// One event of a `text/event-stream`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerSentEvent {
+    /// Its `event:` field, empty when it had none (see [`ServerSentEvent::name`]).
+    pub event: String,
+    /// Its `data:` lines, joined with `\n`; never empty (an event without data is not
+    /// dispatched).
+    pub data: String,
+}
+
+impl ServerSentEvent {
+    /// The event's type: its `event:` field, `message` when it named none.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        if self.event.is_empty() {
+            "message"
+        } else {
+            &self.event
+        }
+    }
+}
+
+/// Why an event stream could not be decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SseError {
+    /// A line, or one event's data, over [`MAX_SSE_LINE_BYTES`].
+    #[error(
+        "the event stream sent {what} over {} MiB; gave up on this response",
+        MAX_SSE_LINE_BYTES / (1024 * 1024)
+    )]
+    TooLarge {
+        /// `a line` or `an event`.
+        what: &'static str,
+    },
+    /// An event's data is not UTF-8.
+    #[error("event stream is not UTF-8: {0}")]
+    NotUtf8(#[from] std::str::Utf8Error),
+}
+
+/// Decodes a byte stream of `text/event-stream` into its events.
 ///
-/// Each SSE event's `data` is one JSON event; its `type` field (not the SSE `event:`
-/// line) decides what it is. Events with empty data are skipped; unknown event types
-/// become [`StreamEvent::Unknown`]. A transport error ends the stream with that error,
-/// malformed data with [`ApiError::InvalidResponse`], and so does a line or an event
-/// over `MAX_SSE_LINE_BYTES` (32 MiB) — not retried: the same request would get the same answer.
+/// Comments, `id` and `retry` fields and events without data are skipped. A transport
+/// error ends the stream with that error; so does an [`SseError`] (a line or an event
+/// over `MAX_SSE_LINE_BYTES`, 32 MiB; data that is not UTF-8), turned into `E`.
 ///
 /// Parsing is linear in the bytes received however the network chunks them: each byte
 /// is looked at once when searching for the end of its line.
+pub fn server_sent_events<S, B, E>(
+    bytes: S,
+) -> impl Stream<Item = Result<ServerSentEvent, E>> + Send
+where
+    S: Stream<Item = Result<B, E>> + Send,
+    B: Into<Bytes> + Send,
+    E: From<SseError> + Send,
+{
+    let mut decoder = SseDecoder::default();
+    let mut failed = false;
+    bytes.flat_map(move |item| {
+        let out: Vec<Result<ServerSentEvent, E>> = if failed {
+            Vec::new()
+        } else {
+            match item {
+                Ok(chunk) => decoder
+                    .feed(&chunk.into())
+                    .into_iter()
+                    .map(|event| event.map_err(E::from))
+                    .collect(),
+                Err(e) => vec![Err(e)],
+            }
+        };
+        failed |= out.iter().any(Result::is_err);
+        futures::stream::iter(out)
+    })
+}
+
+/// Decodes a byte stream of `text/event-stream` into Messages API events.
+///
+/// Each SSE event's `data` is one JSON event; its `type` field (not the SSE `event:`
+/// line) decides what it is. Unknown event types become [`StreamEvent::Unknown`]. Errors
+/// are [`server_sent_events`]'s, as [`ApiError`]s; malformed data is
+/// [`ApiError::InvalidResponse`], and so is an [`SseError`] — not retried: the same
+/// request would get the same answer.
 pub fn sse_events<S, B, E>(bytes: S) -> impl Stream<Item = Result<StreamEvent, ApiError>> + Send
 where
     S: Stream<Item = Result<B, E>> + Send,
     B: Into<Bytes> + Send,
     E: Into<ApiError> + Send,
 {
-    let mut decoder = SseDecoder::default();
-    let mut failed = false;
-    bytes.flat_map(move |item| {
-        let out: Vec<Result<StreamEvent, ApiError>> = if failed {
-            Vec::new()
-        } else {
-            match item {
-                Ok(chunk) => decoder.feed(&chunk.into()),
-                Err(e) => vec![Err(e.into())],
-            }
-        };
-        failed |= out.iter().any(Result::is_err);
-        futures::stream::iter(out)
+    server_sent_events(bytes.map_err(Into::into)).map(|event| {
+        let event = event?;
+        serde_json::from_str::<StreamEvent>(&event.data).map_err(|e| ApiError::InvalidResponse {
+            message: format!("could not parse SSE event `{}`: {e}", event.name()),
+        })
     })
 }
 
@@ -57,13 +125,13 @@ struct SseDecoder {
 }
 
 impl SseDecoder {
-    /// Takes one chunk; returns the events it completed (parsed) and any error.
-    fn feed(&mut self, mut chunk: &[u8]) -> Vec<Result<StreamEvent, ApiError>> {
+    /// Takes one chunk; returns the events it completed and any error.
+    fn feed(&mut self, mut chunk: &[u8]) -> Vec<Result<ServerSentEvent, SseError>> {
         let mut out = Vec::new();
         while !chunk.is_empty() {
             let Some(end) = chunk.iter().position(|&b| b == b'\n') else {
                 if self.line.len() + chunk.len() > MAX_SSE_LINE_BYTES {
-                    out.push(Err(too_large("a line")));
+                    out.push(Err(SseError::TooLarge { what: "a line" }));
                     return out;
                 }
                 self.line.extend_from_slice(chunk);
@@ -76,7 +144,7 @@ impl SseDecoder {
                 &chunk[..end]
             } else {
                 if joined.len() + end > MAX_SSE_LINE_BYTES {
-                    out.push(Err(too_large("a line")));
+                    out.push(Err(SseError::TooLarge { what: "a line" }));
                     return out;
                 }
                 joined.extend_from_slice(&chunk[..end]);
@@ -104,7 +172,7 @@ impl SseDecoder {
     }
 
     /// One `name: value` line of the event being read.
-    fn field(&mut self, line: &[u8]) -> Result<(), ApiError> {
+    fn field(&mut self, line: &[u8]) -> Result<(), SseError> {
         if line.starts_with(b":") {
             return Ok(()); // a comment
         }
@@ -121,7 +189,7 @@ impl SseDecoder {
         match name {
             b"data" => {
                 if self.data.len() + value.len() + 1 > MAX_SSE_LINE_BYTES {
-                    return Err(too_large("an event"));
+                    return Err(SseError::TooLarge { what: "an event" });
                 }
                 if self.has_data {
                     self.data.push(b'\n');
@@ -130,41 +198,22 @@ impl SseDecoder {
                 self.has_data = true;
             }
             b"event" => self.event = String::from_utf8_lossy(value).into_owned(),
-            // `id` and `retry` steer reconnection, which a Messages stream never does.
+            // `id` and `retry` steer reconnection, which neither reader does.
             _ => {}
         }
         Ok(())
     }
 
-    /// The blank line that ends an event: parses its data (an event without data is
-    /// skipped).
-    fn dispatch(&mut self) -> Result<Option<StreamEvent>, ApiError> {
+    /// The blank line that ends an event: the event, if it has data.
+    fn dispatch(&mut self) -> Result<Option<ServerSentEvent>, SseError> {
         let event = std::mem::take(&mut self.event);
         let data = std::mem::take(&mut self.data);
-        let has_data = std::mem::replace(&mut self.has_data, false);
-        if !has_data || data.is_empty() {
+        self.has_data = false;
+        if data.is_empty() {
             return Ok(None);
         }
-        let data = std::str::from_utf8(&data).map_err(|e| ApiError::InvalidResponse {
-            message: format!("event stream is not UTF-8: {e}"),
-        })?;
-        serde_json::from_str::<StreamEvent>(data)
-            .map(Some)
-            .map_err(|e| ApiError::InvalidResponse {
-                message: format!(
-                    "could not parse SSE event `{}`: {e}",
-                    if event.is_empty() { "message" } else { &event }
-                ),
-            })
-    }
-}
-
-fn too_large(what: &str) -> ApiError {
-    ApiError::InvalidResponse {
-        message: format!(
-            "the event stream sent {what} over {} MiB; gave up on this response",
-            MAX_SSE_LINE_BYTES / (1024 * 1024)
-        ),
+        let data = String::from_utf8(data).map_err(|e| e.utf8_error())?;
+        Ok(Some(ServerSentEvent { event, data }))
     }
 }
 
@@ -295,6 +344,42 @@ mod tests {
         )
         .await;
         assert_eq!(out, vec![Ok(StreamEvent::Ping)]);
+    }
+
+    #[tokio::test]
+    async fn raw_events_carry_their_name_and_joined_data() {
+        let chunks: Vec<Result<Bytes, SseError>> = chunk_text(
+            ": keep-alive\n\nevent: endpoint\ndata: /m?s=1\n\nevent: empty\n\n\
+             data: a\ndata:b\n\n",
+            4,
+        )
+        .into_iter()
+        .map(Ok)
+        .collect();
+        let out: Vec<_> = server_sent_events(futures::stream::iter(chunks))
+            .collect()
+            .await;
+        let endpoint = ServerSentEvent {
+            event: "endpoint".into(),
+            data: "/m?s=1".into(),
+        };
+        let message = ServerSentEvent {
+            event: String::new(),
+            data: "a\nb".into(),
+        };
+        assert_eq!(out, vec![Ok(endpoint), Ok(message.clone())]);
+        assert_eq!(message.name(), "message");
+    }
+
+    #[tokio::test]
+    async fn data_that_is_not_utf8_ends_the_stream() {
+        let chunks = vec![Ok::<_, SseError>(Bytes::from_static(
+            b"data: \xff\n\ndata: x\n\n",
+        ))];
+        let out: Vec<_> = server_sent_events(futures::stream::iter(chunks))
+            .collect()
+            .await;
+        assert!(matches!(out[..], [Err(SseError::NotUtf8(_))]), "{out:?}");
     }
 
     #[test]

@@ -7,12 +7,12 @@ use std::collections::BTreeMap;
 use std::pin::Pin;
 use std::time::Duration;
 
-use futures::{Sink, Stream, StreamExt, future};
+use futures::{Sink, Stream, StreamExt, TryStreamExt, future};
+use gyre_api::{ServerSentEvent, SseError, server_sent_events};
 use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
-use sse_stream::{Sse, SseStream};
 
 use crate::server::StartError;
 
@@ -53,17 +53,17 @@ pub(crate) enum SseEvent {
 }
 
 /// What one event means for the client connected to `base`.
-pub(crate) fn classify(event: &Sse, base: &Url) -> SseEvent {
-    let data = event.data.as_deref().unwrap_or_default().trim();
-    match event.event.as_deref() {
-        Some("endpoint") => match base.join(data) {
+pub(crate) fn classify(event: &ServerSentEvent, base: &Url) -> SseEvent {
+    let data = event.data.trim();
+    match event.name() {
+        "endpoint" => match base.join(data) {
             Ok(url) => SseEvent::Endpoint(url),
             Err(e) => {
                 tracing::warn!("MCP SSE server sent an endpoint {data:?} that is no URL: {e}");
                 SseEvent::Ignored
             }
         },
-        Some("message") | None if !data.is_empty() => {
+        "message" if !data.is_empty() => {
             match serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(data) {
                 Ok(message) => SseEvent::Message(Box::new(message)),
                 Err(e) => {
@@ -73,6 +73,17 @@ pub(crate) fn classify(event: &Sse, base: &Url) -> SseEvent {
             }
         }
         _ => SseEvent::Ignored,
+    }
+}
+
+/// Why the event stream broke off: the transport's error with its causes, or the
+/// decoder's.
+#[derive(Debug)]
+struct StreamError(String);
+
+impl From<SseError> for StreamError {
+    fn from(e: SseError) -> Self {
+        Self(e.to_string())
     }
 }
 
@@ -132,14 +143,18 @@ pub(crate) async fn connect(
                 response.status()
             )));
         }
-        let mut events = SseStream::from_bytes_stream(response.bytes_stream());
+        let mut events = Box::pin(server_sent_events(
+            response
+                .bytes_stream()
+                .map_err(|e| StreamError(with_causes(&e))),
+        ));
         loop {
             match events.next().await {
                 Some(Ok(event)) => match classify(&event, &base) {
                     SseEvent::Endpoint(endpoint) => return Ok((endpoint, events)),
                     SseEvent::Message(_) | SseEvent::Ignored => {}
                 },
-                Some(Err(e)) => {
+                Some(Err(StreamError(e))) => {
                     return Err(StartError::Sse(format!("reading the event stream: {e}")));
                 }
                 None => {
@@ -161,7 +176,7 @@ pub(crate) async fn connect(
     };
     let messages = events
         .take_while(|event| {
-            if let Err(e) = event {
+            if let Err(StreamError(e)) = event {
                 tracing::debug!("MCP SSE stream ended: {e}");
             }
             future::ready(event.is_ok())
@@ -201,13 +216,13 @@ pub(crate) async fn connect(
 
 /// The events of a complete SSE body, for tests of [`classify`].
 #[cfg(test)]
-async fn events_of(body: &'static str) -> Vec<Sse> {
+async fn events_of(body: &'static str) -> Vec<ServerSentEvent> {
     let chunks = body
         .as_bytes()
         .chunks(7)
-        .map(|c| Ok::<_, std::convert::Infallible>(bytes::Bytes::copy_from_slice(c)))
+        .map(|c| Ok::<_, SseError>(bytes::Bytes::copy_from_slice(c)))
         .collect::<Vec<_>>();
-    SseStream::from_bytes_stream(futures::stream::iter(chunks))
+    server_sent_events(futures::stream::iter(chunks))
         .filter_map(|e| future::ready(e.ok()))
         .collect()
         .await
