@@ -6,7 +6,9 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use gyre_tools::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+};
 use serde_json::Value;
 
 /// The tool's name, as Claude Code names it.
@@ -94,7 +96,7 @@ impl Tool for StructuredOutput {
     }
 
     /// The whole schema, beyond the runner's own check of types and required fields.
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         let problems = self.problems(input);
         if problems.is_empty() {
             return Ok(());
@@ -110,7 +112,7 @@ impl Tool for StructuredOutput {
         message.push_str(&format!(
             "\nCall {NAME} again with input that matches the schema."
         ));
-        Err(message)
+        Err(message.into())
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
@@ -168,7 +170,7 @@ mod tests {
         let good = serde_json::json!({"answer": 42, "tags": ["ok"], "unit": "m"});
         assert_eq!(t.validate_input(&good, &ctx), Ok(()));
         let bad = serde_json::json!({"answer": 420, "tags": ["ok", "ok", "No"], "unit": "km"});
-        let err = t.validate_input(&bad, &ctx).unwrap_err();
+        let err = t.validate_input(&bad, &ctx).unwrap_err().to_string();
         assert!(err.starts_with("InputValidationError"), "{err}");
         for (path, what) in [
             ("/answer", "420 is greater than the maximum of 100"),
@@ -183,7 +185,7 @@ mod tests {
             );
         }
         let extra = serde_json::json!({"answer": 1, "tags": ["a"], "note": "hi"});
-        let err = t.validate_input(&extra, &ctx).unwrap_err();
+        let err = t.validate_input(&extra, &ctx).unwrap_err().to_string();
         assert!(
             err.contains("- (root): ") && err.contains("'note'"),
             "{err}"

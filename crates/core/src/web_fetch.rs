@@ -13,7 +13,9 @@ use std::time::{Duration, Instant};
 use gyre_loop::{QueryDeps, SubagentEvent, SubagentSender};
 use gyre_protocol::{ContentBlock, Message};
 use gyre_tools::domain::url_host;
-use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use gyre_tools::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+};
 use reqwest::Url;
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -288,9 +290,9 @@ impl Tool for WebFetchTool {
         gyre_tools::schema::input_schema::<WebFetchInput>()
     }
 
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         let raw = input.get("url").and_then(Value::as_str).unwrap_or_default();
-        normalize(raw).map(|_| ())
+        normalize(raw).map(|_| ()).map_err(ToolInputError::from)
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {

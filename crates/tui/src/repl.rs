@@ -550,7 +550,7 @@ impl Front {
                         panel.note = Some(note.clone());
                         self.print(&[note])?;
                     }
-                    Err(e) => panel.note = Some(e),
+                    Err(e) => panel.note = Some(e.to_string()),
                 }
             }
             KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | 'c') => self.shells_view = None,
@@ -863,7 +863,7 @@ impl Repl {
             }
             ["kill", id] => match shells.kill(id) {
                 Ok(command) => format!("Killed {id} ({command})"),
-                Err(e) => p.red(&e),
+                Err(e) => p.red(&e.to_string()),
             },
             _ => p.red("Usage: /bashes opens the background shells; /bashes kill ID stops one"),
         })
