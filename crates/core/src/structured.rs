@@ -29,6 +29,22 @@ pub fn take(slot: &Slot) -> Option<Value> {
     slot.lock().unwrap_or_else(PoisonError::into_inner).take()
 }
 
+/// A `--json-schema` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaFlagError {
+    /// The text is not JSON.
+    #[error("--json-schema is not valid JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// A schema whose `type` is not `object`: a tool's input always is one.
+    #[error(
+        "--json-schema must be an object schema ({{\"type\":\"object\",\"properties\":…}}): tool input is always an object"
+    )]
+    NotObjectSchema,
+    /// Not a valid JSON Schema (a `$ref` to another document included).
+    #[error("--json-schema is not a valid JSON Schema: {0}")]
+    Invalid(#[source] Box<jsonschema::ValidationError<'static>>),
+}
+
 /// Problems listed in one error result; the rest are counted.
 const MAX_LISTED_PROBLEMS: usize = 10;
 
@@ -50,17 +66,13 @@ impl StructuredOutput {
     /// # Errors
     /// A schema that is not JSON, not an object schema, or not a valid JSON Schema
     /// (a `$ref` to another document included: nothing is fetched).
-    pub fn from_flag(text: &str, slot: Slot) -> Result<Self, String> {
-        let schema: Value = serde_json::from_str(text)
-            .map_err(|e| format!("--json-schema is not valid JSON: {e}"))?;
+    pub fn from_flag(text: &str, slot: Slot) -> Result<Self, SchemaFlagError> {
+        let schema: Value = serde_json::from_str(text).map_err(SchemaFlagError::NotJson)?;
         if schema.get("type").and_then(Value::as_str) != Some("object") {
-            return Err(
-                "--json-schema must be an object schema ({\"type\":\"object\",\"properties\":…}): tool input is always an object"
-                    .to_owned(),
-            );
+            return Err(SchemaFlagError::NotObjectSchema);
         }
         let validator = jsonschema::validator_for(&schema)
-            .map_err(|e| format!("--json-schema is not a valid JSON Schema: {e}"))?;
+            .map_err(|e| SchemaFlagError::Invalid(Box::new(e)))?;
         Ok(Self {
             schema,
             validator,
@@ -198,6 +210,7 @@ mod tests {
             StructuredOutput::from_flag(&schema.to_string(), Slot::default())
                 .err()
                 .unwrap()
+                .to_string()
         };
         let err =
             refused(serde_json::json!({"type": "object", "properties": {"a": {"type": "integr"}}}));
@@ -213,12 +226,14 @@ mod tests {
         assert!(StructuredOutput::from_flag(r#"{"type":"object"}"#, slot.clone()).is_ok());
         let err = StructuredOutput::from_flag(r#"{"type":"string"}"#, slot.clone())
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("object schema"), "{err}");
         assert!(
             StructuredOutput::from_flag("{", slot)
                 .err()
                 .unwrap()
+                .to_string()
                 .contains("not valid JSON")
         );
     }

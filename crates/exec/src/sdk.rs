@@ -210,7 +210,7 @@ impl Dispatcher {
             }
             "set_permission_mode" => {
                 let mode = text("mode").ok_or("set_permission_mode needs a `mode`")?;
-                self.gate.set_mode(mode)?;
+                self.gate.set_mode(mode).map_err(|e| e.to_string())?;
                 Ok(json!({}))
             }
             "set_model" => {

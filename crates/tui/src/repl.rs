@@ -744,7 +744,7 @@ impl Repl {
                 next.clone_into(&mut self.front.status.mode);
                 self.front.hint = Some(format!("permission mode: {next} (Shift+Tab to change)"));
             }
-            Err(e) => self.front.hint = Some(e),
+            Err(e) => self.front.hint = Some(e.to_string()),
         }
     }
 
