@@ -15,7 +15,7 @@ use gyre_loop::{
 use gyre_protocol::{ContentBlock, Message, Role};
 use gyre_tools::{
     BoxFuture, CanUseTool, InputDecision, ModeHandle, PermissionDecision, PermissionMode,
-    PermissionPrompt, Permissions, Tool, ToolCall, ToolCallOutcome, ToolContext,
+    PermissionPrompt, Permissions, RuleError, Tool, ToolCall, ToolCallOutcome, ToolContext,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -35,6 +35,36 @@ pub const MODE_NAMES: [&str; 7] = [
     "auto",
 ];
 
+/// A permission mode name gyre does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown permission mode {name:?}: use one of {}", MODE_NAMES.join(", "))]
+pub struct UnknownMode {
+    /// The name given.
+    pub name: String,
+}
+
+/// Why the gate's policy could not be built or changed; nothing changed then.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GateError {
+    /// An unknown permission mode.
+    #[error(transparent)]
+    Mode(#[from] UnknownMode),
+    /// A malformed permission rule.
+    #[error(transparent)]
+    Rule(#[from] RuleError),
+    /// A permission update `addRules` whose `behavior` is not allow, deny or ask.
+    #[error("addRules with behavior {0:?}")]
+    AddRulesBehavior(Option<String>),
+}
+
+/// A prompt a UserPromptSubmit hook refused (a block, or `continue: false`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct PromptBlocked {
+    /// The hook's reason.
+    pub reason: String,
+}
+
 /// A permission mode by its Claude Code name. `dontAsk` is the default policy that never
 /// asks (an "ask" is a denial); `auto` is the default policy.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,20 +75,17 @@ pub struct ModeName {
 }
 
 impl std::str::FromStr for ModeName {
-    type Err = String;
+    type Err = UnknownMode;
 
-    fn from_str(s: &str) -> Result<Self, String> {
+    fn from_str(s: &str) -> Result<Self, UnknownMode> {
         // `manual` is Claude Code's other name for default.
         let s = if s == "manual" { "default" } else { s };
         let (mode, never_ask) = match s {
             "dontAsk" => (PermissionMode::Default, true),
             "auto" => (PermissionMode::Default, false),
             other => (
-                other.parse().map_err(|_| {
-                    format!(
-                        "unknown permission mode {other:?}: use one of {}",
-                        MODE_NAMES.join(", ")
-                    )
+                other.parse().map_err(|_| UnknownMode {
+                    name: other.to_owned(),
                 })?,
                 false,
             ),
@@ -114,13 +141,13 @@ impl std::fmt::Debug for Gate {
 
 impl Gate {
     /// # Errors
-    /// A malformed rule.
+    /// [`GateError::Rule`] for a malformed rule.
     pub fn new(
         mode: ModeName,
         rules: Rules,
         prompt: Option<Arc<dyn PermissionPrompt>>,
         hooks: Hooks,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, GateError> {
         let handle = ModeHandle::default();
         let permissions = Arc::new(build_permissions(&mode, &rules, prompt.as_ref(), &handle)?);
         Ok(Self {
@@ -174,8 +201,8 @@ impl Gate {
     /// `set_permission_mode`.
     ///
     /// # Errors
-    /// An unknown mode name.
-    pub fn set_mode(&self, name: &str) -> Result<(), String> {
+    /// [`GateError::Mode`] for an unknown mode name.
+    pub fn set_mode(&self, name: &str) -> Result<(), GateError> {
         let mode: ModeName = name.parse()?;
         self.rebuild(|policy| {
             policy.mode = mode;
@@ -186,8 +213,8 @@ impl Gate {
     /// Changes the mode or rules and rebuilds the policy from them.
     fn rebuild(
         &self,
-        change: impl FnOnce(&mut Policy) -> Result<(), String>,
-    ) -> Result<(), String> {
+        change: impl FnOnce(&mut Policy) -> Result<(), GateError>,
+    ) -> Result<(), GateError> {
         let mut policy = self.policy.write().unwrap_or_else(PoisonError::into_inner);
         let mut next = Policy {
             mode: policy.mode.clone(),
@@ -208,8 +235,9 @@ impl Gate {
     /// skipped.
     ///
     /// # Errors
-    /// A malformed rule or an unknown mode; nothing is applied then.
-    pub fn apply_updates(&self, updates: &[Value]) -> Result<(), String> {
+    /// A [`GateError`]: a malformed rule, an unknown mode or `addRules` behavior;
+    /// nothing is applied then.
+    pub fn apply_updates(&self, updates: &[Value]) -> Result<(), GateError> {
         self.rebuild(|policy| {
             for update in updates {
                 let kind = update.get("type").and_then(Value::as_str).unwrap_or("");
@@ -219,7 +247,9 @@ impl Gate {
                             Some("allow") => &mut policy.rules.allow,
                             Some("deny") => &mut policy.rules.deny,
                             Some("ask") => &mut policy.rules.ask,
-                            other => return Err(format!("addRules with behavior {other:?}")),
+                            other => {
+                                return Err(GateError::AddRulesBehavior(other.map(str::to_owned)));
+                            }
                         };
                         for rule in update
                             .get("rules")
@@ -463,9 +493,8 @@ fn build_permissions(
     rules: &Rules,
     prompt: Option<&Arc<dyn PermissionPrompt>>,
     handle: &ModeHandle,
-) -> Result<Permissions, String> {
-    let permissions = Permissions::from_rules(mode.mode, &rules.allow, &rules.ask, &rules.deny)
-        .map_err(|e| e.to_string())?
+) -> Result<Permissions, RuleError> {
+    let permissions = Permissions::from_rules(mode.mode, &rules.allow, &rules.ask, &rules.deny)?
         .with_mode_handle(handle.clone());
     Ok(match prompt {
         Some(p) => permissions.with_prompt(Arc::clone(p)),
@@ -631,11 +660,14 @@ impl StopHook for Gate {
 
 /// UserPromptSubmit hooks: a block refuses the prompt; additional context rides along
 /// as another text block of the same message.
+///
+/// # Errors
+/// [`PromptBlocked`] with the hook's reason when a hook refuses the prompt.
 pub async fn prompt_hooks(
     gate: &Gate,
     engine: &QueryEngine,
     mut content: Vec<ContentBlock>,
-) -> Result<Vec<ContentBlock>, String> {
+) -> Result<Vec<ContentBlock>, PromptBlocked> {
     let hooks = gate.hooks();
     if !hooks.has(HookEvent::UserPromptSubmit) {
         return Ok(content);
@@ -659,7 +691,7 @@ pub async fn prompt_hooks(
         )
         .await;
     if let Some(reason) = verdict.block.or(verdict.stop) {
-        return Err(reason);
+        return Err(PromptBlocked { reason });
     }
     content.extend(verdict.context.into_iter().map(ContentBlock::text));
     Ok(content)
@@ -702,7 +734,8 @@ mod tests {
                 json!({"type": "addRules", "behavior": "maybe", "rules": []}),
             ])
             .unwrap_err();
-        assert!(err.contains("maybe"), "{err}");
+        assert_eq!(err, GateError::AddRulesBehavior(Some("maybe".to_owned())));
+        assert!(err.to_string().contains("maybe"), "{err}");
         assert_eq!(g.mode_name(), "acceptEdits", "a bad update applies nothing");
     }
 
@@ -783,6 +816,7 @@ mod tests {
         assert!("dontAsk".parse::<ModeName>().unwrap().never_ask);
         assert!(!"auto".parse::<ModeName>().unwrap().never_ask);
         let err = "sideways".parse::<ModeName>().unwrap_err();
-        assert!(err.contains("dontAsk"), "{err}");
+        assert_eq!(err.name, "sideways");
+        assert!(err.to_string().contains("dontAsk"), "{err}");
     }
 }

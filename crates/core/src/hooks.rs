@@ -286,7 +286,7 @@ impl Hooks {
             };
             let (output, outcome_name) = match &outcome {
                 Ok(output) => (output.to_string(), "success"),
-                Err(e) => (e.clone(), "error"),
+                Err(e) => (e.to_string(), "error"),
             };
             self.report(json!({
                 "subtype": "hook_response", "hook_id": hook_id, "hook_name": hook_name,
@@ -317,9 +317,9 @@ impl Hooks {
         input: &Value,
         timeout: Duration,
         cancel: &CancellationToken,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, HookError> {
         let Some(channel) = &self.channel else {
-            return Err("no SDK to call".to_owned());
+            return Err(HookError::NoSdk);
         };
         let request = json!({
             "subtype": "hook_callback",
@@ -327,10 +327,14 @@ impl Hooks {
             "input": input,
             "tool_use_id": tool_use_id,
         });
-        tokio::time::timeout(timeout, channel.request(request, cancel))
-            .await
-            .map_err(|_| format!("the hook callback {id} did not answer in {timeout:?}"))?
-            .map_err(|e| e.0)
+        Ok(
+            tokio::time::timeout(timeout, channel.request(request, cancel))
+                .await
+                .map_err(|_| HookError::CallbackTimeout {
+                    id: id.to_owned(),
+                    timeout,
+                })??,
+        )
     }
 
     async fn run_command(
@@ -339,7 +343,8 @@ impl Hooks {
         event: HookEvent,
         input: &Value,
         timeout: Duration,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, HookError> {
+        let command_name = || command.to_owned();
         let mut child = tokio::process::Command::new("sh")
             .arg("-c")
             .arg(command)
@@ -350,15 +355,24 @@ impl Hooks {
             .stderr(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .map_err(|e| format!("could not start hook `{command}`: {e}"))?;
+            .map_err(|source| HookError::Start {
+                command: command_name(),
+                source,
+            })?;
         if let Some(mut stdin) = child.stdin.take() {
             // A hook that does not read its input is fine: ignore a broken pipe.
             let _ = stdin.write_all(input.to_string().as_bytes()).await;
         }
         let out = tokio::time::timeout(timeout, child.wait_with_output())
             .await
-            .map_err(|_| format!("hook `{command}` timed out after {timeout:?}"))?
-            .map_err(|e| format!("hook `{command}`: {e}"))?;
+            .map_err(|_| HookError::TimedOut {
+                command: command_name(),
+                timeout,
+            })?
+            .map_err(|source| HookError::Wait {
+                command: command_name(),
+                source,
+            })?;
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         match out.status.code() {
@@ -367,8 +381,10 @@ impl Hooks {
             Some(0) => {
                 let trimmed = stdout.trim();
                 if trimmed.starts_with('{') {
-                    serde_json::from_str(trimmed)
-                        .map_err(|e| format!("hook `{command}` printed invalid JSON: {e}"))
+                    serde_json::from_str(trimmed).map_err(|source| HookError::InvalidJson {
+                        command: command_name(),
+                        source,
+                    })
                 } else if matches!(event, HookEvent::UserPromptSubmit | HookEvent::PreCompact)
                     && !trimmed.is_empty()
                 {
@@ -377,12 +393,47 @@ impl Hooks {
                     Ok(json!({}))
                 }
             }
-            code => Err(format!(
-                "hook `{command}` exited with {code:?}: {}",
-                stderr.trim()
-            )),
+            code => Err(HookError::Exit {
+                command: command_name(),
+                code,
+                stderr: stderr.trim().to_owned(),
+            }),
         }
     }
+}
+
+/// Why a hook gave no answer; reported as the hook's output and logged.
+#[derive(Debug, thiserror::Error)]
+enum HookError {
+    #[error("no SDK to call")]
+    NoSdk,
+    #[error("the hook callback {id} did not answer in {timeout:?}")]
+    CallbackTimeout { id: String, timeout: Duration },
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
+    #[error("could not start hook `{command}`: {source}")]
+    Start {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("hook `{command}` timed out after {timeout:?}")]
+    TimedOut { command: String, timeout: Duration },
+    #[error("hook `{command}`: {source}")]
+    Wait {
+        command: String,
+        source: std::io::Error,
+    },
+    #[error("hook `{command}` printed invalid JSON: {source}")]
+    InvalidJson {
+        command: String,
+        source: serde_json::Error,
+    },
+    #[error("hook `{command}` exited with {code:?}: {stderr}")]
+    Exit {
+        command: String,
+        code: Option<i32>,
+        stderr: String,
+    },
 }
 
 /// One entry of a matcher of a hooks map, with the matcher's fields.

@@ -21,7 +21,7 @@ use gyre_tools::{PermissionMode, PermissionPrompt, ToolContext, ToolRegistry};
 use crate::env::Environment;
 use crate::error::CoreError;
 use crate::facts::SessionFacts;
-use crate::gate::{Gate, ModeName, Rules};
+use crate::gate::{Gate, ModeName, Rules, UnknownMode};
 use crate::hooks::{HookBase, Hooks};
 use crate::options::{Resume, SessionOptions, split_tool_list};
 use crate::settings::Settings;
@@ -212,7 +212,7 @@ pub fn build(
     let structured = match &cli.json_schema {
         Some(schema) => Some(
             StructuredOutput::from_flag(schema, Arc::clone(&structured_slot))
-                .map_err(CoreError::Invalid)?,
+                .map_err(|e| CoreError::Invalid(e.to_string()))?,
         ),
         None => None,
     };
@@ -231,7 +231,7 @@ pub fn build(
         .as_deref()
         .unwrap_or("default")
         .parse()
-        .map_err(CoreError::Invalid)?;
+        .map_err(|e: UnknownMode| CoreError::Invalid(e.to_string()))?;
     let mut working_dirs = vec![cwd.to_path_buf()];
     for dir in &cli.add_dir {
         let abs = if dir.is_absolute() {
@@ -271,7 +271,7 @@ pub fn build(
             prompt.filter(|_| interactive),
             hooks,
         )
-        .map_err(CoreError::Invalid)?,
+        .map_err(|e| CoreError::Invalid(e.to_string()))?,
     );
     let permissions = gate.permissions();
     let offered = |name: &str| cli.tools.is_empty() || only.iter().any(|t| t == name);
@@ -437,7 +437,7 @@ pub fn build(
     let transcript_health = transcript.health();
     // Thinking goes on the main loop's requests, not on compaction summaries.
     let thinking = Thinking::from_flags(cli.max_thinking_tokens, cli.thinking.as_deref())
-        .map_err(CoreError::Invalid)?;
+        .map_err(|e| CoreError::Invalid(e.to_string()))?;
     let loop_deps: Arc<dyn gyre_loop::QueryDeps> = match thinking {
         Some(t) => Arc::new(ThinkingDeps::new(deps, t)),
         None => deps,

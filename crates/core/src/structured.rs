@@ -6,7 +6,9 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use gyre_tools::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+};
 use serde_json::Value;
 
 /// The tool's name, as Claude Code names it.
@@ -25,6 +27,22 @@ pub type Slot = Arc<Mutex<Option<Value>>>;
 #[must_use]
 pub fn take(slot: &Slot) -> Option<Value> {
     slot.lock().unwrap_or_else(PoisonError::into_inner).take()
+}
+
+/// A `--json-schema` that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaFlagError {
+    /// The text is not JSON.
+    #[error("--json-schema is not valid JSON: {0}")]
+    NotJson(#[source] serde_json::Error),
+    /// A schema whose `type` is not `object`: a tool's input always is one.
+    #[error(
+        "--json-schema must be an object schema ({{\"type\":\"object\",\"properties\":…}}): tool input is always an object"
+    )]
+    NotObjectSchema,
+    /// Not a valid JSON Schema (a `$ref` to another document included).
+    #[error("--json-schema is not a valid JSON Schema: {0}")]
+    Invalid(#[source] Box<jsonschema::ValidationError<'static>>),
 }
 
 /// Problems listed in one error result; the rest are counted.
@@ -48,17 +66,13 @@ impl StructuredOutput {
     /// # Errors
     /// A schema that is not JSON, not an object schema, or not a valid JSON Schema
     /// (a `$ref` to another document included: nothing is fetched).
-    pub fn from_flag(text: &str, slot: Slot) -> Result<Self, String> {
-        let schema: Value = serde_json::from_str(text)
-            .map_err(|e| format!("--json-schema is not valid JSON: {e}"))?;
+    pub fn from_flag(text: &str, slot: Slot) -> Result<Self, SchemaFlagError> {
+        let schema: Value = serde_json::from_str(text).map_err(SchemaFlagError::NotJson)?;
         if schema.get("type").and_then(Value::as_str) != Some("object") {
-            return Err(
-                "--json-schema must be an object schema ({\"type\":\"object\",\"properties\":…}): tool input is always an object"
-                    .to_owned(),
-            );
+            return Err(SchemaFlagError::NotObjectSchema);
         }
         let validator = jsonschema::validator_for(&schema)
-            .map_err(|e| format!("--json-schema is not a valid JSON Schema: {e}"))?;
+            .map_err(|e| SchemaFlagError::Invalid(Box::new(e)))?;
         Ok(Self {
             schema,
             validator,
@@ -94,7 +108,7 @@ impl Tool for StructuredOutput {
     }
 
     /// The whole schema, beyond the runner's own check of types and required fields.
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         let problems = self.problems(input);
         if problems.is_empty() {
             return Ok(());
@@ -110,7 +124,7 @@ impl Tool for StructuredOutput {
         message.push_str(&format!(
             "\nCall {NAME} again with input that matches the schema."
         ));
-        Err(message)
+        Err(message.into())
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
@@ -168,7 +182,7 @@ mod tests {
         let good = serde_json::json!({"answer": 42, "tags": ["ok"], "unit": "m"});
         assert_eq!(t.validate_input(&good, &ctx), Ok(()));
         let bad = serde_json::json!({"answer": 420, "tags": ["ok", "ok", "No"], "unit": "km"});
-        let err = t.validate_input(&bad, &ctx).unwrap_err();
+        let err = t.validate_input(&bad, &ctx).unwrap_err().to_string();
         assert!(err.starts_with("InputValidationError"), "{err}");
         for (path, what) in [
             ("/answer", "420 is greater than the maximum of 100"),
@@ -183,7 +197,7 @@ mod tests {
             );
         }
         let extra = serde_json::json!({"answer": 1, "tags": ["a"], "note": "hi"});
-        let err = t.validate_input(&extra, &ctx).unwrap_err();
+        let err = t.validate_input(&extra, &ctx).unwrap_err().to_string();
         assert!(
             err.contains("- (root): ") && err.contains("'note'"),
             "{err}"
@@ -196,6 +210,7 @@ mod tests {
             StructuredOutput::from_flag(&schema.to_string(), Slot::default())
                 .err()
                 .unwrap()
+                .to_string()
         };
         let err =
             refused(serde_json::json!({"type": "object", "properties": {"a": {"type": "integr"}}}));
@@ -211,12 +226,14 @@ mod tests {
         assert!(StructuredOutput::from_flag(r#"{"type":"object"}"#, slot.clone()).is_ok());
         let err = StructuredOutput::from_flag(r#"{"type":"string"}"#, slot.clone())
             .err()
-            .unwrap();
+            .unwrap()
+            .to_string();
         assert!(err.contains("object schema"), "{err}");
         assert!(
             StructuredOutput::from_flag("{", slot)
                 .err()
                 .unwrap()
+                .to_string()
                 .contains("not valid JSON")
         );
     }

@@ -17,6 +17,14 @@ const MIN_BUDGET: u32 = 1024;
 /// The budget of `--thinking enabled` without `--max-thinking-tokens`.
 const DEFAULT_BUDGET: u32 = 10_000;
 
+/// A `--thinking` value gyre does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--thinking {mode:?}: use adaptive, enabled or disabled")]
+pub struct UnknownThinkingMode {
+    /// The value given.
+    pub mode: String,
+}
+
 /// What the flags ask for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Thinking {
@@ -31,16 +39,19 @@ impl Thinking {
     /// `None`: no thinking (`0`, `disabled`, or neither flag).
     ///
     /// # Errors
-    /// An unknown `--thinking` value.
-    pub fn from_flags(max_tokens: Option<u32>, mode: Option<&str>) -> Result<Option<Self>, String> {
+    /// [`UnknownThinkingMode`] for an unknown `--thinking` value.
+    pub fn from_flags(
+        max_tokens: Option<u32>,
+        mode: Option<&str>,
+    ) -> Result<Option<Self>, UnknownThinkingMode> {
         match (mode, max_tokens) {
             (Some("disabled"), _) | (None, None | Some(0)) => Ok(None),
             (Some("adaptive"), _) => Ok(Some(Self::Adaptive)),
             (Some("enabled"), None | Some(0)) => Ok(Some(Self::Budget(DEFAULT_BUDGET))),
             (Some("enabled") | None, Some(n)) => Ok(Some(Self::Budget(n))),
-            (Some(other), _) => Err(format!(
-                "--thinking {other:?}: use adaptive, enabled or disabled"
-            )),
+            (Some(other), _) => Err(UnknownThinkingMode {
+                mode: other.to_owned(),
+            }),
         }
     }
 
@@ -133,6 +144,7 @@ mod tests {
         assert!(
             Thinking::from_flags(None, Some("loud"))
                 .unwrap_err()
+                .to_string()
                 .contains("adaptive")
         );
     }

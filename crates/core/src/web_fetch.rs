@@ -13,8 +13,10 @@ use std::time::{Duration, Instant};
 use gyre_loop::{QueryDeps, SubagentEvent, SubagentSender};
 use gyre_protocol::{ContentBlock, Message};
 use gyre_tools::domain::url_host;
-use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
-use reqwest::Url;
+use gyre_tools::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+};
+use reqwest::{StatusCode, Url};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
@@ -74,25 +76,74 @@ fn is_local(host: &str) -> bool {
     matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
 }
 
+/// `url::ParseError`, named through reqwest's `Url` (gyre-core does not depend on `url`).
+type UrlParseError = <Url as std::str::FromStr>::Err;
+
+/// A URL WebFetch will not fetch; the message is the model's `<tool_use_error>`.
+#[derive(Debug, thiserror::Error)]
+enum UrlError {
+    #[error("Invalid URL {raw:?}: {source}")]
+    Invalid { raw: String, source: UrlParseError },
+    #[error("Cannot upgrade {raw} to https")]
+    Upgrade { raw: String },
+    #[error("Unsupported URL scheme {scheme:?}: use http or https")]
+    Scheme { scheme: String },
+    #[error("The URL {raw:?} has no host")]
+    NoHost { raw: String },
+}
+
+/// Why a page could not be fetched; the message is the call's error result.
+#[derive(Debug, thiserror::Error)]
+enum FetchError {
+    #[error("Failed to fetch {url}: {source}")]
+    Request { url: Url, source: reqwest::Error },
+    #[error("{url} answered {status} without a Location")]
+    NoLocation { url: Url, status: StatusCode },
+    #[error("{url} redirects to a bad URL {location:?}: {source}")]
+    BadRedirect {
+        url: Url,
+        location: String,
+        source: UrlParseError,
+    },
+    #[error("Failed to fetch {url}: HTTP {status}")]
+    Status { url: Url, status: StatusCode },
+    #[error("{url} is larger than {MAX_BODY_BYTES} bytes")]
+    TooLarge { url: Url },
+    #[error("Failed to read the page: {0}")]
+    Read(#[source] reqwest::Error),
+    #[error("The page is larger than {MAX_BODY_BYTES} bytes")]
+    PageTooLarge,
+    #[error("Could not convert {url}: {source}")]
+    Convert { url: Url, source: std::io::Error },
+    #[error("{start} redirected more than {MAX_REDIRECTS} times")]
+    TooManyRedirects { start: Url },
+}
+
 /// `url` parsed, http upgraded to https unless the host is this machine.
-fn normalize(raw: &str) -> Result<Url, String> {
-    let mut url = Url::parse(raw).map_err(|e| format!("Invalid URL {raw:?}: {e}"))?;
+fn normalize(raw: &str) -> Result<Url, UrlError> {
+    let mut url = Url::parse(raw).map_err(|source| UrlError::Invalid {
+        raw: raw.to_owned(),
+        source,
+    })?;
     match url.scheme() {
         "https" => {}
         "http" => {
             if !url.host_str().is_some_and(is_local) {
-                url.set_scheme("https")
-                    .map_err(|()| format!("Cannot upgrade {raw} to https"))?;
+                url.set_scheme("https").map_err(|()| UrlError::Upgrade {
+                    raw: raw.to_owned(),
+                })?;
             }
         }
         other => {
-            return Err(format!(
-                "Unsupported URL scheme {other:?}: use http or https"
-            ));
+            return Err(UrlError::Scheme {
+                scheme: other.to_owned(),
+            });
         }
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("The URL {raw:?} has no host"));
+        return Err(UrlError::NoHost {
+            raw: raw.to_owned(),
+        });
     }
     Ok(url)
 }
@@ -138,25 +189,35 @@ impl WebFetchTool {
             .map(|(_, page)| page.clone())
     }
 
-    async fn fetch(&self, start: Url) -> Result<Fetched, String> {
+    async fn fetch(&self, start: Url) -> Result<Fetched, FetchError> {
         let mut url = start.clone();
         for _ in 0..=MAX_REDIRECTS {
-            let response = self
-                .http
-                .get(url.clone())
-                .send()
-                .await
-                .map_err(|e| format!("Failed to fetch {url}: {e}"))?;
+            let response =
+                self.http
+                    .get(url.clone())
+                    .send()
+                    .await
+                    .map_err(|source| FetchError::Request {
+                        url: url.clone(),
+                        source,
+                    })?;
             let status = response.status();
             if status.is_redirection() {
                 let location = response
                     .headers()
                     .get(reqwest::header::LOCATION)
                     .and_then(|v| v.to_str().ok())
-                    .ok_or_else(|| format!("{url} answered {status} without a Location"))?;
+                    .ok_or_else(|| FetchError::NoLocation {
+                        url: url.clone(),
+                        status,
+                    })?;
                 let next = url
                     .join(location)
-                    .map_err(|e| format!("{url} redirects to a bad URL {location:?}: {e}"))?;
+                    .map_err(|source| FetchError::BadRedirect {
+                        url: url.clone(),
+                        location: location.to_owned(),
+                        source,
+                    })?;
                 if !same_host(&url, &next) {
                     return Ok(Fetched::Redirect {
                         from: start.to_string(),
@@ -168,7 +229,7 @@ impl WebFetchTool {
                 continue;
             }
             if !status.is_success() {
-                return Err(format!("Failed to fetch {url}: HTTP {status}"));
+                return Err(FetchError::Status { url, status });
             }
             let is_html = response
                 .headers()
@@ -179,20 +240,18 @@ impl WebFetchTool {
                 .content_length()
                 .is_some_and(|n| n > MAX_BODY_BYTES as u64)
             {
-                return Err(format!("{url} is larger than {MAX_BODY_BYTES} bytes"));
+                return Err(FetchError::TooLarge { url });
             }
             let body = read_capped(response).await?;
             let text = String::from_utf8_lossy(&body).into_owned();
             let page = if is_html {
-                htmd::convert(&text).map_err(|e| format!("Could not convert {url}: {e}"))?
+                htmd::convert(&text).map_err(|source| FetchError::Convert { url, source })?
             } else {
                 text
             };
             return Ok(Fetched::Page(cut(page)));
         }
-        Err(format!(
-            "{start} redirected more than {MAX_REDIRECTS} times"
-        ))
+        Err(FetchError::TooManyRedirects { start })
     }
 
     async fn run(&self, input: WebFetchInput, ctx: &ToolContext) -> ToolOutput {
@@ -221,7 +280,7 @@ impl WebFetchTool {
                         "REDIRECT DETECTED: The URL redirects to a different host.\n\nOriginal URL: {from}\nRedirect URL: {to}\nStatus: {status}\n\nTo read it, call WebFetch again with the redirect URL."
                     ));
                 }
-                Err(e) => return ToolOutput::error(e),
+                Err(e) => return ToolOutput::error(e.to_string()),
             }
         };
         let question = format!(
@@ -252,15 +311,11 @@ impl WebFetchTool {
 }
 
 /// The body, failing past [`MAX_BODY_BYTES`].
-async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+async fn read_capped(mut response: reqwest::Response) -> Result<Vec<u8>, FetchError> {
     let mut body = Vec::new();
-    while let Some(chunk) = response
-        .chunk()
-        .await
-        .map_err(|e| format!("Failed to read the page: {e}"))?
-    {
+    while let Some(chunk) = response.chunk().await.map_err(FetchError::Read)? {
         if body.len() + chunk.len() > MAX_BODY_BYTES {
-            return Err(format!("The page is larger than {MAX_BODY_BYTES} bytes"));
+            return Err(FetchError::PageTooLarge);
         }
         body.extend_from_slice(&chunk);
     }
@@ -288,9 +343,11 @@ impl Tool for WebFetchTool {
         gyre_tools::schema::input_schema::<WebFetchInput>()
     }
 
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         let raw = input.get("url").and_then(Value::as_str).unwrap_or_default();
-        normalize(raw).map(|_| ())
+        normalize(raw)
+            .map(|_| ())
+            .map_err(|e| ToolInputError::new(e.to_string()))
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
@@ -385,9 +442,15 @@ mod tests {
         assert!(
             normalize("ftp://example.com")
                 .unwrap_err()
+                .to_string()
                 .contains("scheme")
         );
-        assert!(normalize("nonsense").unwrap_err().contains("Invalid URL"));
+        assert!(
+            normalize("nonsense")
+                .unwrap_err()
+                .to_string()
+                .contains("Invalid URL")
+        );
     }
 
     #[test]

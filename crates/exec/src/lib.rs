@@ -203,7 +203,7 @@ pub async fn run(
             vec![ContentBlock::text(prompt)],
         )
         .await
-        .map_err(ExecError::PromptBlocked)?;
+        .map_err(|blocked| ExecError::PromptBlocked(blocked.reason))?;
         let result = headless::run_turn(
             &mut session.engine,
             content,

@@ -202,7 +202,7 @@ impl Dispatcher {
                 Ok(empty())
             }
             ControlRequest::SetPermissionMode { mode } => {
-                self.gate.set_mode(&mode)?;
+                self.gate.set_mode(&mode).map_err(|e| e.to_string())?;
                 Ok(empty())
             }
             ControlRequest::SetModel { model } => {
@@ -235,7 +235,7 @@ impl Dispatcher {
                         "no task {id:?}: this session has no background shells"
                     ));
                 };
-                shells.kill(id)?;
+                shells.kill(id).map_err(|e| e.to_string())?;
                 Ok(empty())
             }
             // Answered by `handle` as they take a while; `parse` never yields `Unknown`.

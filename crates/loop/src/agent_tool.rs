@@ -11,8 +11,8 @@ use std::sync::Arc;
 use futures::StreamExt;
 use gyre_protocol::{ContentBlock, Message, Role, SystemBlock, Usage};
 use gyre_tools::{
-    BoxFuture, CanUseTool, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput,
-    ToolRegistry,
+    BoxFuture, CanUseTool, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError,
+    ToolOutput, ToolRegistry,
 };
 use schemars::JsonSchema;
 use serde::Deserialize;
@@ -377,9 +377,9 @@ impl Tool for AgentTool {
         gyre_tools::schema::input_schema::<AgentInput>()
     }
 
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         match input.get("subagent_type").and_then(Value::as_str) {
-            Some(kind) if self.definition(kind).is_none() => Err(self.unknown(kind)),
+            Some(kind) if self.definition(kind).is_none() => Err(self.unknown(kind).into()),
             _ => Ok(()),
         }
     }

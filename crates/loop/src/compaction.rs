@@ -1,6 +1,6 @@
 //! The seam between the loop and context compaction.
 
-use gyre_compact::{Trigger, UsageAnchor};
+use gyre_compact::{CompactError, Trigger, UsageAnchor};
 use gyre_protocol::Message;
 use gyre_tools::BoxFuture;
 use serde::{Deserialize, Serialize};
@@ -30,20 +30,47 @@ pub struct PreparedContext {
     pub at_blocking_limit: bool,
 }
 
+/// Why context compaction failed. A failed [`ContextCompactor::prepare`] sends the
+/// history as it is; a failed `/compact` shows the message to the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CompactionError {
+    /// `gyre-compact`'s pipeline failed (the summarizer, an empty summary, …).
+    #[error(transparent)]
+    Pipeline(#[from] CompactError),
+    /// Another compactor's failure, with its message.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl From<String> for CompactionError {
+    fn from(message: String) -> Self {
+        Self::Other(message)
+    }
+}
+
+impl From<&str> for CompactionError {
+    fn from(message: &str) -> Self {
+        Self::Other(message.to_owned())
+    }
+}
+
 /// What [`ContextCompactor::compact_now`] gives: the new history and what happened,
-/// `None` when there was nothing to compact, or the summarizer's error.
-pub type CompactNowResult = Result<Option<(Vec<Message>, CompactionOutcome)>, String>;
+/// `None` when there was nothing to compact, or why compacting failed.
+pub type CompactNowResult = Result<Option<(Vec<Message>, CompactionOutcome)>, CompactionError>;
 
 /// Context management as the loop sees it; `gyre-compact`'s pipeline is one
 /// implementation, [`NoCompaction`] another.
 pub trait ContextCompactor: Send {
     /// Runs before every model call. `anchor` is the usage of the last response and the
     /// index of its assistant message in `messages`.
+    ///
+    /// # Errors
+    /// A [`CompactionError`]: the loop then sends the history as it is.
     fn prepare<'a>(
         &'a mut self,
         messages: &'a [Message],
         anchor: Option<UsageAnchor>,
-    ) -> BoxFuture<'a, Result<PreparedContext, String>>;
+    ) -> BoxFuture<'a, Result<PreparedContext, CompactionError>>;
 
     /// Compacts now (`/compact`, or reactively on prompt-too-long). `Ok(None)` when
     /// there was nothing to compact or compaction is not available.
@@ -84,7 +111,7 @@ impl ContextCompactor for NoCompaction {
         &'a mut self,
         messages: &'a [Message],
         _anchor: Option<UsageAnchor>,
-    ) -> BoxFuture<'a, Result<PreparedContext, String>> {
+    ) -> BoxFuture<'a, Result<PreparedContext, CompactionError>> {
         Box::pin(async move {
             Ok(PreparedContext {
                 messages: messages.to_vec(),

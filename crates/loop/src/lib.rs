@@ -46,7 +46,8 @@ pub use agents::{
     parse_agent_file, parse_agents_json,
 };
 pub use compaction::{
-    CompactNowResult, CompactionOutcome, ContextCompactor, NoCompaction, PreparedContext,
+    CompactNowResult, CompactionError, CompactionOutcome, ContextCompactor, NoCompaction,
+    PreparedContext,
 };
 pub use cost::{ModelPrice, price_for_model, usage_cost_usd};
 pub use deps::{ApiDeps, ModelStream, QueryDeps};
@@ -62,7 +63,7 @@ pub use query::{
     DEFAULT_MAX_OUTPUT_TOKENS, INTERRUPT_MESSAGE, INTERRUPT_MESSAGE_FOR_TOOL_USE,
     MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, QueryParams, REFUSAL_MESSAGE, query,
 };
-pub use side_query::{SideAnswer, side_query};
+pub use side_query::{SideAnswer, SideQueryError, side_query};
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{
     JsonlTranscript, LoadedSession, MemoryTranscript, TranscriptEntry, TranscriptHealth,

@@ -14,7 +14,9 @@ use gyre_protocol::{ContentBlock, Message};
 use gyre_tools::{BoxFuture, FileStateCache};
 use tokio_util::sync::CancellationToken;
 
-use crate::compaction::{CompactNowResult, CompactionOutcome, ContextCompactor, PreparedContext};
+use crate::compaction::{
+    CompactNowResult, CompactionError, CompactionOutcome, ContextCompactor, PreparedContext,
+};
 use crate::deps::QueryDeps;
 use crate::hooks::CompactHook;
 
@@ -81,7 +83,7 @@ impl Summarizer for ModelSummarizer {
             )
             .await
             .map(|answer| answer.text)
-            .map_err(SummarizeError::new)
+            .map_err(|e| SummarizeError::new(e.to_string()))
         })
     }
 }
@@ -185,7 +187,7 @@ impl ContextCompactor for PipelineCompactor {
         &'a mut self,
         messages: &'a [Message],
         anchor: Option<UsageAnchor>,
-    ) -> BoxFuture<'a, Result<PreparedContext, String>> {
+    ) -> BoxFuture<'a, Result<PreparedContext, CompactionError>> {
         Box::pin(async move {
             let mut ctx = self.context(anchor, false);
             if self.autocompact_enabled
@@ -194,11 +196,7 @@ impl ContextCompactor for PipelineCompactor {
                 ctx.recent_files = self.recent_files();
             }
             self.last_prepare = Some(Instant::now());
-            let prepared = self
-                .pipeline
-                .prepare(messages, &ctx)
-                .await
-                .map_err(|e| e.to_string())?;
+            let prepared = self.pipeline.prepare(messages, &ctx).await?;
             tracing::debug!(
                 tokens = prepared.tokens.tokens,
                 threshold = prepared.tokens.threshold,
@@ -255,7 +253,7 @@ impl ContextCompactor for PipelineCompactor {
                 Err(CompactError::ReactiveAlreadyAttempted | CompactError::NothingToCompact) => {
                     Ok(None)
                 }
-                Err(e) => Err(e.to_string()),
+                Err(e) => Err(e.into()),
             }
         })
     }

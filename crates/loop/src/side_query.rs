@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use gyre_api::ModelEvent;
+use gyre_api::{ApiError, ModelEvent};
 use gyre_protocol::{Message, MessagesRequest, SystemBlock, Usage};
 use tokio_util::sync::CancellationToken;
 
@@ -19,10 +19,22 @@ pub struct SideAnswer {
     pub usage: Usage,
 }
 
+/// Why a side request gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum SideQueryError {
+    /// The API failed (after its retries).
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The stream ended before a whole message came.
+    #[error("the response ended without a message")]
+    NoMessage,
+}
+
 /// Sends `messages` to `model` with `system` and returns the response's text and usage.
 ///
 /// # Errors
-/// The API error's text, or a stream that ended without a message.
+/// [`SideQueryError::Api`] for the API's error, [`SideQueryError::NoMessage`] for a
+/// stream that ended without a message.
 pub async fn side_query(
     deps: &dyn QueryDeps,
     model: &str,
@@ -30,7 +42,7 @@ pub async fn side_query(
     messages: Vec<Message>,
     max_tokens: u32,
     cancel: CancellationToken,
-) -> Result<SideAnswer, String> {
+) -> Result<SideAnswer, SideQueryError> {
     let mut body = MessagesRequest::new(model.to_owned(), max_tokens, messages);
     body.system = vec![SystemBlock::text(system)];
     let mut stream = deps.call_model(Arc::new(body), None, cancel);
@@ -44,8 +56,8 @@ pub async fn side_query(
             }
             Ok(ModelEvent::Stream(_) | ModelEvent::BlockComplete { .. } | ModelEvent::Retry(_)) => {
             }
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(e.into()),
         }
     }
-    Err("the response ended without a message".to_owned())
+    Err(SideQueryError::NoMessage)
 }

@@ -69,6 +69,26 @@ pub enum ConfigError {
         /// What is wrong with it.
         message: String,
     },
+    /// A server name that cannot be part of a tool name.
+    #[error(
+        "{origin}: invalid MCP config: server name {name:?} may use only letters, digits, '_' and '-' (it becomes part of tool names)"
+    )]
+    BadName {
+        /// Where the config came from.
+        origin: String,
+        /// The name.
+        name: String,
+    },
+    /// One server's entry is wrong.
+    #[error("{origin}: invalid MCP config: server {name:?}: {source}")]
+    Server {
+        /// Where the config came from.
+        origin: String,
+        /// The server's name.
+        name: String,
+        /// What is wrong with its entry.
+        source: ServerConfigError,
+    },
     /// The config file could not be read.
     #[error("{origin}: could not read the MCP config: {source}")]
     Read {
@@ -142,9 +162,17 @@ impl McpConfig {
         };
         let mut config = Self::default();
         for (name, server) in servers {
-            check_name(name).map_err(&invalid)?;
-            let server =
-                parse_server(server).map_err(|m| invalid(format!("server {name:?}: {m}")))?;
+            if !check_name(name) {
+                return Err(ConfigError::BadName {
+                    origin: origin.to_owned(),
+                    name: name.clone(),
+                });
+            }
+            let server = parse_server(server).map_err(|source| ConfigError::Server {
+                origin: origin.to_owned(),
+                name: name.clone(),
+                source,
+            })?;
             config.insert(name.clone(), server);
         }
         Ok(config)
@@ -176,38 +204,93 @@ impl McpConfig {
 }
 
 /// Server names become part of tool names (`mcp__<server>__<tool>`) and permission rules.
-fn check_name(name: &str) -> Result<(), String> {
-    if !name.is_empty()
+fn check_name(name: &str) -> bool {
+    !name.is_empty()
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        return Ok(());
-    }
-    Err(format!(
-        "server name {name:?} may use only letters, digits, '_' and '-' (it becomes part of tool names)"
-    ))
 }
 
-fn parse_server(server: &Value) -> Result<ServerConfig, String> {
+/// What is wrong with one server's entry in a config.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ServerConfigError {
+    /// The entry is not a JSON object.
+    #[error("expected an object")]
+    NotObject,
+    /// `type` is not a string.
+    #[error("\"type\" must be a string, not {0}")]
+    TypeNotString(Value),
+    /// A stdio server without `command`.
+    #[error(r#"needs "command" (or "type": "http" with a "url")"#)]
+    NoCommand,
+    /// An HTTP or SSE server without `url`.
+    #[error(r#"a {kind} server needs "url""#)]
+    NoUrl {
+        /// `http` or `sse`.
+        kind: String,
+    },
+    /// A `type` gyre does not know.
+    #[error("unknown \"type\" {0:?}; use \"stdio\", \"http\", \"sse\" or \"sdk\"")]
+    UnknownType(String),
+    /// A string field that is blank.
+    #[error("\"{field}\" is empty")]
+    Empty {
+        /// The field.
+        field: String,
+    },
+    /// A field (or a map's entry, `env.KEY`) that should be a string.
+    #[error("\"{field}\" must be a string, not {found}")]
+    NotString {
+        /// The field.
+        field: String,
+        /// What it holds.
+        found: Value,
+    },
+    /// A list holding something other than strings.
+    #[error("\"{field}\" must hold strings, not {item}")]
+    NotStringItem {
+        /// The field.
+        field: String,
+        /// The item at fault.
+        item: Value,
+    },
+    /// A field that should be a list of strings.
+    #[error("\"{field}\" must be a list of strings, not {found}")]
+    NotList {
+        /// The field.
+        field: String,
+        /// What it holds.
+        found: Value,
+    },
+    /// A field that should be an object of strings.
+    #[error("\"{field}\" must be an object of strings, not {found}")]
+    NotMap {
+        /// The field.
+        field: String,
+        /// What it holds.
+        found: Value,
+    },
+}
+
+fn parse_server(server: &Value) -> Result<ServerConfig, ServerConfigError> {
     let Some(object) = server.as_object() else {
-        return Err("expected an object".to_owned());
+        return Err(ServerConfigError::NotObject);
     };
     let kind = match object.get("type") {
         None => "stdio",
         Some(Value::String(kind)) => kind.as_str(),
-        Some(other) => return Err(format!("\"type\" must be a string, not {other}")),
+        Some(other) => return Err(ServerConfigError::TypeNotString(other.clone())),
     };
     match kind {
         "stdio" => Ok(ServerConfig::Stdio {
-            command: string_field(server, "command")?
-                .ok_or(r#"needs "command" (or "type": "http" with a "url")"#)?,
+            command: string_field(server, "command")?.ok_or(ServerConfigError::NoCommand)?,
             args: string_list(server, "args")?,
             env: string_map(server, "env")?,
         }),
         "http" | "sse" => {
-            let url = string_field(server, "url")?
-                .ok_or_else(|| format!(r#"a {kind} server needs "url""#))?;
+            let url = string_field(server, "url")?.ok_or_else(|| ServerConfigError::NoUrl {
+                kind: kind.to_owned(),
+            })?;
             let headers = string_map(server, "headers")?;
             Ok(if kind == "http" {
                 ServerConfig::Http { url, headers }
@@ -216,22 +299,25 @@ fn parse_server(server: &Value) -> Result<ServerConfig, String> {
             })
         }
         "sdk" => Ok(ServerConfig::Sdk),
-        other => Err(format!(
-            "unknown \"type\" {other:?}; use \"stdio\", \"http\", \"sse\" or \"sdk\""
-        )),
+        other => Err(ServerConfigError::UnknownType(other.to_owned())),
     }
 }
 
-fn string_field(server: &Value, field: &str) -> Result<Option<String>, String> {
+fn string_field(server: &Value, field: &str) -> Result<Option<String>, ServerConfigError> {
     match server.get(field) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(Some(s.clone())),
-        Some(Value::String(_)) => Err(format!("\"{field}\" is empty")),
-        Some(other) => Err(format!("\"{field}\" must be a string, not {other}")),
+        Some(Value::String(_)) => Err(ServerConfigError::Empty {
+            field: field.to_owned(),
+        }),
+        Some(other) => Err(ServerConfigError::NotString {
+            field: field.to_owned(),
+            found: other.clone(),
+        }),
     }
 }
 
-fn string_list(server: &Value, field: &str) -> Result<Vec<String>, String> {
+fn string_list(server: &Value, field: &str) -> Result<Vec<String>, ServerConfigError> {
     match server.get(field) {
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(Value::Array(items)) => items
@@ -239,28 +325,36 @@ fn string_list(server: &Value, field: &str) -> Result<Vec<String>, String> {
             .map(|item| {
                 item.as_str()
                     .map(str::to_owned)
-                    .ok_or_else(|| format!("\"{field}\" must hold strings, not {item}"))
+                    .ok_or_else(|| ServerConfigError::NotStringItem {
+                        field: field.to_owned(),
+                        item: item.clone(),
+                    })
             })
             .collect(),
-        Some(other) => Err(format!(
-            "\"{field}\" must be a list of strings, not {other}"
-        )),
+        Some(other) => Err(ServerConfigError::NotList {
+            field: field.to_owned(),
+            found: other.clone(),
+        }),
     }
 }
 
-fn string_map(server: &Value, field: &str) -> Result<BTreeMap<String, String>, String> {
+fn string_map(server: &Value, field: &str) -> Result<BTreeMap<String, String>, ServerConfigError> {
     match server.get(field) {
         None | Some(Value::Null) => Ok(BTreeMap::new()),
         Some(Value::Object(map)) => map
             .iter()
             .map(|(key, value)| match value {
                 Value::String(s) => Ok((key.clone(), s.clone())),
-                other => Err(format!("\"{field}.{key}\" must be a string, not {other}")),
+                other => Err(ServerConfigError::NotString {
+                    field: format!("{field}.{key}"),
+                    found: other.clone(),
+                }),
             })
             .collect(),
-        Some(other) => Err(format!(
-            "\"{field}\" must be an object of strings, not {other}"
-        )),
+        Some(other) => Err(ServerConfigError::NotMap {
+            field: field.to_owned(),
+            found: other.clone(),
+        }),
     }
 }
 

@@ -54,7 +54,7 @@ mod servers;
 mod sse;
 mod tool;
 
-pub use config::{ConfigError, McpConfig, ServerConfig};
+pub use config::{ConfigError, McpConfig, ServerConfig, ServerConfigError};
 pub use resources::{McpResourceTool, ResourceAction};
 pub use result::{NO_CONTENT, to_output};
 pub use sdk::{SdkBridge, SdkChannel, SdkSendError, sdk_channel};

@@ -99,7 +99,11 @@ impl Tool for McpTool {
         self.schema.clone()
     }
 
-    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(
+        &self,
+        _input: &Value,
+        _ctx: &ToolContext,
+    ) -> Result<(), gyre_tools::ToolInputError> {
         // The schema is checked by the runner; the rest is the server's business.
         Ok(())
     }

@@ -19,8 +19,10 @@ use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt as _};
 use tokio::process::Command;
 
+use crate::sandbox::SandboxError;
 use crate::{
-    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput, ToolRegistry,
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+    ToolRegistry,
 };
 
 /// Output kept per stream of a shell; beyond it the oldest unread text is dropped.
@@ -51,6 +53,46 @@ impl ShellStatus {
             Self::Completed { .. } => "completed",
             Self::Killed => "killed",
         }
+    }
+}
+
+/// Why a background shell could not be started or killed; the message is for the model
+/// (and the REPL's `/bashes`).
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    /// The sandbox of the mode could not be set up for the command.
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    /// bash itself could not be started.
+    #[error("Failed to start bash: {0}")]
+    Start(#[source] std::io::Error),
+    /// The child had no process id: it ended before it could be tracked.
+    #[error("the command ended before it started")]
+    EndedBeforeStart,
+    /// No shell has this id.
+    #[error("No shell found with ID: {id}{}", known_shells(.shells))]
+    Unknown {
+        /// The id asked for.
+        id: String,
+        /// The ids of the shells the session started (none, maybe).
+        shells: Vec<String>,
+    },
+    /// The shell already ended (or was killed).
+    #[error("Shell {id} is not running (status: {})", .status.name())]
+    NotRunning {
+        /// The shell's id.
+        id: String,
+        /// How it stands.
+        status: ShellStatus,
+    },
+}
+
+/// The tail of [`ShellError::Unknown`]'s message: which shells there are.
+fn known_shells(shells: &[String]) -> String {
+    if shells.is_empty() {
+        " (no background shells were started)".to_owned()
+    } else {
+        format!("; the shells are {}", shells.join(", "))
     }
 }
 
@@ -141,8 +183,8 @@ impl ShellTable {
     /// Starts `command` in the background; returns its shell id.
     ///
     /// # Errors
-    /// When bash cannot be started.
-    pub fn spawn(&self, command: &str, ctx: &ToolContext) -> Result<String, String> {
+    /// [`ShellError`] when the sandbox cannot be set up or bash cannot be started.
+    pub fn spawn(&self, command: &str, ctx: &ToolContext) -> Result<String, ShellError> {
         let mut bash = Command::new("bash");
         bash.arg("-c")
             .arg(command)
@@ -157,7 +199,7 @@ impl ShellTable {
         for name in crate::sandbox::SECRET_ENV {
             bash.env_remove(name);
         }
-        let confinement = crate::sandbox::confinement_for(ctx).map_err(|e| e.to_string())?;
+        let confinement = crate::sandbox::confinement_for(ctx)?;
         let mut temp_dir = None;
         if let Some(c) = confinement {
             if let Some(dir) = &c.temp_dir {
@@ -166,10 +208,8 @@ impl ShellTable {
             temp_dir = c.temp_dir;
             crate::sandbox::confine_child(&mut bash, c.ruleset);
         }
-        let mut child = bash
-            .spawn()
-            .map_err(|e| format!("Failed to start bash: {e}"))?;
-        let pgid = child.id().ok_or("the command ended before it started")?;
+        let mut child = bash.spawn().map_err(ShellError::Start)?;
+        let pgid = child.id().ok_or(ShellError::EndedBeforeStart)?;
         let id = format!("bash_{}", self.next.fetch_add(1, Ordering::Relaxed) + 1);
         let shell = Arc::new(Mutex::new(Shell {
             command: command.to_owned(),
@@ -212,15 +252,10 @@ impl ShellTable {
         lock(&self.shells).get(id).cloned()
     }
 
-    fn unknown(&self, id: &str) -> String {
-        let ids: Vec<String> = lock(&self.shells).keys().cloned().collect();
-        if ids.is_empty() {
-            format!("No shell found with ID: {id} (no background shells were started)")
-        } else {
-            format!(
-                "No shell found with ID: {id}; the shells are {}",
-                ids.join(", ")
-            )
+    fn unknown(&self, id: &str) -> ShellError {
+        ShellError::Unknown {
+            id: id.to_owned(),
+            shells: lock(&self.shells).keys().cloned().collect(),
         }
     }
 
@@ -259,17 +294,18 @@ impl ShellTable {
     /// Kills one running shell with its process group; its command on success.
     ///
     /// # Errors
-    /// An unknown id, or a shell that is not running (the message says which).
-    pub fn kill(&self, id: &str) -> Result<String, String> {
+    /// [`ShellError::Unknown`] for an unknown id, [`ShellError::NotRunning`] for a shell
+    /// that is not running.
+    pub fn kill(&self, id: &str) -> Result<String, ShellError> {
         let Some(shell) = self.get(id) else {
             return Err(self.unknown(id));
         };
         let mut shell = lock(&shell);
         if shell.status != ShellStatus::Running {
-            return Err(format!(
-                "Shell {id} is not running (status: {})",
-                shell.status.name()
-            ));
+            return Err(ShellError::NotRunning {
+                id: id.to_owned(),
+                status: shell.status,
+            });
         }
         kill_group(shell.pgid);
         shell.status = ShellStatus::Killed;
@@ -378,7 +414,7 @@ impl Tool for BackgroundBash {
         schema
     }
 
-    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolInputError> {
         self.inner.validate_input(&foreground(input), ctx)
     }
 
@@ -425,7 +461,7 @@ impl Tool for BackgroundBash {
                 Ok(id) => ToolOutput::ok(format!(
                     "Command running in background with ID: {id}. Read its output with BashOutput, stop it with KillShell."
                 )),
-                Err(e) => ToolOutput::error(e),
+                Err(e) => ToolOutput::error(e.to_string()),
             }
         })
     }
@@ -481,7 +517,7 @@ impl BashOutputTool {
             },
         };
         let Some(shell) = self.shells.get(&input.bash_id) else {
-            return ToolOutput::error(self.shells.unknown(&input.bash_id));
+            return ToolOutput::error(self.shells.unknown(&input.bash_id).to_string());
         };
         let mut shell = lock(&shell);
         let stdout = tail(keep_matching(&shell.stdout.unread(), filter.as_ref()));
@@ -562,7 +598,7 @@ impl KillShellTool {
     fn kill(&self, id: &str) -> ToolOutput {
         match self.shells.kill(id) {
             Ok(command) => ToolOutput::ok(format!("Successfully killed shell: {id} ({command})")),
-            Err(e) => ToolOutput::error(e),
+            Err(e) => ToolOutput::error(e.to_string()),
         }
     }
 }
@@ -710,12 +746,13 @@ mod tests {
         assert_eq!(shells.kill("bash_2").unwrap(), "sleep 30");
         assert_eq!(shells.list()[1].status, ShellStatus::Killed);
         assert_eq!(shells.running(), 1);
-        let again = shells.kill("bash_2").unwrap_err();
+        let again = shells.kill("bash_2").unwrap_err().to_string();
         assert!(again.contains("not running (status: killed)"), "{again}");
         assert!(
             shells
                 .kill("bash_9")
                 .unwrap_err()
+                .to_string()
                 .contains("bash_1, bash_2")
         );
         let out = call(&r, "BashOutput", json!({"bash_id": "bash_2"})).await;

@@ -11,7 +11,8 @@ use tokio::process::Command;
 
 use crate::process_tree::ProcessTree;
 use crate::{
-    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput, ToolProgress, sandbox,
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+    ToolProgress, sandbox,
 };
 
 /// Timeout when none is given.
@@ -62,15 +63,16 @@ Usage:\n\
         crate::schema::input_schema::<BashInput>()
     }
 
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         if let Some(t) = input.get("timeout").and_then(Value::as_f64) {
             if t <= 0.0 {
-                return Err("timeout must be a positive number of milliseconds".to_owned());
+                return Err("timeout must be a positive number of milliseconds".into());
             }
             if t > MAX_TIMEOUT_MS as f64 {
                 return Err(format!(
                     "timeout must be at most {MAX_TIMEOUT_MS} ms (10 minutes), got {t}"
-                ));
+                )
+                .into());
             }
         }
         if input
@@ -78,7 +80,7 @@ Usage:\n\
             .and_then(Value::as_str)
             .is_some_and(|c| c.trim().is_empty())
         {
-            return Err("command must not be empty".to_owned());
+            return Err("command must not be empty".into());
         }
         Ok(())
     }

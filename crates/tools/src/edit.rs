@@ -12,7 +12,9 @@ use crate::tool::call_blocking;
 use crate::write::{
     MODIFIED_MESSAGE, NOT_READ_MESSAGE, read_with_freshness, record_written, write_atomic,
 };
-use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use crate::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+};
 
 /// Diff lines shown in the result; the rest is summarised.
 const MAX_DIFF_LINES: usize = 80;
@@ -55,10 +57,10 @@ Usage:\n\
         crate::schema::input_schema::<EditInput>()
     }
 
-    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolInputError> {
         if input.get("old_string") == input.get("new_string") {
             return Err(
-                "No changes to make: old_string and new_string are exactly the same.".to_owned(),
+                "No changes to make: old_string and new_string are exactly the same.".into(),
             );
         }
         // The model's own mistakes are told before anyone is asked to approve the edit,
@@ -72,10 +74,10 @@ Usage:\n\
         }
         let path = ctx.resolve(&input.file_path);
         if ctx.file_state.get(&path).is_none() {
-            return Err(NOT_READ_MESSAGE.to_owned());
+            return Err(NOT_READ_MESSAGE.into());
         }
         match plan_edit(&path, &input, ctx) {
-            Err(Refused::Mistake(message)) => Err(message),
+            Err(Refused::Mistake(message)) => Err(message.into()),
             Ok(_) | Err(Refused::Disk(_)) => Ok(()),
         }
     }
@@ -111,7 +113,7 @@ Usage:\n\
         call_blocking(input, ctx, |input: EditInput, ctx| {
             match ctx.resolve_as_checked(&input.file_path) {
                 Ok(path) => edit_file(&path, &input, ctx),
-                Err(changed) => ToolOutput::error(changed),
+                Err(changed) => ToolOutput::error(changed.to_string()),
             }
         })
     }

@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use crate::tool::call_blocking;
 use crate::walk::{Beneath, DirCache, collect_files, walk_builder};
-use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use crate::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+};
 
 /// At most this many paths are returned.
 pub const MAX_RESULTS: usize = 100;
@@ -49,12 +51,14 @@ impl Tool for GlobTool {
         crate::schema::input_schema::<GlobInput>()
     }
 
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         let pattern = input.get("pattern").and_then(Value::as_str).unwrap_or("");
         if pattern.trim().is_empty() {
-            return Err("pattern must not be empty".to_owned());
+            return Err("pattern must not be empty".into());
         }
-        compile(pattern).map(drop)
+        compile(pattern)
+            .map(drop)
+            .map_err(|e| ToolInputError::new(e.to_string()))
     }
 
     fn is_concurrency_safe(&self, _input: &Value) -> bool {
@@ -90,7 +94,7 @@ impl Tool for GlobTool {
 fn glob_files(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
     let root = match ctx.resolve_as_checked(input.path.as_deref().unwrap_or(".")) {
         Ok(root) => root,
-        Err(changed) => return ToolOutput::error(changed),
+        Err(changed) => return ToolOutput::error(changed.to_string()),
     };
     match std::fs::metadata(&root) {
         Ok(m) if m.is_dir() => {}
@@ -103,7 +107,7 @@ fn glob_files(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
     }
     let (files, total) = match find_newest(&root, &input.pattern, ctx, MAX_RESULTS) {
         Ok(found) => found,
-        Err(message) => return ToolOutput::tool_use_error(message),
+        Err(error) => return ToolOutput::tool_use_error(error),
     };
     if files.is_empty() {
         return ToolOutput::ok("No files found");
@@ -120,8 +124,40 @@ fn glob_files(input: &GlobInput, ctx: &ToolContext) -> ToolOutput {
     ToolOutput::ok(out.join("\n"))
 }
 
+/// Why a glob pattern cannot be searched with; the message is for the model.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GlobError {
+    /// Longer than [`MAX_PATTERN_BYTES`].
+    #[error(
+        "pattern is {len} bytes long; the limit is {MAX_PATTERN_BYTES}. Use a shorter pattern (a directory as `path`, `**` for any depth)."
+    )]
+    TooLong {
+        /// The pattern's length in bytes.
+        len: usize,
+    },
+    /// Not glob syntax.
+    #[error("pattern is not a valid glob: {0}")]
+    Invalid(#[source] globset::Error),
+    /// A glob whose matcher would be too large to build.
+    #[error("pattern is too complex to match with: {0}")]
+    TooComplex(#[source] globset::Error),
+    /// A literal prefix (an absolute path, a symlinked directory) that leaves the
+    /// directory the permission check judged.
+    #[error(
+        "the pattern reaches outside the search path {}; pass that directory as `path` instead",
+        .root.display()
+    )]
+    OutsideRoot {
+        /// The search path.
+        root: PathBuf,
+    },
+}
+
 /// Every file under `root` matching `pattern`, newest first (ties by path).
-pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf>, String> {
+///
+/// # Errors
+/// [`GlobError`] for a pattern that is not a usable glob or that reaches outside `root`.
+pub fn find(root: &Path, pattern: &str, ctx: &ToolContext) -> Result<Vec<PathBuf>, GlobError> {
     find_newest(root, pattern, ctx, usize::MAX).map(|(files, _)| files)
 }
 
@@ -133,7 +169,7 @@ fn find_newest(
     pattern: &str,
     ctx: &ToolContext,
     limit: usize,
-) -> Result<(Vec<PathBuf>, usize), String> {
+) -> Result<(Vec<PathBuf>, usize), GlobError> {
     let (base, rest) = split_literal_prefix(root, pattern);
     let matcher = compile(&rest)?;
     if !base.is_dir() {
@@ -143,10 +179,9 @@ fn find_newest(
     // a symlinked directory) must not move the walk outside it.
     let base = base.canonicalize().unwrap_or(base);
     if !base.starts_with(root.canonicalize().unwrap_or_else(|_| root.to_path_buf())) {
-        return Err(format!(
-            "the pattern reaches outside the search path {}; pass that directory as `path` instead",
-            root.display()
-        ));
+        return Err(GlobError::OutsideRoot {
+            root: root.to_path_buf(),
+        });
     }
     // Without a slash a pattern names files at any depth, as `rg --glob` does.
     let by_name = !pattern.contains('/');
@@ -192,21 +227,18 @@ pub const MAX_PATTERN_BYTES: usize = 16 * 1024;
 /// `pattern` as a matcher, or why it is not one. Built as a one-glob set, whose
 /// compilation reports a regex that grows too large as an error:
 /// `Glob::compile_matcher` panics on it, and the release build aborts on a panic.
-pub(crate) fn compile(pattern: &str) -> Result<GlobSet, String> {
+pub(crate) fn compile(pattern: &str) -> Result<GlobSet, GlobError> {
     if pattern.len() > MAX_PATTERN_BYTES {
-        return Err(format!(
-            "pattern is {} bytes long; the limit is {MAX_PATTERN_BYTES}. Use a shorter pattern (a directory as `path`, `**` for any depth).",
-            pattern.len()
-        ));
+        return Err(GlobError::TooLong { len: pattern.len() });
     }
     let glob = GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
-        .map_err(|e| format!("pattern is not a valid glob: {e}"))?;
+        .map_err(GlobError::Invalid)?;
     GlobSetBuilder::new()
         .add(glob)
         .build()
-        .map_err(|e| format!("pattern is too complex to match with: {e}"))
+        .map_err(GlobError::TooComplex)
 }
 
 /// Moves the glob-free leading directories of `pattern` into the walk root:
@@ -286,7 +318,7 @@ mod limits {
     #[test]
     fn an_overlong_pattern_is_an_error_not_a_panic() {
         let huge = "a".repeat(500 * 1024);
-        let err = compile(&huge).unwrap_err();
+        let err = compile(&huge).unwrap_err().to_string();
         assert!(err.contains("the limit is"), "{err}");
         // Within the length limit, a pattern whose regex is too big is an error too.
         let nested = "{a,b,c,d,e,f,g,h}*".repeat(MAX_PATTERN_BYTES / 20);

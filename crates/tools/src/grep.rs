@@ -17,7 +17,9 @@ use crate::paths::display_relative;
 use crate::read::push_cut;
 use crate::tool::call_blocking;
 use crate::walk::{Beneath, DirCache, collect_files, walk_builder};
-use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use crate::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+};
 
 /// Entries returned when no `head_limit` is given (0 = unlimited).
 pub const DEFAULT_HEAD_LIMIT: usize = 250;
@@ -101,12 +103,12 @@ Usage:\n\
         crate::schema::input_schema::<GrepInput>()
     }
 
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         for field in ["-A", "-B", "-C", "head_limit", "offset"] {
             if let Some(n) = input.get(field).and_then(Value::as_f64)
                 && (n < 0.0 || n.fract() != 0.0)
             {
-                return Err(format!("{field} must be a whole number of 0 or more"));
+                return Err(format!("{field} must be a whole number of 0 or more").into());
             }
         }
         Ok(())
@@ -164,7 +166,7 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
     let mode = input.output_mode.unwrap_or(OutputMode::FilesWithMatches);
     let root = match ctx.resolve_as_checked(input.path.as_deref().unwrap_or(".")) {
         Ok(root) => root,
-        Err(changed) => return ToolOutput::error(changed),
+        Err(changed) => return ToolOutput::error(changed.to_string()),
     };
     if !root.exists() {
         return ToolOutput::error(format!("Path does not exist: {}", root.display()));

@@ -69,7 +69,7 @@ pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus, max_concu
 pub use file_state::{FileState, FileStateCache};
 pub use mode::ModeHandle;
 pub use partition::{ToolBatch, partition};
-pub use paths::resolve_path;
+pub use paths::{PathChanged, resolve_path};
 pub use permissions::{
     AllowAll, PermissionMode, PermissionPrompt, PermissionRule, Permissions, PromptAnswer,
     RuleError, always_rule,
@@ -77,7 +77,7 @@ pub use permissions::{
 pub use registry::ToolRegistry;
 pub use tool::{
     BoxFuture, CanUseTool, InputDecision, PathFilter, PermissionDecision, ProgressFn, Tool,
-    ToolContext, ToolOutput, ToolProgress, call_with_input,
+    ToolContext, ToolInputError, ToolOutput, ToolProgress, call_with_input,
 };
 
 /// The message of every call cut short by an abort (Ctrl+C): seed 004 §18.2.

@@ -35,22 +35,40 @@ fn lexical_path(cwd: &Path, raw: &str) -> PathBuf {
 /// permission check ([`Tool::path_field`](crate::Tool::path_field)): resolving it again
 /// must give the same path. Another one means a symlink was swapped into it after the
 /// check, and the call is refused rather than following it.
-pub(crate) fn resolve_as_checked(cwd: &Path, raw: &str) -> Result<PathBuf, String> {
+pub(crate) fn resolve_as_checked(cwd: &Path, raw: &str) -> Result<PathBuf, PathChanged> {
     let lexical = lexical_path(cwd, raw);
     let resolved = canonicalize_existing_prefix(&lexical);
     if resolved == lexical {
         Ok(resolved)
     } else {
-        Err(changed_message(&lexical, &resolved))
+        Err(PathChanged {
+            path: lexical,
+            now: resolved,
+        })
     }
 }
 
-pub(crate) fn changed_message(path: &Path, now: &Path) -> String {
-    format!(
-        "{} changed after the permission check (it now leads to {}); it was not used. Try the call again.",
-        path.display(),
-        now.display()
-    )
+/// A path the permission check judged that leads somewhere else now (a symlink was
+/// swapped into it): the call is refused rather than following it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{} changed after the permission check (it now leads to {}); it was not used. Try the call again.",
+    path.display(),
+    now.display()
+)]
+pub struct PathChanged {
+    /// The path as checked.
+    pub path: PathBuf,
+    /// Where it leads now.
+    pub now: PathBuf,
+}
+
+/// The [`PathChanged`] of `path`, which leads to `now`.
+pub(crate) fn changed(path: &Path, now: &Path) -> PathChanged {
+    PathChanged {
+        path: path.to_path_buf(),
+        now: now.to_path_buf(),
+    }
 }
 
 /// Opens `path` (resolved, as checked) for reading, and makes sure the file opened is the
@@ -72,7 +90,7 @@ pub(crate) fn open_as_checked(path: &Path) -> std::io::Result<std::fs::File> {
         .open(path)
         .map_err(|e| {
             if e.raw_os_error() == Some(libc::ELOOP) {
-                std::io::Error::other(changed_message(path, Path::new("a symlink")))
+                std::io::Error::other(changed(path, Path::new("a symlink")))
             } else {
                 e
             }
@@ -163,7 +181,7 @@ pub(crate) fn create_dir_all_as_checked(dir: &Path) -> std::io::Result<()> {
     }
     let mut fd = rustix::fs::open(existing, flags, Mode::empty()).map_err(|e| {
         if e == rustix::io::Errno::LOOP {
-            std::io::Error::other(changed_message(existing, Path::new("a symlink")))
+            std::io::Error::other(changed(existing, Path::new("a symlink")))
         } else {
             e.into()
         }
@@ -187,7 +205,7 @@ pub(crate) fn verify_opened(file: &impl std::os::fd::AsRawFd, path: &Path) -> st
         if let Ok(real) = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
             && real != path
         {
-            return Err(std::io::Error::other(changed_message(path, &real)));
+            return Err(std::io::Error::other(changed(path, &real)));
         }
     }
     #[cfg(not(target_os = "linux"))]

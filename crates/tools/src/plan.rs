@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::{
     BoxFuture, ModeHandle, PermissionDecision, PermissionMode, ProgressFn, Tool, ToolContext,
-    ToolOutput,
+    ToolInputError, ToolOutput,
 };
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -46,14 +46,14 @@ impl Tool for ExitPlanModeTool {
         crate::schema::input_schema::<ExitPlanInput>()
     }
 
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         if self.mode.get() != PermissionMode::Plan {
             return Err(
-                "You are not in plan mode: go ahead with the task without ExitPlanMode.".to_owned(),
+                "You are not in plan mode: go ahead with the task without ExitPlanMode.".into(),
             );
         }
         match input.get("plan").and_then(Value::as_str) {
-            Some(plan) if plan.trim().is_empty() => Err("plan must not be empty".to_owned()),
+            Some(plan) if plan.trim().is_empty() => Err("plan must not be empty".into()),
             _ => Ok(()),
         }
     }

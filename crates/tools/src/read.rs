@@ -9,7 +9,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::file_state::FileState;
-use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use crate::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+};
 
 /// Lines returned when no `limit` is given.
 pub const DEFAULT_LINE_LIMIT: usize = 2000;
@@ -75,16 +77,16 @@ Usage:\n\
         crate::schema::input_schema::<ReadInput>()
     }
 
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         if let Some(offset) = input.get("offset").and_then(Value::as_f64)
             && offset < 0.0
         {
-            return Err("offset must be a line number of 1 or more".to_owned());
+            return Err("offset must be a line number of 1 or more".into());
         }
         if let Some(limit) = input.get("limit").and_then(Value::as_f64)
             && limit < 1.0
         {
-            return Err("limit must be a positive number of lines".to_owned());
+            return Err("limit must be a positive number of lines".into());
         }
         Ok(())
     }
@@ -128,7 +130,7 @@ Usage:\n\
 async fn read_file(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
     let path = match ctx.resolve_as_checked(&input.file_path) {
         Ok(p) => p,
-        Err(changed) => return ToolOutput::error(changed),
+        Err(changed) => return ToolOutput::error(changed.to_string()),
     };
     // Opened once, as checked; metadata and content come from that one open file.
     let opened = {

@@ -134,6 +134,26 @@ fn constants(one_of: &Value) -> Option<Vec<Value>> {
         .collect()
 }
 
+/// A value that breaks its schema (or a schema [`validate`] cannot check): where, and
+/// what is wrong. Shown as `input.todos[0].status: "x" is not one of [...]`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{path}: {problem}")]
+pub struct SchemaError {
+    /// The JSON path of the value at fault (`input.todos[0].status`).
+    pub path: String,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
+impl SchemaError {
+    fn at(path: &str, problem: impl Into<String>) -> Self {
+        Self {
+            path: path.to_owned(),
+            problem: problem.into(),
+        }
+    }
+}
+
 /// Checks `input` against `schema` all the way down: `type` (one or a list), `enum`,
 /// `const`, `properties`, `required`, `additionalProperties`, `items`, `minLength`,
 /// `maxLength`, `minimum`, `maximum`; `description`, `default` and `examples` are
@@ -142,16 +162,16 @@ fn constants(one_of: &Value) -> Option<Vec<Value>> {
 ///
 /// # Errors
 /// The first problem found, with the JSON path of the value (`todos[0].status`).
-pub fn validate(schema: &Value, input: &Value) -> Result<(), String> {
+pub fn validate(schema: &Value, input: &Value) -> Result<(), SchemaError> {
     validate_at(schema, input, "input")
 }
 
-fn validate_at(schema: &Value, value: &Value, path: &str) -> Result<(), String> {
+fn validate_at(schema: &Value, value: &Value, path: &str) -> Result<(), SchemaError> {
     let Some(schema) = schema.as_object() else {
         return match schema {
             Value::Bool(true) => Ok(()),
-            Value::Bool(false) => Err(format!("{path}: no value is allowed here")),
-            _ => Err(format!("{path}: the schema is not an object")),
+            Value::Bool(false) => Err(SchemaError::at(path, "no value is allowed here")),
+            _ => Err(SchemaError::at(path, "the schema is not an object")),
         };
     };
     for (keyword, rule) in schema {
@@ -160,11 +180,14 @@ fn validate_at(schema: &Value, value: &Value, path: &str) -> Result<(), String> 
             "enum" => {
                 let allowed = rule.as_array().map_or(&[][..], Vec::as_slice);
                 if !allowed.iter().any(|a| same_value(a, value)) {
-                    return Err(format!("{path}: {value} is not one of {rule}"));
+                    return Err(SchemaError::at(
+                        path,
+                        format!("{value} is not one of {rule}"),
+                    ));
                 }
             }
             "const" if !same_value(rule, value) => {
-                return Err(format!("{path}: {value} is not {rule}"));
+                return Err(SchemaError::at(path, format!("{value} is not {rule}")));
             }
             "properties" | "required" | "additionalProperties" => {
                 if let Some(object) = value.as_object() {
@@ -185,8 +208,9 @@ fn validate_at(schema: &Value, value: &Value, path: &str) -> Result<(), String> 
                         chars <= bound
                     };
                     if !fits {
-                        return Err(format!(
-                            "{path}: {chars} characters break {keyword} {bound}"
+                        return Err(SchemaError::at(
+                            path,
+                            format!("{chars} characters break {keyword} {bound}"),
                         ));
                     }
                 }
@@ -199,14 +223,18 @@ fn validate_at(schema: &Value, value: &Value, path: &str) -> Result<(), String> 
                         number <= bound
                     };
                     if !fits {
-                        return Err(format!("{path}: {number} breaks {keyword} {bound}"));
+                        return Err(SchemaError::at(
+                            path,
+                            format!("{number} breaks {keyword} {bound}"),
+                        ));
                     }
                 }
             }
             "const" | "description" | "default" | "examples" => {}
             other => {
-                return Err(format!(
-                    "{path}: the schema keyword `{other}` is not checked"
+                return Err(SchemaError::at(
+                    path,
+                    format!("the schema keyword `{other}` is not checked"),
                 ));
             }
         }
@@ -220,7 +248,7 @@ fn check_object(
     schema: &Map<String, Value>,
     object: &Map<String, Value>,
     path: &str,
-) -> Result<(), String> {
+) -> Result<(), SchemaError> {
     let properties = schema.get("properties").and_then(Value::as_object);
     let required: Vec<&str> = schema
         .get("required")
@@ -231,7 +259,10 @@ fn check_object(
         .collect();
     for field in &required {
         if object.get(*field).is_none_or(Value::is_null) {
-            return Err(format!("{path}: the required field `{field}` is missing"));
+            return Err(SchemaError::at(
+                path,
+                format!("the required field `{field}` is missing"),
+            ));
         }
     }
     for (field, value) in object {
@@ -242,15 +273,16 @@ fn check_object(
             Some(spec) => validate_at(spec, value, &field_path)?,
             None => match schema.get("additionalProperties") {
                 None | Some(Value::Bool(true)) => {}
-                Some(rule) => validate_at(rule, value, &field_path)
-                    .map_err(|_| format!("{path}: the field `{field}` is not allowed"))?,
+                Some(rule) => validate_at(rule, value, &field_path).map_err(|_| {
+                    SchemaError::at(path, format!("the field `{field}` is not allowed"))
+                })?,
             },
         }
     }
     Ok(())
 }
 
-fn check_type(rule: &Value, value: &Value, path: &str) -> Result<(), String> {
+fn check_type(rule: &Value, value: &Value, path: &str) -> Result<(), SchemaError> {
     let fits = match rule {
         Value::String(name) => is_type(name, value),
         Value::Array(names) => names
@@ -262,9 +294,9 @@ fn check_type(rule: &Value, value: &Value, path: &str) -> Result<(), String> {
     if fits {
         Ok(())
     } else {
-        Err(format!(
-            "{path}: a {} where the schema wants {rule}",
-            type_name(value)
+        Err(SchemaError::at(
+            path,
+            format!("a {} where the schema wants {rule}", type_name(value)),
         ))
     }
 }
@@ -424,16 +456,22 @@ mod tests {
         });
         let input = json!({"todos": [{"status": "pending"}, {"status": "done"}]});
         let error = validate(&schema, &input).unwrap_err();
-        assert!(error.starts_with("input.todos[1].status:"), "{error}");
+        assert_eq!(error.path, "input.todos[1].status");
+        assert!(
+            error.to_string().starts_with("input.todos[1].status:"),
+            "{error}"
+        );
         let input = json!({"todos": [{"status": "pending", "due": "today"}]});
-        let error = validate(&schema, &input).unwrap_err();
+        let error = validate(&schema, &input).unwrap_err().to_string();
         assert!(error.contains("`due` is not allowed"), "{error}");
     }
 
     #[test]
     fn validate_refuses_a_keyword_it_does_not_check() {
         let schema = json!({"type": "object", "patternProperties": {"^x": {"type": "string"}}});
-        let error = validate(&schema, &json!({"x1": 1})).unwrap_err();
+        let error = validate(&schema, &json!({"x1": 1}))
+            .unwrap_err()
+            .to_string();
         assert!(
             error.contains("`patternProperties` is not checked"),
             "{error}"

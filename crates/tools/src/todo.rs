@@ -8,7 +8,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use crate::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+};
 
 /// The state of one task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -93,7 +95,7 @@ impl Tool for TodoWriteTool {
         crate::schema::input_schema::<TodoInput>()
     }
 
-    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         let todos = input.get("todos").and_then(Value::as_array);
         for (i, todo) in todos.into_iter().flatten().enumerate() {
             for field in ["content", "activeForm"] {
@@ -102,7 +104,7 @@ impl Tool for TodoWriteTool {
                     .and_then(Value::as_str)
                     .is_some_and(|s| s.trim().is_empty())
                 {
-                    return Err(format!("todos[{i}].{field} must not be empty"));
+                    return Err(format!("todos[{i}].{field} must not be empty").into());
                 }
             }
         }

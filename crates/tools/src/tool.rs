@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::call::ToolCall;
 use crate::file_state::FileStateCache;
+use crate::paths::PathChanged;
 
 /// A boxed, sendable future: the return type of the async trait methods.
 pub use futures::future::BoxFuture;
@@ -57,6 +58,44 @@ impl ToolOutput {
     /// An input validation error: `<tool_use_error>…</tool_use_error>`.
     pub fn tool_use_error(message: impl std::fmt::Display) -> Self {
         Self::error(format!("<tool_use_error>{message}</tool_use_error>"))
+    }
+}
+
+/// Why a tool refused its input before running ([`Tool::validate_input`]). The model
+/// reads the message inside `<tool_use_error>…</tool_use_error>`, so it names the field
+/// at fault and says what would be accepted.
+///
+/// Built from the message: `Err("plan must not be empty".into())`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolInputError {
+    message: String,
+}
+
+impl ToolInputError {
+    /// An error with this message for the model.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+        }
+    }
+
+    /// The message the model reads.
+    #[must_use]
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+impl From<String> for ToolInputError {
+    fn from(message: String) -> Self {
+        Self::new(message)
+    }
+}
+
+impl From<&str> for ToolInputError {
+    fn from(message: &str) -> Self {
+        Self::new(message)
     }
 }
 
@@ -221,8 +260,9 @@ impl ToolContext {
     /// check: the same path, or an error when a symlink was swapped into it since.
     ///
     /// # Errors
-    /// The message for the model when resolving again leads somewhere else.
-    pub fn resolve_as_checked(&self, raw: &str) -> Result<PathBuf, String> {
+    /// [`PathChanged`] when resolving again leads somewhere else; its message is for
+    /// the model.
+    pub fn resolve_as_checked(&self, raw: &str) -> Result<PathBuf, PathChanged> {
         crate::paths::resolve_as_checked(&self.cwd, raw)
     }
 
@@ -260,7 +300,10 @@ pub trait Tool: Send + Sync {
     /// The JSON schema of the input.
     fn input_schema(&self) -> Value;
     /// Checks beyond the schema; the message names the field at fault. None by default.
-    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), String> {
+    ///
+    /// # Errors
+    /// A [`ToolInputError`] the model reads as the call's `<tool_use_error>`.
+    fn validate_input(&self, _input: &Value, _ctx: &ToolContext) -> Result<(), ToolInputError> {
         Ok(())
     }
     /// Whether this call may run alongside other safe calls.

@@ -204,7 +204,7 @@ pub(crate) struct DirCache {
 }
 
 fn swapped(path: &Path) -> std::io::Error {
-    std::io::Error::other(crate::paths::changed_message(path, Path::new("a symlink")))
+    std::io::Error::other(crate::paths::changed(path, Path::new("a symlink")))
 }
 
 /// Items produced by one walker thread, handed over when the thread is done.

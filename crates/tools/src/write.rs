@@ -10,7 +10,9 @@ use serde_json::Value;
 
 use crate::file_state::{FileState, Freshness};
 use crate::tool::call_blocking;
-use crate::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
+use crate::{
+    BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
+};
 
 /// "File has not been read yet…" (Claude Code's Edit and Write).
 pub const NOT_READ_MESSAGE: &str =
@@ -76,7 +78,7 @@ Usage:\n\
         Some("file_path")
     }
 
-    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, input: &Value, ctx: &ToolContext) -> Result<(), ToolInputError> {
         // A file the session read that changed on disk since is told before anyone is
         // asked to approve overwriting it. Other paths are not looked at here: whether
         // they exist is not the model's to learn before the permission check.
@@ -94,7 +96,7 @@ Usage:\n\
             return Ok(());
         }
         match read_with_freshness(&path, &metadata, ctx) {
-            Ok((_, Freshness::Stale)) => Err(MODIFIED_MESSAGE.to_owned()),
+            Ok((_, Freshness::Stale)) => Err(MODIFIED_MESSAGE.into()),
             Ok((_, Freshness::NotRead | Freshness::Fresh)) | Err(_) => Ok(()),
         }
     }
@@ -108,7 +110,7 @@ Usage:\n\
         call_blocking(input, ctx, |input: WriteInput, ctx| {
             match ctx.resolve_as_checked(&input.file_path) {
                 Ok(path) => write_file(&path, &input.content, ctx),
-                Err(changed) => ToolOutput::error(changed),
+                Err(changed) => ToolOutput::error(changed.to_string()),
             }
         })
     }

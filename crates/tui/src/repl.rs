@@ -557,7 +557,7 @@ impl Front {
                         panel.note = Some(note.clone());
                         self.print(&[note])?;
                     }
-                    Err(e) => panel.note = Some(e),
+                    Err(e) => panel.note = Some(e.to_string()),
                 }
             }
             KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q' | 'c') => self.shells_view = None,
@@ -767,7 +767,7 @@ impl Repl {
                 next.clone_into(&mut self.front.status.mode);
                 self.front.hint = None;
             }
-            Err(e) => self.front.hint = Some(e),
+            Err(e) => self.front.hint = Some(e.to_string()),
         }
     }
 
@@ -900,7 +900,7 @@ impl Repl {
             }
             ["kill", id] => match shells.kill(id) {
                 Ok(command) => format!("Killed {id} ({command})"),
-                Err(e) => p.red(&e),
+                Err(e) => p.red(&e.to_string()),
             },
             _ => p.red("Usage: /bashes opens the background shells; /bashes kill ID stops one"),
         })

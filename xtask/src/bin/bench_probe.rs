@@ -302,7 +302,7 @@ impl Tool for SlowSafeTool {
     fn input_schema(&self) -> Value {
         json!({"type": "object", "properties": {}})
     }
-    fn validate_input(&self, _: &Value, _: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, _: &Value, _: &ToolContext) -> Result<(), gyre_tools::ToolInputError> {
         Ok(())
     }
     fn is_concurrency_safe(&self, _: &Value) -> bool {

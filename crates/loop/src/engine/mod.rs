@@ -24,7 +24,7 @@ use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
 use crate::agent_tool::SubagentEvents;
-use crate::compaction::{CompactionOutcome, ContextCompactor};
+use crate::compaction::{CompactionError, CompactionOutcome, ContextCompactor};
 use crate::deps::QueryDeps;
 use crate::hooks::{StopHook, ToolHook};
 use crate::transcript::TranscriptStore;
@@ -237,8 +237,8 @@ impl QueryEngine {
     /// Compacts the conversation now (`/compact`).
     ///
     /// # Errors
-    /// The summarizer's error text.
-    pub async fn compact(&mut self) -> Result<Option<CompactionOutcome>, String> {
+    /// The compactor's [`CompactionError`] (the summarizer's, say).
+    pub async fn compact(&mut self) -> Result<Option<CompactionOutcome>, CompactionError> {
         self.compact_with(None).await
     }
 
@@ -246,11 +246,11 @@ impl QueryEngine {
     /// (`/compact <instructions>`).
     ///
     /// # Errors
-    /// The summarizer's error text.
+    /// The compactor's [`CompactionError`] (the summarizer's, say).
     pub async fn compact_with(
         &mut self,
         instructions: Option<&str>,
-    ) -> Result<Option<CompactionOutcome>, String> {
+    ) -> Result<Option<CompactionOutcome>, CompactionError> {
         let result = {
             let mut c = self.compactor.lock().await;
             c.compact_now_with(&self.messages, Trigger::Manual, instructions)

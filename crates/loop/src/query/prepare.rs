@@ -77,11 +77,11 @@ mod tests {
     use super::super::emit::run_phase;
     use super::super::{QueryRun, Step};
     use super::*;
-    use crate::compaction::{CompactionOutcome, PreparedContext};
+    use crate::compaction::{CompactionError, CompactionOutcome, PreparedContext};
     use crate::fakes::{FakeCompactor, FakeModel, params, params_with};
     use gyre_compact::UsageAnchor;
 
-    fn prepared(prepared: Result<PreparedContext, String>) -> FakeCompactor {
+    fn prepared(prepared: Result<PreparedContext, CompactionError>) -> FakeCompactor {
         FakeCompactor {
             prepared: Some(prepared),
             ..FakeCompactor::default()

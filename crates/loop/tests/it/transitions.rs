@@ -601,7 +601,7 @@ impl gyre_tools::Tool for Counting {
         &self,
         _i: &serde_json::Value,
         _c: &gyre_tools::ToolContext,
-    ) -> Result<(), String> {
+    ) -> Result<(), gyre_tools::ToolInputError> {
         Ok(())
     }
     fn is_concurrency_safe(&self, _i: &serde_json::Value) -> bool {

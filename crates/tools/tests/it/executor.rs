@@ -31,7 +31,7 @@ impl Tool for Sleeper {
     fn input_schema(&self) -> Value {
         json!({"type": "object"})
     }
-    fn validate_input(&self, _: &Value, _: &ToolContext) -> Result<(), String> {
+    fn validate_input(&self, _: &Value, _: &ToolContext) -> Result<(), gyre_tools::ToolInputError> {
         Ok(())
     }
     fn is_concurrency_safe(&self, _: &Value) -> bool {

@@ -267,7 +267,7 @@ pub struct FakeCompactor {
     pub blocking: bool,
     pub compactions: Arc<Mutex<u32>>,
     /// When set, what `prepare` answers instead of the history as it is.
-    pub prepared: Option<Result<PreparedContext, String>>,
+    pub prepared: Option<Result<PreparedContext, gyre_loop::CompactionError>>,
 }
 
 impl ContextCompactor for FakeCompactor {
@@ -275,7 +275,7 @@ impl ContextCompactor for FakeCompactor {
         &'a mut self,
         messages: &'a [Message],
         _anchor: Option<UsageAnchor>,
-    ) -> BoxFuture<'a, Result<PreparedContext, String>> {
+    ) -> BoxFuture<'a, Result<PreparedContext, gyre_loop::CompactionError>> {
         Box::pin(async move {
             if let Some(prepared) = &self.prepared {
                 return prepared.clone();
