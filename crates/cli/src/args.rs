@@ -96,6 +96,16 @@ pub struct Cli {
     #[arg(long)]
     pub dangerously_skip_permissions: bool,
 
+    /// Let the session switch to bypassPermissions later (the Agent SDK's
+    /// set_permission_mode) without starting in it.
+    #[arg(long)]
+    pub allow_dangerously_skip_permissions: bool,
+
+    /// Wait for the Agent SDK's initialize request before the first turn (stream-json
+    /// input). gyre always answers initialize whenever it comes; accepted for the SDKs.
+    #[arg(long)]
+    pub await_initialize: bool,
+
     /// Tools allowed without asking, comma- or space-separated: `Read`, `Bash(git diff:*)`.
     #[arg(long = "allowedTools", alias = "allowed-tools", num_args = 1.., value_name = "TOOLS")]
     pub allowed_tools: Vec<String>,
@@ -236,6 +246,7 @@ impl Cli {
             max_budget_usd: self.max_budget_usd,
             permission_mode: self.permission_mode.clone(),
             dangerously_skip_permissions: self.dangerously_skip_permissions,
+            allow_dangerously_skip_permissions: self.allow_dangerously_skip_permissions,
             allowed_tools: self.allowed_tools.clone(),
             disallowed_tools: self.disallowed_tools.clone(),
             tools: self.tools.clone(),

@@ -55,6 +55,11 @@ pub enum GateError {
     /// A permission update `addRules` whose `behavior` is not allow, deny or ask.
     #[error("addRules with behavior {0:?}")]
     AddRulesBehavior(Option<String>),
+    /// A switch to bypassPermissions in a session not started to allow it.
+    #[error(
+        "this session may not switch to bypassPermissions: start gyre with --allow-dangerously-skip-permissions (or in that mode) to allow it"
+    )]
+    BypassNotAllowed,
 }
 
 /// A prompt a UserPromptSubmit hook refused (a block, or `continue: false`).
@@ -128,6 +133,9 @@ pub struct Gate {
     pre_tool_context: Mutex<HashMap<String, Vec<String>>>,
     /// `--json-schema`: where the StructuredOutput tool leaves the answer.
     structured: OnceLock<structured::Slot>,
+    /// Whether the mode may become bypassPermissions later: the session started in it,
+    /// or with `--allow-dangerously-skip-permissions`.
+    bypass_allowed: bool,
 }
 
 impl std::fmt::Debug for Gate {
@@ -150,6 +158,7 @@ impl Gate {
     ) -> Result<Self, GateError> {
         let handle = ModeHandle::default();
         let permissions = Arc::new(build_permissions(&mode, &rules, prompt.as_ref(), &handle)?);
+        let bypass_allowed = mode.mode == PermissionMode::BypassPermissions;
         Ok(Self {
             prompt,
             mode: handle,
@@ -164,7 +173,17 @@ impl Gate {
             stop: Mutex::new(None),
             pre_tool_context: Mutex::new(HashMap::new()),
             structured: OnceLock::new(),
+            bypass_allowed,
         })
+    }
+
+    /// Lets the session switch to bypassPermissions later (the SDK's `set_permission_mode`
+    /// or a `setMode` update), as `--allow-dangerously-skip-permissions` asks, without
+    /// starting in it.
+    #[must_use]
+    pub fn allowing_bypass(mut self, allowed: bool) -> Self {
+        self.bypass_allowed |= allowed;
+        self
     }
 
     /// The policy now in force (for filters computed once, like hidden paths).
@@ -222,6 +241,12 @@ impl Gate {
             permissions: Arc::clone(&policy.permissions),
         };
         change(&mut next)?;
+        if next.mode.mode == PermissionMode::BypassPermissions
+            && policy.mode.mode != PermissionMode::BypassPermissions
+            && !self.bypass_allowed
+        {
+            return Err(GateError::BypassNotAllowed);
+        }
         next.permissions = Arc::new(
             build_permissions(&next.mode, &next.rules, self.prompt.as_ref(), &self.mode)?
                 .keeping_answers_of(&policy.permissions),
@@ -809,6 +834,37 @@ mod tests {
             suggestion(bash.as_ref(), &call, &ctx)["rules"][0],
             json!({"toolName": "Bash", "ruleContent": "ls -la"})
         );
+    }
+
+    #[test]
+    fn bypass_permissions_is_reached_later_only_when_the_session_allows_it() {
+        let err = gate().set_mode("bypassPermissions").unwrap_err();
+        assert_eq!(err, GateError::BypassNotAllowed);
+        assert!(
+            err.to_string()
+                .contains("--allow-dangerously-skip-permissions")
+        );
+        let update = json!({"type": "setMode", "mode": "bypassPermissions"});
+        assert_eq!(
+            gate()
+                .apply_updates(std::slice::from_ref(&update))
+                .unwrap_err(),
+            GateError::BypassNotAllowed
+        );
+        let allowed = gate().allowing_bypass(true);
+        allowed.set_mode("bypassPermissions").unwrap();
+        assert_eq!(allowed.mode_name(), "bypassPermissions");
+        // A session started in it may leave it and come back.
+        let started = Gate::new(
+            "bypassPermissions".parse().unwrap(),
+            Rules::default(),
+            None,
+            Hooks::default(),
+        )
+        .unwrap();
+        started.set_mode("default").unwrap();
+        started.apply_updates(&[update]).unwrap();
+        assert_eq!(started.mode_name(), "bypassPermissions");
     }
 
     #[test]

@@ -52,6 +52,9 @@ pub struct SessionOptions {
     pub permission_mode: Option<String>,
     /// `--dangerously-skip-permissions`: the mode is bypassPermissions.
     pub dangerously_skip_permissions: bool,
+    /// `--allow-dangerously-skip-permissions`: the mode may be switched to
+    /// bypassPermissions later, without starting in it.
+    pub allow_dangerously_skip_permissions: bool,
     /// Allow rules (`--allowedTools`), as given: comma- or space-separated lists.
     pub allowed_tools: Vec<String>,
     /// Deny rules (`--disallowedTools`); a bare tool name also takes the tool away.

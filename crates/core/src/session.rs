@@ -271,10 +271,13 @@ pub fn build(
             prompt.filter(|_| interactive),
             hooks,
         )
-        .map_err(|e| CoreError::Invalid(e.to_string()))?,
+        .map_err(|e| CoreError::Invalid(e.to_string()))?
+        .allowing_bypass(cli.allow_dangerously_skip_permissions),
     );
     let permissions = gate.permissions();
-    let offered = |name: &str| cli.tools.is_empty() || only.iter().any(|t| t == name);
+    // `--tools default` (or no --tools) offers every tool.
+    let all_tools = cli.tools.is_empty() || only == ["default"];
+    let offered = |name: &str| all_tools || only.iter().any(|t| t == name);
     if offered("ExitPlanMode") {
         registry.register(Arc::new(ExitPlanModeTool::new(gate.mode_handle())));
     }

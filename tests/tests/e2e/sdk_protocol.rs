@@ -1253,3 +1253,30 @@ fn stop_task_stops_a_background_shell() {
     );
     assert!(stopped, "the shell was killed by stop_task");
 }
+
+/// `--tools default` offers what no `--tools` offers (the Agent SDKs and Zed's adapter
+/// pass it), and the flags the TypeScript SDK adds are accepted.
+#[test]
+fn tools_default_offers_every_tool_and_the_sdks_flags_are_accepted() {
+    let offered = |extra: &[&str]| {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+        let out = stream(&sandbox, &server, extra, &[user(&json!("hi"))]);
+        assert_eq!(out.code, Some(0), "{extra:?}: {}", out.stderr);
+        offered_tools(&server.requests()[0].body)
+    };
+    let all = offered(&[]);
+    for tool in ["ExitPlanMode", "WebFetch", "Agent", "Bash", "Edit"] {
+        assert!(all.iter().any(|t| t == tool), "{tool} in {all:?}");
+    }
+    assert_eq!(offered(&["--tools", "default"]), all);
+    assert_eq!(
+        offered(&[
+            "--allow-dangerously-skip-permissions",
+            "--await-initialize",
+            "--permission-mode",
+            "manual",
+        ]),
+        all
+    );
+}
