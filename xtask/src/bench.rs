@@ -1,6 +1,6 @@
-//! `cargo xtask bench [--quick] [--baseline FILE]`: the benchmark suite of SPEC §11 as one
-//! table of medians, each next to its reference (measured in the same run, interleaved)
-//! and its goal.
+//! `cargo xtask bench [--quick] [--baseline FILE]`: the benchmark suite as one table of
+//! medians, each next to its reference (measured in the same run, interleaved) and its
+//! goal.
 //!
 //! - gyre itself: the release binary against gyre-testkit (release) in its own process
 //!   (`--version`, a one-turn `gyre -p hi` with and without 3 stdio MCP servers, 100-
@@ -147,7 +147,7 @@ const LONG_SESSION_TURNS: usize = 500;
 /// Size of each file the sessions read (each file once): 10 KB a turn.
 const SESSION_FILE_BYTES: usize = 10_000;
 
-/// A goal from SPEC §11.
+/// A row's goal (`< 50 ms`, `≤ 1.5×`, or a condition) and whether it was met.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct Goal {
     text: String,

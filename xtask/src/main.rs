@@ -1,4 +1,4 @@
-//! `cargo xtask`: the maintainers' commands (SPEC §10).
+//! `cargo xtask`: the maintainers' commands.
 
 mod bench;
 mod ci;
@@ -44,7 +44,7 @@ enum Task {
     /// Record, replay or check fixtures (secrets redacted).
     #[command(subcommand)]
     Fixture(fixture::FixtureCommand),
-    /// The benchmark suite: one table, goals and ratios (SPEC §11).
+    /// The benchmark suite: one table, goals and ratios.
     Bench(bench::Args),
 }
 

@@ -1,4 +1,5 @@
-//! Prompt caching: where the `cache_control` breakpoints go (SPEC §5).
+//! Prompt caching: where the `cache_control` breakpoints go (the last system block, the
+//! last tool, the last message).
 
 use gyre_protocol::{CacheControl, ContentBlock, MessagesRequest};
 

@@ -1,4 +1,4 @@
-//! Fixtures: record a client's exchanges to JSON lines and replay them (SPEC §5).
+//! Fixtures: record a client's exchanges to JSON lines and replay them.
 //!
 //! One line per request: `{"request": {...}, "sse": "event: ...\ndata: ...\n\n...",
 //! "error": {...}?}`. The SSE text is written the way the API sends it, so a fixture is

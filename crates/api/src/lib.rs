@@ -6,7 +6,7 @@
 //! - [`MessageAssembler`] turns events into completed content blocks and the final
 //!   [`AssistantResponse`](gyre_protocol::AssistantResponse). Pure.
 //! - [`stream_with_retry`] is what the loop calls: raw events, completed blocks, retry
-//!   notices and the final message, retried as [`RetryPolicy`] says (SPEC §5).
+//!   notices and the final message, retried as [`RetryPolicy`] says.
 //! - [`with_retry`] is the same policy for any operation: usable on its own.
 //! - [`add_cache_markers`] places the prompt-caching breakpoints.
 //!

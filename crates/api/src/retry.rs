@@ -1,5 +1,5 @@
 //! The retry layer: policy, delays, and `with_retry`, a stream of status events that
-//! ends in the operation's result (seed 000 §3.5.3).
+//! ends in the operation's result.
 
 use std::fmt;
 use std::future::Future;
@@ -14,29 +14,34 @@ use tokio_util::sync::CancellationToken;
 use crate::ApiError;
 use crate::error::ContextOverflow;
 
-/// Retries after the first attempt, by default: SPEC §5.
+/// Retries after the first attempt, by default (as Claude Code: 10).
 pub const DEFAULT_MAX_RETRIES: u32 = 10;
 /// `GYRE_MAX_RETRIES` is clamped to this.
 pub const MAX_RETRIES_LIMIT: u32 = 15;
-/// Base of the exponential backoff (retry 1 waits this, before jitter): seed 000 §3.5.3.
+/// Base of the exponential backoff (retry 1 waits this, before jitter); it doubles with
+/// each retry.
 pub const BASE_DELAY: Duration = Duration::from_millis(500);
-/// Cap of the exponential backoff before jitter: seed 000 §3.5.3.
+/// Cap of the exponential backoff before jitter (outside unattended mode).
 pub const MAX_DELAY: Duration = Duration::from_secs(32);
 /// Default `GYRE_STREAM_IDLE_TIMEOUT_MS`.
 pub const DEFAULT_STREAM_IDLE_TIMEOUT: Duration = Duration::from_millis(90_000);
 /// Delay cap in unattended mode (`GYRE_UNATTENDED_RETRY=1`).
 pub const UNATTENDED_MAX_DELAY: Duration = Duration::from_secs(300);
-/// Longest wait without a status event in unattended mode: seed 000 §3.5.3 (30 s heartbeat).
+/// Longest wait without a status event in unattended mode: a longer wait is split into
+/// heartbeats this long.
 pub const HEARTBEAT_INTERVAL: Duration = Duration::from_secs(30);
 /// Retries for an unreachable API (connection refused, DNS, TLS: [`ApiError::Unreachable`]):
 /// those do not heal in seconds, so 3 attempts 0.5 s and 1 s apart (plus jitter) instead of
 /// the full budget. `GYRE_MAX_RETRIES` below this lowers it too.
 pub const MAX_UNREACHABLE_RETRIES: u32 = 2;
-/// Consecutive overloaded errors before switching to the fallback model: seed 000 §3.5.4.
+/// Consecutive overloaded errors (529) before switching to the fallback model, when
+/// there is one.
 pub const MAX_CONSECUTIVE_OVERLOADED: u32 = 3;
-/// Tokens kept free when shrinking `max_tokens` after a context overflow: seed 000 §3.5.3.
+/// Tokens kept free when shrinking `max_tokens` after a context overflow: the retry
+/// asks for the context limit minus the input minus this.
 pub const OVERFLOW_SAFETY_BUFFER: u64 = 1000;
-/// Below this many output tokens a context-overflow retry is pointless: SPEC §5.
+/// Below this many output tokens a context-overflow retry is pointless: the error is
+/// returned instead.
 pub const MIN_OVERFLOW_OUTPUT_TOKENS: u64 = 3000;
 
 /// How often and how long to retry.
@@ -154,7 +159,7 @@ fn duration_ms(d: Duration) -> u64 {
 }
 
 /// Who is asking: background side requests (titles, summaries…) never retry a 529,
-/// so they do not add load to an overloaded service (seed 000 §3.5.3).
+/// so they do not add load to an overloaded service.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum QuerySource {

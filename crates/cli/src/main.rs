@@ -15,7 +15,7 @@ use clap::{CommandFactory, Parser};
 use crate::args::{Cli, Command, InputFormat, OutputFormat};
 use gyre_core::settings::Settings;
 
-/// Exit codes (SPEC §9).
+/// Exit codes: 0 success, 1 error, 2 usage error, 130 interrupted (128 + SIGINT).
 const EXIT_ERROR: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_INTERRUPTED: u8 = 130;

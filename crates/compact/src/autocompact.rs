@@ -68,7 +68,8 @@ pub trait Summarizer: Send + Sync {
     ) -> BoxFuture<'a, Result<String, SummarizeError>>;
 }
 
-/// The nine sections every summary has (seed 000 §3.4: the reference compaction prompt).
+/// The nine sections every summary has, in order (those of Claude Code's compaction
+/// prompt).
 pub const SUMMARY_SECTIONS: [&str; 9] = [
     "Primary Request and Intent",
     "Key Technical Concepts",

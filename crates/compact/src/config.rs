@@ -6,13 +6,13 @@ use std::time::Duration;
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 200_000;
 /// Context window of the 1M-token variants (model names containing `[1m]`).
 pub const LARGE_CONTEXT_WINDOW: u64 = 1_000_000;
-/// Output reserved for the summary is at most this much: seed 000 §3.4.2 (autoCompact.ts).
+/// Output reserved for the summary is at most this much (as Claude Code's `autoCompact.ts`).
 pub const MAX_OUTPUT_RESERVE: u64 = 20_000;
-/// Autocompact fires this far below the effective window: seed 000 §3.4.2.
+/// Autocompact fires this far below the effective window.
 pub const AUTOCOMPACT_BUFFER_TOKENS: u64 = 13_000;
-/// The warning level sits this far below the autocompact threshold (SPEC §7).
+/// The warning level sits this far below the autocompact threshold.
 pub const WARNING_BUFFER_TOKENS: u64 = 20_000;
-/// Past `effective − 3000` a turn cannot go on without compacting (SPEC §7).
+/// Past `effective − 3000` a turn cannot go on without compacting.
 pub const BLOCKING_BUFFER_TOKENS: u64 = 3_000;
 /// The `max_tokens` that [`CompactConfig::default`] assumes requests are sent with. Only
 /// `min(this, MAX_OUTPUT_RESERVE)` is reserved for output in the effective window. Not
@@ -176,8 +176,8 @@ pub struct AutocompactConfig {
     pub max_tokens_per_file: u64,
     /// Tokens for all restored files together (default 50000).
     pub max_file_tokens_total: u64,
-    /// Consecutive failures after which autocompact stops for the session (default 3:
-    /// seed 000 §3.4.3, `MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES`).
+    /// Consecutive failures after which autocompact stops for the session (default 3, as
+    /// Claude Code's `MAX_CONSECUTIVE_AUTOCOMPACT_FAILURES`).
     pub max_consecutive_failures: u32,
 }
 
@@ -306,7 +306,8 @@ impl CompactConfig {
     }
 }
 
-/// Token levels of one model configuration (SPEC §7).
+/// Token levels of one model configuration, all derived from its context window and
+/// `max_tokens`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Thresholds {
     /// The model's context window.

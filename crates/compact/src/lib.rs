@@ -2,7 +2,7 @@
 //!
 //! A conversation with a coding agent grows by a tool round at a time until it no longer
 //! fits the model's context window. This crate keeps it in budget before each API call
-//! with five stages, run in this order by a [`Pipeline`] (seed 000 §3.4.2):
+//! with five stages, run in this order by a [`Pipeline`]:
 //!
 //! 1. **Tool result budget** ([`apply_tool_result_budget`]): a result over its tool's cap
 //!    (Bash 30000 chars, Grep 20000, others 50000), or the largest results of a message

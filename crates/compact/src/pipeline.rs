@@ -1,4 +1,5 @@
-//! The [`Pipeline`]: the five stages in the seeds' order, with per-session state.
+//! The [`Pipeline`]: the five stages in order (tool result budget, snip, microcompact,
+//! context collapse, autocompact), with per-session state.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -104,7 +105,7 @@ pub struct Prepared {
 }
 
 /// The compaction pipeline of one session: tool result budget → snip → microcompact →
-/// context collapse → autocompact (seed 000 §3.4.2). It holds the session's state: the
+/// context collapse → autocompact. It holds the session's state: the
 /// collapse spans, the autocompact circuit breaker, the per-message token cache and the
 /// per-turn reactive flag.
 pub struct Pipeline {

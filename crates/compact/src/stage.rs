@@ -2,7 +2,8 @@
 
 use gyre_protocol::Message;
 
-/// The five stages, in pipeline order (seed 000 §3.4.2).
+/// The five stages, in the order the pipeline runs them: tool result budget, snip,
+/// microcompact, context collapse, autocompact.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Stage {

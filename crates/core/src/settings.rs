@@ -1,4 +1,4 @@
-//! Settings files, merged with documented precedence (SPEC §9):
+//! Settings files, merged in this precedence, each overriding the ones before it:
 //! `~/.gyre/settings.json` < `.gyre/settings.json` < `.gyre/settings.local.json` < flags.
 //! The allow rules the user saved for this folder by answering "always"
 //! (`~/.gyre/folder-rules.json`, see `folder_rules`) come with the user's own settings.

@@ -1,4 +1,4 @@
-//! The stream-json lines of headless mode, with Claude Code's field names (SPEC §9).
+//! The stream-json lines of headless mode, with Claude Code's field names.
 
 use std::collections::BTreeMap;
 

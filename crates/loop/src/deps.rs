@@ -1,5 +1,5 @@
-//! The seam between the loop and the world it calls (seed 000 §3.5.1): tests inject
-//! fakes here instead of patching modules.
+//! The seam between the loop and the world it calls (the model, ids, the clock): tests
+//! inject fakes here instead of patching modules.
 
 use std::pin::Pin;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
 //! The gyre query loop and the `QueryEngine` session.
 //!
-//! [`query`] is the agent loop of seed 000 §3.2: a [`futures::Stream`] of [`LoopEvent`]s
+//! [`query`] is the agent loop: a [`futures::Stream`] of [`LoopEvent`]s
 //! that prepares the context, streams a model response while tools start as their blocks
 //! complete, recovers from the errors it can recover from, runs the remaining tools and
 //! goes round again until it reaches a [`Terminal`]. Every continue replaces the whole

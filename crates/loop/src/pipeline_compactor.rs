@@ -22,7 +22,7 @@ use crate::hooks::CompactHook;
 
 /// `max_tokens` of a summary request.
 const SUMMARY_MAX_TOKENS: u32 = 20_000;
-/// Recently read files restored after a compaction (SPEC §7: up to 5).
+/// Recently read files restored after a compaction, at most.
 const RESTORED_FILES: usize = 5;
 
 /// Asks the model for the summary, after the PreCompact hook.

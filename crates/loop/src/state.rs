@@ -3,7 +3,8 @@
 use gyre_protocol::Message;
 use serde::Serialize;
 
-/// Why the loop went round again (seed 001, "继续条件"). Recorded in [`State::transition`].
+/// Why the loop went round again: every way a turn leads to another request. Recorded in
+/// [`State::transition`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]
 pub enum Transition {
@@ -30,7 +31,8 @@ pub enum Transition {
 }
 
 impl Transition {
-    /// The seeds' name for this transition (`next_turn`, …).
+    /// The snake-case name of this transition (`next_turn`, …), as in Claude Code's
+    /// query loop.
     #[must_use]
     pub fn name(&self) -> &'static str {
         match self {
@@ -46,7 +48,7 @@ impl Transition {
     }
 }
 
-/// Why the loop stopped (seed 001, "终止条件").
+/// Why the loop stopped: every way a query ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TerminalReason {
@@ -73,7 +75,8 @@ pub enum TerminalReason {
 }
 
 impl TerminalReason {
-    /// The seeds' name for this reason (`completed`, `max_turns`, …).
+    /// The snake-case name of this reason (`completed`, `max_turns`, …), as in Claude
+    /// Code's query loop and in the stream-json result's `terminal_reason`.
     #[must_use]
     pub fn name(&self) -> &'static str {
         match self {

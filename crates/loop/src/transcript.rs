@@ -1,5 +1,5 @@
 //! Session transcripts: one JSON object per line, flushed per line, so a killed process
-//! loses nothing it had shown (SPEC §8).
+//! loses nothing it had shown.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Write};

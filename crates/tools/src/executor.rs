@@ -1,4 +1,4 @@
-//! The streaming tool executor (seed 002 §2.4.1).
+//! The streaming tool executor.
 //!
 //! Tool calls are added while the model is still streaming and start at once when the
 //! concurrency rules allow: a safe call may start while only safe calls run, an unsafe
@@ -18,7 +18,7 @@ use crate::{
     ToolContext, ToolOutput, ToolProgress, ToolRegistry, run_tool_call,
 };
 
-/// Calls running at once when `GYRE_MAX_TOOL_CONCURRENCY` is unset: seed 004 §6.3.
+/// Calls running at once when `GYRE_MAX_TOOL_CONCURRENCY` is unset (as Claude Code: 10).
 pub const DEFAULT_MAX_CONCURRENCY: usize = 10;
 
 /// Progress of a running call, with the call's `tool_use_id`.
@@ -390,7 +390,7 @@ fn finish(shared: &Arc<Shared>, index: usize, mut outcome: ToolCallOutcome) {
             outcome.output = ToolOutput::error(INTERRUPTED_MESSAGE);
         }
         // A failing Bash call cancels its siblings: Bash commands often depend on each
-        // other, independent reads do not (seed 002 §2.4.1).
+        // other, independent reads do not.
         let cascades = outcome.tool_name == "Bash"
             && outcome.output.is_error
             && outcome.denial.is_none()

@@ -1,7 +1,7 @@
 //! The file-state cache: what was read, with which mtime and content hash.
 //!
 //! Edit and Write refuse to touch a file the model has not read, or that changed on disk
-//! since it was read (seed 004 §17.3), so the model never overwrites edits it has not seen.
+//! since it was read, so the model never overwrites edits it has not seen.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

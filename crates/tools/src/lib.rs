@@ -80,7 +80,7 @@ pub use tool::{
     ToolContext, ToolInputError, ToolOutput, ToolProgress, call_with_input,
 };
 
-/// The message of every call cut short by an abort (Ctrl+C): seed 004 §18.2.
+/// The message of every call cut short by an abort (Ctrl+C).
 pub const INTERRUPTED_MESSAGE: &str = "Interrupted by user";
-/// The result of a call cancelled because a sibling Bash call failed: seed 002 §2.4.1.
+/// The result of a call cancelled because a sibling Bash call failed.
 pub const SIBLING_CANCELLED_MESSAGE: &str = "cancelled: a sibling tool call failed";

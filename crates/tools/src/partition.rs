@@ -1,4 +1,5 @@
-//! Partitioning a turn's tool calls into batches (seed 004 §6.1).
+//! Partitioning a turn's tool calls into batches: consecutive concurrency-safe calls run
+//! together, each unsafe call alone.
 
 use crate::{ToolCall, ToolRegistry};
 

@@ -1,6 +1,6 @@
 //! The permission policy: modes and allow / ask / deny rules.
 //!
-//! Evaluation order (SPEC §6): deny rules → ask rules → the tool's own hard denials →
+//! Evaluation order: deny rules → ask rules → the tool's own hard denials →
 //! allow rules (and answers remembered for the session) → `bypassPermissions` → the
 //! working-directory check for path tools → the mode (`plan`, `acceptEdits`) → the
 //! tool's own view. A deny rule therefore wins in every mode. Without a

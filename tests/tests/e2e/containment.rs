@@ -1,4 +1,4 @@
-//! Containment (issue #9, SPEC §6 and §11): the file tools cannot reach outside the
+//! Containment (issue #9): the file tools cannot reach outside the
 //! working directories through `..`, symlinks (also one swapped in while the call runs)
 //! or absolute paths; headless Bash runs only what rules allow; deny rules win in every
 //! mode. All through the real binary.

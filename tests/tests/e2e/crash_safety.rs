@@ -1,4 +1,4 @@
-//! Crash safety (issue #9, SPEC §11): `kill -9` at any point loses no message that was
+//! Crash safety (issue #9): `kill -9` at any point loses no message that was
 //! printed, and `--resume` continues the session with a valid history.
 //!
 //! A scripted two-turn session (streams with per-event delays, a Read, a Bash `sleep`, a

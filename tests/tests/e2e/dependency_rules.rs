@@ -1,4 +1,6 @@
-//! SPEC §2: the layering of the crates, read from `cargo metadata`.
+//! The layering of the crates, read from `cargo metadata`: each gyre crate depends only
+//! on the layers below it (the libraries, then gyre-core, then the front-ends, then
+//! gyre-cli).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Command;

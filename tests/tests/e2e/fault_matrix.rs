@@ -147,7 +147,7 @@ fn stream_fault(turn: Turn, retry: &'static str, delays: &'static [(u64, u64)]) 
     }
 }
 
-/// First retry without a server hint: 500 ms plus up to 25% jitter (SPEC §5).
+/// First retry without a server hint: 500 ms plus up to 25% jitter.
 const BACKOFF_1: &[(u64, u64)] = &[(500, 625)];
 
 /// The table, in the order its rows are reported: HTTP errors, stream faults, bad tool calls.
@@ -216,7 +216,7 @@ fn http_rows() -> Vec<Row> {
                     delays: &[(0, 0)],
                 },
                 check: Some(|requests| {
-                    // Z - X - 1000 = 200000 - 195000 - 1000 (SPEC §5).
+                    // Context limit - input - 1000 (safety buffer) = 200000 - 195000 - 1000.
                     let sent = &requests[1].body["max_tokens"];
                     (sent == 4000).then_some(()).ok_or(format!("retried with max_tokens {sent}"))
                 }),

@@ -130,7 +130,10 @@ enum Outcome {
     Fallback,
 }
 
-/// The policy of SPEC §5, written out plainly: (requests, waits, outcome).
+/// The retry policy, written out plainly: a background request gives up on overload;
+/// the third overloaded error in a row switches to the fallback model if there is one;
+/// a 400 or a non-retryable 500 ends it, and so does a second 401; anything else is
+/// retried until `max_retries`. Returns (requests, waits, outcome).
 /// A wait is `Ok(exact)` for a server hint or `Err(retry number)` for backoff.
 fn oracle(
     faults: &[Fault],

@@ -1,4 +1,4 @@
-//! `QueryEngine`: one conversation (seed 002 §2.3).
+//! `QueryEngine`: one conversation, turn after turn.
 //!
 //! The engine is split by concern, so that what plugs in next (the SDK control protocol,
 //! hooks, sub-agents) finds one place to go:

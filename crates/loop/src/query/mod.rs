@@ -1,4 +1,4 @@
-//! `query()`: the agent loop (seed 000 §3.2.3, seed 001) as an explicit state machine.
+//! `query()`: the agent loop as an explicit state machine.
 //!
 //! A [`QueryRun`] owns what the phases share (the seams, the model and its fallback, the
 //! usage anchor, the transitions so far, the repeat-guard history…) and the current
@@ -49,13 +49,14 @@ use crate::hooks::{StopHook, ToolHook};
 use crate::state::{State, Terminal, TerminalReason, Transition};
 use emit::{Emitter, Progress};
 
-/// Default `max_tokens` of a request (SPEC §8).
+/// Default `max_tokens` of a request.
 pub const DEFAULT_MAX_OUTPUT_TOKENS: u32 = 8192;
-/// `max_tokens` after the first max_tokens stop: seed 000, ESCALATED_MAX_TOKENS.
+/// `max_tokens` after the first `max_tokens` stop (as Claude Code's `ESCALATED_MAX_TOKENS`).
 pub const ESCALATED_MAX_OUTPUT_TOKENS: u32 = 64_000;
-/// Recovery messages after escalation: seed 001, MAX_OUTPUT_TOKENS_RECOVERY_LIMIT.
+/// Recovery messages after escalation, at most; then the query ends (as Claude Code's
+/// `MAX_OUTPUT_TOKENS_RECOVERY_LIMIT`).
 pub const MAX_OUTPUT_TOKENS_RECOVERY_LIMIT: u32 = 3;
-/// The meta message that asks the model to resume after a max_tokens stop (SPEC §8).
+/// The meta message that asks the model to resume after a `max_tokens` stop.
 pub const MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE: &str = "Output token limit hit. Resume directly — no apology, no recap of what you were doing. Pick up mid-thought if that is where the cut happened. Break remaining work into smaller pieces.";
 /// Appended when the user interrupts while the model streams.
 pub const INTERRUPT_MESSAGE: &str = "[Request interrupted by user]";

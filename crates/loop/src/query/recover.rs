@@ -160,7 +160,8 @@ impl QueryRun {
     }
 }
 
-/// An image the API could not take (too large, bad format): seed 001, image_error.
+/// An image the API could not take (too large, bad format): the query ends with
+/// [`TerminalReason::ImageError`].
 fn is_image_error(error: &ApiError) -> bool {
     match error {
         ApiError::InvalidRequest { message, .. } | ApiError::RequestTooLarge { message, .. } => {

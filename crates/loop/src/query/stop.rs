@@ -10,7 +10,7 @@ use super::{Phase, QueryRun, Step};
 use crate::hooks::StopHookOutcome;
 use crate::state::{State, TerminalReason, Transition};
 
-/// Token-budget nudges stop at this share of the budget (SPEC §8).
+/// Token-budget nudges stop once this share of the budget (90%) is spent.
 const TOKEN_BUDGET_COMPLETION: f64 = 0.9;
 /// Two continuations under this many output tokens each are diminishing returns.
 const DIMINISHING_RETURNS_TOKENS: u64 = 500;

@@ -292,7 +292,7 @@ impl QueryRun {
 }
 
 /// Removes thinking blocks: their signatures are bound to the model that wrote them
-/// and another model rejects them (seed 001, stripSignatureBlocks).
+/// and another model rejects them (as Claude Code's `stripSignatureBlocks`).
 fn strip_thinking(messages: &mut [Message]) {
     let thinking = |b: &ContentBlock| {
         matches!(

@@ -194,7 +194,7 @@ fn repeat_warning(history: &[Vec<String>], call: &ToolCall) -> Option<String> {
 
 /// Files changed on disk since they were last read: seen files recorded
 /// by Read/Edit/Write in the file-state cache, compared by mtime. Each change is
-/// reported once (seed 000 §3.9, the `edited_text_file` attachment).
+/// reported once (as Claude Code's `edited_text_file` attachment).
 fn changed_files_reminders(
     ctx: &ToolContext,
     reminded: &mut HashMap<PathBuf, SystemTime>,

@@ -1,6 +1,6 @@
 //! Random model behaviours, random aborts: the loop always ends in a documented
 //! terminal, every request it sends is correctly paired, and the transcript on disk
-//! holds every message that was yielded (SPEC §8 invariant).
+//! holds every message that was yielded.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;

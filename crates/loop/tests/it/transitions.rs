@@ -1,4 +1,4 @@
-//! Every transition and every terminal of the loop, driven through fakes (SPEC §8).
+//! Every transition and every terminal of the loop, driven through fakes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
@@ -473,7 +473,8 @@ async fn a_file_changed_on_disk_after_a_read_is_reported_once() {
     assert_eq!(reminders, 1);
 }
 
-/// Seed 000 §3.9: "change the port in config.ts to 8080" — Read, Edit, final text.
+/// A three-iteration session, "change the port in config.ts to 8080": Read, Edit, final
+/// text, every event yielded in order.
 #[tokio::test]
 async fn the_three_iteration_example_of_the_seed_yields_every_event_in_order() {
     let dir = tempfile::tempdir().unwrap();
