@@ -87,7 +87,7 @@ fn crates_depend_only_on_the_layers_below_them() {
             }
             assert!(
                 allowed.contains(dep_name),
-                "{name} must not depend on {dep_name} (SPEC §2); allowed: {allowed:?}"
+                "{name} must not depend on {dep_name}; allowed: {allowed:?}"
             );
         }
     }
