@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: exactly what `.ci/run` runs, cheapest checks first.
 //!
-//! fmt, clippy, a check that the fuzz targets compile, the system tools that ignored tests and the bench need (tmux, rg), every test — the
+//! fmt, clippy, the library crates built without their default features, a check that
+//! the fuzz targets compile, the system tools that ignored tests and the bench need (tmux, rg), every test — the
 //! ignored ones included, so a test that needs a tool runs here rather than passing
 //! unseen — (nextest when installed, plus doc tests), `fixture check`, the demo, then
 //! `bench --quick` (a release build: the slowest step, so last). [`Step::ALL`] is that
@@ -22,6 +23,7 @@ pub struct Args {}
 pub enum Step {
     Fmt,
     Clippy,
+    LibrariesAlone,
     FuzzCheck,
     Tools,
     Tests,
@@ -32,9 +34,10 @@ pub enum Step {
 }
 
 impl Step {
-    pub const ALL: [Self; 9] = [
+    pub const ALL: [Self; 10] = [
         Self::Fmt,
         Self::Clippy,
+        Self::LibrariesAlone,
         Self::FuzzCheck,
         Self::Tools,
         Self::Tests,
@@ -49,6 +52,7 @@ impl Step {
         match self {
             Self::Fmt => "fmt check",
             Self::Clippy => "clippy",
+            Self::LibrariesAlone => "libraries without default features",
             Self::FuzzCheck => "fuzz targets compile",
             Self::Tools => "install tmux and rg if missing",
             Self::Tests => "tests (ignored ones included)",
@@ -71,6 +75,20 @@ impl Step {
                     "--",
                     "-D",
                     "warnings",
+                ],
+            ),
+            // gyre-api without its HTTP client and gyre-compact without tiktoken: the
+            // parts other projects take alone must build so.
+            Self::LibrariesAlone => run_cmd(
+                cargo,
+                &[
+                    "check",
+                    "-p",
+                    "gyre-api",
+                    "-p",
+                    "gyre-compact",
+                    "--no-default-features",
+                    "--lib",
                 ],
             ),
             // The fuzz targets are a workspace of their own (cargo-fuzz builds them on

@@ -35,9 +35,9 @@ enum Task {
     /// target/demo/run-<time>/. That project and gyre's session transcript stay there
     /// until you remove them; the demo prints both paths.
     Demo(demo::Args),
-    /// What CI runs, in this order: fmt check, clippy, fuzz targets compile, install tmux
-    /// and rg if missing, tests (ignored ones included), doc tests, fixture check, demo,
-    /// bench --quick.
+    /// What CI runs, in this order: fmt check, clippy, libraries without default features,
+    /// fuzz targets compile, install tmux and rg if missing, tests (ignored ones included),
+    /// doc tests, fixture check, demo, bench --quick.
     Ci(ci::Args),
     /// Optimised build, tarball gyre-<version>-<target>.tar.gz and its .sha256.
     Release(release::Args),
@@ -210,6 +210,7 @@ mod tests {
         let words: [&str; ci::Step::ALL.len()] = [
             "fmt",
             "clippy",
+            "default features",
             "fuzz",
             "tmux",
             "every test",

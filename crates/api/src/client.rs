@@ -1,19 +1,16 @@
-//! The `ModelClient` seam and its HTTP implementation, `AnthropicClient`.
+//! The `ModelClient` seam and what a client needs to know (`ClientConfig`); the HTTP
+//! implementation, `AnthropicClient`, is in `http_client` (the `client` feature).
 
 use std::fmt;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::Stream;
 use gyre_protocol::{MessagesRequest, StreamEvent};
-use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderValue, USER_AGENT};
 use tokio_util::sync::CancellationToken;
 
 use crate::ApiError;
-use crate::encode::BodyEncoder;
-use crate::error::ServerHints;
-use crate::sse::sse_events;
 
 /// The raw events of one attempt, as they arrive.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ApiError>> + Send>>;
@@ -108,151 +105,6 @@ impl ClientConfig {
     }
 }
 
-/// The Messages API over HTTPS (reqwest + SSE).
-#[derive(Clone)]
-pub struct AnthropicClient {
-    http: reqwest::Client,
-    url: String,
-    headers: HeaderMap,
-    base_url: String,
-    /// Shared by clones: the JSON of the last request's messages.
-    encoder: Arc<Mutex<BodyEncoder>>,
-}
-
-impl fmt::Debug for AnthropicClient {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicClient")
-            .field("url", &self.url)
-            .finish_non_exhaustive()
-    }
-}
-
-impl AnthropicClient {
-    /// Builds the HTTP client. Fails on a key or user agent that cannot be a header,
-    /// or a base URL that is not http(s).
-    pub fn new(config: ClientConfig) -> Result<Self, ApiError> {
-        let bad = |what: &str| ApiError::InvalidConfig {
-            message: format!("{what} contains characters not allowed in an HTTP header"),
-        };
-        if !(config.base_url.starts_with("http://") || config.base_url.starts_with("https://")) {
-            return Err(ApiError::InvalidConfig {
-                message: format!(
-                    "ANTHROPIC_BASE_URL must start with http:// or https:// (got `{}`)",
-                    config.base_url
-                ),
-            });
-        }
-        let mut headers = HeaderMap::new();
-        let mut key = HeaderValue::from_str(&config.api_key).map_err(|_| bad("the API key"))?;
-        key.set_sensitive(true);
-        headers.insert("x-api-key", key);
-        headers.insert(
-            "anthropic-version",
-            HeaderValue::from_static(ANTHROPIC_VERSION),
-        );
-        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-        headers.insert(
-            USER_AGENT,
-            HeaderValue::from_str(&config.user_agent).map_err(|_| bad("the user agent"))?,
-        );
-        let http = reqwest::Client::builder()
-            .connect_timeout(config.connect_timeout)
-            .build()?;
-        Ok(Self {
-            http,
-            url: config.messages_url(),
-            headers,
-            base_url: config.base_url,
-            encoder: Arc::default(),
-        })
-    }
-
-    /// The base URL requests go to.
-    #[must_use]
-    pub fn base_url(&self) -> &str {
-        &self.base_url
-    }
-}
-
-impl ModelClient for AnthropicClient {
-    fn stream(&self, request: Arc<MessagesRequest>, cancel: CancellationToken) -> EventStream {
-        let http = self.http.clone();
-        let url = self.url.clone();
-        let headers = self.headers.clone();
-        let encoder = Arc::clone(&self.encoder);
-        Box::pin(async_stream::stream! {
-            let encoded = encoder
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .encode(&request);
-            let body = match encoded {
-                Ok(b) => b,
-                Err(e) => {
-                    yield Err(ApiError::InvalidConfig { message: format!("request could not be encoded: {e}") });
-                    return;
-                }
-            };
-            let send = http.post(&url).headers(headers).body(body).send();
-            let response = tokio::select! {
-                biased;
-                () = cancel.cancelled() => Err(ApiError::Aborted),
-                r = send => r.map_err(ApiError::from),
-            };
-            let response = match response {
-                Ok(r) => r,
-                Err(e) => {
-                    yield Err(e);
-                    return;
-                }
-            };
-            let status = response.status();
-            if !status.is_success() {
-                let hints = ServerHints::from_headers(response.headers(), SystemTime::now());
-                let body = tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => Err(ApiError::Aborted),
-                    b = response.text() => Ok(b.unwrap_or_default()),
-                };
-                yield Err(match body {
-                    Ok(body) => ApiError::from_response(status.as_u16(), hints, &body, &request.model, &url),
-                    Err(e) => e,
-                });
-                return;
-            }
-            let mut events = std::pin::pin!(sse_events(response.bytes_stream()));
-            let mut received = 0u64;
-            loop {
-                let next = tokio::select! {
-                    biased;
-                    () = cancel.cancelled() => Some(Err(ApiError::Aborted)),
-                    n = events.next() => n,
-                };
-                match next {
-                    None => return,
-                    Some(Ok(event)) => {
-                        received += 1;
-                        let stop = matches!(event, StreamEvent::MessageStop);
-                        yield Ok(event);
-                        if stop {
-                            return;
-                        }
-                    }
-                    // The connection broke mid-body: to the user that is a cut stream.
-                    Some(Err(ApiError::Connection { message })) => {
-                        tracing::debug!("stream broken after {received} events: {message}");
-                        yield Err(ApiError::StreamCut { events: received });
-                        return;
-                    }
-                    Some(Err(e)) => {
-                        yield Err(e);
-                        return;
-                    }
-                }
-            }
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,8 +139,11 @@ mod tests {
     fn debug_never_shows_the_key() {
         let c = ClientConfig::new("sk-ant-secret");
         assert!(!format!("{c:?}").contains("secret"));
-        let client = AnthropicClient::new(c).unwrap();
-        assert!(!format!("{client:?}").contains("secret"));
+        #[cfg(feature = "client")]
+        {
+            let client = crate::AnthropicClient::new(c).unwrap();
+            assert!(!format!("{client:?}").contains("secret"));
+        }
     }
 
     #[test]
@@ -296,10 +151,12 @@ mod tests {
         assert!(default_user_agent().starts_with("gyre/"));
     }
 
+    #[cfg(feature = "client")]
     #[test]
     fn bad_base_url_is_a_config_error() {
-        let err = AnthropicClient::new(ClientConfig::new("k").with_base_url("api.anthropic.com"))
-            .unwrap_err();
+        let err =
+            crate::AnthropicClient::new(ClientConfig::new("k").with_base_url("api.anthropic.com"))
+                .unwrap_err();
         assert_eq!(err.category(), "invalid_config");
     }
 }

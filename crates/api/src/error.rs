@@ -25,7 +25,7 @@ pub struct ServerHints {
 impl ServerHints {
     /// Reads the hints from response headers; `now` resolves an HTTP-date `retry-after`.
     #[must_use]
-    pub fn from_headers(headers: &reqwest::header::HeaderMap, now: SystemTime) -> Self {
+    pub fn from_headers(headers: &http::HeaderMap, now: SystemTime) -> Self {
         let get = |name: &str| {
             headers
                 .get(name)
@@ -784,7 +784,7 @@ impl ApiError {
 fn fallback_message(status: u16, body: &str) -> String {
     let body = body.trim();
     if body.is_empty() {
-        reqwest::StatusCode::from_u16(status)
+        http::StatusCode::from_u16(status)
             .ok()
             .and_then(|s| s.canonical_reason())
             .unwrap_or("no details")
@@ -794,6 +794,7 @@ fn fallback_message(status: u16, body: &str) -> String {
     }
 }
 
+#[cfg(feature = "client")]
 impl From<reqwest::Error> for ApiError {
     fn from(e: reqwest::Error) -> Self {
         let message = error_chain(&e);
@@ -812,6 +813,7 @@ impl From<reqwest::Error> for ApiError {
 /// Whether a failed request never got a connection for a reason that will not heal
 /// within a retry's wait: refused, DNS, TLS. Only connect errors qualify; a reset or a
 /// timeout is left to the ordinary retries.
+#[cfg(feature = "client")]
 fn unreachable_reason(e: &reqwest::Error) -> Option<UnreachableReason> {
     if !e.is_connect() {
         return None;
@@ -820,6 +822,7 @@ fn unreachable_reason(e: &reqwest::Error) -> Option<UnreachableReason> {
 }
 
 /// [`unreachable_reason`] for one error of the chain and the causes under it.
+#[cfg(feature = "client")]
 fn unreachable_cause(e: &(dyn std::error::Error + 'static)) -> Option<UnreachableReason> {
     if e.is::<rustls::Error>() {
         return Some(UnreachableReason::Tls);
@@ -873,6 +876,7 @@ impl From<std::io::Error> for ApiError {
 }
 
 /// `error: cause: cause` — reqwest hides the useful part (refused, DNS…) in sources.
+#[cfg(feature = "client")]
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut out = e.to_string();
     let mut source = e.source();
@@ -1159,19 +1163,10 @@ mod tests {
 
     #[test]
     fn hints_prefer_retry_after_ms() {
-        let mut h = reqwest::header::HeaderMap::new();
-        h.insert(
-            "retry-after",
-            reqwest::header::HeaderValue::from_static("9"),
-        );
-        h.insert(
-            "retry-after-ms",
-            reqwest::header::HeaderValue::from_static("250"),
-        );
-        h.insert(
-            "x-should-retry",
-            reqwest::header::HeaderValue::from_static("false"),
-        );
+        let mut h = http::HeaderMap::new();
+        h.insert("retry-after", http::HeaderValue::from_static("9"));
+        h.insert("retry-after-ms", http::HeaderValue::from_static("250"));
+        h.insert("x-should-retry", http::HeaderValue::from_static("false"));
         let hints = ServerHints::from_headers(&h, SystemTime::now());
         assert_eq!(hints.retry_after_ms, Some(250));
         assert_eq!(hints.should_retry, Some(false));

@@ -70,6 +70,8 @@ mod client;
 mod encode;
 mod error;
 mod fixture;
+#[cfg(feature = "client")]
+mod http_client;
 mod retry;
 mod sse;
 mod stream;
@@ -80,8 +82,7 @@ pub use assemble::{
 };
 pub use cache::add_cache_markers;
 pub use client::{
-    ANTHROPIC_VERSION, AnthropicClient, ClientConfig, DEFAULT_BASE_URL, EventStream, ModelClient,
-    default_user_agent,
+    ANTHROPIC_VERSION, ClientConfig, DEFAULT_BASE_URL, EventStream, ModelClient, default_user_agent,
 };
 pub use encode::BodyEncoder;
 pub use error::{
@@ -89,6 +90,8 @@ pub use error::{
     parse_retry_after_ms,
 };
 pub use fixture::{FixtureEntry, RecordingClient, ReplayClient};
+#[cfg(feature = "client")]
+pub use http_client::AnthropicClient;
 pub use retry::{
     ApiErrorClassifier, BASE_DELAY, DEFAULT_MAX_RETRIES, DEFAULT_STREAM_IDLE_TIMEOUT,
     HEARTBEAT_INTERVAL, MAX_CONSECUTIVE_OVERLOADED, MAX_DELAY, MAX_RETRIES_LIMIT,
