@@ -11,6 +11,17 @@ use serde_json::{Value, json};
 
 /// Runs `gyre` in stream-json mode with `lines` on stdin (then EOF).
 fn stream(sandbox: &Sandbox, server: &TestServer, extra: &[&str], lines: &[Value]) -> Run {
+    stream_with_env(sandbox, server, extra, &[], lines)
+}
+
+/// [`stream`] with more environment variables.
+fn stream_with_env(
+    sandbox: &Sandbox,
+    server: &TestServer,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    lines: &[Value],
+) -> Run {
     let mut child = sandbox
         .gyre(server)
         .unwrap()
@@ -22,6 +33,7 @@ fn stream(sandbox: &Sandbox, server: &TestServer, extra: &[&str], lines: &[Value
             "--verbose",
         ])
         .args(extra)
+        .envs(env.iter().copied())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -1144,33 +1156,16 @@ fn context_usage_reports_the_window_and_autocompaction_the_compactor_uses() {
     let ask = |env: &[(&str, &str)], model: &str| {
         let sandbox = Sandbox::new().unwrap();
         let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
-        let mut child = sandbox
-            .gyre(&server)
-            .unwrap()
-            .args([
-                "--input-format",
-                "stream-json",
-                "--output-format",
-                "stream-json",
-                "--verbose",
-                "--model",
-                model,
-            ])
-            .envs(env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut stdin = child.stdin.take().unwrap();
-        for line in [
-            user(&json!("hi")),
-            control("u1", &json!({"subtype": "get_context_usage"})),
-        ] {
-            writeln!(stdin, "{line}").unwrap();
-        }
-        drop(stdin);
-        let out: Run = child.wait_with_output().unwrap().into();
+        let out = stream_with_env(
+            &sandbox,
+            &server,
+            &["--model", model],
+            env,
+            &[
+                user(&json!("hi")),
+                control("u1", &json!({"subtype": "get_context_usage"})),
+            ],
+        );
         assert_eq!(out.code, Some(0), "{}", out.stderr);
         let lines = out.lines().unwrap();
         let usage = response_to(&lines, "u1")["response"]["response"].clone();
