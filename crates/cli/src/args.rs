@@ -101,8 +101,8 @@ pub struct Cli {
     #[arg(long)]
     pub allow_dangerously_skip_permissions: bool,
 
-    /// Wait for the Agent SDK's initialize request before the first turn (stream-json
-    /// input). gyre always answers initialize whenever it comes; accepted for the SDKs.
+    /// Accepted for the Agent SDKs, which pass it when their options travel in the
+    /// initialize request (stream-json input); gyre answers initialize whenever it comes.
     #[arg(long)]
     pub await_initialize: bool,
 
