@@ -7,7 +7,8 @@ use std::path::Path;
 
 use futures::StreamExt;
 use gyre_mcp::{
-    McpConfig, McpServers, SdkBridge, SdkChannel, ServerState, ServerStatus, StartOptions,
+    McpConfig, McpServers, SdkBridge, SdkChannel, ServerConfig, ServerState, ServerStatus,
+    StartOptions,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -66,8 +67,9 @@ impl ProjectApproval {
 }
 
 /// The servers this session uses: the project's approved `.mcp.json` servers (unless
-/// `--strict-mcp-config`), then each `--mcp-config` in order, later ones replacing
-/// servers of the same name.
+/// `--strict-mcp-config`), then each `--mcp-config` in order, then the SDK's from
+/// `initialize` (`mcpServers`, then its in-process `sdkMcpServers`), later ones
+/// replacing servers of the same name.
 ///
 /// # Errors
 /// An unreadable or invalid config, with the file and what is wrong.
@@ -95,6 +97,16 @@ fn collect(cli: &SessionOptions, cwd: &Path, gyre_home: &Path) -> Result<McpConf
         let more = McpConfig::from_arg(arg)
             .map_err(|e| CoreError::Invalid(format!("--mcp-config: {e}")))?;
         config.merge(more);
+    }
+    let init = &cli.initialize;
+    if let Some(servers) = &init.mcp_servers {
+        let text = json!({ "mcpServers": servers }).to_string();
+        let more = McpConfig::parse("initialize's mcpServers", &text)
+            .map_err(|e| CoreError::Invalid(e.to_string()))?;
+        config.merge(more);
+    }
+    for name in &init.sdk_mcp_servers {
+        config.insert(name.clone(), ServerConfig::Sdk);
     }
     Ok(config)
 }

@@ -23,18 +23,33 @@ pub enum Resume {
     Id(String),
 }
 
-/// Options an Agent SDK sends in its `initialize` request rather than as flags. Each
-/// field replaces (prompts) or adds to (servers) what the flags gave.
+/// Options an Agent SDK sends in its `initialize` request rather than as flags. They
+/// take effect when `initialize` is the first thing the SDK sends (as both SDKs do):
+/// [`SessionOptions::with_initialize`] layers them over the flags before the session
+/// is built. Prompts replace what the flags gave; servers and denied tools add to it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct InitializeOptions {
-    /// `systemPrompt`: replaces the system prompt.
+    /// `systemPrompt`: replaces the system prompt (`""`: none, as `--system-prompt ""`).
     pub system_prompt: Option<String>,
     /// `appendSystemPrompt`: appended to the system prompt.
     pub append_system_prompt: Option<String>,
-    /// `mcpServers`: more servers, as `--mcp-config` would give them.
+    /// `mcpServers`: `{name: config}`, as the `mcpServers` of an `--mcp-config` file.
     pub mcp_servers: Option<Value>,
-    /// `sdkMcpServers`: the names of the SDK's in-process servers.
+    /// `sdkMcpServers`: the names of the SDK's in-process servers, reached with
+    /// `mcp_message` requests.
     pub sdk_mcp_servers: Vec<String>,
+    /// `disallowedTools`: more deny rules, as `--disallowedTools`.
+    pub disallowed_tools: Vec<String>,
+    /// `jsonSchema`: the schema the final answer must satisfy, as `--json-schema`.
+    pub json_schema: Option<Value>,
+}
+
+impl InitializeOptions {
+    /// Whether any option here changes how the session is built.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self == &Self::default()
+    }
 }
 
 /// See the module docs. Field names follow the flags they come from.
@@ -89,8 +104,33 @@ pub struct SessionOptions {
     pub mcp_config: Vec<String>,
     /// Only the `--mcp-config` servers, not the project's `.mcp.json`.
     pub strict_mcp_config: bool,
-    /// What the SDK sent in `initialize`.
+    /// What the SDK sent in `initialize`: its servers (the rest is layered into the
+    /// fields above by [`SessionOptions::with_initialize`]).
     pub initialize: InitializeOptions,
+}
+
+impl SessionOptions {
+    /// These options with the SDK's `initialize` options over them (they come last in
+    /// the precedence): its prompts replace the flags', its denied tools add to them,
+    /// its schema replaces `--json-schema`, and its MCP servers are started with the
+    /// flags' (see [`crate::mcp_config`]).
+    #[must_use]
+    pub fn with_initialize(mut self, init: InitializeOptions) -> Self {
+        if let Some(prompt) = &init.system_prompt {
+            self.system_prompt = Some(prompt.clone());
+            self.system_prompt_file = None;
+        }
+        if let Some(append) = &init.append_system_prompt {
+            self.append_system_prompt = Some(append.clone());
+        }
+        self.disallowed_tools
+            .extend(init.disallowed_tools.iter().cloned());
+        if let Some(schema) = &init.json_schema {
+            self.json_schema = Some(schema.to_string());
+        }
+        self.initialize = init;
+        self
+    }
 }
 
 /// Splits tool lists given as `"Bash Read" Edit` or `Read,Grep` into single rules,

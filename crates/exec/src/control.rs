@@ -11,6 +11,7 @@ use std::io::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use gyre_core::InitializeOptions;
 use gyre_protocol::{ContentBlock, Message};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -147,7 +148,9 @@ pub enum ControlRequest {
     Unknown,
 }
 
-/// `initialize`: the SDK's hooks and agents, and the options gyre ignores so far.
+/// `initialize`: the SDK's hooks and agents (applied whenever it comes), the options
+/// the session is built with when it comes first ([`Initialize::session_options`]),
+/// and the options gyre ignores so far.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Initialize {
@@ -164,8 +167,62 @@ pub struct Initialize {
     pub forward_subagent_text: Option<Value>,
     pub mcp_servers: Option<Value>,
     pub sdk_mcp_servers: Option<Value>,
+    pub disallowed_tools: Option<Value>,
     pub json_schema: Option<Value>,
     pub prompt_suggestions: Option<Value>,
+}
+
+impl Initialize {
+    /// The options that shape the session: `systemPrompt` (a string, or a list of
+    /// strings as the TypeScript SDK sends it, joined by blank lines),
+    /// `appendSystemPrompt`, `mcpServers`, `sdkMcpServers`, `disallowedTools` and
+    /// `jsonSchema`. `null` counts as absent.
+    ///
+    /// # Errors
+    /// A field of the wrong shape, named.
+    pub fn session_options(&self) -> Result<InitializeOptions, String> {
+        let invalid = |field: &str, want: &str| format!("initialize: invalid `{field}`: {want}");
+        let texts = |field: &str, value: &Option<Value>| -> Result<Option<Vec<String>>, String> {
+            match value {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(vec![s.clone()])),
+                Some(Value::Array(items)) => items
+                    .iter()
+                    .map(|i| i.as_str().map(str::to_owned))
+                    .collect::<Option<Vec<_>>>()
+                    .map(Some)
+                    .ok_or_else(|| invalid(field, "expected a string or a list of strings")),
+                Some(_) => Err(invalid(field, "expected a string or a list of strings")),
+            }
+        };
+        let joined = |parts: Vec<String>| {
+            parts
+                .into_iter()
+                .filter(|p| !p.trim().is_empty())
+                .collect::<Vec<_>>()
+                .join("\n\n")
+        };
+        let present = |value: &Option<Value>| value.clone().filter(|v| !v.is_null());
+        let mcp_servers = present(&self.mcp_servers);
+        if mcp_servers.as_ref().is_some_and(|v| !v.is_object()) {
+            return Err(invalid("mcpServers", "expected an object of named servers"));
+        }
+        let json_schema = present(&self.json_schema);
+        if json_schema.as_ref().is_some_and(|v| !v.is_object()) {
+            return Err(invalid("jsonSchema", "expected a JSON Schema object"));
+        }
+        Ok(InitializeOptions {
+            system_prompt: texts("systemPrompt", &self.system_prompt)?.map(joined),
+            append_system_prompt: texts("appendSystemPrompt", &self.append_system_prompt)?
+                .map(joined),
+            mcp_servers,
+            sdk_mcp_servers: texts("sdkMcpServers", &self.sdk_mcp_servers)?.unwrap_or_default(),
+            disallowed_tools: texts("disallowedTools", &self.disallowed_tools)?
+                .map(|rules| gyre_core::options::split_tool_list(&rules))
+                .unwrap_or_default(),
+            json_schema,
+        })
+    }
 }
 
 impl ControlRequest {
@@ -528,6 +585,55 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    fn initialize(fields: &Value) -> Result<InitializeOptions, String> {
+        let mut request = json!({"subtype": "initialize"});
+        request
+            .as_object_mut()
+            .unwrap()
+            .extend(fields.as_object().unwrap().clone());
+        match ControlRequest::parse(request.as_object().unwrap())? {
+            ControlRequest::Initialize(init) => init.session_options(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn initialize_options_read_both_sdks_shapes_and_name_a_wrong_field() {
+        let typescript = initialize(&json!({
+            "systemPrompt": ["You are terse.", "", "Use British spelling."],
+            "appendSystemPrompt": "Sign off.",
+            "sdkMcpServers": ["calc"],
+            "mcpServers": {"fs": {"command": "fs-server"}},
+            "disallowedTools": ["Bash(rm:*), WebFetch"],
+            "jsonSchema": {"type": "object"},
+        }))
+        .unwrap();
+        assert_eq!(
+            typescript.system_prompt.as_deref(),
+            Some("You are terse.\n\nUse British spelling.")
+        );
+        assert_eq!(
+            typescript.append_system_prompt.as_deref(),
+            Some("Sign off.")
+        );
+        assert_eq!(typescript.sdk_mcp_servers, ["calc"]);
+        assert_eq!(typescript.disallowed_tools, ["Bash(rm:*)", "WebFetch"]);
+        assert!(typescript.mcp_servers.is_some() && typescript.json_schema.is_some());
+        // No prompt of the program's own: `[""]`, as `--system-prompt ""`.
+        let none = initialize(&json!({"systemPrompt": [""], "hooks": null})).unwrap();
+        assert_eq!(none.system_prompt.as_deref(), Some(""));
+        // Python's `initialize` carries none of these.
+        assert!(
+            initialize(&json!({"hooks": null, "agents": null}))
+                .unwrap()
+                .is_empty()
+        );
+        let wrong = initialize(&json!({"systemPrompt": 42})).unwrap_err();
+        assert!(wrong.contains("`systemPrompt`"), "{wrong}");
+        let wrong = initialize(&json!({"mcpServers": ["fs"]})).unwrap_err();
+        assert!(wrong.contains("`mcpServers`"), "{wrong}");
+    }
 
     /// The rows of docs/sdk-protocol.md's control table: `(subtype, direction)`.
     fn documented() -> Vec<(String, String)> {

@@ -137,10 +137,19 @@ pub async fn run(
         None
     };
     // An SDK session reads stdin from the start: its own MCP servers answer over it.
-    let sdk_io = (options.input_format == InputFormat::StreamJson).then(|| {
+    let mut sdk_io = (options.input_format == InputFormat::StreamJson).then(|| {
         let out = control::LineOut::new(Box::new(std::io::stdout()));
         (sdk::SdkInput::start(out.clone()), out)
     });
+    // An SDK's options in `initialize` come last in the precedence: the session waits
+    // for its first line.
+    let mut with_initialize = None;
+    if let Some((input, _)) = &mut sdk_io
+        && let Some(init) = input.boot_initialize().await
+    {
+        with_initialize = Some(session_options.clone().with_initialize(init));
+    }
+    let session_options = with_initialize.as_ref().unwrap_or(session_options);
     let sdk_channel = sdk_io.as_ref().map(|(input, _)| input.channel.client());
     let mcp = gyre_core::mcp_config::start_with_sdk(
         session_options,

@@ -21,6 +21,7 @@ use crate::ExecError;
 use crate::control::{self, ControlChannel, ControlRequest, Inbound, LineOut};
 use crate::headless::{self, Output};
 use crate::stream_json::{self, ContextFacts};
+use gyre_core::InitializeOptions;
 use gyre_core::gate::Gate;
 use gyre_core::session::Session;
 
@@ -30,6 +31,11 @@ pub struct SdkInput {
     pub channel: ControlChannel,
     /// Every line but the answers, for the dispatcher.
     lines: mpsc::UnboundedReceiver<Inbound>,
+    /// The first line, read before the session is built ([`SdkInput::boot_initialize`]);
+    /// dispatched first.
+    first: Option<Inbound>,
+    /// The id of the `initialize` whose options the session was built with.
+    boot_initialize: Option<String>,
 }
 
 impl SdkInput {
@@ -69,7 +75,39 @@ impl SdkInput {
             }
             router.close();
         });
-        Self { channel, lines }
+        Self {
+            channel,
+            lines,
+            first: None,
+            boot_initialize: None,
+        }
+    }
+
+    /// Waits for the SDK's first line. When it is `initialize`, returns the options it
+    /// carries for the session (both SDKs send it first, and wait for its answer, which
+    /// goes out once the session is built with them). Anything else waits for the
+    /// dispatcher. A malformed option is said on stderr and the session is built from
+    /// the flags alone; the `initialize` answer names the field.
+    pub async fn boot_initialize(&mut self) -> Option<InitializeOptions> {
+        let first = self.lines.recv().await?;
+        let options = match &first {
+            Inbound::Request {
+                request_id,
+                request: Ok(ControlRequest::Initialize(init)),
+            } => match init.session_options() {
+                Ok(options) => {
+                    self.boot_initialize = Some(request_id.clone());
+                    Some(options)
+                }
+                Err(e) => {
+                    eprintln!("gyre: {e}; the session starts with the flags' options");
+                    None
+                }
+            },
+            _ => None,
+        };
+        self.first = Some(first);
+        options
     }
 }
 
@@ -111,6 +149,8 @@ struct Dispatcher {
     agents: gyre_loop::AgentCatalog,
     /// Bash's background shells, which `stop_task` stops.
     shells: Option<Arc<gyre_tools::background::ShellTable>>,
+    /// The id of the `initialize` the session was built with.
+    boot_initialize: Option<String>,
 }
 
 impl Dispatcher {
@@ -156,7 +196,7 @@ impl Dispatcher {
                 request_id,
                 request,
             } => {
-                let reply = match request.and_then(|request| self.answer(request)) {
+                let reply = match request.and_then(|request| self.answer(&request_id, request)) {
                     Ok(body) => control::success(&request_id, body),
                     Err(e) => control::error(&request_id, &e),
                 };
@@ -173,9 +213,16 @@ impl Dispatcher {
         }
     }
 
-    fn answer(&self, request: ControlRequest) -> Result<Value, String> {
+    fn answer(&self, request_id: &str, request: ControlRequest) -> Result<Value, String> {
         match request {
             ControlRequest::Initialize(init) => {
+                let options = init.session_options()?;
+                let applied = self.boot_initialize.as_deref() == Some(request_id);
+                if !applied && !options.is_empty() {
+                    eprintln!(
+                        "gyre: initialize came after the session started: its systemPrompt, appendSystemPrompt, mcpServers, sdkMcpServers, disallowedTools and jsonSchema were not applied; send initialize first"
+                    );
+                }
                 if let Some(hooks) = init.hooks.as_ref().filter(|h| h.is_object()) {
                     self.gate.add_sdk_hooks(hooks, self.channel.client());
                 }
@@ -191,7 +238,11 @@ impl Dispatcher {
                     .unwrap_or_else(PoisonError::into_inner)
                     .model
                     .clone();
-                body(&InitializeResponse::new(self.agents.names(), model))
+                body(&InitializeResponse::new(
+                    self.agents.names(),
+                    model,
+                    applied,
+                ))
             }
             ControlRequest::Interrupt => {
                 self.shared
@@ -267,10 +318,16 @@ struct InitializeResponse {
     models: Vec<ModelInfo>,
     account: Map<String, Value>,
     pid: u32,
+    /// Whether `mcpServers` and `sdkMcpServers` were started with the session (the
+    /// TypeScript SDK ends a session that sent servers and gets no `true`).
+    mcp_servers_applied: bool,
+    /// Whether `disallowedTools` were applied (likewise).
+    disallowed_tools_applied: bool,
 }
 
 impl InitializeResponse {
-    fn new(agents: Vec<String>, model: String) -> Self {
+    /// `applied`: whether the session was built with this request's options.
+    fn new(agents: Vec<String>, model: String, applied: bool) -> Self {
         Self {
             commands: Vec::new(),
             agents,
@@ -283,6 +340,8 @@ impl InitializeResponse {
             }],
             account: Map::new(),
             pid: std::process::id(),
+            mcp_servers_applied: applied,
+            disallowed_tools_applied: applied,
         }
     }
 }
@@ -388,6 +447,8 @@ pub async fn run(
     let SdkInput {
         channel,
         lines: mut inbound_rx,
+        first,
+        boot_initialize,
     } = input;
     let shared = Arc::new(Mutex::new(Shared {
         model: session.engine.model().to_owned(),
@@ -409,16 +470,21 @@ pub async fn run(
         mcp: Arc::clone(&session.mcp),
         agents: session.agents.clone(),
         shells: session.engine.tools().background_shells().cloned(),
+        boot_initialize,
     };
+    let output_line = out.clone();
+    let mut output = Output::new(out, crate::OutputFormat::StreamJson, partial);
+    // The init line comes first, then the answers: also to the `initialize` the session
+    // was built with.
+    headless::print_init(&mut output, &session.facts)?;
     tokio::spawn(async move {
+        if let Some(inbound) = first {
+            dispatcher.handle(inbound);
+        }
         while let Some(inbound) = inbound_rx.recv().await {
             dispatcher.handle(inbound);
         }
     });
-
-    let output_line = out.clone();
-    let mut output = Output::new(out, crate::OutputFormat::StreamJson, partial);
-    headless::print_init(&mut output, &session.facts)?;
     let mut last_error = false;
     loop {
         // Ctrl+C between turns ends the session too, not only during one.
@@ -592,7 +658,8 @@ mod tests {
 
     #[test]
     fn the_answers_keep_their_wire_names_and_round_trip() {
-        let init = InitializeResponse::new(vec!["reviewer".into()], "claude-sonnet-4-5".into());
+        let init =
+            InitializeResponse::new(vec!["reviewer".into()], "claude-sonnet-4-5".into(), true);
         round_trip(
             &init,
             &json!({
@@ -603,6 +670,8 @@ mod tests {
                 "models": [{"value": "claude-sonnet-4-5", "displayName": "claude-sonnet-4-5", "description": ""}],
                 "account": {},
                 "pid": std::process::id(),
+                "mcp_servers_applied": true,
+                "disallowed_tools_applied": true,
             }),
         );
         round_trip(

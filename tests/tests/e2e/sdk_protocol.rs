@@ -610,6 +610,13 @@ fn calc_server(message: &Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
+/// The SDK's `control_response` to an `mcp_message` request `line` for `calc`.
+fn calc_reply(line: &Value) -> Value {
+    let answer = json!({"mcp_response": calc_server(&line["request"]["message"])});
+    json!({"type": "control_response", "response": {
+        "subtype": "success", "request_id": line["request_id"], "response": answer}})
+}
+
 #[test]
 fn an_sdk_mcp_server_is_reached_with_mcp_message_requests_and_its_tool_result_reaches_the_model() {
     let sandbox = Sandbox::new().unwrap();
@@ -633,9 +640,7 @@ fn an_sdk_mcp_server_is_reached_with_mcp_message_requests_and_its_tool_result_re
                 assert_eq!(line["request"]["server_name"], "calc");
                 let message = &line["request"]["message"];
                 methods.push(message["method"].as_str().unwrap_or("").to_owned());
-                let answer = json!({"mcp_response": calc_server(message)});
-                Some(vec![json!({"type": "control_response", "response": {
-                    "subtype": "success", "request_id": line["request_id"], "response": answer}})])
+                Some(vec![calc_reply(line)])
             }
             (Some("result"), _) => Some(vec![control("s1", &json!({"subtype": "mcp_status"}))]),
             (Some("control_response"), _) if line["response"]["request_id"] == "s1" => None,
@@ -1274,4 +1279,93 @@ fn tools_default_offers_every_tool_and_the_sdks_flags_are_accepted() {
         ]),
         all
     );
+}
+
+/// The TypeScript SDK sends most of its options in `initialize` rather than as flags:
+/// when it comes first, the session is built with them, over the flags.
+#[test]
+fn options_sent_in_initialize_shape_the_session_as_flags_would() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("mcp__calc__add", json!({"a": 2, "b": 3})),
+        Turn::text("It is 5."),
+    ]))
+    .unwrap();
+    let init = json!({
+        "subtype": "initialize",
+        "hooks": null,
+        "systemPrompt": ["You are the release bot."],
+        "appendSystemPrompt": "Answer in one line.",
+        "disallowedTools": ["Bash"],
+        "sdkMcpServers": ["calc"],
+        "mcpServers": {},
+    });
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &[
+            "--system-prompt",
+            "the flag's prompt",
+            "--allowedTools",
+            "mcp__calc",
+            "--await-initialize",
+        ],
+        &[control("i1", &init), user(&json!("add 2 and 3"))],
+        |line| match (line["type"].as_str(), line["request"]["subtype"].as_str()) {
+            (Some("control_request"), Some("mcp_message")) => Some(vec![calc_reply(line)]),
+            (Some("result"), _) => None,
+            _ => Some(Vec::new()),
+        },
+    );
+    let reply = &response_to(&lines, "i1")["response"];
+    assert_eq!(reply["subtype"], "success", "{reply} {stderr}");
+    assert_eq!(reply["response"]["mcp_servers_applied"], true, "{reply}");
+    assert_eq!(reply["response"]["disallowed_tools_applied"], true);
+    let init_line = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    assert_eq!(
+        init_line["mcp_servers"],
+        json!([{"name": "calc", "status": "connected"}]),
+        "{stderr}"
+    );
+    let first = &server.requests()[0].body;
+    let system = first["system"].to_string();
+    assert!(system.contains("You are the release bot."), "{system}");
+    assert!(system.contains("Answer in one line."), "{system}");
+    assert!(!system.contains("the flag's prompt"), "{system}");
+    let tools = offered_tools(first);
+    assert!(tools.iter().any(|t| t == "mcp__calc__add"), "{tools:?}");
+    assert!(!tools.iter().any(|t| t == "Bash"), "{tools:?}");
+    let result = lines.iter().find(|l| l["type"] == "result").unwrap();
+    assert_eq!(result["result"], "It is 5.", "{stderr}");
+}
+
+/// An `initialize` after the session started still registers hooks and agents, but
+/// says that its session options were not applied.
+#[test]
+fn a_late_initialize_says_its_session_options_were_not_applied() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let out = stream(
+        &sandbox,
+        &server,
+        &[],
+        &[
+            user(&json!("hi")),
+            control(
+                "i1",
+                &json!({"subtype": "initialize", "systemPrompt": ["late"]}),
+            ),
+        ],
+    );
+    let lines = out.lines().unwrap();
+    let reply = &response_to(&lines, "i1")["response"];
+    assert_eq!(reply["subtype"], "success", "{reply}");
+    assert_eq!(reply["response"]["mcp_servers_applied"], false);
+    assert!(
+        out.stderr.contains("send initialize first"),
+        "{}",
+        out.stderr
+    );
+    let system = server.requests()[0].body["system"].to_string();
+    assert!(!system.contains("late"), "{system}");
 }
