@@ -13,8 +13,9 @@
 //! Two checks, both the `jsonschema` crate's on the input less the `null` fields its
 //! schema declares: [`validate`], the first problem and its path (the conformance tests
 //! hold every built-in schema to its parser with it), and [`schema_issues`], what
-//! `run_tool_call` checks before a call, every problem of the input and of its fields as
-//! a line naming the field (nested shapes are left to the tool's parser).
+//! `run_tool_call` checks before a call (with the schema compiled once per tool), every
+//! problem of the input and of its fields as a line naming the field (nested shapes are
+//! left to the tool's parser).
 
 use jsonschema::error::{TypeKind, ValidationErrorKind};
 use jsonschema::paths::{Location, LocationSegment};
@@ -179,13 +180,14 @@ pub fn validate(schema: &Value, input: &Value) -> Result<(), SchemaError> {
 }
 
 /// The problems of `input` and of its fields against `schema`, one line each naming the
-/// field; empty when they conform (nested shapes are left to the tool's parser).
+/// field; empty when they conform (nested shapes are left to the tool's parser). Compiles
+/// the schema for this one check: `run_tool_call` uses the one its registry keeps.
 #[must_use]
 pub fn schema_issues(schema: &Value, input: &Value) -> Vec<String> {
     InputCheck::new(schema.clone()).issues(input)
 }
 
-/// An input schema compiled, and checked with gyre's null rule.
+/// A tool's input schema compiled once: what `run_tool_call` checks each call against.
 pub(crate) struct InputCheck {
     schema: Value,
     /// `None` for a schema that does not compile: the tool (an MCP server's) is left to
