@@ -4,7 +4,7 @@ use gyre_protocol::{ContentBlock, ToolResultContent, ToolResultPart};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::schema::schema_issues;
+use crate::schema::InputCheck;
 use crate::{
     CanUseTool, INTERRUPTED_MESSAGE, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput,
     ToolRegistry,
@@ -102,7 +102,7 @@ pub async fn run_tool_call(
     can_use: &dyn CanUseTool,
     progress: &ProgressFn,
 ) -> ToolCallOutcome {
-    let Some(tool) = registry.get(&call.name) else {
+    let Some((tool, check)) = registry.get_checked(&call.name) else {
         return ToolCallOutcome::new(
             call,
             ToolOutput::tool_use_error(format_args!(
@@ -111,7 +111,7 @@ pub async fn run_tool_call(
             )),
         );
     };
-    let input = match checked_input(tool.as_ref(), &call.name, &call.input, ctx) {
+    let input = match checked_input(tool.as_ref(), check, &call.name, &call.input, ctx) {
         Ok(input) => input,
         Err(output) => return ToolCallOutcome::new(call, output),
     };
@@ -141,7 +141,7 @@ pub async fn run_tool_call(
     // The permission's own input (an SDK's or a hook's `updatedInput`) passes the same
     // checks as the model's.
     let input = match verdict.updated_input {
-        Some(updated) => match checked_input(tool.as_ref(), &call.name, &updated, ctx) {
+        Some(updated) => match checked_input(tool.as_ref(), check, &call.name, &updated, ctx) {
             Ok(input) => input,
             Err(output) => return ToolCallOutcome::new(call, output),
         },
@@ -162,11 +162,12 @@ pub async fn run_tool_call(
 /// permission check sees and the tool runs with. A failure is the `<tool_use_error>`.
 fn checked_input(
     tool: &dyn Tool,
+    check: &InputCheck,
     name: &str,
     input: &Value,
     ctx: &ToolContext,
 ) -> Result<Value, ToolOutput> {
-    let issues = schema_issues(&tool.input_schema(), input);
+    let issues = check.issues(input);
     if !issues.is_empty() {
         let plural = if issues.len() == 1 { "issue" } else { "issues" };
         return Err(ToolOutput::tool_use_error(format_args!(

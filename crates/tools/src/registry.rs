@@ -1,20 +1,29 @@
 //! The tools on offer.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use gyre_protocol::ToolDefinition;
 
 use crate::Tool;
 use crate::background::ShellTable;
+use crate::schema::InputCheck;
 
 /// The tools offered to the model, in a stable order.
 #[derive(Clone, Default)]
 pub struct ToolRegistry {
-    tools: Vec<Arc<dyn Tool>>,
+    tools: Vec<Registered>,
     /// Tools the API runs itself (WebSearch): offered, never called here.
     server_tools: Vec<ToolDefinition>,
     /// The shells Bash's `run_in_background` starts, for a UI to list and kill.
     shells: Option<Arc<ShellTable>>,
+}
+
+/// A tool and its input schema, compiled at the tool's first call (shared by the
+/// registry's clones).
+#[derive(Clone)]
+struct Registered {
+    tool: Arc<dyn Tool>,
+    check: Arc<OnceLock<InputCheck>>,
 }
 
 impl std::fmt::Debug for ToolRegistry {
@@ -58,8 +67,11 @@ impl ToolRegistry {
 
     /// Adds a tool, replacing one of the same name.
     pub fn register(&mut self, tool: Arc<dyn Tool>) {
-        self.tools.retain(|t| t.name() != tool.name());
-        self.tools.push(tool);
+        self.tools.retain(|t| t.tool.name() != tool.name());
+        self.tools.push(Registered {
+            tool,
+            check: Arc::default(),
+        });
     }
 
     /// Offers a server tool (the API runs it; its blocks come back in the response).
@@ -78,8 +90,20 @@ impl ToolRegistry {
     /// The tool called `name` (or answering to it as an alias), if it is on offer.
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.iter()
-            .find(|t| t.name() == name || t.aliases().contains(&name))
+        self.get_checked(name).map(|(tool, _)| tool)
+    }
+
+    /// [`Self::get`] with the check of the tool's input schema, compiled once per tool.
+    pub(crate) fn get_checked(&self, name: &str) -> Option<(&Arc<dyn Tool>, &InputCheck)> {
+        let registered = self
+            .tools
+            .iter()
+            .filter(|t| t.tool.is_enabled())
+            .find(|t| t.tool.name() == name || t.tool.aliases().contains(&name))?;
+        let check = registered
+            .check
+            .get_or_init(|| InputCheck::new(registered.tool.input_schema()));
+        Some((&registered.tool, check))
     }
 
     /// Whether the call `name(input)` may run beside others and start while the answer
@@ -99,7 +123,10 @@ impl ToolRegistry {
 
     /// The tools on offer now ([`Tool::is_enabled`]), in registration order.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn Tool>> {
-        self.tools.iter().filter(|t| t.is_enabled())
+        self.tools
+            .iter()
+            .map(|t| &t.tool)
+            .filter(|t| t.is_enabled())
     }
 
     /// How many tools are on offer (server tools not counted).
@@ -129,7 +156,7 @@ impl ToolRegistry {
             tools: self
                 .tools
                 .iter()
-                .filter(|t| names.contains(&t.name()))
+                .filter(|t| names.contains(&t.tool.name()))
                 .cloned()
                 .collect(),
             server_tools: self.server_tools.clone(),
@@ -157,6 +184,14 @@ impl ToolRegistry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tools_schema_is_compiled_once_for_its_calls_in_every_clone() {
+        let registry = ToolRegistry::with_default_tools();
+        let check = |r: &ToolRegistry| std::ptr::from_ref(r.get_checked("Read").unwrap().1);
+        assert_eq!(check(&registry), check(&registry));
+        assert_eq!(check(&registry), check(&registry.clone()));
+    }
 
     #[test]
     fn default_registry_has_the_seed_tools_and_the_added_ones() {

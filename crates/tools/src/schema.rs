@@ -10,11 +10,16 @@
 //! write `null` for the optional fields they leave out, and serde reads it as `None`), so
 //! an optional field publishes its type without `"null"`.
 //!
-//! Two checks: [`validate`], the whole schema down to nested items (the conformance
-//! tests hold every built-in schema to its parser with it), and `schema_issues`, what
-//! `run_tool_call` checks before a call, with messages naming the field (the top level:
-//! nested shapes are left to the tool's parser).
+//! Two checks, both the `jsonschema` crate's on the input less the `null` fields its
+//! schema declares: [`validate`], the first problem and its path (the conformance tests
+//! hold every built-in schema to its parser with it), and [`schema_issues`], what
+//! `run_tool_call` checks before a call (with the schema compiled once per tool), every
+//! problem of the input and of its fields as a line naming the field (nested shapes are
+//! left to the tool's parser).
 
+use jsonschema::error::{TypeKind, ValidationErrorKind};
+use jsonschema::paths::{Location, LocationSegment};
+use jsonschema::{JsonType, ValidationError, Validator};
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde::{Deserialize, Deserializer, de::Error as _};
@@ -134,7 +139,7 @@ fn constants(one_of: &Value) -> Option<Vec<Value>> {
         .collect()
 }
 
-/// A value that breaks its schema (or a schema [`validate`] cannot check): where, and
+/// A value that breaks its schema (or a schema [`validate`] cannot compile): where, and
 /// what is wrong. Shown as `input.todos[0].status: "x" is not one of [...]`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{path}: {problem}")]
@@ -145,251 +150,167 @@ pub struct SchemaError {
     pub problem: String,
 }
 
-impl SchemaError {
-    fn at(path: &str, problem: impl Into<String>) -> Self {
-        Self {
-            path: path.to_owned(),
-            problem: problem.into(),
-        }
-    }
-}
-
-/// Checks `input` against `schema` all the way down: `type` (one or a list), `enum`,
-/// `const`, `properties`, `required`, `additionalProperties`, `items`, `minLength`,
-/// `maxLength`, `minimum`, `maximum`; `description`, `default` and `examples` are
-/// annotations. A keyword outside this list is itself an error, so a schema is never
-/// passed by a check that did not understand it.
+/// Checks `input` against `schema` all the way down, every keyword of the schema's draft
+/// (the `jsonschema` crate), with gyre's null rule.
 ///
 /// # Errors
-/// The first problem found, with the JSON path of the value (`todos[0].status`).
+/// The first problem found, with the JSON path of the value (`input.todos[0].status`);
+/// for a schema that is not valid JSON Schema, the path into the schema.
 pub fn validate(schema: &Value, input: &Value) -> Result<(), SchemaError> {
-    validate_at(schema, input, "input")
-}
-
-fn validate_at(schema: &Value, value: &Value, path: &str) -> Result<(), SchemaError> {
-    let Some(schema) = schema.as_object() else {
-        return match schema {
-            Value::Bool(true) => Ok(()),
-            Value::Bool(false) => Err(SchemaError::at(path, "no value is allowed here")),
-            _ => Err(SchemaError::at(path, "the schema is not an object")),
+    let validator = jsonschema::validator_for(schema).map_err(|error| SchemaError {
+        path: dotted("schema", error.instance_path()),
+        problem: error.to_string(),
+    })?;
+    let input = without_nulls(schema, input);
+    validator.validate(&input).map_err(|error| {
+        let problem = match error.kind() {
+            ValidationErrorKind::Required { property } => {
+                format!("the required field `{}` is missing", text(property))
+            }
+            ValidationErrorKind::AdditionalProperties { unexpected } => {
+                format!("the field `{}` is not allowed", unexpected.join("`, `"))
+            }
+            _ => error.to_string(),
         };
-    };
-    for (keyword, rule) in schema {
-        match keyword.as_str() {
-            "type" => check_type(rule, value, path)?,
-            "enum" => {
-                let allowed = rule.as_array().map_or(&[][..], Vec::as_slice);
-                if !allowed.iter().any(|a| same_value(a, value)) {
-                    return Err(SchemaError::at(
-                        path,
-                        format!("{value} is not one of {rule}"),
-                    ));
-                }
-            }
-            "const" if !same_value(rule, value) => {
-                return Err(SchemaError::at(path, format!("{value} is not {rule}")));
-            }
-            "properties" | "required" | "additionalProperties" => {
-                if let Some(object) = value.as_object() {
-                    check_object(schema, object, path)?;
-                }
-            }
-            "items" => {
-                for (i, item) in value.as_array().into_iter().flatten().enumerate() {
-                    validate_at(rule, item, &format!("{path}[{i}]"))?;
-                }
-            }
-            "minLength" | "maxLength" => {
-                if let (Some(text), Some(bound)) = (value.as_str(), rule.as_u64()) {
-                    let chars = text.chars().count() as u64;
-                    let fits = if keyword == "minLength" {
-                        chars >= bound
-                    } else {
-                        chars <= bound
-                    };
-                    if !fits {
-                        return Err(SchemaError::at(
-                            path,
-                            format!("{chars} characters break {keyword} {bound}"),
-                        ));
-                    }
-                }
-            }
-            "minimum" | "maximum" => {
-                if let (Some(number), Some(bound)) = (value.as_f64(), rule.as_f64()) {
-                    let fits = if keyword == "minimum" {
-                        number >= bound
-                    } else {
-                        number <= bound
-                    };
-                    if !fits {
-                        return Err(SchemaError::at(
-                            path,
-                            format!("{number} breaks {keyword} {bound}"),
-                        ));
-                    }
-                }
-            }
-            "const" | "description" | "default" | "examples" => {}
-            other => {
-                return Err(SchemaError::at(
-                    path,
-                    format!("the schema keyword `{other}` is not checked"),
-                ));
-            }
+        SchemaError {
+            path: dotted("input", error.instance_path()),
+            problem,
         }
-    }
-    Ok(())
+    })
 }
 
-/// `properties`, `required` and `additionalProperties` of an object value (once, from
-/// whichever of the three keywords comes first; a repeat finds nothing new).
-fn check_object(
-    schema: &Map<String, Value>,
-    object: &Map<String, Value>,
-    path: &str,
-) -> Result<(), SchemaError> {
-    let properties = schema.get("properties").and_then(Value::as_object);
-    let required: Vec<&str> = schema
-        .get("required")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    for field in &required {
-        if object.get(*field).is_none_or(Value::is_null) {
-            return Err(SchemaError::at(
-                path,
-                format!("the required field `{field}` is missing"),
-            ));
-        }
-    }
-    for (field, value) in object {
-        let field_path = format!("{path}.{field}");
-        match properties.and_then(|p| p.get(field)) {
-            // null is an absent field (see the module docs)
-            Some(_) if value.is_null() => {}
-            Some(spec) => validate_at(spec, value, &field_path)?,
-            None => match schema.get("additionalProperties") {
-                None | Some(Value::Bool(true)) => {}
-                Some(rule) => validate_at(rule, value, &field_path).map_err(|_| {
-                    SchemaError::at(path, format!("the field `{field}` is not allowed"))
-                })?,
-            },
-        }
-    }
-    Ok(())
-}
-
-fn check_type(rule: &Value, value: &Value, path: &str) -> Result<(), SchemaError> {
-    let fits = match rule {
-        Value::String(name) => is_type(name, value),
-        Value::Array(names) => names
-            .iter()
-            .filter_map(Value::as_str)
-            .any(|name| is_type(name, value)),
-        _ => false,
-    };
-    if fits {
-        Ok(())
-    } else {
-        Err(SchemaError::at(
-            path,
-            format!("a {} where the schema wants {rule}", type_name(value)),
-        ))
-    }
-}
-
-/// The full type check: unlike the runtime check, an unknown type name fits nothing.
-fn is_type(name: &str, value: &Value) -> bool {
-    match name {
-        "null" => value.is_null(),
-        "string" | "boolean" | "number" | "integer" | "object" | "array" => {
-            matches_type(name, value)
-        }
-        _ => false,
-    }
-}
-
-/// JSON equality with numbers compared by value (`1` is `1.0`).
-fn same_value(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => x.as_f64() == y.as_f64(),
-        _ => a == b,
-    }
-}
-
-/// The problems of `input` against `schema`, one line each; empty when it conforms.
-/// Only what the built-in schemas use at the top level: an object with `properties`,
-/// `required`, `additionalProperties: false`, and per field `type` and `enum`.
+/// The problems of `input` and of its fields against `schema`, one line each naming the
+/// field; empty when they conform (nested shapes are left to the tool's parser). Compiles
+/// the schema for this one check: `run_tool_call` uses the one its registry keeps.
 #[must_use]
 pub fn schema_issues(schema: &Value, input: &Value) -> Vec<String> {
-    let mut issues = Vec::new();
-    let Some(object) = input.as_object() else {
-        issues.push(format!(
-            "The input is expected as `object` but provided as `{}`",
-            type_name(input)
-        ));
-        return issues;
-    };
-    let properties = schema.get("properties").and_then(Value::as_object);
-    if let Some(required) = schema.get("required").and_then(Value::as_array) {
-        for field in required.iter().filter_map(Value::as_str) {
-            if object.get(field).is_none_or(Value::is_null) {
-                issues.push(format!("The required parameter `{field}` is missing"));
-            }
-        }
-    }
-    let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
-    for (field, value) in object {
-        let Some(spec) = properties.and_then(|p| p.get(field)) else {
-            if closed {
-                issues.push(format!("An unexpected parameter `{field}` was provided"));
-            }
-            continue;
-        };
-        if value.is_null() {
-            continue;
-        }
-        if let Some(expected) = spec.get("type").and_then(Value::as_str)
-            && !matches_type(expected, value)
-        {
-            issues.push(format!(
-                "The parameter `{field}` type is expected as `{expected}` but provided as `{}`",
-                type_name(value)
-            ));
-            continue;
-        }
-        if let Some(allowed) = spec.get("enum").and_then(Value::as_array)
-            && !allowed.contains(value)
-        {
-            let names: Vec<String> = allowed
-                .iter()
-                .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_owned))
-                .collect();
-            issues.push(format!(
-                "The parameter `{field}` must be one of: {}",
-                names.join(", ")
-            ));
-        }
-    }
-    issues
+    InputCheck::new(schema.clone()).issues(input)
 }
 
-fn matches_type(expected: &str, value: &Value) -> bool {
-    match expected {
-        "string" => value.is_string(),
-        "boolean" => value.is_boolean(),
-        "number" => value.is_number(),
-        // 10.0 is an integer too: models sometimes write numbers that way.
-        "integer" => {
-            value.is_i64() || value.is_u64() || value.as_f64().is_some_and(|f| f.fract() == 0.0)
-        }
-        "object" => value.is_object(),
-        "array" => value.is_array(),
-        _ => true,
+/// A tool's input schema compiled once: what `run_tool_call` checks each call against.
+pub(crate) struct InputCheck {
+    schema: Value,
+    /// `None` for a schema that does not compile: the tool (an MCP server's) is left to
+    /// check its own input.
+    validator: Option<Validator>,
+}
+
+impl InputCheck {
+    pub(crate) fn new(schema: Value) -> Self {
+        let validator = jsonschema::validator_for(&schema)
+            .inspect_err(|error| tracing::warn!(%error, "an input schema that does not compile"))
+            .ok();
+        Self { schema, validator }
     }
+
+    /// The problems of `input` and of its fields, one line each naming the field; empty
+    /// when it conforms.
+    pub(crate) fn issues(&self, input: &Value) -> Vec<String> {
+        let Some(validator) = &self.validator else {
+            return Vec::new();
+        };
+        let input = without_nulls(&self.schema, input);
+        validator
+            .iter_errors(&input)
+            // The top level: nested shapes are left to the tool's parser.
+            .filter(|e| e.instance_path().segments().nth(1).is_none())
+            .flat_map(|e| issue(&e))
+            .collect()
+    }
+}
+
+/// What `run_tool_call` reports of one error, naming the field (`todos[0].status`).
+fn issue(error: &ValidationError) -> Vec<String> {
+    let field = dotted("", error.instance_path());
+    let line = match error.kind() {
+        ValidationErrorKind::Required { property } => format!(
+            "The required parameter `{}` is missing",
+            join(&field, &text(property))
+        ),
+        ValidationErrorKind::AdditionalProperties { unexpected } => {
+            return unexpected
+                .iter()
+                .map(|u| format!("An unexpected parameter `{}` was provided", join(&field, u)))
+                .collect();
+        }
+        ValidationErrorKind::Type { kind } => {
+            let expected = match kind {
+                TypeKind::Single(one) => one.as_str().to_owned(),
+                TypeKind::Multiple(set) => set
+                    .iter()
+                    .map(JsonType::as_str)
+                    .collect::<Vec<_>>()
+                    .join(" or "),
+            };
+            let provided = type_name(error.instance());
+            if field.is_empty() {
+                format!("The input is expected as `{expected}` but provided as `{provided}`")
+            } else {
+                format!(
+                    "The parameter `{field}` type is expected as `{expected}` but provided as `{provided}`"
+                )
+            }
+        }
+        ValidationErrorKind::Enum { options } => {
+            let names: Vec<String> = options.as_array().into_iter().flatten().map(text).collect();
+            format!(
+                "The parameter `{field}` must be one of: {}",
+                names.join(", ")
+            )
+        }
+        _ if field.is_empty() => format!("The input is invalid: {error}"),
+        _ => format!("The parameter `{field}` is invalid: {error}"),
+    };
+    vec![line]
+}
+
+/// `value` under gyre's null rule: each `null` field its schema declares in `properties`
+/// left out, at every depth the schema describes (`properties`, `items`).
+fn without_nulls(schema: &Value, value: &Value) -> Value {
+    match value {
+        Value::Object(object) => {
+            let properties = schema.get("properties").and_then(Value::as_object);
+            let fields = object.iter().filter_map(|(field, value)| {
+                match properties.and_then(|p| p.get(field)) {
+                    Some(_) if value.is_null() => None,
+                    Some(spec) => Some((field.clone(), without_nulls(spec, value))),
+                    None => Some((field.clone(), value.clone())),
+                }
+            });
+            Value::Object(fields.collect())
+        }
+        Value::Array(items) => match schema.get("items") {
+            Some(spec) => {
+                Value::Array(items.iter().map(|item| without_nulls(spec, item)).collect())
+            }
+            None => value.clone(),
+        },
+        _ => value.clone(),
+    }
+}
+
+/// `path`, a JSON pointer, written as fields after `base`: `input.todos[0].status`.
+fn dotted(base: &str, path: &Location) -> String {
+    path.segments()
+        .fold(base.to_owned(), |written, segment| match segment {
+            LocationSegment::Index(i) => format!("{written}[{i}]"),
+            LocationSegment::Property(field) => join(&written, &field),
+        })
+}
+
+fn join(parent: &str, field: &str) -> String {
+    if parent.is_empty() {
+        field.to_owned()
+    } else {
+        format!("{parent}.{field}")
+    }
+}
+
+/// A string as itself, any other value as JSON.
+fn text(value: &Value) -> String {
+    value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_owned)
 }
 
 fn type_name(value: &Value) -> &'static str {
@@ -467,15 +388,28 @@ mod tests {
     }
 
     #[test]
-    fn validate_refuses_a_keyword_it_does_not_check() {
+    fn validate_checks_every_keyword_of_the_draft() {
         let schema = json!({"type": "object", "patternProperties": {"^x": {"type": "string"}}});
-        let error = validate(&schema, &json!({"x1": 1}))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("`patternProperties` is not checked"),
-            "{error}"
+        assert_eq!(validate(&schema, &json!({"x1": "a"})), Ok(()));
+        let error = validate(&schema, &json!({"x1": 1})).unwrap_err();
+        assert_eq!(error.path, "input.x1");
+        let error = validate(&json!({"type": "text"}), &json!("a")).unwrap_err();
+        assert_eq!(error.path, "schema.type");
+    }
+
+    #[test]
+    fn schema_issues_check_every_keyword_of_a_field() {
+        let schema =
+            json!({"type": "object", "properties": {"limit": {"type": "integer", "minimum": 1}}});
+        assert_eq!(
+            schema_issues(&schema, &json!({"limit": 0})),
+            vec!["The parameter `limit` is invalid: 0 is less than the minimum of 1"]
         );
+    }
+
+    #[test]
+    fn schema_issues_leave_a_schema_that_does_not_compile_to_the_tool() {
+        assert!(schema_issues(&json!({"type": "text"}), &json!({"a": 1})).is_empty());
     }
 
     #[test]
@@ -485,6 +419,7 @@ mod tests {
             Ok(())
         );
         assert!(validate(&schema(), &json!({"file_path": null})).is_err());
+        assert!(validate(&schema(), &json!({"file_path": "/a", "x": null})).is_err());
         assert!(validate(&json!({"type": "string"}), &Value::Null).is_err());
     }
 

@@ -297,7 +297,8 @@ pub trait Tool: Send + Sync {
     fn name(&self) -> &'static str;
     /// What the model reads about the tool.
     fn description(&self) -> &'static str;
-    /// The JSON schema of the input.
+    /// The JSON schema of the input. A registry compiles it at the tool's first call and
+    /// checks every call against that, so it should not change.
     fn input_schema(&self) -> Value;
     /// Checks beyond the schema; the message names the field at fault. None by default.
     ///
