@@ -32,6 +32,7 @@
 
 #![warn(missing_docs)]
 
+pub mod accept_edits;
 pub mod background;
 pub mod bash;
 mod bash_rules;

@@ -501,6 +501,11 @@ impl Permissions {
             }
             PermissionMode::AcceptEdits if path.is_some() => return PermissionDecision::Allow,
             PermissionMode::AcceptEdits
+                if name == "Bash" && self.accepts_file_command(target.command(), ctx) =>
+            {
+                return PermissionDecision::Allow;
+            }
+            PermissionMode::AcceptEdits
             | PermissionMode::Default
             | PermissionMode::BypassPermissions => {}
         }
@@ -512,6 +517,25 @@ impl Permissions {
                 }
             }
         }
+    }
+
+    /// acceptEdits runs `mkdir`, `touch`, `rm`, `rmdir`, `mv`, `cp` and a contained `sed`
+    /// as it runs Edit: when every path they name is inside the working directories, not
+    /// protected, and under no Edit or Write deny or ask rule.
+    fn accepts_file_command(&self, command: &str, ctx: &ToolContext) -> bool {
+        let Some(paths) = crate::accept_edits::file_command_paths(command) else {
+            return false;
+        };
+        paths.iter().all(|arg| {
+            let path = ctx.resolve(arg);
+            let ruled = self.deny.iter().chain(&self.ask).any(|r| {
+                matches!(r.tool.as_str(), "Edit" | "Write")
+                    && r.specifier
+                        .as_deref()
+                        .is_some_and(|s| path_rule_matches(s, &path, ctx))
+            });
+            ctx.is_inside_working_dirs(&path) && protected_reason(&path).is_none() && !ruled
+        })
     }
 
     /// A command the classifier calls read-only still runs in plan mode only inside the

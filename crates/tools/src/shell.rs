@@ -54,6 +54,8 @@ pub struct Script {
     pub plain: bool,
     /// The parser failed somewhere: commands may exist that are not listed.
     pub unknown: bool,
+    /// Files read by `< file` redirections, which name no file in any argv.
+    pub inputs: Vec<String>,
 }
 
 /// Parses `source` as bash.
@@ -121,9 +123,7 @@ fn walk(node: Node<'_>, source: &str, script: &mut Script) {
         }
         "command" => command(node, source, script),
         "file_redirect" => {
-            if !redirect_is_safe(node, source) {
-                script.plain = false;
-            }
+            note_redirect(node, source, script);
             collect_nested(node, source, script);
         }
         "ERROR" => {
@@ -189,8 +189,7 @@ fn command(node: Node<'_>, source: &str, script: &mut Script) {
                 argv.push(word);
             }
             Some("argument") => argv.push(word(child, source)),
-            Some("redirect") if !redirect_is_safe(child, source) => script.plain = false,
-            Some("redirect") => {}
+            Some("redirect") => note_redirect(child, source, script),
             _ if child.kind() == "variable_assignment" => {
                 assigns = true;
                 script.plain = false;
@@ -281,6 +280,17 @@ fn word(node: Node<'_>, source: &str) -> Word {
             if node.child_count() != node.named_child_count() {
                 return Word::Opaque;
             }
+            // `{a,b}` and `{"a",b}` arrive as pieces; bash expands the braces of the
+            // unquoted ones into several words.
+            let raw = text(node, source);
+            let mut cursor = node.walk();
+            if (raw.contains(',') || raw.contains(".."))
+                && node
+                    .named_children(&mut cursor)
+                    .any(|p| p.kind() == "word" && text(p, source).contains(['{', '}']))
+            {
+                pattern = true;
+            }
             if pattern {
                 Word::Pattern(out)
             } else {
@@ -353,11 +363,22 @@ fn double_quoted(inner: &str) -> String {
     out
 }
 
+/// A redirection that is not safe makes the script not plain; a safe `< file` is
+/// listed in [`Script::inputs`].
+fn note_redirect(node: Node<'_>, source: &str, script: &mut Script) {
+    match safe_redirect(node, source) {
+        None => script.plain = false,
+        Some(Some(input)) => script.inputs.push(input),
+        Some(None) => {}
+    }
+}
+
 /// `>/dev/null`, `2>/dev/null`, `&>/dev/null`, `2>&1`, `>&2`, `<&-` and `< file` (a
-/// literal file read) are safe; anything else may write where no rule looked.
-fn redirect_is_safe(node: Node<'_>, source: &str) -> bool {
+/// literal file read, returned) are safe (`Some`); anything else may write where no
+/// rule looked.
+fn safe_redirect(node: Node<'_>, source: &str) -> Option<Option<String>> {
     if node.kind() != "file_redirect" {
-        return false;
+        return None;
     }
     let mut operator = None;
     let mut destination = None;
@@ -365,27 +386,28 @@ fn redirect_is_safe(node: Node<'_>, source: &str) -> bool {
         match field {
             Some("destination") => {
                 if destination.is_some() {
-                    return false;
+                    return None;
                 }
                 destination = Some(word(child, source));
             }
             Some("descriptor") => {}
             _ if !child.is_named() => operator = Some(child.kind()),
-            _ => return false,
+            _ => return None,
         }
     }
     let (Some(operator), Some(Word::Literal(destination))) = (operator, destination) else {
-        return false;
+        return None;
     };
-    match operator {
+    let safe = match operator {
         ">" | ">>" | "&>" | "&>>" | ">|" => destination == "/dev/null",
         ">&" | "<&" => {
             destination == "-"
                 || (!destination.is_empty() && destination.chars().all(|c| c.is_ascii_digit()))
         }
-        "<" => !destination.is_empty(),
+        "<" if !destination.is_empty() => return Some(Some(destination)),
         _ => false,
-    }
+    };
+    safe.then_some(None)
 }
 
 /// A program name as rules compare it: `/bin/rm` → `rm`.

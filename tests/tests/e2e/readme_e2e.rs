@@ -276,7 +276,7 @@ fn the_readme_s_permission_sentences_hold() {
     let permissions = permissions.split_whitespace().collect::<Vec<_>>().join(" ");
     for claim in [
         "By default headless gyre may read and search inside the working directory and nothing more.",
-        "`--permission-mode acceptEdits` lets it edit files there; commands need a Bash rule (`--allowedTools \"Bash(npm test:*)\"`), and `bypassPermissions` allows everything a deny rule does not refuse.",
+        "`--permission-mode acceptEdits` lets it edit files there, and run `mkdir`, `touch`, `rm`, `rmdir`, `mv`, `cp` and `sed` on paths there; other commands need a Bash rule (`--allowedTools \"Bash(npm test:*)\"`), and `bypassPermissions` allows everything a deny rule does not refuse.",
     ] {
         assert!(
             permissions.contains(claim),
@@ -321,15 +321,32 @@ fn the_readme_s_permission_sentences_hold() {
     assert_eq!(denied(&out), ["Bash ls"], "{}", out.stderr);
     assert!(written.exists());
 
-    // acceptEdits with a Bash rule: the commands it names run.
+    // acceptEdits runs the filesystem commands on paths in the project, not outside it;
+    // with a Bash rule, the other commands it names run too.
     let sandbox = Sandbox::new().unwrap();
+    let outside = sandbox.home().join("outside");
     let out = session(
         &sandbox,
-        vec![bash("touch made"), bash("rm -f made")],
-        &[accept[0], accept[1], "--allowedTools", "Bash(touch:*)"],
+        vec![
+            bash("mkdir made && touch made/a"),
+            bash("cp made/a made/b && rm made/a"),
+            bash(&format!("touch {}", outside.display())),
+            bash("wc -c made/b"),
+            bash("git init"),
+        ],
+        &[accept[0], accept[1], "--allowedTools", "Bash(wc:*)"],
     );
-    assert_eq!(denied(&out), ["Bash rm -f made"], "{}", out.stderr);
-    assert!(sandbox.project().join("made").exists());
+    assert_eq!(
+        denied(&out),
+        [
+            format!("Bash touch {}", outside.display()),
+            "Bash git init".to_owned()
+        ],
+        "{}",
+        out.stderr
+    );
+    assert!(sandbox.project().join("made/b").exists());
+    assert!(!sandbox.project().join("made/a").exists() && !outside.exists());
 
     // bypassPermissions: everything a deny rule does not refuse.
     let sandbox = Sandbox::new().unwrap();

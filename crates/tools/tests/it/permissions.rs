@@ -338,7 +338,7 @@ async fn bash_prefix_rules_must_match_every_part_of_a_compound_command() {
 
 #[tokio::test]
 async fn accept_edits_allows_edits_inside_the_working_dirs() {
-    let (work, _out, ctx) = setup();
+    let (work, out, ctx) = setup();
     let perms = Permissions::new(PermissionMode::AcceptEdits);
     assert!(allowed(
         &decide(
@@ -349,8 +349,41 @@ async fn accept_edits_allows_edits_inside_the_working_dirs() {
         )
         .await
     ));
+    // The filesystem commands the reference runs in acceptEdits, inside the working
+    // directories; anything else, or a path outside or protected, still asks.
+    let bash = |command: &str| json!({ "command": command });
+    for command in [
+        "touch x",
+        "mkdir -p src/new && touch src/new/mod.rs",
+        "mv a b; cp b c; rm -f c; rmdir d",
+        "sed -i 's/old/new/g' a.txt",
+    ] {
+        assert!(
+            allowed(&decide(&perms, &ctx, "Bash", bash(command)).await),
+            "{command}"
+        );
+    }
+    let outside = format!("touch {}/x", out.path().display());
+    for command in [
+        outside.as_str(),
+        "rm -rf ../elsewhere",
+        "rm .gyre/settings.json",
+        "touch x && curl example.com",
+        "rm *.txt",
+        "sed -i 's/a/b/w copy' a.txt",
+        "sed -i '1e id' a.txt",
+        "cp a b > log",
+    ] {
+        assert!(
+            !allowed(&decide(&perms, &ctx, "Bash", bash(command)).await),
+            "{command}"
+        );
+    }
+    let denied =
+        Permissions::from_rules(PermissionMode::AcceptEdits, &[], &[], &["Edit(secret/**)"])
+            .unwrap();
     assert!(!allowed(
-        &decide(&perms, &ctx, "Bash", json!({"command": "touch x"})).await
+        &decide(&denied, &ctx, "Bash", bash("rm secret/key")).await
     ));
 }
 
