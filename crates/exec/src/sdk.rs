@@ -239,7 +239,7 @@ impl Dispatcher {
                     .model
                     .clone();
                 body(&InitializeResponse::new(
-                    self.agents.names(),
+                    AgentInfo::all(&self.agents),
                     model,
                     applied,
                 ))
@@ -310,9 +310,10 @@ fn body(response: &impl Serialize) -> Result<Value, String> {
 /// The answer to `initialize`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct InitializeResponse {
-    commands: Vec<Value>,
+    /// The slash commands a user message may be (`/compact`).
+    commands: Vec<SlashCommand>,
     /// The sub-agents the Agent tool offers now.
-    agents: Vec<String>,
+    agents: Vec<AgentInfo>,
     output_style: String,
     available_output_styles: Vec<String>,
     models: Vec<ModelInfo>,
@@ -325,24 +326,81 @@ struct InitializeResponse {
     disallowed_tools_applied: bool,
 }
 
+/// The models `set_model` offers: the session's, then the current families.
+const MODELS: [(&str, &str); 3] = [
+    ("claude-sonnet-4-5", "Sonnet 4.5: the everyday model"),
+    ("claude-opus-4-5", "Opus 4.5: for the hardest tasks"),
+    ("claude-haiku-4-5", "Haiku 4.5: the fastest"),
+];
+
 impl InitializeResponse {
-    /// `applied`: whether the session was built with this request's options.
-    fn new(agents: Vec<String>, model: String, applied: bool) -> Self {
+    /// `model`: the session's; `applied`: whether the session was built with this
+    /// request's options.
+    fn new(agents: Vec<AgentInfo>, model: String, applied: bool) -> Self {
+        let mut models = vec![ModelInfo {
+            value: model.clone(),
+            display_name: format!("Default ({model})"),
+            description: "The model this session started with".to_owned(),
+        }];
+        models.extend(
+            MODELS
+                .iter()
+                .filter(|(id, _)| *id != model)
+                .map(|(id, description)| ModelInfo {
+                    value: (*id).to_owned(),
+                    display_name: (*id).to_owned(),
+                    description: (*description).to_owned(),
+                }),
+        );
         Self {
-            commands: Vec::new(),
+            commands: vec![SlashCommand {
+                name: "compact".to_owned(),
+                description: "Summarise the conversation so far to free context".to_owned(),
+                argument_hint: "<what to keep>".to_owned(),
+            }],
             agents,
             output_style: "default".to_owned(),
             available_output_styles: vec!["default".to_owned()],
-            models: vec![ModelInfo {
-                value: model.clone(),
-                display_name: model,
-                description: String::new(),
-            }],
+            models,
             account: Map::new(),
             pid: std::process::id(),
             mcp_servers_applied: applied,
             disallowed_tools_applied: applied,
         }
+    }
+}
+
+/// One of `initialize`'s `commands`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SlashCommand {
+    name: String,
+    description: String,
+    argument_hint: String,
+}
+
+/// One of `initialize`'s `agents`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct AgentInfo {
+    name: String,
+    description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    model: Option<String>,
+}
+
+impl AgentInfo {
+    /// Every sub-agent `catalog` offers.
+    fn all(catalog: &gyre_loop::AgentCatalog) -> Vec<Self> {
+        catalog
+            .names()
+            .into_iter()
+            .filter_map(|name| catalog.get(&name))
+            .map(|d| Self {
+                name: d.name,
+                description: d.description,
+                model: d.model,
+            })
+            .collect()
     }
 }
 
@@ -658,16 +716,24 @@ mod tests {
 
     #[test]
     fn the_answers_keep_their_wire_names_and_round_trip() {
-        let init =
-            InitializeResponse::new(vec!["reviewer".into()], "claude-sonnet-4-5".into(), true);
+        let reviewer = AgentInfo {
+            name: "reviewer".into(),
+            description: "Reviews diffs".into(),
+            model: None,
+        };
+        let init = InitializeResponse::new(vec![reviewer], "claude-sonnet-4-5".into(), true);
         round_trip(
             &init,
             &json!({
-                "commands": [],
-                "agents": ["reviewer"],
+                "commands": [{"name": "compact", "description": "Summarise the conversation so far to free context", "argumentHint": "<what to keep>"}],
+                "agents": [{"name": "reviewer", "description": "Reviews diffs"}],
                 "output_style": "default",
                 "available_output_styles": ["default"],
-                "models": [{"value": "claude-sonnet-4-5", "displayName": "claude-sonnet-4-5", "description": ""}],
+                "models": [
+                    {"value": "claude-sonnet-4-5", "displayName": "Default (claude-sonnet-4-5)", "description": "The model this session started with"},
+                    {"value": "claude-opus-4-5", "displayName": "claude-opus-4-5", "description": "Opus 4.5: for the hardest tasks"},
+                    {"value": "claude-haiku-4-5", "displayName": "claude-haiku-4-5", "description": "Haiku 4.5: the fastest"},
+                ],
                 "account": {},
                 "pid": std::process::id(),
                 "mcp_servers_applied": true,

@@ -550,8 +550,17 @@ fn agents_from_initialize_are_offered_by_the_agent_tool() {
     let lines = out.lines().unwrap();
     let reply = response_to(&lines, "i1");
     assert_eq!(reply["response"]["subtype"], "success", "{reply}");
-    let names = reply["response"]["response"]["agents"].as_array().unwrap();
-    assert!(names.iter().any(|n| n == "reviewer"), "{names:?}");
+    let agents = reply["response"]["response"]["agents"].as_array().unwrap();
+    let reviewer = agents.iter().find(|a| a["name"] == "reviewer");
+    assert_eq!(
+        reviewer.map(|a| &a["description"]),
+        Some(&json!("Reviews a diff for bugs")),
+        "{agents:?}"
+    );
+    assert!(
+        agents.iter().any(|a| a["name"] == "general-purpose"),
+        "{agents:?}"
+    );
     let request = &server.requests()[0].body;
     let agent_tool = request["tools"]
         .as_array()
