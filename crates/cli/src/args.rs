@@ -88,7 +88,8 @@ pub struct Cli {
     pub max_budget_usd: Option<f64>,
 
     /// Permission mode: default (also `manual`), acceptEdits, plan, bypassPermissions,
-    /// dontAsk (what would ask is denied) or auto.
+    /// dontAsk (what would ask is denied) or auto (a small model judges what would ask;
+    /// unsure means ask).
     #[arg(long, value_parser = clap::builder::PossibleValuesParser::new(gyre_core::gate::MODE_NAMES))]
     pub permission_mode: Option<String>,
 

@@ -20,6 +20,7 @@ use gyre_tools::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::auto_mode::{Judge, Verdict};
 use crate::client::ClientChannel;
 use crate::hooks::{HookEvent, HookEventSink, Hooks};
 use crate::structured;
@@ -62,6 +63,9 @@ pub enum GateError {
     BypassNotAllowed,
 }
 
+/// Shows one of `auto` mode's verdicts (`auto mode allowed Bash: …`).
+pub type VerdictSink = Arc<dyn Fn(&str) + Send + Sync>;
+
 /// A prompt a UserPromptSubmit hook refused (a block, or `continue: false`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{reason}")]
@@ -71,12 +75,14 @@ pub struct PromptBlocked {
 }
 
 /// A permission mode by its Claude Code name. `dontAsk` is the default policy that never
-/// asks (an "ask" is a denial); `auto` is the default policy.
+/// asks (an "ask" is a denial); `auto` is the default policy whose questions a small
+/// model judges first ([`crate::auto_mode`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModeName {
     pub name: String,
     mode: PermissionMode,
     never_ask: bool,
+    judged: bool,
 }
 
 impl std::str::FromStr for ModeName {
@@ -99,6 +105,7 @@ impl std::str::FromStr for ModeName {
             name: s.to_owned(),
             mode,
             never_ask,
+            judged: s == "auto",
         })
     }
 }
@@ -133,6 +140,9 @@ pub struct Gate {
     pre_tool_context: Mutex<HashMap<String, Vec<String>>>,
     /// `--json-schema`: where the StructuredOutput tool leaves the answer.
     structured: OnceLock<structured::Slot>,
+    /// `auto` mode's judge, and where its verdicts are shown.
+    judge: OnceLock<Judge>,
+    verdicts: OnceLock<VerdictSink>,
     /// Whether the mode may become bypassPermissions later: the session started in it,
     /// or with `--allow-dangerously-skip-permissions`.
     bypass_allowed: bool,
@@ -173,6 +183,8 @@ impl Gate {
             stop: Mutex::new(None),
             pre_tool_context: Mutex::new(HashMap::new()),
             structured: OnceLock::new(),
+            judge: OnceLock::new(),
+            verdicts: OnceLock::new(),
             bypass_allowed,
         })
     }
@@ -316,6 +328,23 @@ impl Gate {
         let _ = self.structured.set(slot);
     }
 
+    /// The small model that judges `auto` mode's questions.
+    pub fn set_judge(&self, judge: Judge) {
+        let _ = self.judge.set(judge);
+    }
+
+    /// Where `auto` mode's verdicts are shown (by default, a line on stderr).
+    pub fn report_verdicts_to(&self, sink: VerdictSink) {
+        let _ = self.verdicts.set(sink);
+    }
+
+    fn show_verdict(&self, line: &str) {
+        match self.verdicts.get() {
+            Some(sink) => sink(line),
+            None => eprintln!("gyre: {line}"),
+        }
+    }
+
     /// The engine's interrupt, for a `can_use_tool` denial with `interrupt: true`.
     pub fn set_interrupt(&self, handle: InterruptHandle) {
         let _ = self.interrupt.set(handle);
@@ -408,6 +437,22 @@ impl Gate {
                 decision,
                 updated_input: updated,
             };
+        };
+        let reason = match self.judge.get().filter(|_| mode.judged) {
+            Some(judge) => match judge.judge(call, ctx, &reason).await {
+                Verdict::Allow(why) => {
+                    self.show_verdict(&format!("auto mode allowed {}: {why}", call.name));
+                    return keep(PermissionDecision::Allow);
+                }
+                Verdict::Deny(why) => {
+                    self.show_verdict(&format!("auto mode refused {}: {why}", call.name));
+                    return keep(PermissionDecision::Deny {
+                        reason: format!("auto mode's judge refused {}: {why}", call.name),
+                    });
+                }
+                Verdict::Unsure(why) => format!("{reason} (auto mode's judge: {why})"),
+            },
+            None => reason,
         };
         if mode.never_ask {
             return keep(PermissionDecision::Deny {

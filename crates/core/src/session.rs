@@ -361,10 +361,16 @@ pub fn build(
     let can_use_tool = Arc::clone(&gate) as Arc<dyn gyre_tools::CanUseTool>;
     // Sub-agents and side requests report their messages and usage to the engine.
     let (side_events, side_rx) = gyre_loop::subagent_channel();
+    // WebFetch's answers and auto mode's verdicts come from the small, fast model.
+    let small = env
+        .var("ANTHROPIC_SMALL_FAST_MODEL")
+        .unwrap_or_else(|| crate::web_fetch::DEFAULT_SMALL_FAST_MODEL.to_owned());
+    gate.set_judge(crate::auto_mode::Judge::new(
+        Arc::clone(&deps) as _,
+        small.clone(),
+        side_events.clone(),
+    ));
     if offered("WebFetch") {
-        let small = env
-            .var("ANTHROPIC_SMALL_FAST_MODEL")
-            .unwrap_or_else(|| crate::web_fetch::DEFAULT_SMALL_FAST_MODEL.to_owned());
         let fetch =
             crate::web_fetch::WebFetchTool::new(Arc::clone(&deps) as _, small, side_events.clone())
                 .map_err(|e| {

@@ -240,7 +240,7 @@ impl Dispatcher {
                     .clone();
                 body(&InitializeResponse::new(
                     AgentInfo::all(&self.agents),
-                    model,
+                    &model,
                     applied,
                 ))
             }
@@ -336,9 +336,9 @@ const MODELS: [(&str, &str); 3] = [
 impl InitializeResponse {
     /// `model`: the session's; `applied`: whether the session was built with this
     /// request's options.
-    fn new(agents: Vec<AgentInfo>, model: String, applied: bool) -> Self {
+    fn new(agents: Vec<AgentInfo>, model: &str, applied: bool) -> Self {
         let mut models = vec![ModelInfo {
-            value: model.clone(),
+            value: model.to_owned(),
             display_name: format!("Default ({model})"),
             description: "The model this session started with".to_owned(),
         }];
@@ -721,7 +721,7 @@ mod tests {
             description: "Reviews diffs".into(),
             model: None,
         };
-        let init = InitializeResponse::new(vec![reviewer], "claude-sonnet-4-5".into(), true);
+        let init = InitializeResponse::new(vec![reviewer], "claude-sonnet-4-5", true);
         round_trip(
             &init,
             &json!({
