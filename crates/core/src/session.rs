@@ -26,7 +26,7 @@ use crate::hooks::{HookBase, Hooks};
 use crate::options::{Resume, SessionOptions, split_tool_list};
 use crate::settings::Settings;
 use crate::structured::{self, StructuredOutput};
-use crate::system_prompt::{default_system_prompt, project_memory};
+use crate::system_prompt::{SDK_SYSTEM_PROMPT, default_system_prompt, project_memory};
 use crate::thinking::{Thinking, ThinkingDeps};
 
 /// The model used when neither a flag, the settings nor ANTHROPIC_MODEL names one.
@@ -327,6 +327,14 @@ pub fn build(
             .map_err(CoreError::io("could not read --system-prompt-file", path))?,
         (None, None) => default_system_prompt(cwd, &registry.names(), SystemTime::now()),
     };
+    let from_sdk = env
+        .var("CLAUDE_CODE_ENTRYPOINT")
+        .is_some_and(|e| e.starts_with("sdk"));
+    let system_text = if system_text.trim().is_empty() && from_sdk {
+        SDK_SYSTEM_PROMPT.to_owned()
+    } else {
+        system_text
+    };
     // Project memory (AGENTS.md / CLAUDE.md) follows --setting-sources, with a custom
     // system prompt too; without the flag it goes with the default prompt only.
     let memory = match &cli.setting_sources {
@@ -347,8 +355,8 @@ pub fn build(
     .flatten()
     .filter(|p| !p.trim().is_empty())
     .collect();
-    // `--system-prompt ""` (the SDK's default) means no system prompt: the API refuses
-    // an empty text block.
+    // `--system-prompt ""` from anything but an SDK means no system prompt: the API
+    // refuses an empty text block.
     let system = if parts.is_empty() {
         Vec::new()
     } else {

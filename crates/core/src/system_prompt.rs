@@ -41,6 +41,12 @@ fn git_state(cwd: &Path) -> String {
     format!("Is a git repository: yes (branch {branch})")
 }
 
+/// The prompt of a session an Agent SDK program starts without a prompt of its own (the
+/// SDKs pass `--system-prompt ""` or `systemPrompt: [""]`, and set
+/// `CLAUDE_CODE_ENTRYPOINT=sdk-…`): who is answering, and nothing of the terminal agent.
+pub const SDK_SYSTEM_PROMPT: &str =
+    "You are an agent built on gyre, run by a program through the Claude Agent SDK.";
+
 /// The default prompt for a session in `cwd` with these tools, without the memory.
 #[must_use]
 pub fn default_system_prompt(cwd: &Path, tool_names: &[&str], now: SystemTime) -> String {

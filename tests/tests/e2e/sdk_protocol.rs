@@ -242,6 +242,19 @@ fn disallowed_tools_are_not_offered_and_an_empty_system_prompt_is_not_sent() {
     );
     assert!(tools.contains(&"Read"), "{tools:?}");
     assert!(body.get("system").is_none(), "{body}");
+
+    // An Agent SDK program without a prompt of its own gets the minimal SDK prompt.
+    let server = TestServer::spawn(Script::new([Turn::text("ok")])).unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "hi", "--system-prompt", ""])
+        .env("CLAUDE_CODE_ENTRYPOINT", "sdk-py"))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let system = server.requests()[0].body["system"].to_string();
+    assert!(system.contains("through the Claude Agent SDK"), "{system}");
+    assert!(!system.contains("Working directory"), "{system}");
 }
 
 #[test]
