@@ -32,12 +32,12 @@ struct ScriptedModel {
 impl QueryDeps for ScriptedModel {
     fn call_model(
         &self,
-        request: Arc<MessagesRequest>,
+        request: &mut Arc<MessagesRequest>,
         _fallback_model: Option<String>,
         _cancel: CancellationToken,
     ) -> ModelStream {
         if let Ok(mut requests) = self.requests.lock() {
-            requests.push(MessagesRequest::clone(&request));
+            requests.push(MessagesRequest::clone(request));
         }
         let content = self
             .replies

@@ -137,7 +137,7 @@ impl QueryRun<'_> {
     /// Phase 3: streams the response; a fallback restarts it on the other model.
     pub(super) async fn stream_response(&mut self, mut request: Arc<MessagesRequest>) -> Streamed {
         let streamed = loop {
-            let (ended, progress) = self.stream_attempt(&request).await;
+            let (ended, progress) = self.stream_attempt(&mut request).await;
             let ended = if self.cancel.is_cancelled() {
                 Ended::Aborted
             } else {
@@ -163,7 +163,10 @@ impl QueryRun<'_> {
     }
 
     /// One call to the model, its events emitted as they arrive.
-    async fn stream_attempt(&mut self, request: &Arc<MessagesRequest>) -> (Ended, AttemptProgress) {
+    async fn stream_attempt(
+        &mut self,
+        request: &mut Arc<MessagesRequest>,
+    ) -> (Ended, AttemptProgress) {
         let max_tokens = request.max_tokens;
         tracing::debug!(
             model = %self.conversation().model(),
@@ -180,7 +183,7 @@ impl QueryRun<'_> {
         let mut progress = AttemptProgress::new(self.executor());
         let mut ended: Option<Ended> = None;
         let mut stream = self.deps.call_model(
-            Arc::clone(request),
+            request,
             self.conversation().fallback_model().map(str::to_owned),
             self.cancel.clone(),
         );

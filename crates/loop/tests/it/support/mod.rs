@@ -177,14 +177,14 @@ fn events_for(reply: Reply, cancel: CancellationToken) -> ModelStream {
 impl QueryDeps for FakeModel {
     fn call_model(
         &self,
-        request: Arc<MessagesRequest>,
+        request: &mut Arc<MessagesRequest>,
         fallback_model: Option<String>,
         cancel: CancellationToken,
     ) -> ModelStream {
         self.requests
             .lock()
             .unwrap()
-            .push(((*request).clone(), fallback_model));
+            .push((MessagesRequest::clone(request), fallback_model));
         let reply = self.replies.lock().unwrap().pop_front().unwrap_or_else(|| {
             Reply::Error(ApiError::InvalidResponse {
                 message: "fake model: no more replies".into(),
