@@ -1,7 +1,8 @@
 //! `--max-thinking-tokens` / `--thinking`: extended thinking on every main-loop request.
 //!
 //! The loop builds requests without a `thinking` parameter; [`ThinkingDeps`] wraps the
-//! model seam and adds it, with the budget kept below each request's `max_tokens` (the
+//! model seam and adds it to the request in place (the loop holds the only reference,
+//! so nothing is copied), with the budget kept below each request's `max_tokens` (the
 //! API refuses a budget at or above it). Thinking blocks and their signatures come back
 //! in the assistant message and are sent again as they were.
 
@@ -98,20 +99,19 @@ impl ThinkingDeps {
 impl QueryDeps for ThinkingDeps {
     fn call_model(
         &self,
-        request: Arc<MessagesRequest>,
+        request: &mut Arc<MessagesRequest>,
         fallback_model: Option<String>,
         cancel: CancellationToken,
     ) -> ModelStream {
-        let config = self.thinking.config(request.max_tokens);
-        let request = if request.thinking.is_none() && config.is_some() {
-            let mut with = (*request).clone();
-            with.thinking = config;
+        if request.thinking.is_none()
+            && let Some(config) = self.thinking.config(request.max_tokens)
+        {
+            // Copies the request only if someone else holds it too (the loop does not).
+            let with = Arc::make_mut(request);
+            with.thinking = Some(config);
             // Thinking does not combine with a custom temperature.
             with.temperature = None;
-            Arc::new(with)
-        } else {
-            request
-        };
+        }
         self.inner.call_model(request, fallback_model, cancel)
     }
 
@@ -126,7 +126,53 @@ impl QueryDeps for ThinkingDeps {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Mutex;
+
+    use gyre_protocol::Message;
+
     use super::*;
+
+    /// Keeps the request it was asked to send.
+    #[derive(Default)]
+    struct Sent(Mutex<Option<Arc<MessagesRequest>>>);
+
+    impl QueryDeps for Sent {
+        fn call_model(
+            &self,
+            request: &mut Arc<MessagesRequest>,
+            _fallback_model: Option<String>,
+            _cancel: CancellationToken,
+        ) -> ModelStream {
+            *self.0.lock().unwrap() = Some(Arc::clone(request));
+            Box::pin(futures::stream::empty())
+        }
+    }
+
+    #[test]
+    fn thinking_is_added_to_the_request_in_place_without_a_copy() {
+        let sent = Arc::new(Sent::default());
+        let deps = ThinkingDeps::new(
+            Arc::clone(&sent) as Arc<dyn QueryDeps>,
+            Thinking::Budget(4_000),
+        );
+        let mut body = MessagesRequest::new("m", 32_000, vec![Message::user_text("hi")]);
+        body.temperature = Some(0.5);
+        let mut request = Arc::new(body);
+        let at = Arc::as_ptr(&request);
+        drop(deps.call_model(&mut request, None, CancellationToken::new()));
+        assert_eq!(
+            Arc::as_ptr(&request),
+            at,
+            "the caller's request, not a copy"
+        );
+        assert_eq!(request.thinking, Thinking::Budget(4_000).config(32_000));
+        assert_eq!(request.temperature, None);
+        let inner = sent.0.lock().unwrap().take().unwrap();
+        assert!(Arc::ptr_eq(&inner, &request));
+        // Sent again (a fallback), it is left as it is.
+        drop(deps.call_model(&mut request, None, CancellationToken::new()));
+        assert_eq!(Arc::as_ptr(&request), at);
+    }
 
     #[test]
     fn flags_choose_the_mode() {

@@ -13,7 +13,8 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use gyre_api::ModelEvent;
 use gyre_loop::{
-    LoopEvent, ModelStream, NoCompaction, QueryDeps, QueryParams, TerminalReason, query,
+    Conversation, LoopEvent, ModelStream, NoCompaction, QueryDeps, QueryParams, TerminalReason,
+    query,
 };
 use gyre_protocol::{
     AssistantResponse, ContentBlock, Message, MessagesRequest, Role, StopReason, SystemBlock, Usage,
@@ -31,12 +32,12 @@ struct ScriptedModel {
 impl QueryDeps for ScriptedModel {
     fn call_model(
         &self,
-        request: Arc<MessagesRequest>,
+        request: &mut Arc<MessagesRequest>,
         _fallback_model: Option<String>,
         _cancel: CancellationToken,
     ) -> ModelStream {
         if let Ok(mut requests) = self.requests.lock() {
-            requests.push(MessagesRequest::clone(&request));
+            requests.push(MessagesRequest::clone(request));
         }
         let content = self
             .replies
@@ -101,10 +102,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     });
 
     let events = query(QueryParams {
-        messages: vec![Message::user_text("Which Rust files are there?")],
+        conversation: Conversation::new(
+            vec![Message::user_text("Which Rust files are there?")],
+            "claude-sonnet-4-5",
+            None,
+        ),
         system: vec![SystemBlock::text("You are a coding agent.")],
-        model: "claude-sonnet-4-5".to_owned(),
-        fallback_model: None,
         max_turns: Some(5),
         max_output_tokens: None,
         token_budget: None,
@@ -115,7 +118,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         compactor: Arc::new(tokio::sync::Mutex::new(Box::new(NoCompaction))),
         stop_hooks: Vec::new(),
         tool_hooks: Vec::new(),
-        anchor: None,
         cancel: CancellationToken::new(),
     });
     let mut events = std::pin::pin!(events);

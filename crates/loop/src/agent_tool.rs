@@ -21,6 +21,7 @@ use tokio::sync::{Mutex, mpsc};
 
 use crate::agents::{AgentCatalog, AgentDefinition};
 use crate::compaction::NoCompaction;
+use crate::conversation::Conversation;
 use crate::deps::QueryDeps;
 use crate::engine::record::Recorder;
 use crate::event::{LoopEvent, SubagentProgress, SubagentState};
@@ -189,14 +190,12 @@ impl AgentTool {
         let prompt = Message::user(vec![ContentBlock::text(input.prompt)]);
         sidechain.message(prompt.clone(), false);
         let params = QueryParams {
-            messages: vec![prompt],
+            conversation: Conversation::new(vec![prompt], model.clone(), None),
             system: vec![SystemBlock::text(format!(
                 "{}\n\nNotes:\n- Working directory: {}\n- Your final message is all the caller sees: make it a complete report, with absolute file paths.",
                 def.prompt,
                 ctx.cwd.display()
             ))],
-            model: model.clone(),
-            fallback_model: None,
             max_turns: Some(self.setup.max_turns),
             max_output_tokens: None,
             token_budget: None,
@@ -207,7 +206,6 @@ impl AgentTool {
             compactor: Arc::new(Mutex::new(Box::new(NoCompaction))),
             stop_hooks: Vec::new(),
             tool_hooks: Vec::new(),
-            anchor: None,
             // The parent's abort (Ctrl+C, a sibling's failure) stops the sub-agent too.
             cancel: ctx.cancel.clone(),
         };

@@ -18,10 +18,13 @@ pub type ModelStream = Pin<Box<dyn Stream<Item = Result<ModelEvent, ApiError>> +
 pub trait QueryDeps: Send + Sync {
     /// Streams one model response, retrying as the policy says. `fallback_model` is the
     /// model to switch to after repeated overloads (`None` once switched).
-    /// The request is shared with the caller, which may send it again after a fallback.
+    /// The request is the caller's, which may send it again after a fallback; the stream
+    /// shares it (every attempt sends the same one). A wrapper may change it before it
+    /// is sent: `Arc::make_mut` copies nothing while the caller holds the only
+    /// reference, as the loop does.
     fn call_model(
         &self,
-        request: Arc<MessagesRequest>,
+        request: &mut Arc<MessagesRequest>,
         fallback_model: Option<String>,
         cancel: CancellationToken,
     ) -> ModelStream;
@@ -72,12 +75,17 @@ impl ApiDeps {
 impl QueryDeps for ApiDeps {
     fn call_model(
         &self,
-        request: Arc<MessagesRequest>,
+        request: &mut Arc<MessagesRequest>,
         fallback_model: Option<String>,
         cancel: CancellationToken,
     ) -> ModelStream {
         let mut options = self.retry.clone();
         options.fallback_model = fallback_model;
-        stream_with_retry(Arc::clone(&self.client), request, options, cancel)
+        stream_with_retry(
+            Arc::clone(&self.client),
+            Arc::clone(request),
+            options,
+            cancel,
+        )
     }
 }

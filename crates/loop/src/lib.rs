@@ -23,6 +23,7 @@ extern crate self as gyre_loop;
 mod agent_tool;
 mod agents;
 mod compaction;
+mod conversation;
 mod cost;
 mod deps;
 mod engine;
@@ -49,6 +50,7 @@ pub use compaction::{
     CompactNowResult, CompactionError, CompactionOutcome, ContextCompactor, NoCompaction,
     PreparedContext,
 };
+pub use conversation::Conversation;
 pub use cost::{ModelPrice, price_for_model, usage_cost_usd};
 pub use deps::{ApiDeps, ModelStream, QueryDeps};
 pub use engine::{EngineConfig, EngineEvent, InterruptHandle, QueryEngine, TurnResult};

@@ -45,7 +45,7 @@ pub async fn side_query(
 ) -> Result<SideAnswer, SideQueryError> {
     let mut body = MessagesRequest::new(model.to_owned(), max_tokens, messages);
     body.system = vec![SystemBlock::text(system)];
-    let mut stream = deps.call_model(Arc::new(body), None, cancel);
+    let mut stream = deps.call_model(&mut Arc::new(body), None, cancel);
     while let Some(event) = stream.next().await {
         match event {
             Ok(ModelEvent::Message(response)) => {

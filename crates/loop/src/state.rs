@@ -1,6 +1,5 @@
 //! The loop's state, why it continued, and how it ended.
 
-use gyre_protocol::Message;
 use serde::Serialize;
 
 /// Why the loop went round again: every way a turn leads to another request. Recorded in
@@ -123,11 +122,10 @@ pub struct Terminal {
     pub error: Option<String>,
 }
 
-/// Everything one iteration of the loop needs; replaced whole at every continue.
+/// Everything one iteration of the loop needs beside the conversation (which holds the
+/// history); replaced whole at every continue.
 #[derive(Debug, Clone, PartialEq)]
 pub struct State {
-    /// The history as it is now.
-    pub messages: Vec<Message>,
     /// The model turn this iteration makes (1-based).
     pub turn_count: u32,
     /// Max-output-tokens recoveries so far.
@@ -145,11 +143,10 @@ pub struct State {
 }
 
 impl State {
-    /// The state of a query's first iteration over `messages`.
+    /// The state of a query's first iteration.
     #[must_use]
-    pub fn initial(messages: Vec<Message>) -> Self {
+    pub fn initial() -> Self {
         Self {
-            messages,
             turn_count: 1,
             max_output_tokens_recovery_count: 0,
             has_attempted_reactive_compact: false,

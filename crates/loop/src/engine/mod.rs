@@ -1,10 +1,12 @@
 //! `QueryEngine`: one conversation, turn after turn.
 //!
-//! The engine is split by concern, so that what plugs in next (the SDK control protocol,
-//! hooks, sub-agents) finds one place to go:
+//! The engine owns the [`Conversation`] (messages, model, fallback, usage anchor) and
+//! lends it to each turn's query, which keeps it up to date. The rest is split by
+//! concern, so that what plugs in next (the SDK control protocol, hooks, sub-agents)
+//! finds one place to go:
 //!
 //! - `turn`: driving one user turn (`submit_message`): the query, what each loop event
-//!   does to the conversation, and the turn's result;
+//!   does to the session (transcript, usage, denials), and the turn's result;
 //! - `record`: the transcript, written before each API call, with parent links;
 //! - `usage`: usage and cost totals, and the `--max-budget-usd` check;
 //! - `denials`: the permission denials of the session.
@@ -17,7 +19,7 @@ mod usage;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex as StdMutex};
 
-use gyre_compact::{Trigger, UsageAnchor};
+use gyre_compact::Trigger;
 use gyre_protocol::{Message, SystemBlock, Usage};
 use gyre_tools::{CanUseTool, PermissionDenial, ToolContext, ToolRegistry};
 use tokio::sync::Mutex;
@@ -25,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::agent_tool::SubagentEvents;
 use crate::compaction::{CompactionError, CompactionOutcome, ContextCompactor};
+use crate::conversation::Conversation;
 use crate::deps::QueryDeps;
 use crate::hooks::{StopHook, ToolHook};
 use crate::transcript::TranscriptStore;
@@ -81,6 +84,7 @@ impl InterruptHandle {
 
 /// One conversation: messages, usage, cost and denials persist across turns.
 pub struct QueryEngine {
+    /// Its `model` and `fallback_model` were moved into `conversation`, their one owner.
     config: EngineConfig,
     deps: Arc<dyn QueryDeps>,
     tools: Arc<ToolRegistry>,
@@ -90,8 +94,7 @@ pub struct QueryEngine {
     recorder: Recorder,
     stop_hooks: Vec<Arc<dyn StopHook>>,
     tool_hooks: Vec<Arc<dyn ToolHook>>,
-    messages: Vec<Message>,
-    anchor: Option<UsageAnchor>,
+    conversation: Conversation,
     usage: UsageTotals,
     denials: Denials,
     interrupt: InterruptHandle,
@@ -103,8 +106,8 @@ impl std::fmt::Debug for QueryEngine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("QueryEngine")
             .field("session_id", &self.config.session_id)
-            .field("model", &self.config.model)
-            .field("messages", &self.messages.len())
+            .field("model", &self.conversation.model())
+            .field("messages", &self.conversation.messages().len())
             .finish_non_exhaustive()
     }
 }
@@ -113,7 +116,7 @@ impl QueryEngine {
     /// A conversation with an empty history.
     #[must_use]
     pub fn new(
-        config: EngineConfig,
+        mut config: EngineConfig,
         deps: Arc<dyn QueryDeps>,
         tools: Arc<ToolRegistry>,
         tool_context: ToolContext,
@@ -121,6 +124,11 @@ impl QueryEngine {
         compactor: Box<dyn ContextCompactor>,
         transcript: Box<dyn TranscriptStore>,
     ) -> Self {
+        let conversation = Conversation::new(
+            Vec::new(),
+            std::mem::take(&mut config.model),
+            config.fallback_model.take(),
+        );
         Self {
             recorder: Recorder::new(transcript, &config.session_id, &config.cwd),
             config,
@@ -131,8 +139,7 @@ impl QueryEngine {
             compactor: Arc::new(Mutex::new(compactor)),
             stop_hooks: Vec::new(),
             tool_hooks: Vec::new(),
-            messages: Vec::new(),
-            anchor: None,
+            conversation,
             usage: UsageTotals::default(),
             denials: Denials::default(),
             interrupt: InterruptHandle::default(),
@@ -143,7 +150,7 @@ impl QueryEngine {
     /// Starts from an earlier history (`--resume`), chaining new lines onto `last_uuid`.
     #[must_use]
     pub fn with_history(mut self, messages: Vec<Message>, last_uuid: Option<String>) -> Self {
-        self.messages = messages;
+        self.conversation.replace_history(messages);
         self.recorder.resume(last_uuid);
         self
     }
@@ -173,7 +180,7 @@ impl QueryEngine {
     /// The conversation so far.
     #[must_use]
     pub fn messages(&self) -> &[Message] {
-        &self.messages
+        self.conversation.messages()
     }
 
     /// The session's id.
@@ -185,12 +192,12 @@ impl QueryEngine {
     /// The model in use now (the fallback after a switch).
     #[must_use]
     pub fn model(&self) -> &str {
-        &self.config.model
+        self.conversation.model()
     }
 
     /// Switches the model for the following turns (`/model`).
     pub fn set_model(&mut self, model: String) {
-        self.config.model = model;
+        self.conversation.set_model(model);
     }
 
     /// Tokens used by the session so far, sub-agents included.
@@ -230,8 +237,7 @@ impl QueryEngine {
 
     /// Forgets the conversation (`/clear`); the transcript keeps what was written.
     pub fn clear(&mut self) {
-        self.messages.clear();
-        self.anchor = None;
+        self.conversation.clear();
     }
 
     /// Compacts the conversation now (`/compact`).
@@ -253,14 +259,13 @@ impl QueryEngine {
     ) -> Result<Option<CompactionOutcome>, CompactionError> {
         let result = {
             let mut c = self.compactor.lock().await;
-            c.compact_now_with(&self.messages, Trigger::Manual, instructions)
+            c.compact_now_with(self.conversation.messages(), Trigger::Manual, instructions)
                 .await?
         };
         Ok(result.map(|(history, outcome)| {
-            self.messages = history;
-            self.anchor = None;
+            self.conversation.replace_history(history);
             self.recorder
-                .boundary(self.deps.as_ref(), &outcome, &self.messages);
+                .boundary(self.deps.as_ref(), &outcome, self.conversation.messages());
             outcome
         }))
     }

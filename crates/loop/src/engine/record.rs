@@ -135,7 +135,7 @@ mod tests {
     impl QueryDeps for Ids {
         fn call_model(
             &self,
-            _request: Arc<gyre_protocol::MessagesRequest>,
+            _request: &mut Arc<gyre_protocol::MessagesRequest>,
             _fallback_model: Option<String>,
             _cancel: tokio_util::sync::CancellationToken,
         ) -> ModelStream {

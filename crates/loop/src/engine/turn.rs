@@ -1,19 +1,24 @@
-//! Driving one user turn: the prompt joins the conversation, the query runs, each loop
-//! event updates the conversation (messages, usage, model, history, denials), and the
-//! turn ends with its result.
+//! Driving one user turn: the prompt joins the conversation, the query runs on the
+//! conversation lent to it (messages, model, history, usage anchor), each loop event
+//! updates the rest of the session (transcript, usage, denials), and the turn ends with
+//! its result.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use futures::{Stream, StreamExt};
-use gyre_compact::UsageAnchor;
 use gyre_protocol::{ContentBlock, Message, Role, Usage};
 use gyre_tools::PermissionDenial;
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::QueryEngine;
+use super::denials::Denials;
+use super::record::Recorder;
+use super::usage::UsageTotals;
 use crate::agent_tool::SubagentEvent;
+use crate::conversation::Conversation;
+use crate::deps::QueryDeps;
 use crate::event::{LoopEvent, SubagentProgress};
 use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
@@ -86,6 +91,22 @@ struct TurnTally {
     last_text: String,
     budget_exceeded: bool,
     terminal: Option<Terminal>,
+    /// The history a [`LoopEvent::HistoryReplaced`] just carried, for the boundary line
+    /// of the [`LoopEvent::Compacted`] that follows it; kept for that one event only.
+    replaced: Option<Vec<Message>>,
+}
+
+/// What a turn keeps up to date while the query holds the conversation: the transcript,
+/// usage and cost, and the denials.
+struct Ledger<'a> {
+    deps: &'a dyn QueryDeps,
+    recorder: &'a mut Recorder,
+    usage: &'a mut UsageTotals,
+    denials: &'a mut Denials,
+    max_budget_usd: Option<f64>,
+    /// The model when the turn began, for a transcript whose first line this would be
+    /// (the prompt always is: later lines do not name a model).
+    model: String,
 }
 
 fn millis(since: Instant) -> u64 {
@@ -108,32 +129,36 @@ impl QueryEngine {
                 last_text: String::new(),
                 budget_exceeded: false,
                 terminal: None,
+                replaced: None,
             };
             let prompt = Message::user(content);
             yield self.join(prompt, false);
-            let events = query(self.query_params(&tally.cancel));
-            futures::pin_mut!(events);
             let mut subagents = self.subagents.take();
-            loop {
-                let event = match subagents.as_mut() {
-                    // Sub-agent events first: what a sub-agent said comes before its result.
-                    Some(rx) => tokio::select! {
-                        biased;
-                        Some(sub) = rx.recv() => Err(sub),
-                        event = events.next() => Ok(event),
-                    },
-                    None => Ok(events.next().await),
-                };
-                match event {
-                    Ok(Some(event)) => {
-                        if let Some(out) = self.on_loop_event(event, &mut tally) {
-                            yield out;
+            {
+                let (params, mut ledger) = self.lend(&tally.cancel);
+                let events = query(params);
+                futures::pin_mut!(events);
+                loop {
+                    let event = match subagents.as_mut() {
+                        // Sub-agent events first: what a sub-agent said comes before its result.
+                        Some(rx) => tokio::select! {
+                            biased;
+                            Some(sub) = rx.recv() => Err(sub),
+                            event = events.next() => Ok(event),
+                        },
+                        None => Ok(events.next().await),
+                    };
+                    match event {
+                        Ok(Some(event)) => {
+                            if let Some(out) = ledger.on_loop_event(event, &mut tally) {
+                                yield out;
+                            }
                         }
-                    }
-                    Ok(None) => break,
-                    Err(sub) => {
-                        if let Some(out) = self.on_subagent_event(sub, &mut tally) {
-                            yield out;
+                        Ok(None) => break,
+                        Err(sub) => {
+                            if let Some(out) = ledger.on_subagent_event(sub, &mut tally) {
+                                yield out;
+                            }
                         }
                     }
                 }
@@ -143,14 +168,22 @@ impl QueryEngine {
         }
     }
 
-    fn query_params(&self, cancel: &CancellationToken) -> QueryParams {
+    /// The query's parameters, with the conversation lent to it, and the ledger of the
+    /// rest of the session that the turn updates meanwhile.
+    fn lend(&mut self, cancel: &CancellationToken) -> (QueryParams<&mut Conversation>, Ledger<'_>) {
         let mut tool_context = self.tool_context.clone();
         tool_context.cancel = cancel.clone();
-        QueryParams {
-            messages: self.messages.clone(),
+        let ledger = Ledger {
+            deps: self.deps.as_ref(),
+            recorder: &mut self.recorder,
+            usage: &mut self.usage,
+            denials: &mut self.denials,
+            max_budget_usd: self.config.max_budget_usd,
+            model: self.conversation.model().to_owned(),
+        };
+        let params = QueryParams {
+            conversation: &mut self.conversation,
             system: self.config.system.clone(),
-            model: self.config.model.clone(),
-            fallback_model: self.config.fallback_model.clone(),
             max_turns: self.config.max_turns,
             max_output_tokens: self.config.max_output_tokens,
             token_budget: self.config.token_budget,
@@ -161,17 +194,34 @@ impl QueryEngine {
             compactor: Arc::clone(&self.compactor),
             stop_hooks: self.stop_hooks.clone(),
             tool_hooks: self.tool_hooks.clone(),
-            anchor: self.anchor,
             cancel: cancel.clone(),
-        }
+        };
+        (params, ledger)
     }
 
     /// A message joins the transcript, then the conversation.
     fn join(&mut self, message: Message, is_meta: bool) -> EngineEvent {
+        let uuid = self.recorder.message(
+            self.deps.as_ref(),
+            &message,
+            is_meta,
+            self.conversation.model(),
+        );
+        self.conversation.push(message.clone());
+        EngineEvent::Message {
+            uuid,
+            message,
+            is_meta,
+        }
+    }
+}
+
+impl Ledger<'_> {
+    /// A message the query added to the conversation joins the transcript.
+    fn record(&mut self, message: Message, is_meta: bool) -> EngineEvent {
         let uuid = self
             .recorder
-            .message(self.deps.as_ref(), &message, is_meta, &self.config.model);
-        self.messages.push(message.clone());
+            .message(self.deps, &message, is_meta, &self.model);
         EngineEvent::Message {
             uuid,
             message,
@@ -179,8 +229,9 @@ impl QueryEngine {
         }
     }
 
-    /// What a loop event does to the conversation, and what the turn yields for it.
+    /// What a loop event does to the session, and what the turn yields for it.
     fn on_loop_event(&mut self, event: LoopEvent, tally: &mut TurnTally) -> Option<EngineEvent> {
+        let replaced = tally.replaced.take();
         match event {
             LoopEvent::Message { message, is_meta } => {
                 if message.role == Role::Assistant {
@@ -189,7 +240,7 @@ impl QueryEngine {
                         tally.last_text = text;
                     }
                 }
-                return Some(self.join(message, is_meta));
+                return Some(self.record(message, is_meta));
             }
             LoopEvent::RequestStart { .. } => tally.request_started = Some(Instant::now()),
             LoopEvent::Usage {
@@ -199,25 +250,15 @@ impl QueryEngine {
                     tally.api_ms += millis(t);
                 }
                 self.add_usage(model, &usage, tally);
-                // The response's message is the next one in the history.
-                self.anchor = Some(UsageAnchor {
-                    usage,
-                    message_index: self.messages.len(),
-                });
-            }
-            LoopEvent::Fallback { ref fallback, .. } => {
-                self.config.model.clone_from(fallback);
-                self.config.fallback_model = None;
             }
             LoopEvent::HistoryReplaced(history) => {
-                // Everything before the boundary is released here.
-                self.messages = history;
-                self.anchor = None;
+                tally.replaced = Some(history);
                 return None;
             }
             LoopEvent::Compacted(ref outcome) => {
-                self.recorder
-                    .boundary(self.deps.as_ref(), outcome, &self.messages);
+                if let Some(history) = replaced {
+                    self.recorder.boundary(self.deps, outcome, &history);
+                }
             }
             LoopEvent::PermissionDenied { ref denial, .. } => {
                 self.denials.record(denial.clone());
@@ -226,7 +267,9 @@ impl QueryEngine {
                 tally.terminal = Some(t);
                 return None;
             }
-            LoopEvent::Stream(_)
+            // The conversation switched its model itself.
+            LoopEvent::Fallback { .. }
+            | LoopEvent::Stream(_)
             | LoopEvent::ToolStarted { .. }
             | LoopEvent::Retry(_)
             | LoopEvent::Tombstone
@@ -262,12 +305,14 @@ impl QueryEngine {
     /// Adds a response's usage; going over `--max-budget-usd` cancels the turn.
     fn add_usage(&mut self, model: &str, usage: &Usage, tally: &mut TurnTally) {
         self.usage.add(model, usage);
-        if self.usage.over_budget(self.config.max_budget_usd) && !tally.budget_exceeded {
+        if self.usage.over_budget(self.max_budget_usd) && !tally.budget_exceeded {
             tally.budget_exceeded = true;
             tally.cancel.cancel();
         }
     }
+}
 
+impl QueryEngine {
     fn turn_result(&self, tally: TurnTally) -> TurnResult {
         let terminal = tally.terminal.unwrap_or(Terminal {
             reason: TerminalReason::ModelError,
@@ -333,7 +378,7 @@ mod tests {
     use super::*;
     use crate::compaction::NoCompaction;
     use crate::engine::EngineConfig;
-    use crate::fakes::{AllowAll, FakeModel, Reply, registry, text, tool};
+    use crate::fakes::{AllowAll, FakeModel, Reply, registry, response, text, tool};
     use crate::transcript::MemoryTranscript;
 
     fn engine(
@@ -382,7 +427,40 @@ mod tests {
         // prompt, tool call, tool result, answer
         assert_eq!(engine.messages().len(), 4);
         assert_eq!(engine.total_usage().output_tokens, 100);
-        assert_eq!(engine.anchor.map(|a| a.message_index), Some(3));
+        assert_eq!(
+            engine.conversation.anchor().map(|a| a.message_index),
+            Some(3)
+        );
+    }
+
+    #[tokio::test]
+    async fn a_fallback_holds_for_the_next_turns_with_the_history_it_stripped() {
+        let mut engine = engine(
+            [
+                response(
+                    vec![
+                        ContentBlock::thinking("hmm", "sig"),
+                        ContentBlock::text("one"),
+                    ],
+                    gyre_protocol::StopReason::EndTurn,
+                ),
+                Reply::Error(gyre_api::ApiError::FallbackTriggered {
+                    original: "fake-model".into(),
+                    fallback: "small-model".into(),
+                }),
+                text("two"),
+            ],
+            None,
+        );
+        engine.conversation =
+            Conversation::new(Vec::new(), "fake-model", Some("small-model".into()));
+        submit(&mut engine).await;
+        submit(&mut engine).await;
+        assert_eq!(engine.model(), "small-model");
+        assert_eq!(engine.messages().len(), 4);
+        // The thinking signed by the first model is gone from the history the next
+        // turns send, not only from the request that fell back.
+        assert_eq!(engine.messages()[1].content, [ContentBlock::text("one")]);
     }
 
     #[tokio::test]

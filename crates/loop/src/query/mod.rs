@@ -1,8 +1,9 @@
 //! `query()`: the agent loop as an explicit state machine.
 //!
-//! A [`QueryRun`] owns what the phases share (the seams, the model and its fallback, the
-//! usage anchor, the transitions so far, the repeat-guard history…) and the current
-//! [`State`]. One iteration runs the phases in order, each a method in its own module:
+//! A [`QueryRun`] holds the [`Conversation`] (the history, the model and its fallback,
+//! the usage anchor: owned, or lent by the engine), what the phases share (the seams,
+//! the transitions so far, the repeat-guard history…) and the current [`State`]. One
+//! iteration runs the phases in order, each a method in its own module:
 //!
 //! | phase | module | returns |
 //! |---|---|---|
@@ -28,6 +29,7 @@ mod stop;
 mod stream;
 mod tools;
 
+use std::borrow::{Borrow, BorrowMut};
 use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::path::PathBuf;
@@ -40,9 +42,8 @@ use gyre_tools::{CanUseTool, ToolContext, ToolRegistry};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use gyre_compact::UsageAnchor;
-
 use crate::compaction::ContextCompactor;
+use crate::conversation::Conversation;
 use crate::deps::QueryDeps;
 use crate::event::LoopEvent;
 use crate::hooks::{StopHook, ToolHook};
@@ -69,15 +70,13 @@ pub use stop::REFUSAL_MESSAGE;
 const INTERRUPTED_BY_USER: &str = "Interrupted by user";
 
 /// Everything one query needs.
-pub struct QueryParams {
-    /// The history, ending with the new user message.
-    pub messages: Vec<Message>,
+pub struct QueryParams<C = Conversation> {
+    /// The conversation to go on with, its history ending with the new user message: a
+    /// [`Conversation`] the query owns, or a `&mut Conversation` lent to it, which then
+    /// holds what the query added (messages, a fallback, the usage anchor) when it ends.
+    pub conversation: C,
     /// The system prompt.
     pub system: Vec<SystemBlock>,
-    /// The model to ask.
-    pub model: String,
-    /// The model to switch to after repeated overloads.
-    pub fallback_model: Option<String>,
     /// The most model turns before the query ends with `max_turns`.
     pub max_turns: Option<u32>,
     /// `GYRE_MAX_OUTPUT_TOKENS`: a fixed limit that also disables escalation.
@@ -98,17 +97,16 @@ pub struct QueryParams {
     pub stop_hooks: Vec<Arc<dyn StopHook>>,
     /// Hooks run after each tool call.
     pub tool_hooks: Vec<Arc<dyn ToolHook>>,
-    /// The usage of the last response before this query, if any.
-    pub anchor: Option<UsageAnchor>,
     /// Aborts the query (Ctrl+C): streaming and tools stop, synthetic results pair the calls.
     pub cancel: CancellationToken,
 }
 
-impl std::fmt::Debug for QueryParams {
+impl<C: Borrow<Conversation>> std::fmt::Debug for QueryParams<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let conversation: &Conversation = self.conversation.borrow();
         f.debug_struct("QueryParams")
-            .field("model", &self.model)
-            .field("messages", &self.messages.len())
+            .field("model", &conversation.model())
+            .field("messages", &conversation.messages().len())
             .field("max_turns", &self.max_turns)
             .finish_non_exhaustive()
     }
@@ -147,7 +145,10 @@ pub(crate) type Phase<T> = ControlFlow<Step, T>;
 
 /// Runs the agent loop. The stream's last item is always [`LoopEvent::Terminal`], and
 /// no other event follows it.
-pub fn query(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
+pub fn query<'c, C>(params: QueryParams<C>) -> impl Stream<Item = LoopEvent> + Send + 'c
+where
+    C: BorrowMut<Conversation> + Send + Sync + 'c,
+{
     async_stream::stream! {
         let run = QueryRun::new(params);
         let events = run.events.clone();
@@ -167,8 +168,11 @@ pub fn query(params: QueryParams) -> impl Stream<Item = LoopEvent> + Send {
     }
 }
 
-/// One running query: the seams, what the phases share, and the current state.
-pub(crate) struct QueryRun {
+/// One running query: the conversation, the seams, what the phases share, and the
+/// current state.
+pub(crate) struct QueryRun<'c> {
+    /// Owned, or lent by the caller: see [`QueryRun::conversation`].
+    conversation: Box<dyn BorrowMut<Conversation> + Send + Sync + 'c>,
     system: Vec<SystemBlock>,
     max_turns: Option<u32>,
     max_output_tokens: Option<u32>,
@@ -182,12 +186,6 @@ pub(crate) struct QueryRun {
     stop_hooks: Vec<Arc<dyn StopHook>>,
     tool_hooks: Vec<Arc<dyn ToolHook>>,
     cancel: CancellationToken,
-    /// The model requests go to; the fallback once switched.
-    model: String,
-    /// `None` once the fallback was taken.
-    fallback_model: Option<String>,
-    /// The usage of the last response and where it sits in the history.
-    anchor: Option<UsageAnchor>,
     state: State,
     transitions: Vec<Transition>,
     /// Output tokens of every response of this query (token budget).
@@ -199,13 +197,14 @@ pub(crate) struct QueryRun {
     events: Emitter,
 }
 
-impl QueryRun {
-    pub(crate) fn new(params: QueryParams) -> Self {
+impl<'c> QueryRun<'c> {
+    pub(crate) fn new<C>(params: QueryParams<C>) -> Self
+    where
+        C: BorrowMut<Conversation> + Send + Sync + 'c,
+    {
         let QueryParams {
-            messages,
+            conversation,
             system,
-            model,
-            fallback_model,
             max_turns,
             max_output_tokens,
             token_budget,
@@ -216,10 +215,10 @@ impl QueryRun {
             compactor,
             stop_hooks,
             tool_hooks,
-            anchor,
             cancel,
         } = params;
         Self {
+            conversation: Box::new(conversation),
             system,
             max_turns,
             max_output_tokens,
@@ -234,10 +233,7 @@ impl QueryRun {
             stop_hooks,
             tool_hooks,
             cancel,
-            model,
-            fallback_model,
-            anchor,
-            state: State::initial(messages),
+            state: State::initial(),
             transitions: Vec::new(),
             budget_output_tokens: 0,
             call_history: Vec::new(),
@@ -308,23 +304,37 @@ impl QueryRun {
         self.events.emit(event).await;
     }
 
+    /// The conversation the query goes on with: the history, the model and its
+    /// fallback, the usage anchor.
+    fn conversation(&self) -> &Conversation {
+        (*self.conversation).borrow()
+    }
+
+    fn conversation_mut(&mut self) -> &mut Conversation {
+        (*self.conversation).borrow_mut()
+    }
+
     /// Adds `message` to the history and emits it.
     async fn push_message(&mut self, message: Message, is_meta: bool) {
-        self.state.messages.push(message.clone());
+        self.conversation_mut().push(message.clone());
         self.emit(LoopEvent::Message { message, is_meta }).await;
     }
 
-    /// The current state, for building the next one (the run's own is left empty).
-    fn take_state(&mut self) -> State {
-        std::mem::replace(&mut self.state, State::initial(Vec::new()))
+    /// `response` joins the history as `message` (what is kept of it), its usage the
+    /// anchor, and the message is emitted.
+    async fn push_response(&mut self, message: Message, response: &AssistantResponse) {
+        self.conversation_mut()
+            .push_response(message.clone(), response.usage);
+        self.emit(LoopEvent::Message {
+            message,
+            is_meta: false,
+        })
+        .await;
     }
 
-    /// The usage anchor is the response just added to the history.
-    fn anchor_on_last(&mut self, response: &AssistantResponse) {
-        self.anchor = Some(UsageAnchor {
-            message_index: self.state.messages.len().saturating_sub(1),
-            usage: response.usage,
-        });
+    /// The current state, for building the next one (the run's own is left fresh).
+    fn take_state(&mut self) -> State {
+        std::mem::replace(&mut self.state, State::initial())
     }
 
     /// `max_tokens` of the next request.

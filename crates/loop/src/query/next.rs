@@ -3,7 +3,7 @@
 use super::{QueryRun, Step};
 use crate::state::{State, TerminalReason, Transition};
 
-impl QueryRun {
+impl QueryRun<'_> {
     /// After a round of tools: the query ends past `max_turns`, else the next turn
     /// starts with the per-turn recovery state reset.
     pub(super) fn next_state(&mut self) -> Step {
@@ -27,13 +27,11 @@ impl QueryRun {
             );
         }
         let State {
-            messages,
             budget_continuations,
             ..
         } = self.take_state();
         Step::Continue {
             state: State {
-                messages,
                 turn_count: next_turn,
                 max_output_tokens_recovery_count: 0,
                 has_attempted_reactive_compact: false,
@@ -79,7 +77,7 @@ mod tests {
             [700],
             "kept for the whole query"
         );
-        assert_eq!(state.messages.len(), 1);
+        assert_eq!(run.conversation().messages().len(), 1);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::state::TerminalReason;
 
 const BLOCKING_LIMIT_ERROR: &str = "Context limit reached: the conversation is too long to continue. Run /compact or start a new session.";
 
-impl QueryRun {
+impl QueryRun<'_> {
     /// Phase 1: the messages to send this iteration, after the compaction pipeline.
     /// Ends the query when interrupted while compacting or past the blocking limit; a
     /// failed compaction sends the history as it is.
@@ -22,7 +22,7 @@ impl QueryRun {
             tokio::select! {
                 biased;
                 () = self.cancel.cancelled() => None,
-                p = c.prepare(&self.state.messages, self.anchor) => Some(p),
+                p = c.prepare(self.conversation().messages(), self.conversation().anchor()) => Some(p),
             }
         };
         let Some(prepared) = prepared else {
@@ -34,10 +34,8 @@ impl QueryRun {
         match prepared {
             Ok(p) => {
                 if let Some(history) = p.history {
-                    self.state.messages = history;
-                    self.anchor = None;
-                    self.emit(LoopEvent::HistoryReplaced(self.state.messages.clone()))
-                        .await;
+                    self.conversation_mut().replace_history(history.clone());
+                    self.emit(LoopEvent::HistoryReplaced(history)).await;
                 }
                 if let Some(outcome) = p.compacted {
                     self.emit(LoopEvent::Compacted(outcome)).await;
@@ -52,7 +50,7 @@ impl QueryRun {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "compaction failed; sending the history as it is");
-                ControlFlow::Continue(self.state.messages.clone())
+                ControlFlow::Continue(self.conversation().messages().to_vec())
             }
         }
     }
@@ -60,7 +58,11 @@ impl QueryRun {
     /// Phase 2: the request, built once and shared with every attempt (retries and a
     /// fallback included): the history is not copied per attempt.
     pub(super) fn request(&self, messages: Vec<Message>) -> Arc<MessagesRequest> {
-        let mut r = MessagesRequest::new(self.model.clone(), self.max_tokens(), messages);
+        let mut r = MessagesRequest::new(
+            self.conversation().model().to_owned(),
+            self.max_tokens(),
+            messages,
+        );
         r.system.clone_from(&self.system);
         r.tools.clone_from(&self.tool_definitions);
         add_cache_markers(&mut r);
@@ -102,7 +104,10 @@ mod tests {
         let emitter = run.events.clone();
         let (events, flow) = run_phase(&emitter, run.prepare_context()).await;
         assert!(events.is_empty());
-        assert_eq!(flow, ControlFlow::Continue(run.state.messages.clone()));
+        assert_eq!(
+            flow,
+            ControlFlow::Continue(run.conversation().messages().to_vec())
+        );
     }
 
     #[tokio::test]
@@ -119,7 +124,7 @@ mod tests {
             at_blocking_limit: false,
         }));
         let mut p = params_with(FakeModel::new([]), Box::new(compactor));
-        p.anchor = Some(UsageAnchor {
+        p.conversation = p.conversation.with_anchor(UsageAnchor {
             message_index: 0,
             usage: gyre_protocol::Usage::default(),
         });
@@ -127,8 +132,8 @@ mod tests {
         let emitter = run.events.clone();
         let (events, flow) = run_phase(&emitter, run.prepare_context()).await;
         assert_eq!(flow, ControlFlow::Continue(history.clone()));
-        assert_eq!(run.state.messages, history);
-        assert_eq!(run.anchor, None);
+        assert_eq!(run.conversation().messages(), history);
+        assert_eq!(run.conversation().anchor(), None);
         assert!(matches!(
             events.as_slice(),
             [LoopEvent::HistoryReplaced(h), LoopEvent::Compacted(_)] if *h == history
@@ -159,7 +164,10 @@ mod tests {
         let mut run = QueryRun::new(p);
         let emitter = run.events.clone();
         let (_, flow) = run_phase(&emitter, run.prepare_context()).await;
-        assert_eq!(flow, ControlFlow::Continue(run.state.messages.clone()));
+        assert_eq!(
+            flow,
+            ControlFlow::Continue(run.conversation().messages().to_vec())
+        );
     }
 
     #[tokio::test]
@@ -171,7 +179,11 @@ mod tests {
         let (events, flow) = run_phase(&emitter, run.prepare_context()).await;
         assert_eq!(ended(flow).0, TerminalReason::AbortedStreaming);
         assert_eq!(
-            run.state.messages.last().map(Message::text).as_deref(),
+            run.conversation()
+                .messages()
+                .last()
+                .map(Message::text)
+                .as_deref(),
             Some(INTERRUPT_MESSAGE)
         );
         assert!(matches!(
@@ -186,7 +198,7 @@ mod tests {
         p.system = vec![gyre_protocol::SystemBlock::text("be brief")];
         let run = QueryRun::new(p);
         let request = run.request(vec![Message::user_text("hi")]);
-        assert_eq!(request.model, run.model);
+        assert_eq!(request.model, run.conversation().model());
         assert_eq!(request.max_tokens, super::super::DEFAULT_MAX_OUTPUT_TOKENS);
         assert_eq!(request.system[0].text, "be brief");
         assert_eq!(request.tools.len(), run.tools.definitions().len());

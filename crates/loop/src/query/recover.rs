@@ -17,7 +17,7 @@ use super::{
 use crate::event::LoopEvent;
 use crate::state::{State, TerminalReason, Transition};
 
-impl QueryRun {
+impl QueryRun<'_> {
     /// A response goes on; a failed attempt ends the iteration, recovered or not.
     pub(super) async fn recover_from_failure(
         &mut self,
@@ -63,16 +63,15 @@ impl QueryRun {
                 tokio::select! {
                     biased;
                     () = self.cancel.cancelled() => Ok(None),
-                    r = c.compact_now(&self.state.messages, Trigger::Reactive) => r,
+                    r = c.compact_now(self.conversation().messages(), Trigger::Reactive) => r,
                 }
             };
             if let Ok(Some((history, outcome))) = compacted {
-                self.anchor = None;
-                self.emit(LoopEvent::HistoryReplaced(history.clone())).await;
+                self.conversation_mut().replace_history(history.clone());
+                self.emit(LoopEvent::HistoryReplaced(history)).await;
                 self.emit(LoopEvent::Compacted(outcome)).await;
                 return Step::Continue {
                     state: State {
-                        messages: history,
                         has_attempted_reactive_compact: true,
                         ..self.take_state()
                     },
@@ -136,8 +135,7 @@ impl QueryRun {
             cut.content
                 .push(ContentBlock::text("(output cut at the token limit)"));
         }
-        self.push_message(cut, false).await;
-        self.anchor_on_last(response);
+        self.push_response(cut, response).await;
         if self.state.max_output_tokens_recovery_count < MAX_OUTPUT_TOKENS_RECOVERY_LIMIT {
             let attempt = self.state.max_output_tokens_recovery_count + 1;
             self.push_message(Message::user_text(MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE), true)
@@ -242,7 +240,7 @@ mod tests {
         assert_eq!(transition, Transition::ReactiveCompactRetry);
         assert!(state.has_attempted_reactive_compact);
         assert_eq!(
-            state.messages[0].text(),
+            run.conversation().messages()[0].text(),
             "Summary of the conversation so far."
         );
         assert!(matches!(
@@ -332,8 +330,9 @@ mod tests {
             transition,
             Transition::MaxOutputTokensRecovery { attempt: 1 }
         );
-        assert_eq!(state.messages[1].text(), "part 1");
-        assert_eq!(state.messages[2].text(), MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE);
+        let messages = run.conversation().messages();
+        assert_eq!(messages[1].text(), "part 1");
+        assert_eq!(messages[2].text(), MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE);
         run.state = State {
             max_output_tokens_recovery_count: MAX_OUTPUT_TOKENS_RECOVERY_LIMIT,
             ..state

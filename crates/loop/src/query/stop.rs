@@ -17,7 +17,7 @@ const DIMINISHING_RETURNS_TOKENS: u64 = 500;
 /// What a refused response says when the model wrote nothing.
 pub const REFUSAL_MESSAGE: &str = "The model declined to respond to this request (stop reason: refusal). Rephrase the request or start a new session.";
 
-impl QueryRun {
+impl QueryRun<'_> {
     /// A `refusal` stop ends the query cleanly (`completed`): what the model wrote joins
     /// the history and is the turn's result, with [`REFUSAL_MESSAGE`] when it wrote
     /// nothing. Its tool calls never run and are dropped, so the history stays paired.
@@ -37,8 +37,7 @@ impl QueryRun {
         if refused.text().trim().is_empty() {
             refused.content.push(ContentBlock::text(REFUSAL_MESSAGE));
         }
-        self.push_message(refused, false).await;
-        self.anchor_on_last(response);
+        self.push_response(refused, response).await;
         ControlFlow::Break(Step::terminal(TerminalReason::Completed, None))
     }
 
@@ -64,7 +63,7 @@ impl QueryRun {
         let mut blocking: Vec<String> = Vec::new();
         for hook in &self.stop_hooks {
             match hook
-                .on_stop(&self.state.messages, self.state.stop_hook_active)
+                .on_stop(self.conversation().messages(), self.state.stop_hook_active)
                 .await
             {
                 StopHookOutcome::Allow => {}
@@ -156,7 +155,7 @@ mod tests {
         r
     }
 
-    async fn end(run: &mut QueryRun, output_tokens: u64) -> Step {
+    async fn end(run: &mut QueryRun<'_>, output_tokens: u64) -> Step {
         let emitter = run.events.clone();
         run_phase(&emitter, run.end_without_tools(&done(output_tokens)))
             .await
@@ -187,7 +186,7 @@ mod tests {
             })
         ));
         assert_eq!(events.len(), 1);
-        let kept = run.state.messages.last().unwrap();
+        let kept = run.conversation().messages().last().unwrap();
         assert_eq!(kept.content, [ContentBlock::text("No.")]);
     }
 
@@ -248,7 +247,7 @@ mod tests {
         assert!(state.stop_hook_active);
         assert_eq!(state.turn_count, 2);
         assert_eq!(
-            state.messages.last().unwrap().text(),
+            run.conversation().messages().last().unwrap().text(),
             "Stop hook feedback:\ntests fail\nlint fails"
         );
     }
@@ -280,8 +279,8 @@ mod tests {
         assert_eq!(transition, Transition::TokenBudgetContinuation);
         assert_eq!(state.budget_continuations, [500]);
         assert!(
-            state
-                .messages
+            run.conversation()
+                .messages()
                 .last()
                 .unwrap()
                 .text()

@@ -125,7 +125,7 @@ impl AttemptProgress {
     }
 }
 
-impl QueryRun {
+impl QueryRun<'_> {
     pub(super) fn executor(&self) -> StreamingToolExecutor {
         StreamingToolExecutor::new(
             Arc::clone(&self.tools),
@@ -137,7 +137,7 @@ impl QueryRun {
     /// Phase 3: streams the response; a fallback restarts it on the other model.
     pub(super) async fn stream_response(&mut self, mut request: Arc<MessagesRequest>) -> Streamed {
         let streamed = loop {
-            let (ended, progress) = self.stream_attempt(&request).await;
+            let (ended, progress) = self.stream_attempt(&mut request).await;
             let ended = if self.cancel.is_cancelled() {
                 Ended::Aborted
             } else {
@@ -149,7 +149,7 @@ impl QueryRun {
                         .await;
                 }
                 // Keep what completed before the interruption.
-                Ended::Aborted => break progress.partial(&self.model),
+                Ended::Aborted => break progress.partial(self.conversation().model()),
                 Ended::Response(response) => break progress.finish(Attempt::Response(response)),
                 Ended::Failed(error) => break progress.finish(Attempt::Failed(error)),
             }
@@ -163,25 +163,28 @@ impl QueryRun {
     }
 
     /// One call to the model, its events emitted as they arrive.
-    async fn stream_attempt(&mut self, request: &Arc<MessagesRequest>) -> (Ended, AttemptProgress) {
+    async fn stream_attempt(
+        &mut self,
+        request: &mut Arc<MessagesRequest>,
+    ) -> (Ended, AttemptProgress) {
         let max_tokens = request.max_tokens;
         tracing::debug!(
-            model = %self.model,
+            model = %self.conversation().model(),
             max_tokens,
             messages = request.messages.len(),
             turn = self.state.turn_count,
             "model request"
         );
         self.emit(LoopEvent::RequestStart {
-            model: self.model.clone(),
+            model: self.conversation().model().to_owned(),
             max_tokens,
         })
         .await;
         let mut progress = AttemptProgress::new(self.executor());
         let mut ended: Option<Ended> = None;
         let mut stream = self.deps.call_model(
-            Arc::clone(request),
-            self.fallback_model.clone(),
+            request,
+            self.conversation().fallback_model().map(str::to_owned),
             self.cancel.clone(),
         );
         while let Some(item) = stream.next().await {
@@ -234,7 +237,7 @@ impl QueryRun {
         if !progress.blocks.is_empty() {
             self.emit(LoopEvent::Tombstone).await;
         }
-        strip_thinking(&mut self.state.messages);
+        strip_thinking(self.conversation_mut().messages_mut());
         let retry = Arc::make_mut(request);
         strip_thinking(&mut retry.messages);
         retry.model.clone_from(&fallback);
@@ -244,8 +247,7 @@ impl QueryRun {
             fallback: fallback.clone(),
         })
         .await;
-        self.model = fallback;
-        self.fallback_model = None;
+        self.conversation_mut().fall_back_to(fallback);
     }
 
     /// Phase 4: when the user interrupted, what completed joins the history, every call
@@ -276,7 +278,7 @@ impl QueryRun {
     /// The response is in: its usage is reported and counted against the token budget.
     pub(super) async fn account(&mut self, response: &AssistantResponse) {
         let model = if response.model.is_empty() {
-            self.model.clone()
+            self.conversation().model().to_owned()
         } else {
             response.model.clone()
         };
@@ -345,6 +347,7 @@ mod tests {
 
     use super::super::emit::run_phase;
     use super::*;
+    use crate::conversation::Conversation;
     use crate::fakes::{FakeModel, Reply, params, response, text, tool};
 
     fn progress() -> (AttemptProgress, Arc<ToolRegistry>) {
@@ -389,7 +392,7 @@ mod tests {
             Box::new(text("whole")),
         )]));
         let mut run = QueryRun::new(p);
-        let request = run.request(run.state.messages.clone());
+        let request = run.request(run.conversation().messages().to_vec());
         let emitter = run.events.clone();
         let (events, streamed) = run_phase(&emitter, run.stream_response(request)).await;
         assert!(matches!(
@@ -416,19 +419,25 @@ mod tests {
             text("from the fallback"),
         ]);
         let mut p = params(Arc::clone(&model));
-        p.fallback_model = Some("small-model".into());
-        p.messages
-            .push(Message::assistant(vec![ContentBlock::thinking(
-                "hmm", "sig",
-            )]));
+        p.conversation = Conversation::new(
+            vec![
+                p.conversation.messages()[0].clone(),
+                Message::assistant(vec![ContentBlock::thinking("hmm", "sig")]),
+            ],
+            "fake-model",
+            Some("small-model".into()),
+        );
         let mut run = QueryRun::new(p);
-        let request = run.request(run.state.messages.clone());
+        let request = run.request(run.conversation().messages().to_vec());
         let emitter = run.events.clone();
         let (events, streamed) = run_phase(&emitter, run.stream_response(request)).await;
         assert!(matches!(streamed.attempt, Attempt::Response(_)));
-        assert_eq!(run.model, "small-model");
-        assert_eq!(run.fallback_model, None);
-        assert_eq!(run.state.messages[1].text(), "(thinking omitted)");
+        assert_eq!(run.conversation().model(), "small-model");
+        assert_eq!(run.conversation().fallback_model(), None);
+        assert_eq!(
+            run.conversation().messages()[1].text(),
+            "(thinking omitted)"
+        );
         assert!(events.iter().any(
             |e| matches!(e, LoopEvent::Fallback { fallback, .. } if fallback == "small-model")
         ));
@@ -442,7 +451,7 @@ mod tests {
     async fn a_stream_that_ends_without_a_message_is_a_cut_stream() {
         let p = params(FakeModel::new([Reply::Events(Vec::new())]));
         let mut run = QueryRun::new(p);
-        let request = run.request(run.state.messages.clone());
+        let request = run.request(run.conversation().messages().to_vec());
         let emitter = run.events.clone();
         let (_, streamed) = run_phase(&emitter, run.stream_response(request)).await;
         assert!(matches!(
@@ -455,7 +464,7 @@ mod tests {
     async fn an_interrupt_after_streaming_answers_every_call_and_ends_the_query() {
         let p = params(FakeModel::new([tool("t1", "Slow", json!({}))]));
         let mut run = QueryRun::new(p);
-        let request = run.request(run.state.messages.clone());
+        let request = run.request(run.conversation().messages().to_vec());
         let emitter = run.events.clone();
         let (_, streamed) = run_phase(&emitter, run.stream_response(request)).await;
         run.cancel.cancel();
@@ -467,7 +476,7 @@ mod tests {
                 ..
             })
         ));
-        let last = run.state.messages.last().unwrap();
+        let last = run.conversation().messages().last().unwrap();
         assert!(matches!(
             &last.content[0],
             ContentBlock::ToolResult { tool_use_id, is_error: true, .. } if tool_use_id == "t1"
@@ -480,14 +489,14 @@ mod tests {
     async fn without_an_interrupt_the_attempt_goes_on_untouched() {
         let p = params(FakeModel::new([text("hi")]));
         let mut run = QueryRun::new(p);
-        let request = run.request(run.state.messages.clone());
+        let request = run.request(run.conversation().messages().to_vec());
         let emitter = run.events.clone();
         let (_, streamed) = run_phase(&emitter, run.stream_response(request)).await;
-        let before = run.state.messages.len();
+        let before = run.conversation().messages().len();
         let (events, flow) = run_phase(&emitter, run.abort_after_streaming(streamed)).await;
         assert!(matches!(flow, ControlFlow::Continue(_)));
         assert!(events.is_empty());
-        assert_eq!(run.state.messages.len(), before);
+        assert_eq!(run.conversation().messages().len(), before);
     }
 
     #[tokio::test]
@@ -502,7 +511,9 @@ mod tests {
         response.model = String::new();
         let emitter = run.events.clone();
         let (events, ()) = run_phase(&emitter, run.account(&response)).await;
-        assert!(matches!(&events[0], LoopEvent::Usage { model, .. } if *model == run.model));
+        assert!(
+            matches!(&events[0], LoopEvent::Usage { model, .. } if model == run.conversation().model())
+        );
         assert_eq!(run.budget_output_tokens, response.usage.output_tokens);
     }
 }

@@ -23,7 +23,7 @@ const REPEAT_GUARD_TURNS: usize = 3;
 /// How many of the most recently seen files are checked for changes on disk.
 const CHECKED_FILES: usize = 20;
 
-impl QueryRun {
+impl QueryRun<'_> {
     /// The response joins the history; its calls that did not start while streaming
     /// (a client that does not stream blocks, calls held back) are announced
     /// ([`LoopEvent::ToolStarted`]) and go to the executor.
@@ -45,8 +45,7 @@ impl QueryRun {
             })
             .await;
         }
-        self.push_message(response.to_message(), false).await;
-        self.anchor_on_last(response);
+        self.push_response(response.to_message(), response).await;
         for call in &calls {
             if !started.contains(&call.id) && invalid_tool_input(&call.input).is_none() {
                 executor.add_tool(call.clone());
@@ -266,7 +265,10 @@ mod tests {
                 LoopEvent::Message { is_meta: false, .. },
             ] if a == "a" && b == "b"
         ));
-        assert_eq!(run.anchor.map(|a| a.message_index), Some(1));
+        assert_eq!(
+            run.conversation().anchor().map(|a| a.message_index),
+            Some(1)
+        );
         let (_, (results, stop)) =
             run_phase(&emitter, run.run_remaining_tools(&executor, &calls)).await;
         assert_eq!(stop, None);
@@ -329,7 +331,7 @@ mod tests {
             })
         ));
         assert_eq!(events.len(), 1);
-        let last = run.state.messages.last().unwrap();
+        let last = run.conversation().messages().last().unwrap();
         assert_eq!(
             last.content[1],
             ContentBlock::text(INTERRUPT_MESSAGE_FOR_TOOL_USE)
@@ -420,8 +422,8 @@ mod tests {
         let (_, flow) = run_phase(&emitter, run.attach(Vec::new(), None)).await;
         assert_eq!(flow, ControlFlow::Continue(()));
         assert!(
-            run.state
-                .messages
+            run.conversation()
+                .messages()
                 .last()
                 .unwrap()
                 .text()
@@ -429,8 +431,8 @@ mod tests {
         );
         let (_, _) = run_phase(&emitter, run.attach(Vec::new(), None)).await;
         assert!(
-            !run.state
-                .messages
+            !run.conversation()
+                .messages()
                 .last()
                 .unwrap()
                 .text()

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use crate::support::*;
 use gyre_api::ApiError;
 use gyre_loop::{
-    LoopEvent, MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, StopHook, StopHookOutcome, TerminalReason,
-    ToolHook, Transition,
+    Conversation, LoopEvent, MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, StopHook, StopHookOutcome,
+    TerminalReason, ToolHook, Transition,
 };
 use gyre_protocol::{ContentBlock, Message, StopReason};
 use gyre_tools::{BoxFuture, ToolCallOutcome};
@@ -350,15 +350,18 @@ async fn fallback_switches_the_model_strips_thinking_and_retries() {
         text("from the fallback"),
     ]);
     let mut p = params(Arc::clone(&model));
-    p.fallback_model = Some("small-model".into());
-    p.messages = vec![
-        Message::user_text("first"),
-        Message::assistant(vec![
-            ContentBlock::thinking("hmm", "sig"),
-            ContentBlock::text("answer"),
-        ]),
-        Message::user_text("second"),
-    ];
+    p.conversation = Conversation::new(
+        vec![
+            Message::user_text("first"),
+            Message::assistant(vec![
+                ContentBlock::thinking("hmm", "sig"),
+                ContentBlock::text("answer"),
+            ]),
+            Message::user_text("second"),
+        ],
+        "fake-model",
+        Some("small-model".into()),
+    );
     let events = collect(p).await;
     assert_eq!(terminal(&events).reason, TerminalReason::Completed);
     assert!(
@@ -505,7 +508,11 @@ async fn the_three_iteration_example_of_the_seed_yields_every_event_in_order() {
     let mut p = params(Arc::clone(&model));
     p.tools = Arc::new(gyre_tools::ToolRegistry::with_default_tools());
     p.tool_context = gyre_tools::ToolContext::new(dir.path());
-    p.messages = vec![Message::user_text("Change the port in config.ts to 8080")];
+    p.conversation = Conversation::new(
+        vec![Message::user_text("Change the port in config.ts to 8080")],
+        "fake-model",
+        None,
+    );
     let events = collect(p).await;
     let trace: Vec<String> = events
         .iter()

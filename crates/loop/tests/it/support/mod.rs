@@ -8,8 +8,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use gyre_api::{ApiError, ModelEvent, RetryStatus};
 use gyre_loop::{
-    CompactionOutcome, ContextCompactor, LoopEvent, ModelStream, NoCompaction, PreparedContext,
-    QueryDeps, QueryParams, UsageAnchor,
+    CompactionOutcome, ContextCompactor, Conversation, LoopEvent, ModelStream, NoCompaction,
+    PreparedContext, QueryDeps, QueryParams, UsageAnchor,
 };
 use gyre_protocol::{
     AssistantResponse, ContentBlock, Message, MessagesRequest, Role, StopReason, Usage,
@@ -177,14 +177,14 @@ fn events_for(reply: Reply, cancel: CancellationToken) -> ModelStream {
 impl QueryDeps for FakeModel {
     fn call_model(
         &self,
-        request: Arc<MessagesRequest>,
+        request: &mut Arc<MessagesRequest>,
         fallback_model: Option<String>,
         cancel: CancellationToken,
     ) -> ModelStream {
         self.requests
             .lock()
             .unwrap()
-            .push(((*request).clone(), fallback_model));
+            .push((MessagesRequest::clone(request), fallback_model));
         let reply = self.replies.lock().unwrap().pop_front().unwrap_or_else(|| {
             Reply::Error(ApiError::InvalidResponse {
                 message: "fake model: no more replies".into(),
@@ -323,10 +323,12 @@ pub fn params(model: Arc<FakeModel>) -> QueryParams {
 pub fn params_with(model: Arc<FakeModel>, compactor: Box<dyn ContextCompactor>) -> QueryParams {
     let cwd = std::env::temp_dir();
     QueryParams {
-        messages: vec![Message::user_text("do the task")],
+        conversation: Conversation::new(
+            vec![Message::user_text("do the task")],
+            "fake-model",
+            None,
+        ),
         system: Vec::new(),
-        model: "fake-model".into(),
-        fallback_model: None,
         max_turns: None,
         max_output_tokens: None,
         token_budget: None,
@@ -337,7 +339,6 @@ pub fn params_with(model: Arc<FakeModel>, compactor: Box<dyn ContextCompactor>) 
         compactor: Arc::new(tokio::sync::Mutex::new(compactor)),
         stop_hooks: Vec::new(),
         tool_hooks: Vec::new(),
-        anchor: None,
         cancel: CancellationToken::new(),
     }
 }
