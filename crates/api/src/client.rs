@@ -24,6 +24,18 @@ pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ApiError>> 
 pub trait ModelClient: Send + Sync {
     /// One attempt: send the request, yield raw SSE events as they arrive. No retry here.
     fn stream(&self, request: Arc<MessagesRequest>, cancel: CancellationToken) -> EventStream;
+
+    /// A client for another conversation (a side request, a sub-agent): it shares this
+    /// one's connections and settings but none of what it keeps per conversation, so
+    /// that requests through either leave the other's alone. `AnthropicClient` keeps
+    /// the last request body to encode only what the next one adds
+    /// ([`BodyEncoder`](crate::BodyEncoder)): a request of another conversation sent
+    /// through it would make the next one re-encode the whole history.
+    ///
+    /// `None` (the default): the client keeps nothing per conversation; share it.
+    fn fork(&self) -> Option<Arc<dyn ModelClient>> {
+        None
+    }
 }
 
 /// `https://api.anthropic.com`, used when `ANTHROPIC_BASE_URL` is not set.

@@ -215,6 +215,17 @@ impl Drop for PendingEntry {
 }
 
 impl ModelClient for RecordingClient {
+    /// Records to the same fixture what a fork of the wrapped client answers.
+    fn fork(&self) -> Option<Arc<dyn ModelClient>> {
+        let inner = self.inner.fork()?;
+        Some(Arc::new(Self {
+            inner,
+            file: Arc::clone(&self.file),
+            path: self.path.clone(),
+            secrets: Arc::clone(&self.secrets),
+        }))
+    }
+
     fn stream(&self, request: Arc<MessagesRequest>, cancel: CancellationToken) -> EventStream {
         let mut inner = self.inner.stream(Arc::clone(&request), cancel);
         let mut pending = PendingEntry {

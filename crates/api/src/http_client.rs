@@ -24,7 +24,8 @@ pub struct AnthropicClient {
     url: String,
     headers: HeaderMap,
     base_url: String,
-    /// Shared by clones: the JSON of the last request's messages.
+    /// Shared by clones: the JSON of the last request's messages. A
+    /// [`fork`](ModelClient::fork) has its own.
     encoder: Arc<Mutex<BodyEncoder>>,
 }
 
@@ -81,9 +82,27 @@ impl AnthropicClient {
     pub fn base_url(&self) -> &str {
         &self.base_url
     }
+
+    /// How many messages this client (and its clones, not its forks) serialised rather
+    /// than reused so far; for tests and benchmarks.
+    #[must_use]
+    pub fn messages_encoded(&self) -> usize {
+        self.encoder
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .messages_encoded()
+    }
 }
 
 impl ModelClient for AnthropicClient {
+    /// The same HTTP client (its connections), URL and headers, with an encoder of its own.
+    fn fork(&self) -> Option<Arc<dyn ModelClient>> {
+        Some(Arc::new(Self {
+            encoder: Arc::default(),
+            ..self.clone()
+        }))
+    }
+
     fn stream(&self, request: Arc<MessagesRequest>, cancel: CancellationToken) -> EventStream {
         let http = self.http.clone();
         let url = self.url.clone();

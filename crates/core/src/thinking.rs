@@ -115,6 +115,11 @@ impl QueryDeps for ThinkingDeps {
         self.inner.call_model(request, fallback_model, cancel)
     }
 
+    fn fork(&self) -> Option<Arc<dyn QueryDeps>> {
+        let inner = self.inner.fork()?;
+        Some(Arc::new(Self::new(inner, self.thinking)))
+    }
+
     fn uuid(&self) -> String {
         self.inner.uuid()
     }

@@ -199,7 +199,12 @@ impl AgentTool {
             max_turns: Some(self.setup.max_turns),
             max_output_tokens: None,
             token_budget: None,
-            deps: Arc::clone(&self.setup.deps),
+            // A conversation of its own, which leaves the session's request cache alone.
+            deps: self
+                .setup
+                .deps
+                .fork()
+                .unwrap_or_else(|| Arc::clone(&self.setup.deps)),
             tools: Arc::new(tools),
             tool_context: ctx.clone(),
             can_use_tool: Arc::clone(&self.setup.can_use_tool),

@@ -29,6 +29,15 @@ pub trait QueryDeps: Send + Sync {
         cancel: CancellationToken,
     ) -> ModelStream;
 
+    /// The same seam for another conversation (a side request, a sub-agent), keeping
+    /// nothing per conversation with this one: the HTTP client's body encoder, above all,
+    /// whose cache of the last request a request of another conversation would evict
+    /// (see [`ModelClient::fork`]). `None` (the default): nothing is kept per
+    /// conversation; use `self`.
+    fn fork(&self) -> Option<Arc<dyn QueryDeps>> {
+        None
+    }
+
     /// A fresh unique id for a message.
     fn uuid(&self) -> String {
         uuid::Uuid::new_v4().to_string()
@@ -59,7 +68,8 @@ impl ApiDeps {
         Self { client, retry }
     }
 
-    /// The client, for side requests such as compaction summaries.
+    /// The client. A request beside the conversation goes through its
+    /// [`fork`](ModelClient::fork) (see [`QueryDeps::fork`]), not through it.
     #[must_use]
     pub fn client(&self) -> Arc<dyn ModelClient> {
         Arc::clone(&self.client)
@@ -73,6 +83,11 @@ impl ApiDeps {
 }
 
 impl QueryDeps for ApiDeps {
+    fn fork(&self) -> Option<Arc<dyn QueryDeps>> {
+        let client = self.client.fork()?;
+        Some(Arc::new(Self::new(client, self.retry.clone())))
+    }
+
     fn call_model(
         &self,
         request: &mut Arc<MessagesRequest>,

@@ -1,5 +1,7 @@
 //! One-off requests beside the conversation (compaction summaries, WebFetch answers):
-//! one request through the same [`QueryDeps`], its text back.
+//! one request through a fork of the conversation's [`QueryDeps`] (its own body
+//! encoder: the conversation's next request still reuses what it encoded), its text
+//! back.
 
 use std::sync::Arc;
 
@@ -45,6 +47,8 @@ pub async fn side_query(
 ) -> Result<SideAnswer, SideQueryError> {
     let mut body = MessagesRequest::new(model.to_owned(), max_tokens, messages);
     body.system = vec![SystemBlock::text(system)];
+    let fork = deps.fork();
+    let deps = fork.as_deref().unwrap_or(deps);
     let mut stream = deps.call_model(&mut Arc::new(body), None, cancel);
     while let Some(event) = stream.next().await {
         match event {

@@ -94,6 +94,31 @@ async fn record_then_replay_round_trips_without_secrets() {
 }
 
 #[tokio::test]
+async fn a_fork_records_to_the_same_fixture_through_an_encoder_of_its_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("forked.jsonl");
+    let server = TestServer::start(Script::new([Turn::text("main"), Turn::text("side")]))
+        .await
+        .unwrap();
+    let http = AnthropicClient::new(ClientConfig::new("k").with_base_url(server.url())).unwrap();
+    let recorder: Arc<dyn ModelClient> =
+        Arc::new(RecordingClient::create(Arc::new(http.clone()), &path).unwrap());
+    let fork = recorder.fork().expect("the HTTP client forks");
+    collect(Arc::clone(&recorder), request("the conversation")).await;
+    collect(fork, request("a side request")).await;
+    assert_eq!(
+        http.messages_encoded(),
+        1,
+        "the side request went through the fork's encoder"
+    );
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(text.lines().count(), 2, "{text}");
+    assert!(text.contains("a side request"));
+    // A replay keeps nothing per conversation: it is shared as it is.
+    assert!(ReplayClient::from_file(&path).unwrap().fork().is_none());
+}
+
+#[tokio::test]
 async fn replay_fails_loudly_on_a_request_that_does_not_match() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("one.jsonl");

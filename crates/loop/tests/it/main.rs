@@ -5,4 +5,5 @@ mod support;
 
 mod agent;
 mod property;
+mod side_requests;
 mod transitions;
