@@ -1,10 +1,11 @@
-//! One line per tool call and one per outcome: `● Read src/main.rs` then `  ⎿ 120 lines`.
+//! One line per tool call and one per outcome: `● Read src/main.rs` then `  ⎿ 120 lines`,
+//! as [`Piece`]s (the interactive UI styles them itself) or as ANSI text.
 
 use std::path::Path;
 
 use serde_json::Value;
 
-use crate::style::Palette;
+use crate::style::{Palette, Piece, Tone};
 
 /// How much of a command or pattern a call line shows.
 const MAX_ARG_CHARS: usize = 80;
@@ -210,24 +211,45 @@ fn display_path(path: &str, cwd: &Path) -> String {
 
 /// `● Read src/main.rs`, the tool name in bold.
 #[must_use]
-pub fn render_call(p: Palette, summary: &str) -> String {
+pub fn call_pieces(summary: &str) -> Vec<Piece> {
     let (name, rest) = summary.split_once(' ').unwrap_or((summary, ""));
-    let rest = if rest.is_empty() {
-        String::new()
-    } else {
-        format!(" {rest}")
-    };
-    format!("{} {}{rest}", p.green("●"), p.bold(name))
+    let mut pieces = vec![
+        Piece::new(Tone::Green, "●"),
+        Piece::plain(" "),
+        Piece::new(Tone::Bold, name),
+    ];
+    if !rest.is_empty() {
+        pieces.push(Piece::plain(format!(" {rest}")));
+    }
+    pieces
 }
 
 /// `  ⎿ 120 lines` or `  ⎿ ✗ exit 1 · error text`.
 #[must_use]
-pub fn render_outcome(p: Palette, outcome: &Outcome) -> String {
-    if outcome.ok {
-        format!("  {} {}", p.dim("⎿"), p.dim(&outcome.text))
+pub fn outcome_pieces(outcome: &Outcome) -> Vec<Piece> {
+    let text = if outcome.ok {
+        Piece::new(Tone::Dim, outcome.text.clone())
     } else {
-        format!("  {} {}", p.dim("⎿"), p.red(&format!("✗ {}", outcome.text)))
-    }
+        Piece::new(Tone::Red, format!("✗ {}", outcome.text))
+    };
+    vec![
+        Piece::plain("  "),
+        Piece::new(Tone::Dim, "⎿"),
+        Piece::plain(" "),
+        text,
+    ]
+}
+
+/// [`call_pieces`] as ANSI text.
+#[must_use]
+pub fn render_call(p: Palette, summary: &str) -> String {
+    p.ansi(&call_pieces(summary))
+}
+
+/// [`outcome_pieces`] as ANSI text.
+#[must_use]
+pub fn render_outcome(p: Palette, outcome: &Outcome) -> String {
+    p.ansi(&outcome_pieces(outcome))
 }
 
 #[cfg(test)]
@@ -375,5 +397,24 @@ mod tests {
             render_call(p, "Read a.rs"),
             "\x1b[32m●\x1b[39m \x1b[1mRead\x1b[22m a.rs"
         );
+    }
+
+    #[test]
+    fn lines_are_pieces_in_tones() {
+        assert_eq!(
+            call_pieces("Read a.rs"),
+            [
+                Piece::new(Tone::Green, "●"),
+                Piece::plain(" "),
+                Piece::new(Tone::Bold, "Read"),
+                Piece::plain(" a.rs"),
+            ]
+        );
+        assert_eq!(call_pieces("TodoWrite").len(), 3);
+        let failed = outcome_pieces(&outcome_summary("Bash", "Exit code 1", true));
+        assert_eq!(failed[3], Piece::new(Tone::Red, "✗ exit 1"));
+        let ok = outcome_pieces(&outcome_summary("Read", "1\tx", false));
+        assert_eq!(ok[1], Piece::new(Tone::Dim, "⎿"));
+        assert_eq!(ok[3], Piece::new(Tone::Dim, "1 line"));
     }
 }

@@ -8,14 +8,15 @@
 //! interrupt a turn, a second Ctrl+C quits, Ctrl+D at an empty box quits, Ctrl+O shows
 //! a folded Bash output whole.
 
-mod ansi;
 mod diff;
 mod editor;
 mod markdown;
 mod question;
 mod slash;
 mod spinner;
+mod style;
 mod subagent;
+mod text;
 mod turn;
 mod ui;
 mod view;
@@ -32,12 +33,15 @@ use gyre_loop::{EngineEvent, JsonlTranscript, LoopEvent};
 use gyre_protocol::ContentBlock;
 use gyre_tools::PromptAnswer;
 use gyre_tools::background::ShellTable;
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
 use tokio::sync::mpsc;
 
 use self::editor::{Editor, HistoryFile};
 use self::question::{Question, UiPrompt};
 use self::slash::{HELP, NO_SHELLS, SlashCommand, cost_report, shell_row};
 use self::spinner::{Status, TICK};
+use self::style::{Palette, PaletteSpans};
 use self::turn::{Folded, TurnView, expanded};
 use self::ui::Ui;
 use self::view::{Choice, PlanChoice, QuestionView, ShellsView, StatusLine, View};
@@ -46,7 +50,6 @@ use gyre_core::gate::Gate;
 use gyre_core::session::{self, Session};
 use gyre_core::settings::Settings;
 use gyre_core::{CoreError, Environment, SessionOptions};
-use gyre_term::style::Palette;
 
 /// Lines of a command shown in its question; a longer one goes above the question.
 const MAX_QUESTION_DETAILS: usize = 6;
@@ -253,8 +256,8 @@ fn ctrl(key: &KeyEvent, c: char) -> bool {
 impl Front {
     fn draw(
         &mut self,
-        live: &[String],
-        subagents: &[String],
+        live: &[Line<'static>],
+        subagents: &[Line<'static>],
         activity: Option<&Status>,
     ) -> Result<()> {
         // ExitPlanMode (or an approval) may have switched the mode since the last frame.
@@ -281,7 +284,7 @@ impl Front {
         self.ui.draw(&view)
     }
 
-    fn print(&mut self, lines: &[String]) -> Result<()> {
+    fn print(&mut self, lines: &[Line<'static>]) -> Result<()> {
         self.ui.print(lines)
     }
 
@@ -296,7 +299,7 @@ impl Front {
             let details = std::mem::take(&mut question.view.details);
             self.print(&details)?;
             let above = self.palette.dim("    (the whole command is above)");
-            question.view.details.push(above);
+            question.view.details.push(above.into());
         }
         self.question = Some(question);
         Ok(())
@@ -385,7 +388,7 @@ impl Front {
                 ),
                 Err(e) => (
                     PromptAnswer::AllowOnce,
-                    p.red(&format!("  ? plan approved; acceptEdits refused: {e}")),
+                    p.red(format!("  ? plan approved; acceptEdits refused: {e}")),
                 ),
             },
             PlanChoice::Manual => (
@@ -398,13 +401,13 @@ impl Front {
                 } else {
                     feedback
                 };
-                let note = p.dim(&format!("  ? keep planning: {feedback}"));
+                let note = p.dim(format!("  ? keep planning: {feedback}"));
                 (PromptAnswer::DenyWithFeedback(feedback), note)
             }
         };
         // The tool waits on this; if it is gone (the turn ended) there is nobody to tell.
         let _ = question.reply.send(answer);
-        self.print(&[note])
+        self.print(&[note.into()])
     }
 
     /// Waits for the next terminal event; `None` when the terminal is gone.
@@ -555,7 +558,7 @@ impl Front {
                     Ok(command) => {
                         let note = format!("Killed {} ({command})", shell.id);
                         panel.note = Some(note.clone());
-                        self.print(&[note])?;
+                        self.print(&[note.into()])?;
                     }
                     Err(e) => panel.note = Some(e.to_string()),
                 }
@@ -670,7 +673,7 @@ impl Front {
             Choice::Once => (PromptAnswer::AllowOnce, p.dim("  ? allowed once")),
             Choice::Session => (
                 PromptAnswer::AllowAlways,
-                p.dim(&format!("  ? allowed for this session: {rule}")),
+                p.dim(format!("  ? allowed for this session: {rule}")),
             ),
             Choice::Save => match gyre_core::folder_rules::save_allow_rule(
                 &gyre_core::session::gyre_home(),
@@ -679,21 +682,21 @@ impl Front {
             ) {
                 Ok(path) => (
                     PromptAnswer::AllowAlways,
-                    p.dim(&format!(
+                    p.dim(format!(
                         "  ? always allowed in this folder: {rule} (saved in {})",
                         path.display()
                     )),
                 ),
                 Err(e) => (
                     PromptAnswer::AllowAlways,
-                    p.red(&format!("  ? allowed for this session; not saved: {e:#}")),
+                    p.red(format!("  ? allowed for this session; not saved: {e:#}")),
                 ),
             },
             Choice::Deny => (PromptAnswer::Deny, p.dim("  ? denied")),
         };
         // The tool waits on this; if it is gone (the turn ended) there is nobody to tell.
         let _ = question.reply.send(answer);
-        self.print(&[note])
+        self.print(&[note.into()])
     }
 }
 
@@ -705,20 +708,26 @@ impl Repl {
         if facts.permission_mode != "default" {
             details.push(format!("{} mode", facts.permission_mode));
         }
-        let mut lines = vec![format!(
-            "{} {}",
-            p.bold(&format!("gyre {}", env!("CARGO_PKG_VERSION"))),
-            p.dim(&format!("· {}", details.join(" · ")))
-        )];
+        let mut lines = vec![Line::from(vec![
+            p.bold(format!("gyre {}", env!("CARGO_PKG_VERSION"))),
+            Span::raw(" "),
+            p.dim(format!("· {}", details.join(" · "))),
+        ])];
         let earlier = self.session.engine.messages().len();
         if earlier > 0 {
-            lines.push(p.dim(&format!(
-                "Resumed session {} ({earlier} messages)",
-                facts.session_id
-            )));
+            lines.push(
+                p.dim(format!(
+                    "Resumed session {} ({earlier} messages)",
+                    facts.session_id
+                ))
+                .into(),
+            );
         }
-        lines.push(p.dim("/help for commands · Esc or Ctrl+C interrupts · Ctrl+D quits"));
-        lines.push(String::new());
+        lines.push(
+            p.dim("/help for commands · Esc or Ctrl+C interrupts · Ctrl+D quits")
+                .into(),
+        );
+        lines.push(Line::default());
         self.front.print(&lines)
     }
 
@@ -790,10 +799,10 @@ impl Repl {
         if trimmed.is_empty() {
             return Ok(Flow::Continue);
         }
-        let echo: Vec<String> = text
+        let echo: Vec<Line<'static>> = text
             .lines()
             .enumerate()
-            .map(|(i, l)| format!("{}{l}", if i == 0 { "> " } else { "  " }))
+            .map(|(i, l)| Line::from(format!("{}{l}", if i == 0 { "> " } else { "  " })))
             .collect();
         self.front.print(&echo)?;
         // `exit` or `quit` alone is what people type to leave, not a message.
@@ -811,7 +820,7 @@ impl Repl {
         let engine = &mut self.session.engine;
         let text = match command {
             SlashCommand::Exit => return Ok(Flow::Quit),
-            SlashCommand::Help => HELP.to_owned(),
+            SlashCommand::Help => HELP.into(),
             SlashCommand::Clear => {
                 engine.clear();
                 self.front.status.context = None;
@@ -825,17 +834,27 @@ impl Repl {
                     self.api_ms,
                     wall,
                 )
+                .into()
             }
-            SlashCommand::Model(None) => format!(
-                "Model: {}\n{}",
-                p.bold(engine.model()),
-                p.dim("/model NAME switches for the next messages")
-            ),
+            SlashCommand::Model(None) => {
+                let lines = [
+                    Line::from(vec![
+                        Span::raw("Model: "),
+                        p.bold(engine.model().to_owned()),
+                    ]),
+                    p.dim("/model NAME switches for the next messages").into(),
+                    Line::default(),
+                ];
+                self.front.print(&lines)?;
+                return Ok(Flow::Continue);
+            }
             SlashCommand::Model(Some(name)) => {
                 engine.set_model(name.clone());
                 self.session.facts.model.clone_from(&name);
                 self.front.status.model.clone_from(&name);
-                format!("Model set to {}", p.bold(&name))
+                let line = Line::from(vec![Span::raw("Model set to "), p.bold(name)]);
+                self.front.print(&[line, Line::default()])?;
+                return Ok(Flow::Continue);
             }
             SlashCommand::Compact(instructions) => {
                 let result = until_interrupted(
@@ -848,7 +867,8 @@ impl Repl {
                     Some(Ok(Some(outcome))) => format!(
                         "Compacted: {} → {} tokens",
                         outcome.pre_tokens, outcome.post_tokens
-                    ),
+                    )
+                    .into(),
                     Some(Ok(None)) => {
                         let used = match self.front.status.context {
                             Some((tokens, window)) if window > 0 => format!(
@@ -857,34 +877,36 @@ impl Repl {
                             ),
                             _ => "no request sent yet".to_owned(),
                         };
-                        p.dim(&format!(
+                        p.dim(format!(
                             "Nothing to compact: the conversation ({} messages, {used}) is all in \
                              the recent turns compaction keeps as they are; older turns are \
                              summarised once there are some.",
                             engine.messages().len()
                         ))
                     }
-                    Some(Err(e)) => p.red(&format!("✗ Compaction failed: {e}")),
+                    Some(Err(e)) => p.red(format!("✗ Compaction failed: {e}")),
                 }
             }
-            SlashCommand::Mcp => gyre_core::mcp_config::status_report(&self.session.mcp.status()),
+            SlashCommand::Mcp => {
+                gyre_core::mcp_config::status_report(&self.session.mcp.status()).into()
+            }
             SlashCommand::Bashes(arg) => match self.bashes(arg.as_deref()) {
                 Some(text) => text,
                 None => return Ok(Flow::Continue),
             },
-            SlashCommand::Unknown(name) => p.red(&format!(
+            SlashCommand::Unknown(name) => p.red(format!(
                 "Unknown command /{name} · /help lists the commands"
             )),
         };
-        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
-        lines.push(String::new());
+        let mut lines = lines_of(&text);
+        lines.push(Line::default());
         self.front.print(&lines)?;
         Ok(Flow::Continue)
     }
 
     /// `/bashes`: opens the list of background shells (or says there are none), or
     /// `/bashes kill ID`; `None` when the list opened (nothing to print).
-    fn bashes(&mut self, arg: Option<&str>) -> Option<String> {
+    fn bashes(&mut self, arg: Option<&str>) -> Option<Span<'static>> {
         let p = self.front.palette;
         let Some(shells) = &self.front.shells else {
             return Some(p.dim("No background shells: this session has no Bash."));
@@ -893,14 +915,14 @@ impl Repl {
         Some(match words.as_slice() {
             [] => {
                 if shells.list().is_empty() {
-                    return Some(NO_SHELLS.to_owned());
+                    return Some(NO_SHELLS.into());
                 }
                 self.front.shells_view = Some(ShellsView::default());
                 return None;
             }
             ["kill", id] => match shells.kill(id) {
-                Ok(command) => format!("Killed {id} ({command})"),
-                Err(e) => p.red(&e.to_string()),
+                Ok(command) => format!("Killed {id} ({command})").into(),
+                Err(e) => p.red(e.to_string()),
             },
             _ => p.red("Usage: /bashes opens the background shells; /bashes kill ID stops one"),
         })
@@ -918,9 +940,11 @@ impl Repl {
             Ok(content) => content,
             Err(reason) => {
                 let p = self.front.palette;
-                self.front.print(&[p.red(&format!(
-                    "✗ The prompt was blocked by a UserPromptSubmit hook: {reason}"
-                ))])?;
+                self.front.print(&[p
+                    .red(format!(
+                        "✗ The prompt was blocked by a UserPromptSubmit hook: {reason}"
+                    ))
+                    .into()])?;
                 return Ok(Flow::Continue);
             }
         };
@@ -1022,6 +1046,19 @@ async fn until_interrupted<F: std::future::Future>(
             _ = tick.tick() => front.frame = front.frame.wrapping_add(1),
         }
     }
+}
+
+/// Each line of `span`'s text. As with the ANSI codes the REPL used to write (their
+/// end on the last line, each line read on its own), only the first keeps its style.
+fn lines_of(span: &Span<'_>) -> Vec<Line<'static>> {
+    span.content
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let style = if i == 0 { span.style } else { Style::default() };
+            Line::from(Span::styled(l.to_owned(), style))
+        })
+        .collect()
 }
 
 /// `~/src/x` for a directory under `$HOME`.

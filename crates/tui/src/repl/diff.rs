@@ -2,10 +2,11 @@
 
 use std::path::Path;
 
+use ratatui::text::Line;
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 
-use gyre_term::style::Palette;
+use super::style::{Palette, PaletteSpans};
 
 /// Lines of a diff shown; the rest is counted.
 const MAX_DIFF_LINES: usize = 20;
@@ -17,7 +18,7 @@ const CONTEXT: usize = 1;
 /// (its lines numbered, a line of the file around the change) when the file holds
 /// `old_string`, else as `old_string` → `new_string`.
 #[must_use]
-pub fn call_diff(p: Palette, name: &str, input: &Value, path: Option<&Path>) -> Vec<String> {
+pub fn call_diff(p: Palette, name: &str, input: &Value, path: Option<&Path>) -> Vec<Line<'static>> {
     let field = |key: &str| input.get(key).and_then(Value::as_str);
     let file = || path.and_then(|p| std::fs::read_to_string(p).ok());
     match name {
@@ -49,7 +50,7 @@ pub fn call_diff(p: Palette, name: &str, input: &Value, path: Option<&Path>) -> 
 /// `- old` in red, `+ new` in green, a little context, at most [`MAX_DIFF_LINES`];
 /// `numbered`: each line with its number in the file (the old one for a removed line).
 #[must_use]
-pub fn render(p: Palette, old: &str, new: &str, numbered: bool) -> Vec<String> {
+pub fn render(p: Palette, old: &str, new: &str, numbered: bool) -> Vec<Line<'static>> {
     let diff = TextDiff::from_lines(old, new);
     let width = if numbered {
         old.lines()
@@ -64,7 +65,7 @@ pub fn render(p: Palette, old: &str, new: &str, numbered: bool) -> Vec<String> {
     let mut hidden = 0usize;
     for (i, group) in diff.grouped_ops(CONTEXT).iter().enumerate() {
         if i > 0 {
-            out.push(p.dim("    ⋮"));
+            out.push(Line::from(p.dim("    ⋮")));
         }
         for op in group {
             for change in diff.iter_changes(op) {
@@ -79,16 +80,16 @@ pub fn render(p: Palette, old: &str, new: &str, numbered: bool) -> Vec<String> {
                     (true, _) => number(change.new_index(), width),
                 };
                 let line = match change.tag() {
-                    ChangeTag::Delete => p.red(&format!("    {number}- {text}")),
-                    ChangeTag::Insert => p.green(&format!("    {number}+ {text}")),
-                    ChangeTag::Equal => p.dim(&format!("    {number}  {text}")),
+                    ChangeTag::Delete => p.red(format!("    {number}- {text}")),
+                    ChangeTag::Insert => p.green(format!("    {number}+ {text}")),
+                    ChangeTag::Equal => p.dim(format!("    {number}  {text}")),
                 };
-                out.push(line);
+                out.push(Line::from(line));
             }
         }
     }
     if hidden > 0 {
-        out.push(p.dim(&format!("    … {hidden} more diff lines")));
+        out.push(Line::from(p.dim(format!("    … {hidden} more diff lines"))));
     }
     out
 }
@@ -100,18 +101,21 @@ fn number(index: Option<usize>, width: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use ratatui::style::{Color, Style};
     use serde_json::json;
 
     use super::*;
+    use crate::repl::style::ansi;
+    use crate::repl::text::texts;
 
     #[test]
     fn an_edit_shows_removed_and_added_lines_with_context() {
-        let lines = call_diff(
+        let lines = texts(&call_diff(
             Palette::new(false),
             "Edit",
             &json!({"file_path": "a.rs", "old_string": "a\nb\nc\n", "new_string": "a\nB\nc\n"}),
             None,
-        );
+        ));
         assert_eq!(lines, ["      a", "    - b", "    + B", "      c"]);
     }
 
@@ -124,7 +128,7 @@ mod tests {
         let input =
             json!({"file_path": "a.rs", "old_string": "line 10\n", "new_string": "ten\nTEN\n"});
         assert_eq!(
-            call_diff(Palette::new(false), "Edit", &input, Some(&path)),
+            texts(&call_diff(Palette::new(false), "Edit", &input, Some(&path))),
             [
                 "     9   line 9",
                 "    10 - line 10",
@@ -138,12 +142,12 @@ mod tests {
     #[test]
     fn a_write_of_a_new_file_shows_every_line_added_up_to_the_limit() {
         let content: String = (1..=30).map(|n| format!("line {n}\n")).collect();
-        let lines = call_diff(
+        let lines = texts(&call_diff(
             Palette::new(false),
             "Write",
             &json!({"file_path": "new.txt", "content": content}),
             Some(Path::new("/nonexistent/new.txt")),
-        );
+        ));
         assert_eq!(lines.len(), MAX_DIFF_LINES + 1);
         assert_eq!(lines[0], "     1 + line 1");
         assert_eq!(lines[MAX_DIFF_LINES], "    … 10 more diff lines");
@@ -152,6 +156,9 @@ mod tests {
     #[test]
     fn colours_mark_the_change() {
         let lines = render(Palette::new(true), "x\n", "y\n", false);
+        assert_eq!(lines[0].spans[0].style, Style::default().fg(Color::Red));
+        assert_eq!(lines[1].spans[0].style, Style::default().fg(Color::Green));
+        let lines: Vec<String> = lines.iter().map(ansi).collect();
         assert_eq!(
             lines,
             ["\x1b[31m    - x\x1b[39m", "\x1b[32m    + y\x1b[39m"]

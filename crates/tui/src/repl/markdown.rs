@@ -2,7 +2,11 @@
 //! bold, italic, inline code, code fences, bullet lists, quotes and rules. Without
 //! colors the text is left exactly as the model wrote it.
 
-use gyre_term::style::Palette;
+use gyre_term::style::Tone;
+use ratatui::style::{Modifier, Style};
+use ratatui::text::{Line, Span};
+
+use super::style::{Palette, PaletteSpans};
 
 /// Splits streamed text deltas into completed lines.
 #[derive(Debug, Default)]
@@ -62,58 +66,98 @@ impl MarkdownRenderer {
     }
 
     /// One line of output for one line of markdown.
-    pub fn render_line(&mut self, line: &str) -> String {
+    pub fn render_line(&mut self, line: &str) -> Line<'static> {
         let p = self.palette;
         let trimmed = line.trim_start();
         if let Some(marker) = self.fence {
             if trimmed.starts_with(marker) && trimmed.trim_end() == marker {
                 self.fence = None;
-                return if p.color() {
-                    p.dim(line)
-                } else {
-                    line.to_owned()
-                };
+                return Line::from(p.dim(line.to_owned()));
             }
             return code_line(p, line);
         }
         for marker in ["```", "~~~"] {
             if trimmed.starts_with(marker) {
                 self.fence = Some(marker);
-                return if p.color() {
-                    p.dim(line)
-                } else {
-                    line.to_owned()
-                };
+                return Line::from(p.dim(line.to_owned()));
             }
         }
         if !p.color() {
-            return line.to_owned();
+            return Line::from(Span::raw(line.to_owned()));
         }
         let indent = &line[..line.len() - trimmed.len()];
         if let Some((level, text)) = heading(trimmed) {
-            let text = inline(p, text);
-            return if level == 1 {
-                p.bold(&p.underline(&text))
-            } else {
-                p.bold(&text)
-            };
+            let mut style = p.style(Tone::Bold);
+            if level == 1 {
+                style = style.patch(p.style(Tone::Underline));
+            }
+            return Line::from(within(style, inline(p, text)));
         }
         if is_rule(trimmed) {
-            return p.dim(&"─".repeat(40));
+            return Line::from(p.dim("─".repeat(40)));
         }
+        let mut spans = Vec::new();
+        push_plain(&mut spans, indent);
         if let Some(rest) = trimmed
             .strip_prefix("> ")
             .or(trimmed.strip_prefix('>').filter(|r| r.is_empty()))
         {
-            return format!("{indent}{} {}", p.dim("│"), p.italic(&inline(p, rest)));
+            spans.push(p.dim("│"));
+            push_plain(&mut spans, " ");
+            for span in within(p.style(Tone::Italic), inline(p, rest)) {
+                push(&mut spans, span);
+            }
+            return Line::from(spans);
         }
+        let mut text = trimmed;
         for bullet in ["- ", "* ", "+ "] {
             if let Some(rest) = trimmed.strip_prefix(bullet) {
-                return format!("{indent}• {}", inline(p, rest));
+                push_plain(&mut spans, "• ");
+                text = rest;
+                break;
             }
         }
-        format!("{indent}{}", inline(p, trimmed))
+        for span in inline(p, text) {
+            push(&mut spans, span);
+        }
+        Line::from(spans)
     }
+}
+
+/// Adds plain text to `spans`: to the plain span that ends them, if one does.
+fn push_plain(spans: &mut Vec<Span<'static>>, text: &str) {
+    push(spans, Span::raw(text.to_owned()));
+}
+
+/// Adds `span` to `spans`, joined to the last one when they share a style.
+fn push(spans: &mut Vec<Span<'static>>, span: Span<'static>) {
+    if span.content.is_empty() {
+        return;
+    }
+    match spans.last_mut() {
+        Some(last) if last.style == span.style => last.content.to_mut().push_str(&span.content),
+        _ => spans.push(span),
+    }
+}
+
+/// `spans` inside `outer`: each keeps its own style on top of it. As with the ANSI
+/// codes this renderer used to write, an inner span's end also ends what it shares
+/// with `outer` (bold and dim end together, as SGR 22 ends both).
+fn within(outer: Style, spans: Vec<Span<'static>>) -> Vec<Span<'static>> {
+    let mut outer = outer;
+    spans.into_iter().fold(Vec::new(), |mut out, span| {
+        let own = span.style;
+        push(&mut out, span.style(outer.patch(own)));
+        let mut ends = own.add_modifier;
+        if ends.intersects(Modifier::BOLD | Modifier::DIM) {
+            ends |= Modifier::BOLD | Modifier::DIM;
+        }
+        outer.add_modifier.remove(ends);
+        if own.fg.is_some() {
+            outer.fg = None;
+        }
+        out
+    })
 }
 
 /// `## Title` → `(2, "Title")`.
@@ -139,23 +183,23 @@ const KEYWORDS: &[&str] = &[
 
 /// One line inside a code block: strings green, comments dim, keywords bold. Light on
 /// purpose: it must not mislead on a language it does not know.
-fn code_line(p: Palette, line: &str) -> String {
+fn code_line(p: Palette, line: &str) -> Line<'static> {
     if !p.color() {
-        return line.to_owned();
+        return Line::from(Span::raw(line.to_owned()));
     }
     let trimmed = line.trim_start();
     if ["//", "#", "--"].iter().any(|c| trimmed.starts_with(c)) {
-        return p.dim(line);
+        return Line::from(p.dim(line.to_owned()));
     }
-    let mut out = String::with_capacity(line.len() + 16);
+    let mut spans = Vec::new();
     let mut word = String::new();
-    let flush = |word: &mut String, out: &mut String| {
+    let flush = |word: &mut String, spans: &mut Vec<Span<'static>>| {
         if KEYWORDS.contains(&word.as_str()) {
-            out.push_str(&p.bold(word));
+            spans.push(p.bold(std::mem::take(word)));
         } else {
-            out.push_str(word);
+            push_plain(spans, word);
+            word.clear();
         }
-        word.clear();
     };
     let mut chars = line.chars();
     while let Some(c) = chars.next() {
@@ -163,7 +207,7 @@ fn code_line(p: Palette, line: &str) -> String {
             word.push(c);
             continue;
         }
-        flush(&mut word, &mut out);
+        flush(&mut word, &mut spans);
         if c == '"' || c == '\'' {
             let mut string = String::from(c);
             let mut escaped = false;
@@ -174,13 +218,13 @@ fn code_line(p: Palette, line: &str) -> String {
                 }
                 escaped = d == '\\' && !escaped;
             }
-            out.push_str(&p.green(&string));
+            spans.push(p.green(string));
         } else {
-            out.push(c);
+            push_plain(&mut spans, c.encode_utf8(&mut [0; 4]));
         }
     }
-    flush(&mut word, &mut out);
-    out
+    flush(&mut word, &mut spans);
+    Line::from(spans)
 }
 
 fn is_rule(line: &str) -> bool {
@@ -190,15 +234,15 @@ fn is_rule(line: &str) -> bool {
 
 /// Inline spans: `code`, **bold**, *italic* / _italic_. An opener without a closer on
 /// the same line is left as it is; `snake_case_names` stay whole.
-fn inline(p: Palette, text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 16);
+fn inline(p: Palette, text: &str) -> Vec<Span<'static>> {
+    let mut spans = Vec::new();
     let mut rest = text;
     let mut prev: Option<char> = None;
     while let Some(c) = rest.chars().next() {
         if c == '`'
             && let Some(end) = rest[1..].find('`')
         {
-            out.push_str(&p.cyan(&rest[1..=end]));
+            spans.push(p.cyan(rest[1..=end].to_owned()));
             rest = &rest[end + 2..];
             prev = Some('`');
             continue;
@@ -207,7 +251,7 @@ fn inline(p: Palette, text: &str) -> String {
             && let Some(end) = after.find("**")
             && end > 0
         {
-            out.push_str(&p.bold(&inline(p, &after[..end])));
+            spans.extend(within(p.style(Tone::Bold), inline(p, &after[..end])));
             rest = &after[end + 2..];
             prev = Some('*');
             continue;
@@ -217,17 +261,17 @@ fn inline(p: Palette, text: &str) -> String {
             if after.starts_with(|n: char| !n.is_whitespace() && n != c)
                 && let Some(end) = closing_emphasis(after, c)
             {
-                out.push_str(&p.italic(&after[..end]));
+                spans.push(p.italic(after[..end].to_owned()));
                 rest = &after[end + 1..];
                 prev = Some(c);
                 continue;
             }
         }
-        out.push(c);
+        push_plain(&mut spans, &rest[..c.len_utf8()]);
         prev = Some(c);
         rest = &rest[c.len_utf8()..];
     }
-    out
+    spans
 }
 
 /// Where the emphasis opened just before `after` closes: a `marker` right after a
@@ -245,7 +289,10 @@ fn closing_emphasis(after: &str, marker: char) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
+    use ratatui::style::Color;
+
     use super::*;
+    use crate::repl::style::ansi;
 
     /// Escape codes made visible for snapshots.
     fn visible(s: &str) -> String {
@@ -255,7 +302,7 @@ mod tests {
     fn render_all(color: bool, text: &str) -> String {
         let mut r = MarkdownRenderer::new(Palette::new(color));
         text.lines()
-            .map(|l| visible(&r.render_line(l)))
+            .map(|l| visible(&ansi(&r.render_line(l))))
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -289,20 +336,20 @@ mod tests {
     fn code_fences_switch_inline_styling_off_until_closed() {
         let mut r = MarkdownRenderer::new(Palette::new(true));
         r.render_line("```");
-        assert_eq!(r.render_line("**x**"), "**x**");
+        assert_eq!(ansi(&r.render_line("**x**")), "**x**");
         r.render_line("```");
-        assert_eq!(r.render_line("**x**"), "\x1b[1mx\x1b[22m");
+        assert_eq!(ansi(&r.render_line("**x**")), "\x1b[1mx\x1b[22m");
     }
 
     #[test]
     fn code_lines_colour_strings_comments_and_keywords() {
         let p = Palette::new(true);
         assert_eq!(
-            code_line(p, r#"let s = "a \" b";"#),
+            ansi(&code_line(p, r#"let s = "a \" b";"#)),
             "\x1b[1mlet\x1b[22m s = \x1b[32m\"a \\\" b\"\x1b[39m;"
         );
-        assert_eq!(code_line(p, "  // note"), "\x1b[2m  // note\x1b[22m");
-        assert_eq!(code_line(Palette::new(false), "let x"), "let x");
+        assert_eq!(ansi(&code_line(p, "  // note")), "\x1b[2m  // note\x1b[22m");
+        assert_eq!(ansi(&code_line(Palette::new(false), "let x")), "let x");
     }
 
     #[test]
@@ -320,5 +367,52 @@ mod tests {
         assert_eq!(heading("## Two ##"), Some((2, "Two")));
         assert_eq!(heading("#hashtag"), None);
         assert_eq!(heading("####### seven"), None);
+    }
+
+    #[test]
+    fn lines_are_spans_styled_as_they_read() {
+        let mut r = MarkdownRenderer::new(Palette::new(true));
+        let bold = Style::default().add_modifier(Modifier::BOLD);
+        let cyan = Style::default().fg(Color::Cyan);
+        assert_eq!(
+            r.render_line("- a `b` **c**").spans,
+            [
+                Span::raw("• a "),
+                Span::styled("b", cyan),
+                Span::raw(" "),
+                Span::styled("c", bold),
+            ]
+        );
+        let heading = bold.add_modifier(Modifier::UNDERLINED);
+        assert_eq!(
+            r.render_line("# Step `x` of it").spans,
+            [
+                Span::styled("Step ", heading),
+                Span::styled("x", heading.fg(Color::Cyan)),
+                Span::styled(" of it", heading),
+            ]
+        );
+        let italic = Style::default().add_modifier(Modifier::ITALIC);
+        assert_eq!(
+            r.render_line("  > quoted **words** here").spans,
+            [
+                Span::raw("  "),
+                Span::styled("│", Style::default().add_modifier(Modifier::DIM)),
+                Span::raw(" "),
+                Span::styled("quoted ", italic),
+                Span::styled("words", italic.add_modifier(Modifier::BOLD)),
+                Span::styled(" here", italic),
+            ]
+        );
+        let code = code_line(Palette::new(true), "fn f() { \"s\" }");
+        assert_eq!(
+            code.spans,
+            [
+                Span::styled("fn", bold),
+                Span::raw(" f() { "),
+                Span::styled("\"s\"", Style::default().fg(Color::Green)),
+                Span::raw(" }"),
+            ]
+        );
     }
 }

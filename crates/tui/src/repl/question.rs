@@ -5,12 +5,13 @@
 use std::path::PathBuf;
 
 use gyre_tools::{BoxFuture, PermissionPrompt, PermissionRule, PromptAnswer, Tool, ToolCall};
+use ratatui::text::{Line, Span};
 use serde_json::Value;
 use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::markdown::MarkdownRenderer;
+use super::style::{Palette, PaletteSpans};
 use super::view::{PlanQuestion, QuestionView};
-use gyre_term::style::Palette;
 use gyre_term::tool_line::call_summary;
 
 /// A question waiting for the user, and where the answer goes.
@@ -74,7 +75,7 @@ impl UiPrompt {
         if let Some(command) = command
             && !summary.ends_with(command)
         {
-            details.extend(command.lines().map(|l| format!("    {l}")));
+            details.extend(command.lines().map(|l| Line::from(format!("    {l}"))));
         }
         // "running `cmd` needs permission" says nothing the summary does not.
         let reason = if command.is_some_and(|c| reason.contains(c)) {
@@ -96,15 +97,15 @@ impl UiPrompt {
 /// The plan as it goes into the scrollback: a heading, then the Markdown rendered and
 /// indented under a bar.
 #[must_use]
-pub fn plan_lines(p: Palette, plan: &str) -> Vec<String> {
+pub fn plan_lines(p: Palette, plan: &str) -> Vec<Line<'static>> {
     let mut markdown = MarkdownRenderer::new(p);
-    let mut lines = vec![String::new(), p.bold("Here is gyre's plan:")];
-    lines.extend(
-        plan.trim_end()
-            .lines()
-            .map(|l| format!("{} {}", p.dim("│"), markdown.render_line(l))),
-    );
-    lines.push(String::new());
+    let mut lines = vec![Line::default(), Line::from(p.bold("Here is gyre's plan:"))];
+    lines.extend(plan.trim_end().lines().map(|l| {
+        let mut spans = vec![p.dim("│"), Span::raw(" ")];
+        spans.extend(markdown.render_line(l).spans);
+        Line::from(spans)
+    }));
+    lines.push(Line::default());
     lines
 }
 
@@ -134,10 +135,15 @@ impl PermissionPrompt for UiPrompt {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::repl::style::ansi;
+    use crate::repl::text::texts;
 
     #[test]
     fn a_plan_is_rendered_markdown_under_a_bar() {
-        let lines = plan_lines(Palette::new(false), "## Steps\n\n1. Edit **a.rs**\n");
+        let lines = texts(&plan_lines(
+            Palette::new(false),
+            "## Steps\n\n1. Edit **a.rs**\n",
+        ));
         assert_eq!(
             lines,
             vec![
@@ -147,6 +153,23 @@ mod tests {
                 "│ ",
                 "│ 1. Edit **a.rs**",
                 ""
+            ]
+        );
+    }
+
+    #[test]
+    fn the_plan_s_bar_is_dim_and_its_markdown_styled() {
+        let lines: Vec<String> = plan_lines(Palette::new(true), "1. Edit **a.rs**")
+            .iter()
+            .map(ansi)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "",
+                "\x1b[1mHere is gyre's plan:\x1b[22m",
+                "\x1b[2m│\x1b[22m 1. Edit \x1b[1ma.rs\x1b[22m",
+                "",
             ]
         );
     }

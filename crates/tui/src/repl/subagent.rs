@@ -7,9 +7,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use gyre_loop::{SubagentProgress, SubagentState};
+use ratatui::text::{Line, Span};
 
 use super::slash::format_duration;
-use gyre_term::style::Palette;
+use super::style::{Palette, PaletteSpans};
 use gyre_term::tool_line::{Outcome, call_summary, count, shorten};
 
 /// How much of a failure's reason a line shows.
@@ -89,24 +90,28 @@ impl Subagents {
 
     /// The live lines: one per Agent call whose result has not arrived.
     #[must_use]
-    pub fn lines(&self, p: Palette, cwd: &Path, now: Instant) -> Vec<String> {
+    pub fn lines(&self, p: Palette, cwd: &Path, now: Instant) -> Vec<Line<'static>> {
         self.calls
             .iter()
             .map(|call| {
                 let elapsed = call.ended.unwrap_or(now).duration_since(call.started);
                 let text = match &call.progress.state {
-                    SubagentState::Running => p.dim(&running_text(&call.progress, cwd)),
-                    SubagentState::Done => p.dim(&done_text(&call.progress, elapsed)),
+                    SubagentState::Running => p.dim(running_text(&call.progress, cwd)),
+                    SubagentState::Done => p.dim(done_text(&call.progress, elapsed)),
                     SubagentState::Failed(why) => {
-                        p.red(&format!("✗ {}", failed_text(&call.progress, why)))
+                        p.red(format!("✗ {}", failed_text(&call.progress, why)))
                     }
                 };
-                format!(
-                    "  {} {} {} {text}",
+                Line::from(vec![
+                    Span::raw("  "),
                     p.dim("⎿"),
-                    p.bold(&shorten(&call.progress.description, MAX_REASON_CHARS)),
-                    p.dim("·")
-                )
+                    Span::raw(" "),
+                    p.bold(shorten(&call.progress.description, MAX_REASON_CHARS)),
+                    Span::raw(" "),
+                    p.dim("·"),
+                    Span::raw(" "),
+                    text,
+                ])
             })
             .collect()
     }
@@ -215,6 +220,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::repl::style::ansi;
+    use crate::repl::text::texts;
 
     fn progress(id: &str, tools: u32, tokens: u64, state: SubagentState) -> SubagentProgress {
         SubagentProgress {
@@ -251,12 +258,28 @@ mod tests {
             t0,
         );
         assert_eq!(
-            agents.lines(plain, cwd, t0 + Duration::from_secs(9)),
+            texts(&agents.lines(plain, cwd, t0 + Duration::from_secs(9))),
             vec![
                 "  ⎿ find a · Grep fn parse · 2 tool uses · 12.4k tokens",
                 "  ⎿ find b · Done (1 tool use · 850 tokens · 8.2s)",
                 "  ⎿ find c · ✗ Failed: API error 400",
             ]
+        );
+    }
+
+    #[test]
+    fn a_live_line_is_dim_with_its_description_bold_and_a_failure_red() {
+        let t0 = Instant::now();
+        let mut agents = Subagents::default();
+        agents.started("a", "find a", t0);
+        agents.update(
+            progress("a", 0, 0, SubagentState::Failed("API error 400".to_owned())),
+            t0,
+        );
+        let lines = agents.lines(Palette::new(true), Path::new("/p"), t0);
+        assert_eq!(
+            ansi(&lines[0]),
+            "  \x1b[2m⎿\x1b[22m \x1b[1mfind a\x1b[22m \x1b[2m·\x1b[22m \x1b[31m✗ Failed: API error 400\x1b[39m"
         );
     }
 

@@ -7,15 +7,16 @@ use std::time::{Duration, Instant};
 
 use gyre_loop::{EngineEvent, LoopEvent, TerminalReason, TurnResult};
 use gyre_protocol::{ContentBlock, ContentDelta, Message, Role, StreamEvent, Usage};
+use ratatui::text::Line;
 use serde_json::Value;
 
 use super::diff::call_diff;
 use super::markdown::{LineBuffer, MarkdownRenderer};
 use super::spinner::Status;
+use super::style::{Palette, PaletteSpans};
 use super::subagent::{Subagents, is_agent};
 use gyre_core::facts::SessionFacts;
-use gyre_term::style::Palette;
-use gyre_term::tool_line::{Outcome, call_summary, outcome_summary, render_call, render_outcome};
+use gyre_term::tool_line::{Outcome, call_pieces, call_summary, outcome_pieces, outcome_summary};
 
 /// Lines of Bash output shown under its outcome; Ctrl+O shows the rest.
 pub const FOLDED_LINES: usize = 3;
@@ -44,7 +45,7 @@ pub struct TurnView {
     markdown: MarkdownRenderer,
     text: LineBuffer,
     /// Lines ready for the scrollback.
-    out: Vec<String>,
+    out: Vec<Line<'static>>,
     activity: Option<Status>,
     /// Text of the current response was shown from its stream.
     streamed: bool,
@@ -85,13 +86,13 @@ impl TurnView {
     }
 
     /// The lines finished since the last call.
-    pub fn take_lines(&mut self) -> Vec<String> {
+    pub fn take_lines(&mut self) -> Vec<Line<'static>> {
         std::mem::take(&mut self.out)
     }
 
     /// The answer line still streaming, rendered.
     #[must_use]
-    pub fn live(&self) -> Vec<String> {
+    pub fn live(&self) -> Vec<Line<'static>> {
         let partial = self.text.partial();
         if partial.is_empty() {
             return Vec::new();
@@ -103,7 +104,7 @@ impl TurnView {
 
     /// One live line per running sub-agent.
     #[must_use]
-    pub fn subagent_lines(&self) -> Vec<String> {
+    pub fn subagent_lines(&self) -> Vec<Line<'static>> {
         self.subagents.lines(self.p, &self.cwd, Instant::now())
     }
 
@@ -116,15 +117,16 @@ impl TurnView {
         self.activity = status;
     }
 
-    fn line(&mut self, text: String) {
-        self.last_blank = text.is_empty();
-        self.out.push(text);
+    fn line(&mut self, line: impl Into<Line<'static>>) {
+        let line = line.into();
+        self.last_blank = line.width() == 0;
+        self.out.push(line);
     }
 
     /// An empty line before a new part of the answer, unless there is one already.
     fn section(&mut self) {
         if !self.last_blank {
-            self.line(String::new());
+            self.line(Line::default());
         }
     }
 
@@ -135,6 +137,8 @@ impl TurnView {
         }
         let rendered = self.markdown.render_line(raw);
         self.line(rendered);
+        // Only an empty line of the answer is a blank line (an empty `#` heading is not).
+        self.last_blank = raw.is_empty();
     }
 
     fn flush_text(&mut self) {
@@ -146,7 +150,7 @@ impl TurnView {
     fn notice(&mut self, text: &str) {
         self.flush_text();
         self.section();
-        let text = self.p.yellow(text);
+        let text = self.p.yellow(text.to_owned());
         self.line(text);
     }
 
@@ -168,7 +172,7 @@ impl TurnView {
 
     fn show_call(&mut self, id: &str, name: &str, input: &Value) {
         let summary = call_summary(name, input, &self.cwd);
-        let text = render_call(self.p, &summary);
+        let text = self.p.line(call_pieces(&summary));
         self.line(text);
         let path = input
             .get("file_path")
@@ -343,7 +347,7 @@ impl TurnView {
                     ..outcome
                 };
             }
-            let rendered = render_outcome(self.p, &outcome);
+            let rendered = self.p.line(outcome_pieces(&outcome));
             self.line(rendered);
             if call.name == "Bash" {
                 self.fold_output(&call.summary, &text);
@@ -365,14 +369,14 @@ impl TurnView {
         let folds = lines.len() > FOLDED_LINES + 1;
         let shown = if folds { FOLDED_LINES } else { lines.len() };
         for line in lines.iter().take(shown) {
-            let text = self.p.dim(&format!("    {line}"));
+            let text = self.p.dim(format!("    {line}"));
             self.line(text);
         }
         if folds {
             let more = lines.len() - FOLDED_LINES;
             let text = self
                 .p
-                .dim(&format!("    … +{more} lines (ctrl+o to expand)"));
+                .dim(format!("    … +{more} lines (ctrl+o to expand)"));
             self.line(text);
             self.folded.push(Folded {
                 call: call.to_owned(),
@@ -397,7 +401,7 @@ impl TurnView {
                     .cloned()
                     .unwrap_or_else(|| result.result.clone());
                 self.section();
-                let text = self.p.red(&format!("✗ {}", error.replace('\n', " ")));
+                let text = self.p.red(format!("✗ {}", error.replace('\n', " ")));
                 self.line(text);
             }
             _ => {}
@@ -423,21 +427,24 @@ fn context_tokens(usage: &Usage) -> u64 {
 
 /// What Ctrl+O prints: the call the output came from, then every line of it.
 #[must_use]
-pub fn expanded(p: Palette, folded: &Folded) -> Vec<String> {
+pub fn expanded(p: Palette, folded: &Folded) -> Vec<Line<'static>> {
     let count = folded.output.lines().count();
-    let mut lines = vec![format!(
-        "{}{}",
-        render_call(p, &folded.call),
-        p.dim(&format!(" · all {count} lines of its output"))
-    )];
-    lines.extend(folded.output.lines().map(|l| p.dim(&format!("    {l}"))));
-    lines.push(String::new());
+    let mut call = p.line(call_pieces(&folded.call));
+    call.push_span(p.dim(format!(" · all {count} lines of its output")));
+    let mut lines = vec![call];
+    lines.extend(
+        folded
+            .output
+            .lines()
+            .map(|l| Line::from(p.dim(format!("    {l}")))),
+    );
+    lines.push(Line::default());
     lines
 }
 
 /// TodoWrite's list as a checklist under its call line: `☒` done (dim), `◼` the task
 /// in progress (its `activeForm`, bold), `☐` pending.
-fn todo_checklist(p: Palette, name: &str, input: &Value) -> Vec<String> {
+fn todo_checklist(p: Palette, name: &str, input: &Value) -> Vec<Line<'static>> {
     if name != "TodoWrite" {
         return Vec::new();
     }
@@ -449,13 +456,13 @@ fn todo_checklist(p: Palette, name: &str, input: &Value) -> Vec<String> {
         .map(|todo| {
             let field = |key: &str| todo.get(key).and_then(Value::as_str);
             let content = field("content").unwrap_or_default();
-            match field("status") {
-                Some("completed") => p.dim(&format!("    ☒ {content}")),
+            Line::from(match field("status") {
+                Some("completed") => p.dim(format!("    ☒ {content}")),
                 Some("in_progress") => {
-                    p.bold(&format!("    ◼ {}", field("activeForm").unwrap_or(content)))
+                    p.bold(format!("    ◼ {}", field("activeForm").unwrap_or(content)))
                 }
-                _ => format!("    ☐ {content}"),
-            }
+                _ => format!("    ☐ {content}").into(),
+            })
         })
         .collect()
 }
@@ -470,6 +477,8 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::repl::style::ansi;
+    use crate::repl::text::texts;
     use crate::repl::ui::scrollback_rows;
 
     fn facts() -> SessionFacts {
@@ -513,7 +522,7 @@ mod tests {
     }
 
     /// `lines` put into the scrollback of a 60-column terminal, as the UI prints them.
-    fn scrollback(lines: &[String], color: bool) -> Terminal<TestBackend> {
+    fn scrollback(lines: &[Line<'static>], color: bool) -> Terminal<TestBackend> {
         let rows = scrollback_rows(lines, 60, color);
         let height = u16::try_from(rows.len()).unwrap();
         let mut terminal = Terminal::new(TestBackend::new(60, height)).unwrap();
@@ -539,7 +548,7 @@ mod tests {
         );
         let mut lines = turn.take_lines();
         assert_eq!(turn.folded.len(), 1);
-        lines.push(String::new());
+        lines.push(Line::default());
         lines.extend(expanded(Palette::new(false), &turn.folded[0]));
         insta::assert_snapshot!(scrollback(&lines, false).backend());
     }
@@ -555,7 +564,7 @@ mod tests {
             "a\nb\nc\nd\n",
         );
         assert!(turn.folded.is_empty());
-        let lines = turn.take_lines();
+        let lines = texts(&turn.take_lines());
         assert_eq!(
             lines[lines.len() - 4..],
             ["    a", "    b", "    c", "    d"]
@@ -598,6 +607,42 @@ mod tests {
     }
 
     #[test]
+    fn ctrl_o_and_the_checklist_are_styled_as_tool_lines_are() {
+        let p = Palette::new(true);
+        let folded = Folded {
+            call: "Bash seq 2".into(),
+            output: "1\n2".into(),
+        };
+        let lines: Vec<String> = expanded(p, &folded).iter().map(ansi).collect();
+        assert_eq!(
+            lines,
+            [
+                "\x1b[32m●\x1b[39m \x1b[1mBash\x1b[22m seq 2\x1b[2m · all 2 lines of its output\x1b[22m",
+                "\x1b[2m    1\x1b[22m",
+                "\x1b[2m    2\x1b[22m",
+                "",
+            ]
+        );
+        let input = json!({"todos": [
+            {"content": "a", "status": "completed", "activeForm": "A"},
+            {"content": "b", "status": "in_progress", "activeForm": "B"},
+            {"content": "c", "status": "pending", "activeForm": "C"}
+        ]});
+        let lines: Vec<String> = todo_checklist(p, "TodoWrite", &input)
+            .iter()
+            .map(ansi)
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "\x1b[2m    ☒ a\x1b[22m",
+                "\x1b[1m    ◼ B\x1b[22m",
+                "    ☐ c"
+            ]
+        );
+    }
+
+    #[test]
     fn todo_write_shows_as_a_checklist_and_other_calls_do_not() {
         let input = serde_json::json!({"todos": [
             {"content": "Read the parser", "status": "completed", "activeForm": "Reading the parser"},
@@ -606,7 +651,7 @@ mod tests {
         ]});
         let plain = Palette::new(false);
         assert_eq!(
-            todo_checklist(plain, "TodoWrite", &input),
+            texts(&todo_checklist(plain, "TodoWrite", &input)),
             vec![
                 "    ☒ Read the parser",
                 "    ◼ Fixing the bug",

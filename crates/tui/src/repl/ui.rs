@@ -19,7 +19,7 @@ use ratatui::text::Line;
 use ratatui::widgets::{Paragraph, Widget};
 use ratatui::{Terminal, TerminalOptions, Viewport};
 
-use super::ansi;
+use super::text::{plain_text, printable, wrap};
 use super::view::{self, VIEWPORT_ROWS, View};
 
 /// The scrollback and the live area under it, on a terminal `B`.
@@ -33,7 +33,7 @@ pub struct Screen<B: Backend> {
     /// The terminal's size when the screen was last written.
     size: Size,
     /// The newest printed lines, drawn again after a resize.
-    recent: VecDeque<String>,
+    recent: VecDeque<Line<'static>>,
 }
 
 /// How many printed lines [`Screen`] keeps to draw again after a resize: more than any
@@ -64,12 +64,12 @@ impl<B: Backend> Screen<B> {
         })
     }
 
-    /// Puts Palette-styled lines into the scrollback where the live area was; the next
+    /// Puts lines into the scrollback where the live area was; the next
     /// [`Screen::draw`] puts it back under them.
     ///
     /// # Errors
     /// When the terminal cannot be written.
-    pub fn print(&mut self, lines: &[String]) -> std::io::Result<()> {
+    pub fn print(&mut self, lines: &[Line<'static>]) -> std::io::Result<()> {
         if lines.is_empty() {
             return Ok(());
         }
@@ -264,7 +264,7 @@ impl Ui {
     ///
     /// # Errors
     /// When the terminal cannot be written.
-    pub fn print(&mut self, lines: &[String]) -> Result<()> {
+    pub fn print(&mut self, lines: &[Line<'static>]) -> Result<()> {
         Ok(self.screen.print(lines)?)
     }
 
@@ -303,20 +303,20 @@ impl Drop for Ui {
     }
 }
 
-/// Palette-styled lines as the terminal rows they take in the scrollback, `width`
-/// columns wide (styles dropped without `color`).
+/// Lines as the terminal rows they take in the scrollback, `width` columns wide
+/// (styles dropped without `color`).
 #[must_use]
-pub fn scrollback_rows(lines: &[String], width: u16, color: bool) -> Vec<Line<'static>> {
+pub fn scrollback_rows(lines: &[Line<'_>], width: u16, color: bool) -> Vec<Line<'static>> {
     lines
         .iter()
         .flat_map(|l| {
-            let line = ansi::to_line(l);
+            let line = printable(l);
             let line = if color {
                 line
             } else {
-                Line::from(ansi::plain_text(&line))
+                Line::from(plain_text(&line))
             };
-            ansi::wrap(&line, width)
+            wrap(&line, width)
         })
         .collect()
 }
@@ -331,6 +331,8 @@ mod tests {
     use std::time::Instant;
 
     use ratatui::backend::TestBackend;
+    use ratatui::style::Style;
+    use ratatui::text::Span;
 
     use super::*;
     use crate::repl::editor::Editor;
@@ -399,7 +401,7 @@ mod tests {
         let mut screen = screen(30);
         draw(&mut screen, None);
         for n in 1..=9 {
-            screen.print(&[format!("line {n}")]).unwrap();
+            screen.print(&[format!("line {n}").into()]).unwrap();
             draw(&mut screen, None);
         }
         insta::assert_snapshot!(shown(&screen));
@@ -451,5 +453,23 @@ mod tests {
         // narrower terminal does not wrap the row.
         assert!(!marks(&buf[(5, 0)]));
         assert_eq!(buf[(4, 0)].symbol(), "t");
+    }
+
+    #[test]
+    fn printed_lines_keep_their_styles_only_in_colour_and_a_tab_as_spaces() {
+        let line = Line::from(vec![
+            Span::raw("a\t"),
+            Span::styled("red", Style::default().fg(Color::Red)),
+        ]);
+        let coloured = scrollback_rows(std::slice::from_ref(&line), 30, true);
+        assert_eq!(
+            coloured,
+            [Line::from(vec![
+                Span::raw("a    "),
+                Span::styled("red", Style::default().fg(Color::Red)),
+            ])]
+        );
+        let plain = scrollback_rows(&[line], 30, false);
+        assert_eq!(plain, [Line::from("a    red")]);
     }
 }

@@ -5,16 +5,18 @@
 
 use std::time::Instant;
 
+use gyre_term::style::Tone;
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Modifier, Style};
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, BorderType, Borders, Paragraph, Widget};
 use unicode_width::UnicodeWidthChar;
 
-use super::ansi;
 use super::editor::Editor;
 use super::spinner::Status;
+use super::style::{Palette, PaletteSpans};
+use super::text::{plain_text, printable, wrap};
 
 /// The most rows the live part takes (fewer on a smaller terminal); it takes only the
 /// rows it fills.
@@ -105,7 +107,7 @@ impl PlanChoice {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanQuestion {
     /// The plan as Markdown rendered for the scrollback.
-    pub lines: Vec<String>,
+    pub lines: Vec<Line<'static>>,
     /// `Some` while the user types what to change.
     pub feedback: Option<String>,
 }
@@ -115,8 +117,8 @@ pub struct PlanQuestion {
 pub struct QuestionView {
     /// `Bash echo hello`.
     pub summary: String,
-    /// The whole command, a diff: lines under the summary (Palette-styled).
-    pub details: Vec<String>,
+    /// The whole command, a diff: lines under the summary.
+    pub details: Vec<Line<'static>>,
     pub reason: String,
     /// The rule "always" saves: `Bash(echo hello)`.
     pub rule: String,
@@ -184,10 +186,10 @@ impl StatusLine {
 #[derive(Debug, Clone)]
 pub struct View<'a> {
     pub color: bool,
-    /// Lines of the answer still streaming (Palette-styled).
-    pub live: &'a [String],
-    /// One line per running sub-agent (Palette-styled), each kept to one row.
-    pub subagents: &'a [String],
+    /// Lines of the answer still streaming.
+    pub live: &'a [Line<'static>],
+    /// One line per running sub-agent, each kept to one row.
+    pub subagents: &'a [Line<'static>],
     pub activity: Option<&'a Status>,
     pub question: Option<&'a QuestionView>,
     /// `/bashes`' list, shown instead of the input box while open.
@@ -201,12 +203,13 @@ pub struct View<'a> {
 }
 
 impl View<'_> {
-    fn style(&self, style: Style) -> Style {
-        if self.color { style } else { Style::default() }
+    /// The style of `tone` (none without colors).
+    fn style(&self, tone: Tone) -> Style {
+        Palette::new(self.color).style(tone)
     }
 
     fn dim(&self) -> Style {
-        self.style(Style::default().add_modifier(Modifier::DIM))
+        self.style(Tone::Dim)
     }
 }
 
@@ -242,7 +245,7 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Drawn {
         (None, Some(shells)) => (
             shells_lines(view, shells)
                 .into_iter()
-                .flat_map(|l| ansi::wrap(&l, width.saturating_sub(2)))
+                .flat_map(|l| wrap(&l, width.saturating_sub(2)))
                 .collect(),
             None,
         ),
@@ -265,7 +268,7 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Drawn {
             let cursor = q.plan.as_ref().and_then(|p| p.feedback.as_ref()).map(|_| {
                 let row = lines.len().saturating_sub(3);
                 let col = lines.get(row + 1).map_or(0, |l| {
-                    ansi::plain_text(l)
+                    plain_text(l)
                         .chars()
                         .map(|c| c.width().unwrap_or(0))
                         .sum::<usize>()
@@ -282,17 +285,14 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Drawn {
     let activity: Vec<Line<'static>> = view
         .activity
         .map(|status| {
-            let line = Line::styled(
-                status.line(view.now, view.frame),
-                view.style(Style::default().fg(Color::Yellow)),
-            );
-            ansi::wrap(&line, width)
+            let line = Line::styled(status.line(view.now, view.frame), view.style(Tone::Yellow));
+            wrap(&line, width)
         })
         .unwrap_or_default();
     let subagents: Vec<Line<'static>> = view
         .subagents
         .iter()
-        .map(|l| one_row(&styled(view, l), width))
+        .map(|l| one_row(&as_shown(view, l), width))
         .collect();
     let (boxed, cursor) = if view.question.is_none() && view.shells.is_none() {
         let room = area
@@ -307,7 +307,7 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Drawn {
     let mut live: Vec<Line<'static>> = view
         .live
         .iter()
-        .flat_map(|l| ansi::wrap(&styled(view, l), width))
+        .flat_map(|l| wrap(&as_shown(view, l), width))
         .collect();
     if live.len() > usize::from(room) {
         live.drain(..live.len() - usize::from(room));
@@ -317,7 +317,7 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Drawn {
     place(subagents, area, &mut y, buf);
     place(activity, area, &mut y, buf);
     let (border, title) = match (view.question, view.shells) {
-        (Some(_), _) => (view.style(Style::default().fg(Color::Yellow)), None),
+        (Some(_), _) => (view.style(Tone::Yellow), None),
         (None, Some(_)) => (view.dim(), Some(" Background shells ".to_owned())),
         (None, None) => (
             view.dim(),
@@ -374,11 +374,11 @@ const ANSWER_INDENT: u16 = 6;
 
 /// `line` cut to one row of `width`, `…` marking the cut.
 fn one_row(line: &Line<'_>, width: u16) -> Line<'static> {
-    let rows = ansi::wrap(line, width);
+    let rows = wrap(line, width);
     if rows.len() <= 1 {
         return rows.into_iter().next().unwrap_or_default();
     }
-    let cut: Vec<Span<'static>> = ansi::wrap(line, width.saturating_sub(1))
+    let cut: Vec<Span<'static>> = wrap(line, width.saturating_sub(1))
         .into_iter()
         .next()
         .map(|row| row.spans)
@@ -390,15 +390,15 @@ fn one_row(line: &Line<'_>, width: u16) -> Line<'static> {
 
 /// Wraps `line` to `width`, its continuation rows indented by `indent`.
 fn hanging(line: &Line<'_>, width: u16, indent: u16) -> Vec<Line<'static>> {
-    let rows = ansi::wrap(line, width);
+    let rows = wrap(line, width);
     if rows.len() == 1 {
         return rows;
     }
-    let mut first = ansi::wrap(line, width.saturating_sub(indent)).into_iter();
+    let mut first = wrap(line, width.saturating_sub(indent)).into_iter();
     let head = first.next().unwrap_or_default();
     let rest: Vec<Span<'static>> = first.flat_map(|row| row.spans).collect();
     let mut out = vec![head];
-    for row in ansi::wrap(&Line::from(rest), width.saturating_sub(indent)) {
+    for row in wrap(&Line::from(rest), width.saturating_sub(indent)) {
         let mut spans = vec![Span::raw(" ".repeat(usize::from(indent)))];
         spans.extend(row.spans);
         out.push(Line::from(spans));
@@ -418,12 +418,13 @@ fn rows(lines: &[Line<'_>]) -> u16 {
     u16::try_from(lines.len()).unwrap_or(u16::MAX)
 }
 
-fn styled(view: &View<'_>, text: &str) -> Line<'static> {
-    let line = ansi::to_line(text);
+/// `line` as the viewport shows it: printable, its styles dropped without colors.
+fn as_shown(view: &View<'_>, line: &Line<'_>) -> Line<'static> {
+    let line = printable(line);
     if view.color {
         line
     } else {
-        Line::from(ansi::plain_text(&line))
+        Line::from(plain_text(&line))
     }
 }
 
@@ -477,10 +478,7 @@ fn shells_lines(view: &View<'_>, shells: &ShellsView) -> Vec<Line<'static>> {
     let mut lines = vec![Line::default()];
     for (i, row) in shells.rows.iter().enumerate() {
         if i == shells.selected {
-            lines.push(Line::styled(
-                format!(" › {row}"),
-                view.style(Style::default().fg(Color::Cyan)),
-            ));
+            lines.push(Line::styled(format!(" › {row}"), view.style(Tone::Cyan)));
         } else {
             lines.push(Line::from(format!("   {row}")));
         }
@@ -499,11 +497,11 @@ fn shells_lines(view: &View<'_>, shells: &ShellsView) -> Vec<Line<'static>> {
 /// ExitPlanMode's question inside its box: the three answers, or the feedback being
 /// typed (and where the cursor goes in it).
 fn plan_lines(view: &View<'_>, plan: &PlanQuestion, selected: usize) -> Vec<Line<'static>> {
-    let bold = view.style(Style::default().add_modifier(Modifier::BOLD));
+    let bold = view.style(Tone::Bold);
     let mut lines = vec![
         Line::default(),
         Line::from(vec![
-            Span::styled("? ", view.style(Style::default().fg(Color::Yellow))),
+            Span::styled("? ", view.style(Tone::Yellow)),
             Span::styled("Ready to code? The plan is above.".to_owned(), bold),
         ]),
     ];
@@ -520,7 +518,7 @@ fn plan_lines(view: &View<'_>, plan: &PlanQuestion, selected: usize) -> Vec<Line
         let marker = if i == selected { "›" } else { " " };
         let text = format!(" {marker} {}) {}", choice.key(), choice.label());
         let style = if i == selected {
-            view.style(Style::default().fg(Color::Cyan))
+            view.style(Tone::Cyan)
         } else {
             Style::default()
         };
@@ -536,15 +534,15 @@ fn question_lines(view: &View<'_>, q: &QuestionView, shown: usize) -> Vec<Line<'
     if let Some(plan) = &q.plan {
         return plan_lines(view, plan, q.selected);
     }
-    let bold = view.style(Style::default().add_modifier(Modifier::BOLD));
+    let bold = view.style(Tone::Bold);
     let mut lines = vec![
         Line::default(),
         Line::from(vec![
-            Span::styled("? ", view.style(Style::default().fg(Color::Yellow))),
+            Span::styled("? ", view.style(Tone::Yellow)),
             Span::styled(q.summary.clone(), bold),
         ]),
     ];
-    lines.extend(q.details.iter().take(shown).map(|d| styled(view, d)));
+    lines.extend(q.details.iter().take(shown).map(|d| as_shown(view, d)));
     let hidden = q.details.len().saturating_sub(shown);
     if hidden > 0 {
         lines.push(Line::styled(
@@ -559,7 +557,7 @@ fn question_lines(view: &View<'_>, q: &QuestionView, shown: usize) -> Vec<Line<'
         let marker = if i == q.selected { "›" } else { " " };
         let text = format!(" {marker} {}) {}", choice.key(), choice.label(&q.rule));
         let style = if i == q.selected {
-            view.style(Style::default().fg(Color::Cyan))
+            view.style(Tone::Cyan)
         } else {
             Style::default()
         };
@@ -579,7 +577,7 @@ mod tests {
     /// The frame (60×12, no colours) for this state, one text row per line.
     fn frame(
         editor: &Editor,
-        live: &[String],
+        live: &[Line<'static>],
         activity: Option<&Status>,
         question: Option<&QuestionView>,
         now: Instant,
@@ -642,7 +640,7 @@ mod tests {
             reason: "The API is overloaded (HTTP 529): the servers are busy; gyre waits as the server asked".into(),
             stop_hint: false,
         };
-        let live = vec!["The answer so far, streamed as it arrives".to_owned()];
+        let live = vec![Line::from("The answer so far, streamed as it arrives")];
         let editor = Editor::new(Vec::new());
         insta::assert_snapshot!(frame(&editor, &live, Some(&retry), None, now));
     }
@@ -665,7 +663,9 @@ mod tests {
     fn a_long_command_gives_up_its_lines_so_the_answers_stay_on_screen() {
         let question = QuestionView {
             summary: "Bash python3 - <<'EOF' …".into(),
-            details: (1..=20).map(|n| format!("    print({n})")).collect(),
+            details: (1..=20)
+                .map(|n| Line::from(format!("    print({n})")))
+                .collect(),
             reason: String::new(),
             rule: "Bash(python3 - <<'EOF' …)".into(),
             selected: 0,
@@ -764,9 +764,11 @@ mod tests {
     #[test]
     fn each_sub_agent_keeps_to_one_row() {
         let subagents = [
-            "  ⎿ find a · Grep fn parse · 2 tool uses · 12.4k tokens".to_owned(),
-            "  ⎿ find b · Done (1 tool use · 850 tokens · 8.2s)".to_owned(),
-            "  ⎿ find c · ✗ Failed after 1 tool use: The API rejected the request (400 invalid_request_error)".to_owned(),
+            Line::from("  ⎿ find a · Grep fn parse · 2 tool uses · 12.4k tokens"),
+            Line::from("  ⎿ find b · Done (1 tool use · 850 tokens · 8.2s)"),
+            Line::from(
+                "  ⎿ find c · ✗ Failed after 1 tool use: The API rejected the request (400 invalid_request_error)",
+            ),
         ];
         let status = StatusLine::default();
         let editor = Editor::new(Vec::new());

@@ -1,82 +1,55 @@
-//! Lines styled by [`Palette`](gyre_term::style::Palette) (ANSI SGR codes) as ratatui
-//! [`Line`]s, so the markdown and tool-line renderers serve the terminal UI unchanged;
-//! and wrapping to the terminal's width, so what is pushed into the scrollback takes
+//! Lines as the terminal shows them: their text made printable (a tab as spaces, no
+//! control characters or escape sequences a tool's output or the model's text may hold),
+//! and wrapped to the terminal's width, so what is pushed into the scrollback takes
 //! exactly the rows counted for it.
 
-use ratatui::style::{Color, Modifier, Style};
+use std::borrow::Cow;
+
+use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use unicode_width::UnicodeWidthChar;
 
-/// Parses the SGR codes [`Palette`](gyre_term::style::Palette) writes; other escape
-/// sequences are dropped.
+/// `line` with only what a terminal prints as text: a tab becomes four spaces (a tab
+/// would move the terminal's cursor past what the width count says), escape sequences
+/// and other control characters are dropped. Styles stay as they are.
 #[must_use]
-pub fn to_line(text: &str) -> Line<'static> {
-    let mut spans = Vec::new();
-    let mut style = Style::default();
-    let mut current = String::new();
-    let mut chars = text.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c != '\x1b' {
-            // A tab would move the terminal's cursor past what the width count says.
-            if c == '\t' {
-                current.push_str("    ");
-            } else if !c.is_control() {
-                current.push(c);
-            }
-            continue;
-        }
-        if chars.peek() != Some(&'[') {
-            continue;
-        }
-        chars.next();
-        let mut params = String::new();
-        let mut end = None;
-        for c in chars.by_ref() {
-            if c.is_ascii_digit() || c == ';' {
-                params.push(c);
-            } else {
-                end = Some(c);
-                break;
-            }
-        }
-        if end != Some('m') {
-            continue;
-        }
-        if !current.is_empty() {
-            spans.push(Span::styled(std::mem::take(&mut current), style));
-        }
-        for code in params.split(';') {
-            style = apply(style, code.parse().unwrap_or(0));
-        }
+pub fn printable(line: &Line<'_>) -> Line<'static> {
+    let spans = line
+        .spans
+        .iter()
+        .filter_map(|span| {
+            let text = printable_text(&span.content);
+            (!text.is_empty()).then(|| Span::styled(text.into_owned(), span.style))
+        })
+        .collect();
+    Line {
+        spans,
+        style: line.style,
+        alignment: line.alignment,
     }
-    if !current.is_empty() {
-        spans.push(Span::styled(current, style));
-    }
-    Line::from(spans)
 }
 
-fn apply(style: Style, code: u8) -> Style {
-    match code {
-        0 => Style::default(),
-        1 => style.add_modifier(Modifier::BOLD),
-        2 => style.add_modifier(Modifier::DIM),
-        3 => style.add_modifier(Modifier::ITALIC),
-        4 => style.add_modifier(Modifier::UNDERLINED),
-        22 => style.remove_modifier(Modifier::BOLD | Modifier::DIM),
-        23 => style.remove_modifier(Modifier::ITALIC),
-        24 => style.remove_modifier(Modifier::UNDERLINED),
-        31 => style.fg(Color::Red),
-        32 => style.fg(Color::Green),
-        33 => style.fg(Color::Yellow),
-        34 => style.fg(Color::Blue),
-        35 => style.fg(Color::Magenta),
-        36 => style.fg(Color::Cyan),
-        39 => Style { fg: None, ..style },
-        41 => style.bg(Color::Red),
-        42 => style.bg(Color::Green),
-        49 => Style { bg: None, ..style },
-        _ => style,
+fn printable_text(text: &str) -> Cow<'_, str> {
+    if !text.contains(char::is_control) {
+        return Cow::Borrowed(text);
     }
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\t' => out.push_str("    "),
+            '\x1b' => {
+                // A control sequence: its parameters, then the character that ends it.
+                if chars.next_if_eq(&'[').is_some() {
+                    while chars.next_if(|c| c.is_ascii_digit() || *c == ';').is_some() {}
+                    chars.next();
+                }
+            }
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// Cuts a line into rows of at most `width` columns, between words where it can (a
@@ -142,22 +115,35 @@ pub fn plain_text(line: &Line<'_>) -> String {
     line.spans.iter().map(|s| s.content.as_ref()).collect()
 }
 
+/// The text of each line, for tests that read what is shown.
+#[cfg(test)]
+#[must_use]
+pub fn texts(lines: &[Line<'_>]) -> Vec<String> {
+    lines.iter().map(plain_text).collect()
+}
+
 #[cfg(test)]
 mod tests {
+    use gyre_term::style::Tone;
+    use ratatui::style::{Color, Modifier};
+
     use super::*;
+    use crate::repl::style::{Palette, PaletteSpans};
 
     #[test]
-    fn palette_codes_become_styles() {
-        let line = to_line("\x1b[1mbold\x1b[22m and \x1b[31mred\x1b[39m");
-        assert_eq!(line.spans.len(), 3);
-        assert_eq!(line.spans[0].content, "bold");
-        assert!(line.spans[0].style.add_modifier.contains(Modifier::BOLD));
-        assert_eq!(line.spans[1].content, " and ");
-        assert_eq!(
-            line.spans[1].style,
-            Style::default().remove_modifier(Modifier::BOLD | Modifier::DIM)
-        );
-        assert_eq!(line.spans[2].style.fg, Some(Color::Red));
+    fn escape_sequences_and_control_characters_are_not_printed() {
+        let dim = Palette::new(true).style(Tone::Dim);
+        let line = Line::from(vec![
+            Span::styled("    \x1b[31merror\x1b[0m: a\tb\r", dim),
+            Span::raw("\x1b]8;;x\x07\x1b[2K"),
+        ]);
+        let shown = printable(&line);
+        assert_eq!(shown.spans.len(), 2);
+        assert_eq!(shown.spans[0].content, "    error: a    b");
+        assert_eq!(shown.spans[0].style, dim);
+        assert_eq!(shown.spans[1].content, "]8;;x");
+        let plain = Line::from("plain text");
+        assert_eq!(printable(&plain), plain);
     }
 
     #[test]
@@ -176,7 +162,10 @@ mod tests {
 
     #[test]
     fn wrapping_keeps_each_character_s_style() {
-        let line = to_line("plain \x1b[1mbold words\x1b[22m");
+        let line = Line::from(vec![
+            Span::raw("plain "),
+            Palette::new(true).bold("bold words"),
+        ]);
         let rows = wrap(&line, 8);
         let text: Vec<String> = rows.iter().map(plain_text).collect();
         assert_eq!(text, ["plain ", "bold ", "words"]);
