@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use gyre_loop::{ModelTotals, UsageMeter};
 use gyre_protocol::Usage;
 use serde_json::Value;
 
@@ -14,19 +15,41 @@ use crate::structured;
 pub struct SessionFacts {
     pub session_id: String,
     pub cwd: String,
-    pub model: String,
+    /// The session's model, usage and cost, as the engine keeps them (one owner, read
+    /// here by every front-end).
+    pub meter: UsageMeter,
     pub tools: Vec<String>,
     pub permission_mode: String,
     /// `[{"name", "status"}]` of the session's MCP servers.
     pub mcp_servers: Vec<Value>,
     /// Where `--json-schema`'s StructuredOutput tool leaves its answer.
     pub structured: Option<structured::Slot>,
-    /// Usage and cost per model over the session (`modelUsage`).
-    pub model_usage: BTreeMap<String, ModelUsage>,
     /// The usage of the last response: its input side is the context now in use.
     pub last_usage: Usage,
     /// The context window and compaction, as the session's compactor has them.
     pub context: ContextFacts,
+}
+
+impl SessionFacts {
+    /// The model the conversation uses now (the fallback after a switch).
+    #[must_use]
+    pub fn model(&self) -> String {
+        self.meter.model()
+    }
+
+    /// Usage and cost per model over the session, sub-agents and side requests
+    /// included (`modelUsage`).
+    #[must_use]
+    pub fn model_usage(&self) -> BTreeMap<String, ModelUsage> {
+        self.meter
+            .by_model()
+            .iter()
+            .map(|(model, totals)| {
+                let usage = ModelUsage::of(totals, self.context.window(model));
+                (model.clone(), usage)
+            })
+            .collect()
+    }
 }
 
 /// The context window and whether autocompaction runs, taken from the session's
@@ -72,13 +95,18 @@ pub struct ModelUsage {
 }
 
 impl ModelUsage {
-    /// Adds one response's usage, from a model with `context_window`.
-    pub fn add(&mut self, model: &str, usage: &Usage, context_window: u64) {
-        self.input_tokens += usage.input_tokens;
-        self.output_tokens += usage.output_tokens;
-        self.cache_read_input_tokens += usage.cache_read_input_tokens;
-        self.cache_creation_input_tokens += usage.cache_creation_input_tokens;
-        self.cost_usd += gyre_loop::usage_cost_usd(model, usage);
-        self.context_window = context_window;
+    /// One model's totals, from a model with `context_window`.
+    #[must_use]
+    pub fn of(totals: &ModelTotals, context_window: u64) -> Self {
+        let usage = &totals.usage;
+        Self {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            cache_read_input_tokens: usage.cache_read_input_tokens,
+            cache_creation_input_tokens: usage.cache_creation_input_tokens,
+            web_search_requests: 0,
+            cost_usd: totals.cost_usd,
+            context_window,
+        }
     }
 }

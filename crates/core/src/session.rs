@@ -481,12 +481,11 @@ pub fn build(
     let facts = SessionFacts {
         session_id,
         cwd: cwd.to_string_lossy().into_owned(),
-        model,
+        meter: engine.meter(),
         tools: registry.names().iter().map(|s| (*s).to_owned()).collect(),
         permission_mode,
         mcp_servers: crate::mcp_config::init_entries(&mcp),
         structured: cli.json_schema.is_some().then_some(structured_slot),
-        model_usage: std::collections::BTreeMap::new(),
         last_usage: gyre_protocol::Usage::default(),
         context,
     };

@@ -113,7 +113,7 @@ pub async fn run_turn<W: Write>(
     futures::pin_mut!(events);
     let mut first_user = true;
     let mut meta = ResponseMeta {
-        model: facts.model.clone(),
+        model: facts.model(),
         ..ResponseMeta::default()
     };
     let mut result: Option<TurnResult> = None;
@@ -160,7 +160,6 @@ pub async fn run_turn<W: Write>(
                             fallback: &fallback,
                         })
                     });
-                    facts.model.clone_from(&fallback);
                     if output.streaming() {
                         output.line(&stream_json::model_fallback(
                             &original,
@@ -219,12 +218,6 @@ pub async fn run_turn<W: Write>(
                     stop_reason,
                     usage,
                 } => {
-                    let window = facts.context.window(&model);
-                    facts
-                        .model_usage
-                        .entry(model.clone())
-                        .or_default()
-                        .add(&model, &usage, window);
                     last_stop_reason.clone_from(&stop_reason);
                     facts.last_usage = usage;
                     meta = ResponseMeta {
@@ -271,7 +264,7 @@ pub async fn run_turn<W: Write>(
         OutputFormat::Json | OutputFormat::StreamJson => {
             let extras = ResultExtras {
                 stop_reason: last_stop_reason,
-                model_usage: facts.model_usage.clone(),
+                model_usage: facts.model_usage(),
                 structured_output: facts
                     .structured
                     .as_ref()

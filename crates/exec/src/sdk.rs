@@ -133,7 +133,6 @@ struct Shared {
     interrupts: u64,
     /// Tokens of the last request's context, for `get_context_usage`.
     context_tokens: u64,
-    model: String,
 }
 
 struct Dispatcher {
@@ -144,6 +143,8 @@ struct Dispatcher {
     shared: Arc<Mutex<Shared>>,
     turns: mpsc::UnboundedSender<Turn>,
     default_model: String,
+    /// The session's model, usage and cost, as the engine keeps them.
+    meter: gyre_loop::UsageMeter,
     context: ContextFacts,
     mcp: Arc<gyre_mcp::McpServers>,
     agents: gyre_loop::AgentCatalog,
@@ -213,6 +214,21 @@ impl Dispatcher {
         }
     }
 
+    /// The model of the next turn: one `set_model` chose, else the session's now.
+    fn model_now(&self) -> String {
+        let next = self
+            .shared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_model
+            .clone();
+        match next {
+            Some(Some(model)) => model,
+            Some(None) => self.default_model.clone(),
+            None => self.meter.model(),
+        }
+    }
+
     fn answer(&self, request_id: &str, request: ControlRequest) -> Result<Value, String> {
         match request {
             ControlRequest::Initialize(init) => {
@@ -232,12 +248,7 @@ impl Dispatcher {
                         .map_err(|e| format!("initialize: invalid `agents`: {e}"))?;
                     self.agents.add(definitions);
                 }
-                let model = self
-                    .shared
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .model
-                    .clone();
+                let model = self.model_now();
                 body(&InitializeResponse::new(
                     AgentInfo::all(&self.agents),
                     &model,
@@ -257,21 +268,27 @@ impl Dispatcher {
                 Ok(empty())
             }
             ControlRequest::SetModel { model } => {
-                let mut shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
-                shared.model = model.clone().unwrap_or_else(|| self.default_model.clone());
-                shared.next_model = Some(model);
+                self.shared
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .next_model = Some(model);
                 Ok(empty())
             }
             ControlRequest::McpStatus => body(&McpStatusResponse {
                 mcp_servers: gyre_core::mcp_config::sdk_status_entries(&self.mcp),
             }),
             ControlRequest::GetContextUsage => {
-                let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
-                let window = self.context.window(&shared.model);
+                let model = self.model_now();
+                let tokens = self
+                    .shared
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .context_tokens;
+                let window = self.context.window(&model);
                 body(&ContextUsage::new(
-                    shared.context_tokens,
+                    tokens,
                     window,
-                    shared.model.clone(),
+                    model,
                     self.context.autocompact,
                 ))
             }
@@ -508,10 +525,8 @@ pub async fn run(
         first,
         boot_initialize,
     } = input;
-    let shared = Arc::new(Mutex::new(Shared {
-        model: session.engine.model().to_owned(),
-        ..Shared::default()
-    }));
+    let shared = Arc::new(Mutex::new(Shared::default()));
+    let default_model = session.engine.model().to_owned();
     if ask_over_stdio {
         session.gate.ask_over(channel.client());
     }
@@ -523,7 +538,8 @@ pub async fn run(
         interrupt: session.engine.interrupt_handle(),
         shared: Arc::clone(&shared),
         turns: turns_tx,
-        default_model: session.engine.model().to_owned(),
+        default_model: default_model.clone(),
+        meter: session.engine.meter(),
         context: session.facts.context,
         mcp: Arc::clone(&session.mcp),
         agents: session.agents.clone(),
@@ -567,15 +583,9 @@ pub async fn run(
             .next_model
             .take();
         if let Some(model) = next_model {
-            let model = model.unwrap_or_else(|| {
-                shared
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .model
-                    .clone()
-            });
-            session.facts.model.clone_from(&model);
-            session.engine.set_model(model);
+            session
+                .engine
+                .set_model(model.unwrap_or_else(|| default_model.clone()));
         }
         if let Some(instructions) = compact_command(&content) {
             last_error = compact(&output_line, session, instructions.as_deref()).await?;

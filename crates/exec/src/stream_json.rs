@@ -28,7 +28,7 @@ pub fn init(facts: &SessionFacts, uuid: &str) -> Value {
         "session_id": facts.session_id,
         "tools": facts.tools,
         "mcp_servers": facts.mcp_servers,
-        "model": facts.model,
+        "model": facts.model(),
         "permissionMode": facts.permission_mode,
         "slash_commands": ["compact", "clear", "cost", "model", "help"],
         "apiKeySource": "ANTHROPIC_API_KEY",
@@ -241,12 +241,11 @@ mod tests {
         SessionFacts {
             session_id: SESSION.into(),
             cwd: "/home/ada/project".into(),
-            model: "claude-sonnet-4-5".into(),
+            meter: gyre_loop::UsageMeter::new("claude-sonnet-4-5"),
             tools: vec!["Bash".into(), "Read".into()],
             permission_mode: "default".into(),
             mcp_servers: Vec::new(),
             structured: None,
-            model_usage: BTreeMap::new(),
             last_usage: Usage::default(),
             context: crate::stream_json::ContextFacts::of(&gyre_compact::CompactConfig::default()),
         }

@@ -53,7 +53,9 @@ pub use compaction::{
 pub use conversation::Conversation;
 pub use cost::{ModelPrice, price_for_model, usage_cost_usd};
 pub use deps::{ApiDeps, ModelStream, QueryDeps};
-pub use engine::{EngineConfig, EngineEvent, InterruptHandle, QueryEngine, TurnResult};
+pub use engine::{
+    EngineConfig, EngineEvent, InterruptHandle, ModelTotals, QueryEngine, TurnResult, UsageMeter,
+};
 pub use event::{LoopEvent, SubagentProgress, SubagentState};
 /// The compaction types that cross the seam, owned by `gyre-compact`.
 pub use gyre_compact::{Trigger, UsageAnchor};

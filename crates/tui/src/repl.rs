@@ -114,7 +114,7 @@ pub async fn run(
     let session = session::build(options, cwd, settings, true, env, Some(prompt), mcp)?;
     let resumed = !session.engine.messages().is_empty();
     let status = StatusLine {
-        model: session.facts.model.clone(),
+        model: session.facts.model(),
         mode: session.facts.permission_mode.clone(),
         context: None,
         cost_usd: session.engine.total_cost_usd(),
@@ -704,7 +704,7 @@ impl Repl {
     fn banner(&mut self) -> Result<()> {
         let p = self.front.palette;
         let facts = &self.session.facts;
-        let mut details = vec![facts.model.clone(), display_dir(&self.front.cwd)];
+        let mut details = vec![facts.model(), display_dir(&self.front.cwd)];
         if facts.permission_mode != "default" {
             details.push(format!("{} mode", facts.permission_mode));
         }
@@ -850,7 +850,6 @@ impl Repl {
             }
             SlashCommand::Model(Some(name)) => {
                 engine.set_model(name.clone());
-                self.session.facts.model.clone_from(&name);
                 self.front.status.model.clone_from(&name);
                 let line = Line::from(vec![Span::raw("Model set to "), p.bold(name)]);
                 self.front.print(&[line, Line::default()])?;
@@ -956,7 +955,6 @@ impl Repl {
         let mut view = TurnView::new(front.palette, front.cwd.clone());
         let mut tick = tokio::time::interval(TICK);
         let mut flow = Flow::Continue;
-        let cost_before = engine.total_cost_usd();
         {
             let events = engine.submit_message(content);
             futures::pin_mut!(events);
@@ -974,14 +972,16 @@ impl Repl {
                         {
                             interrupt.interrupt();
                         }
-                        view.on_event(event, facts);
+                        view.on_event(event);
                         // Ctrl+O reaches an output folded in this turn while it runs.
                         front.folded.append(&mut view.folded);
                         // The status line follows each response, not just the turn.
                         if let Some(tokens) = view.context_tokens {
-                            front.status.context = Some((tokens, facts.context.window(&facts.model)));
+                            front.status.context = Some((tokens, facts.context.window(&facts.model())));
                         }
-                        front.status.cost_usd = cost_before + view.cost_usd;
+                        // The meter counts sub-agents and side requests too.
+                        front.status.cost_usd = facts.meter.cost_usd();
+                        front.status.model = facts.model();
                     }
                     Some(question) = front.questions.recv() => front.ask(question)?,
                     event = front.keys.next() => {
@@ -1012,10 +1012,10 @@ impl Repl {
         front.question = None;
         front.stop_on_denial = false;
         if let Some(tokens) = view.context_tokens {
-            front.status.context = Some((tokens, facts.context.window(&facts.model)));
+            front.status.context = Some((tokens, facts.context.window(&facts.model())));
         }
         front.status.cost_usd = engine.total_cost_usd();
-        front.status.model.clone_from(&facts.model);
+        front.status.model = facts.model();
         // Only the newest are worth keeping a key for.
         let stale = front.folded.len().saturating_sub(MAX_FOLDED);
         front.folded.drain(..stale);

@@ -229,3 +229,40 @@ fn an_interrupted_sub_agent_is_an_error_result_and_the_session_ends() {
         .expect("no tool_result in the transcript");
     assert_eq!(result["is_error"], true, "{result}");
 }
+
+/// The session's cost is priced in one place: a sub-agent on another model shows in
+/// `modelUsage`, and `total_cost_usd` is the sum of its `costUSD`s.
+#[test]
+fn a_sub_agents_model_is_in_model_usage_and_the_total_is_their_sum() {
+    let sandbox = Sandbox::new().unwrap();
+    let agents = json!({"quick": {"description": "Answers quickly", "prompt": "Be quick.", "model": "haiku"}});
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "Agent",
+            json!({"description": "ask", "prompt": "what is 2+2", "subagent_type": "quick"}),
+        )
+        .with_tokens(1000, 100),
+        Turn::text("4").with_tokens(50_000, 2_000),
+        Turn::text("It is 4.").with_tokens(1200, 20),
+    ]))
+    .unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "go",
+        "--agents",
+        &agents.to_string(),
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let result = out.result().unwrap();
+    let usage = result["modelUsage"].as_object().unwrap();
+    assert!(usage.contains_key("claude-haiku-4-5"), "{usage:?}");
+    assert!(usage.contains_key("claude-sonnet-4-5"), "{usage:?}");
+    assert_eq!(usage["claude-haiku-4-5"]["inputTokens"], 50_000);
+    let sum: f64 = usage.values().map(|m| m["costUSD"].as_f64().unwrap()).sum();
+    let total = result["total_cost_usd"].as_f64().unwrap();
+    assert!((sum - total).abs() < 1e-9, "{sum} vs {total}");
+    assert!(total > 0.0);
+}

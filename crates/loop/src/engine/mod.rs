@@ -34,7 +34,7 @@ use crate::transcript::TranscriptStore;
 use denials::Denials;
 use record::Recorder;
 pub use turn::{EngineEvent, TurnResult};
-use usage::UsageTotals;
+pub use usage::{ModelTotals, UsageMeter};
 
 /// What a conversation is configured with.
 #[derive(Debug, Clone)]
@@ -95,7 +95,7 @@ pub struct QueryEngine {
     stop_hooks: Vec<Arc<dyn StopHook>>,
     tool_hooks: Vec<Arc<dyn ToolHook>>,
     conversation: Conversation,
-    usage: UsageTotals,
+    usage: UsageMeter,
     denials: Denials,
     interrupt: InterruptHandle,
     /// What the Agent tool's sub-agents report (messages, usage), drained during a turn.
@@ -129,6 +129,7 @@ impl QueryEngine {
             std::mem::take(&mut config.model),
             config.fallback_model.take(),
         );
+        let usage = UsageMeter::new(conversation.model());
         Self {
             recorder: Recorder::new(transcript, &config.session_id, &config.cwd),
             config,
@@ -140,7 +141,7 @@ impl QueryEngine {
             stop_hooks: Vec::new(),
             tool_hooks: Vec::new(),
             conversation,
-            usage: UsageTotals::default(),
+            usage,
             denials: Denials::default(),
             interrupt: InterruptHandle::default(),
             subagents: None,
@@ -197,7 +198,14 @@ impl QueryEngine {
 
     /// Switches the model for the following turns (`/model`).
     pub fn set_model(&mut self, model: String) {
+        self.usage.set_model(&model);
         self.conversation.set_model(model);
+    }
+
+    /// The session's usage, cost and model, to read at any time (also during a turn).
+    #[must_use]
+    pub fn meter(&self) -> UsageMeter {
+        self.usage.clone()
     }
 
     /// Tokens used by the session so far, sub-agents included.

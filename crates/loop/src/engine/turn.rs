@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::QueryEngine;
 use super::denials::Denials;
 use super::record::Recorder;
-use super::usage::UsageTotals;
+use super::usage::UsageMeter;
 use crate::agent_tool::SubagentEvent;
 use crate::conversation::Conversation;
 use crate::deps::QueryDeps;
@@ -101,7 +101,7 @@ struct TurnTally {
 struct Ledger<'a> {
     deps: &'a dyn QueryDeps,
     recorder: &'a mut Recorder,
-    usage: &'a mut UsageTotals,
+    usage: &'a UsageMeter,
     denials: &'a mut Denials,
     max_budget_usd: Option<f64>,
     /// The model when the turn began, for a transcript whose first line this would be
@@ -176,7 +176,7 @@ impl QueryEngine {
         let ledger = Ledger {
             deps: self.deps.as_ref(),
             recorder: &mut self.recorder,
-            usage: &mut self.usage,
+            usage: &self.usage,
             denials: &mut self.denials,
             max_budget_usd: self.config.max_budget_usd,
             model: self.conversation.model().to_owned(),
@@ -268,8 +268,11 @@ impl Ledger<'_> {
                 return None;
             }
             // The conversation switched its model itself.
-            LoopEvent::Fallback { .. }
-            | LoopEvent::Stream(_)
+            LoopEvent::Fallback { ref fallback, .. } => {
+                self.usage.set_model(fallback);
+                self.model.clone_from(fallback);
+            }
+            LoopEvent::Stream(_)
             | LoopEvent::ToolStarted { .. }
             | LoopEvent::Retry(_)
             | LoopEvent::Tombstone

@@ -15,7 +15,6 @@ use super::markdown::{LineBuffer, MarkdownRenderer};
 use super::spinner::Status;
 use super::style::{Palette, PaletteSpans};
 use super::subagent::{Subagents, is_agent};
-use gyre_core::facts::SessionFacts;
 use gyre_term::tool_line::{Outcome, call_pieces, call_summary, outcome_pieces, outcome_summary};
 
 /// Lines of Bash output shown under its outcome; Ctrl+O shows the rest.
@@ -58,8 +57,6 @@ pub struct TurnView {
     pub folded: Vec<Folded>,
     /// Tokens of the newest request (input, cache and output), for the context gauge.
     pub context_tokens: Option<u64>,
-    /// What this turn's requests have cost so far (the status line shows it live).
-    pub cost_usd: f64,
     /// The Agent calls running, each with a live line.
     subagents: Subagents,
 }
@@ -80,7 +77,6 @@ impl TurnView {
             last_blank: false,
             folded: Vec::new(),
             context_tokens: None,
-            cost_usd: 0.0,
             subagents: Subagents::default(),
         }
     }
@@ -154,9 +150,9 @@ impl TurnView {
         self.line(text);
     }
 
-    pub fn on_event(&mut self, event: EngineEvent, facts: &mut SessionFacts) {
+    pub fn on_event(&mut self, event: EngineEvent) {
         match event {
-            EngineEvent::Loop(event) => self.on_loop_event(event, facts),
+            EngineEvent::Loop(event) => self.on_loop_event(event),
             EngineEvent::Message { message, .. } => match message.role {
                 Role::Assistant => self.on_assistant(&message),
                 Role::User => self.on_tool_results(&message),
@@ -198,7 +194,7 @@ impl TurnView {
         });
     }
 
-    fn on_loop_event(&mut self, event: LoopEvent, facts: &mut SessionFacts) {
+    fn on_loop_event(&mut self, event: LoopEvent) {
         match event {
             LoopEvent::RequestStart { .. } => {
                 self.streamed = false;
@@ -264,7 +260,6 @@ impl TurnView {
                 }
             }
             LoopEvent::Fallback { original, fallback } => {
-                facts.model.clone_from(&fallback);
                 self.notice(&format!(
                     "Switched to {fallback} due to high demand for {original}"
                 ));
@@ -276,9 +271,8 @@ impl TurnView {
                 );
                 self.notice(&text);
             }
-            LoopEvent::Usage { usage, model, .. } => {
+            LoopEvent::Usage { usage, .. } => {
                 self.context_tokens = Some(context_tokens(&usage));
-                self.cost_usd += gyre_loop::usage_cost_usd(&model, &usage);
             }
             LoopEvent::Message { .. }
             | LoopEvent::HistoryReplaced(_)
@@ -469,7 +463,6 @@ fn todo_checklist(p: Palette, name: &str, input: &Value) -> Vec<Line<'static>> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
 
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
@@ -481,40 +474,18 @@ mod tests {
     use crate::repl::text::texts;
     use crate::repl::ui::scrollback_rows;
 
-    fn facts() -> SessionFacts {
-        SessionFacts {
-            session_id: "s".into(),
-            cwd: "/work/proj".into(),
-            model: "claude-sonnet-4-5".into(),
-            tools: Vec::new(),
-            permission_mode: "default".into(),
-            mcp_servers: Vec::new(),
-            structured: None,
-            model_usage: BTreeMap::new(),
-            last_usage: Usage::default(),
-            context: gyre_core::facts::ContextFacts::of(&gyre_compact::CompactConfig::default()),
-        }
-    }
-
     /// One call and its result, as the engine reports them.
     fn call(view: &mut TurnView, id: &str, name: &str, input: Value, result: &str) {
-        let mut facts = facts();
-        view.on_event(
-            EngineEvent::Loop(LoopEvent::ToolStarted {
-                id: id.into(),
-                name: name.into(),
-                input,
-            }),
-            &mut facts,
-        );
-        view.on_event(
-            EngineEvent::Message {
-                uuid: format!("u-{id}"),
-                message: Message::user(vec![ContentBlock::tool_result(id, result, false)]),
-                is_meta: false,
-            },
-            &mut facts,
-        );
+        view.on_event(EngineEvent::Loop(LoopEvent::ToolStarted {
+            id: id.into(),
+            name: name.into(),
+            input,
+        }));
+        view.on_event(EngineEvent::Message {
+            uuid: format!("u-{id}"),
+            message: Message::user(vec![ContentBlock::tool_result(id, result, false)]),
+            is_meta: false,
+        });
     }
 
     fn view(color: bool) -> TurnView {
