@@ -112,6 +112,11 @@ pub async fn run(
     let prompt = Arc::new(UiPrompt::new(questions_tx, palette, cwd.to_path_buf()));
     let mcp = gyre_core::mcp_config::start(options, cwd, &session::gyre_home(), env).await?;
     let session = session::build(options, cwd, settings, true, env, Some(prompt), mcp)?;
+    // auto mode's verdicts go into the scrollback, not onto stderr under the UI.
+    let (verdicts_tx, verdicts) = mpsc::unbounded_channel();
+    session.gate.report_verdicts_to(Arc::new(move |line: &str| {
+        let _ = verdicts_tx.send(line.to_owned());
+    }));
     let resumed = !session.engine.messages().is_empty();
     let status = StatusLine {
         model: session.facts.model(),
@@ -125,6 +130,7 @@ pub async fn run(
         editor: Editor::new(history.load()),
         keys: EventStream::new(),
         questions,
+        verdicts,
         palette,
         cwd: cwd.to_path_buf(),
         question: None,
@@ -217,6 +223,8 @@ struct Front {
     editor: Editor,
     keys: EventStream,
     questions: mpsc::UnboundedReceiver<Question>,
+    /// auto mode's verdicts (`auto mode allowed Bash: …`), shown as they come.
+    verdicts: mpsc::UnboundedReceiver<String>,
     palette: Palette,
     cwd: PathBuf,
     question: Option<Question>,
@@ -984,6 +992,9 @@ impl Repl {
                         front.status.model = facts.model();
                     }
                     Some(question) = front.questions.recv() => front.ask(question)?,
+                    Some(verdict) = front.verdicts.recv() => {
+                        front.print(&[Line::from(front.palette.dim(format!("  ⎿ {verdict}")))])?;
+                    }
                     event = front.keys.next() => {
                         let busy = match event {
                             Some(event) => {
