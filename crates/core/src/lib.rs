@@ -10,6 +10,7 @@
 //! [`client::ClientRequests`].
 
 pub mod agents;
+pub mod approvals;
 pub mod auto_mode;
 pub mod client;
 pub mod env;

@@ -38,13 +38,14 @@ use ratatui::text::{Line, Span};
 use tokio::sync::mpsc;
 
 use self::editor::{Editor, HistoryFile};
-use self::question::{Question, UiPrompt};
+use self::question::Question;
 use self::slash::{HELP, NO_SHELLS, SlashCommand, cost_report, shell_row};
 use self::spinner::{Status, TICK};
 use self::style::{Palette, PaletteSpans};
 use self::turn::{Folded, TurnView, expanded};
 use self::ui::Ui;
 use self::view::{Choice, PlanChoice, QuestionView, ShellsView, StatusLine, View};
+use gyre_core::approvals::{ApprovalRequests, Approvals};
 use gyre_core::facts::SessionFacts;
 use gyre_core::gate::Gate;
 use gyre_core::session::{self, Session};
@@ -108,8 +109,9 @@ pub async fn run(
     }
     let palette = Palette::detect();
     let history = HistoryFile::new(session::gyre_home().join("history"));
-    let (questions_tx, questions) = mpsc::unbounded_channel();
-    let prompt = Arc::new(UiPrompt::new(questions_tx, palette, cwd.to_path_buf()));
+    // Permission questions come as events; the UI loop answers them by id.
+    let (approvals, questions) = Approvals::channel();
+    let prompt = Arc::clone(&approvals) as Arc<dyn gyre_tools::PermissionPrompt>;
     let mcp = gyre_core::mcp_config::start(options, cwd, &session::gyre_home(), env).await?;
     let session = session::build(options, cwd, settings, true, env, Some(prompt), mcp)?;
     // auto mode's verdicts go into the scrollback, not onto stderr under the UI.
@@ -130,6 +132,7 @@ pub async fn run(
         editor: Editor::new(history.load()),
         keys: EventStream::new(),
         questions,
+        approvals,
         verdicts,
         palette,
         cwd: cwd.to_path_buf(),
@@ -222,7 +225,9 @@ struct Front {
     ui: Ui,
     editor: Editor,
     keys: EventStream,
-    questions: mpsc::UnboundedReceiver<Question>,
+    questions: ApprovalRequests,
+    /// Where the answers go, by question id.
+    approvals: Arc<Approvals>,
     /// auto mode's verdicts (`auto mode allowed Bash: …`), shown as they come.
     verdicts: mpsc::UnboundedReceiver<String>,
     palette: Palette,
@@ -413,8 +418,8 @@ impl Front {
                 (PromptAnswer::DenyWithFeedback(feedback), note)
             }
         };
-        // The tool waits on this; if it is gone (the turn ended) there is nobody to tell.
-        let _ = question.reply.send(answer);
+        // The tool waits on this; if it is gone (the turn ended) nobody is told.
+        self.approvals.answer(question.id, answer);
         self.print(&[note.into()])
     }
 
@@ -702,8 +707,8 @@ impl Front {
             },
             Choice::Deny => (PromptAnswer::Deny, p.dim("  ? denied")),
         };
-        // The tool waits on this; if it is gone (the turn ended) there is nobody to tell.
-        let _ = question.reply.send(answer);
+        // The tool waits on this; if it is gone (the turn ended) nobody is told.
+        self.approvals.answer(question.id, answer);
         self.print(&[note.into()])
     }
 }
@@ -991,7 +996,10 @@ impl Repl {
                         front.status.cost_usd = facts.meter.cost_usd();
                         front.status.model = facts.model();
                     }
-                    Some(question) = front.questions.recv() => front.ask(question)?,
+                    Some(request) = front.questions.recv() => {
+                        let question = Question::of(&request, front.palette, &front.cwd);
+                        front.ask(question)?;
+                    }
                     Some(verdict) = front.verdicts.recv() => {
                         front.print(&[Line::from(front.palette.dim(format!("  ⎿ {verdict}")))])?;
                     }
@@ -1019,8 +1027,12 @@ impl Repl {
                 }
             }
         }
-        // A question left on screen (the user quit) is answered no by dropping it.
-        front.question = None;
+        // A question left on screen (the user quit) is answered no.
+        if let Some(question) = front.question.take() {
+            front.approvals.answer(question.id, PromptAnswer::Deny);
+        }
+        front.approvals.withdraw_all();
+        while front.questions.try_recv().is_ok() {}
         front.stop_on_denial = false;
         if let Some(tokens) = view.context_tokens {
             front.status.context = Some((tokens, facts.context.window(&facts.model())));

@@ -1,96 +1,85 @@
-//! Permission questions: the [`PermissionPrompt`] the REPL plugs into the session hands
-//! each question to the UI loop, which shows it in the viewport and answers on one key;
-//! "always" also saves the rule for this folder in the user's config (`folder_rules`).
+//! Permission questions: the session sends each one as an event
+//! ([`gyre_core::approvals`]); the UI loop shows it in the viewport, answers it on one
+//! key with an operation, and "always" also saves the rule for this folder in the
+//! user's config (`folder_rules`).
 
-use std::path::PathBuf;
+use std::path::Path;
 
-use gyre_tools::{BoxFuture, PermissionPrompt, PermissionRule, PromptAnswer, Tool, ToolCall};
+use gyre_core::approvals::ApprovalRequest;
 use ratatui::text::{Line, Span};
 use serde_json::Value;
-use tokio::sync::{Mutex, mpsc, oneshot};
 
 use super::markdown::MarkdownRenderer;
 use super::style::{Palette, PaletteSpans};
 use super::view::{PlanQuestion, QuestionView};
 use gyre_term::tool_line::call_summary;
 
-/// A question waiting for the user, and where the answer goes.
+/// A question on screen, and the id its answer goes back under.
 #[derive(Debug)]
 pub struct Question {
     pub view: QuestionView,
-    pub reply: oneshot::Sender<PromptAnswer>,
+    pub id: u64,
 }
 
-/// The REPL's [`PermissionPrompt`]. One question at a time, even when tools ask
-/// concurrently; no UI to answer (the REPL has quit) means no.
-#[derive(Debug)]
-pub struct UiPrompt {
-    questions: mpsc::UnboundedSender<Question>,
-    palette: Palette,
-    cwd: PathBuf,
-    asking: Mutex<()>,
-}
-
-impl UiPrompt {
+impl Question {
+    /// The question `request` asks, as the viewport shows it.
     #[must_use]
-    pub fn new(questions: mpsc::UnboundedSender<Question>, palette: Palette, cwd: PathBuf) -> Self {
+    pub fn of(request: &ApprovalRequest, palette: Palette, cwd: &Path) -> Self {
         Self {
-            questions,
-            palette,
-            cwd,
-            asking: Mutex::new(()),
+            view: view(request, palette, cwd),
+            id: request.id,
         }
     }
+}
 
-    fn view(
-        &self,
-        tool: &dyn Tool,
-        call: &ToolCall,
-        reason: &str,
-        always: &PermissionRule,
-    ) -> QuestionView {
-        let name = tool.name();
-        if name == "ExitPlanMode" {
-            let plan = call
-                .input
-                .get("plan")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            return QuestionView {
-                summary: name.to_owned(),
-                details: Vec::new(),
-                reason: String::new(),
-                rule: name.to_owned(),
-                selected: 0,
-                plan: Some(PlanQuestion {
-                    lines: plan_lines(self.palette, plan),
-                    feedback: None,
-                }),
-            };
-        }
-        let summary = call_summary(name, &call.input, &self.cwd);
-        let command = call.input.get("command").and_then(Value::as_str);
-        let mut details = Vec::new();
-        // The whole command, when the summary had to shorten it.
-        if let Some(command) = command
-            && !summary.ends_with(command)
-        {
-            details.extend(command.lines().map(|l| Line::from(format!("    {l}"))));
-        }
-        // "running `cmd` needs permission" says nothing the summary does not.
-        let reason = if command.is_some_and(|c| reason.contains(c)) {
-            String::new()
-        } else {
-            reason.to_owned()
-        };
-        QuestionView {
-            summary,
-            details,
-            reason,
-            rule: always.to_string(),
+fn view(request: &ApprovalRequest, palette: Palette, cwd: &Path) -> QuestionView {
+    let ApprovalRequest {
+        tool: name,
+        input,
+        reason,
+        always,
+        ..
+    } = request;
+    let name = name.as_str();
+    if name == "ExitPlanMode" {
+        let plan = input
+            .get("plan")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        return QuestionView {
+            summary: name.to_owned(),
+            details: Vec::new(),
+            reason: String::new(),
+            rule: name.to_owned(),
             selected: 0,
-            plan: None,
-        }
+            plan: Some(PlanQuestion {
+                lines: plan_lines(palette, plan),
+                feedback: None,
+            }),
+        };
+    }
+    let summary = call_summary(name, input, cwd);
+    let command = input.get("command").and_then(Value::as_str);
+    let mut details = Vec::new();
+    // The whole command, when the summary had to shorten it.
+    if let Some(command) = command
+        && !summary.ends_with(command)
+    {
+        details.extend(command.lines().map(|l| Line::from(format!("    {l}"))));
+    }
+    // "running `cmd` needs permission" says nothing the summary does not.
+    let reason = if command.is_some_and(|c| reason.contains(c)) {
+        String::new()
+    } else {
+        reason.clone()
+    };
+    QuestionView {
+        summary,
+        details,
+        reason,
+        rule: always.to_string(),
+        selected: 0,
+        plan: None,
     }
 }
 
@@ -107,29 +96,6 @@ pub fn plan_lines(p: Palette, plan: &str) -> Vec<Line<'static>> {
     }));
     lines.push(Line::default());
     lines
-}
-
-impl PermissionPrompt for UiPrompt {
-    fn ask<'a>(
-        &'a self,
-        tool: &'a dyn Tool,
-        call: &'a ToolCall,
-        reason: &'a str,
-        always: &'a PermissionRule,
-    ) -> BoxFuture<'a, PromptAnswer> {
-        Box::pin(async move {
-            let _one_at_a_time = self.asking.lock().await;
-            let (reply, answer) = oneshot::channel();
-            let question = Question {
-                view: self.view(tool, call, reason, always),
-                reply,
-            };
-            if self.questions.send(question).is_err() {
-                return PromptAnswer::Deny;
-            }
-            answer.await.unwrap_or(PromptAnswer::Deny)
-        })
-    }
 }
 
 #[cfg(test)]
