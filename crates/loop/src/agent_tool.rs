@@ -4,6 +4,7 @@
 //! through a [`SubagentEvent`] channel the engine drains; its transcript is a sidechain
 //! file beside the session's.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -129,11 +130,11 @@ impl AgentTool {
     #[must_use]
     pub fn new(mut setup: AgentSetup, events: SubagentSender) -> Self {
         // Sub-agents cannot start sub-agents.
-        let names: Vec<&str> = setup
+        let names: Vec<_> = setup
             .tools
             .names()
             .into_iter()
-            .filter(|n| *n != AGENT_TOOL_NAME && !AGENT_TOOL_ALIASES.contains(n))
+            .filter(|n| n != AGENT_TOOL_NAME && !AGENT_TOOL_ALIASES.contains(&n.as_ref()))
             .collect();
         setup.tools = setup.tools.filtered(&names);
         Self { setup, events }
@@ -340,7 +341,7 @@ fn outcome(description: &str, terminal: Option<Terminal>, last_text: String) -> 
 }
 
 /// The description the model reads, listing the agents on offer.
-pub(crate) fn describe(definitions: &[AgentDefinition]) -> String {
+fn describe(definitions: &[AgentDefinition]) -> String {
     let mut text = String::from(
         "Launch a sub-agent to handle a complex, multi-step task on its own: it gets a fresh context, works with its own tools, and returns one final report as this tool's result (the user does not see it; relay what matters).\n\nAvailable agent types (subagent_type):\n",
     );
@@ -361,16 +362,16 @@ pub(crate) fn describe(definitions: &[AgentDefinition]) -> String {
 }
 
 impl Tool for AgentTool {
-    fn name(&self) -> &'static str {
-        AGENT_TOOL_NAME
+    fn name(&self) -> Cow<'static, str> {
+        AGENT_TOOL_NAME.into()
     }
 
     fn aliases(&self) -> &'static [&'static str] {
         AGENT_TOOL_ALIASES
     }
 
-    fn description(&self) -> &'static str {
-        self.setup.definitions.description()
+    fn description(&self) -> Cow<'static, str> {
+        describe(&self.setup.definitions.definitions()).into()
     }
 
     fn input_schema(&self) -> Value {
@@ -419,6 +420,24 @@ mod tests {
 
     fn parses(input: &Value) -> bool {
         serde_json::from_value::<AgentInput>(input.clone()).is_ok()
+    }
+
+    #[test]
+    fn the_description_lists_every_agent_with_its_tools() {
+        let mut tester = crate::agents::general_purpose();
+        tester.name = "tester".to_owned();
+        tester.description = "runs tests".to_owned();
+        tester.tools = Some(vec!["Bash".to_owned(), "Read".to_owned()]);
+        let text = describe(&[crate::agents::general_purpose(), tester]);
+        assert!(
+            text.contains("- general-purpose: General-purpose agent"),
+            "{text}"
+        );
+        assert!(text.contains("(Tools: all tools)"), "{text}");
+        assert!(
+            text.contains("- tester: runs tests (Tools: Bash, Read)"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -447,7 +447,7 @@ impl McpServers {
                         .tools
                         .iter()
                         .filter(|t| t.is_enabled())
-                        .map(|t| t.name().to_owned())
+                        .map(|t| t.name().into_owned())
                         .collect(),
                     ServerState::Disabled => Vec::new(),
                 };

@@ -7,6 +7,7 @@
 //! `run_in_background` field to its schema and hands every other call, check and
 //! permission question to it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -394,11 +395,11 @@ fn in_background(input: &Value) -> Result<bool, serde_json::Error> {
 }
 
 impl Tool for BackgroundBash {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> Cow<'static, str> {
         self.inner.name()
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> Cow<'static, str> {
         self.inner.description()
     }
 
@@ -540,12 +541,12 @@ impl BashOutputTool {
 }
 
 impl Tool for BashOutputTool {
-    fn name(&self) -> &'static str {
-        "BashOutput"
+    fn name(&self) -> Cow<'static, str> {
+        "BashOutput".into()
     }
 
-    fn description(&self) -> &'static str {
-        "Reads the output a background shell (started with Bash run_in_background) printed since the last read, with its status (running, completed, killed) and exit code. An optional regex `filter` keeps only matching lines; the others are consumed."
+    fn description(&self) -> Cow<'static, str> {
+        "Reads the output a background shell (started with Bash run_in_background) printed since the last read, with its status (running, completed, killed) and exit code. An optional regex `filter` keeps only matching lines; the others are consumed.".into()
     }
 
     fn input_schema(&self) -> Value {
@@ -604,12 +605,12 @@ impl KillShellTool {
 }
 
 impl Tool for KillShellTool {
-    fn name(&self) -> &'static str {
-        "KillShell"
+    fn name(&self) -> Cow<'static, str> {
+        "KillShell".into()
     }
 
-    fn description(&self) -> &'static str {
-        "Kills a background shell (started with Bash run_in_background) and every process it started, by its shell id."
+    fn description(&self) -> Cow<'static, str> {
+        "Kills a background shell (started with Bash run_in_background) and every process it started, by its shell id.".into()
     }
 
     fn input_schema(&self) -> Value {

@@ -421,6 +421,7 @@ impl Permissions {
         ctx: &ToolContext,
     ) -> PermissionDecision {
         let name = tool.name();
+        let name = name.as_ref();
         let input = &call.input;
         let path = tool
             .path_field()

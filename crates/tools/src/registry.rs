@@ -1,5 +1,6 @@
 //! The tools on offer.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use gyre_protocol::ToolDefinition;
@@ -93,7 +94,7 @@ impl ToolRegistry {
 
     /// The names of the tools on offer, in registration order.
     #[must_use]
-    pub fn names(&self) -> Vec<&'static str> {
+    pub fn names(&self) -> Vec<Cow<'static, str>> {
         self.iter().map(|t| t.name()).collect()
     }
 
@@ -129,7 +130,7 @@ impl ToolRegistry {
             tools: self
                 .tools
                 .iter()
-                .filter(|t| names.contains(&t.name()))
+                .filter(|t| names.contains(&t.name().as_ref()))
                 .cloned()
                 .collect(),
             server_tools: self.server_tools.clone(),
@@ -142,8 +143,8 @@ impl ToolRegistry {
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         self.iter()
             .map(|t| ToolDefinition {
-                name: t.name().to_owned(),
-                description: t.description().to_owned(),
+                name: t.name().into_owned(),
+                description: t.description().into_owned(),
                 input_schema: t.input_schema(),
                 cache_control: None,
                 kind: None,

@@ -1,5 +1,6 @@
 //! The `Tool` trait and the values that flow through it.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -293,10 +294,12 @@ pub enum PermissionDecision {
 
 /// One capability offered to the model.
 pub trait Tool: Send + Sync {
-    /// The name the model calls it by (`Read`, `Bash`, …).
-    fn name(&self) -> &'static str;
-    /// What the model reads about the tool.
-    fn description(&self) -> &'static str;
+    /// The name the model calls it by (`Read`, `Bash`, …): borrowed for a built-in
+    /// tool, owned for one made at run time (an MCP server's).
+    fn name(&self) -> Cow<'static, str>;
+    /// What the model reads about the tool: borrowed or made at each request (the
+    /// Agent tool lists the agents on offer now).
+    fn description(&self) -> Cow<'static, str>;
     /// The JSON schema of the input.
     fn input_schema(&self) -> Value;
     /// Checks beyond the schema; the message names the field at fault. None by default.

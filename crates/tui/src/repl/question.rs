@@ -49,6 +49,7 @@ impl UiPrompt {
         always: &PermissionRule,
     ) -> QuestionView {
         let name = tool.name();
+        let name = name.as_ref();
         if name == "ExitPlanMode" {
             let plan = call
                 .input
