@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use gyre_protocol::{ContentBlock, Message, Role, SystemBlock, Usage};
+use gyre_protocol::{ContentBlock, Message, Role, SystemBlock};
 use gyre_tools::{
     BoxFuture, CanUseTool, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError,
     ToolOutput, ToolRegistry,
@@ -18,13 +18,13 @@ use gyre_tools::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::Mutex;
 
 use crate::agents::{AgentCatalog, AgentDefinition};
 use crate::compaction::NoCompaction;
 use crate::deps::QueryDeps;
 use crate::engine::record::Recorder;
-use crate::event::{LoopEvent, SubagentProgress, SubagentState};
+use crate::event::{LoopEvent, SubagentEvent, SubagentProgress, SubagentSender, SubagentState};
 use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
 use crate::transcript::{JsonlTranscript, MemoryTranscript, TranscriptStore};
@@ -36,40 +36,6 @@ const AGENT_TOOL_ALIASES: &[&str] = &["Task"];
 pub const DEFAULT_SUBAGENT_MAX_TURNS: u32 = 50;
 /// The longest result kept inline; longer ones are persisted by the result budget.
 const MAX_RESULT_CHARS: usize = 100_000;
-
-/// What work beside the main loop (sub-agents, side requests) reports to the session.
-#[derive(Debug, Clone)]
-pub enum SubagentEvent {
-    /// A message of the sub-agent's own conversation (written to its sidechain).
-    Message {
-        /// The Agent call that runs the sub-agent.
-        parent_tool_use_id: String,
-        /// The message's id in the sidechain transcript.
-        uuid: String,
-        /// The message.
-        message: Message,
-    },
-    /// A sub-agent response's usage: it adds to the session's usage and cost.
-    Usage {
-        /// The model that answered (its prices apply).
-        model: String,
-        /// The tokens the response used.
-        usage: Usage,
-    },
-    /// What a sub-agent is doing, for a UI.
-    Progress(SubagentProgress),
-}
-
-/// The receiving end the engine drains ([`crate::QueryEngine::with_subagent_events`]).
-pub type SubagentEvents = mpsc::UnboundedReceiver<SubagentEvent>;
-/// The sending end: the Agent tool, and tools that make side requests (WebFetch).
-pub type SubagentSender = mpsc::UnboundedSender<SubagentEvent>;
-
-/// A channel for [`SubagentEvent`]s: senders for the tools, the receiver for the engine.
-#[must_use]
-pub fn subagent_channel() -> (SubagentSender, SubagentEvents) {
-    mpsc::unbounded_channel()
-}
 
 /// What every sub-agent of a session shares.
 pub struct AgentSetup {

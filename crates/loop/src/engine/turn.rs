@@ -13,8 +13,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::QueryEngine;
-use crate::agent_tool::SubagentEvent;
-use crate::event::{LoopEvent, SubagentProgress};
+use crate::event::{LoopEvent, SubagentEvent, SubagentProgress};
 use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
 
