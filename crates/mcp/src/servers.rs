@@ -13,7 +13,8 @@ use gyre_tools::Tool;
 use crate::config::{McpConfig, ServerConfig};
 use crate::resources::{McpResourceTool, ResourceAction};
 use crate::sdk::SdkChannel;
-use crate::server::{Server, StartError};
+use crate::server::Server;
+use crate::start::StartError;
 use crate::tool::McpTool;
 
 /// How long a server may take to start and list its tools: Claude Code's default.
