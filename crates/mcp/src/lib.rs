@@ -51,6 +51,7 @@ mod result;
 mod sdk;
 mod server;
 mod servers;
+mod slot;
 mod sse;
 mod start;
 mod tool;
@@ -61,9 +62,10 @@ pub use result::{NO_CONTENT, to_output};
 pub use sdk::{SdkBridge, SdkChannel, SdkSendError, sdk_channel};
 pub use server::Server;
 pub use servers::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ReconnectError, ServerSlot,
-    ServerState, ServerStatus, StartOptions,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ReconnectError, ServerStatus,
+    StartOptions,
 };
+pub use slot::{ServerSlot, ServerState};
 pub use sse::SseSendError;
 pub use start::StartError;
 pub use tool::{McpTool, tool_name};

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::result::{Shown, show_resource};
 use crate::server::Server;
-use crate::servers::ServerSlot;
+use crate::slot::ServerSlot;
 
 /// Resource listings and contents are text the model reads, like tool results.
 const MAX_RESULT_CHARS: usize = 100_000;

@@ -7,7 +7,7 @@ use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, T
 use rmcp::model::Tool as McpToolInfo;
 use serde_json::Value;
 
-use crate::servers::ServerSlot;
+use crate::slot::ServerSlot;
 
 /// The longest description sent to the model; servers sometimes ship whole manuals.
 /// Claude Code cuts at the same length.
