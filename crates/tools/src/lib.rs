@@ -64,7 +64,7 @@ mod tool;
 mod walk;
 pub mod write;
 
-pub use call::{PermissionDenial, ToolCall, ToolCallOutcome, run_tool_call};
+pub use call::{PermissionDenial, ToolCallOutcome, run_tool_call};
 pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus, max_concurrency_from};
 pub use file_state::{FileState, FileStateCache};
 pub use mode::ModeHandle;
@@ -77,7 +77,7 @@ pub use permissions::{
 pub use registry::ToolRegistry;
 pub use tool::{
     BoxFuture, CanUseTool, InputDecision, PathFilter, PermissionDecision, ProgressFn, Tool,
-    ToolContext, ToolInputError, ToolOutput, ToolProgress, call_with_input,
+    ToolCall, ToolContext, ToolInputError, ToolOutput, ToolProgress, call_with_input,
 };
 
 /// The message of every call cut short by an abort (Ctrl+C).

@@ -5,10 +5,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use gyre_protocol::ImageSource;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::ToolCall;
 use crate::file_state::FileStateCache;
 use crate::paths::PathChanged;
 
@@ -290,6 +290,29 @@ pub enum PermissionDecision {
         /// What to ask, shown with the question.
         reason: String,
     },
+}
+
+/// A `tool_use` the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The `tool_use` id, which the result answers.
+    pub id: String,
+    /// The tool's name as the model wrote it.
+    pub name: String,
+    /// The arguments as the model wrote them.
+    pub input: Value,
+}
+
+impl ToolCall {
+    /// A call of tool `name` with id `id` and `input`.
+    #[must_use]
+    pub fn new(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            input,
+        }
+    }
 }
 
 /// One capability offered to the model.
