@@ -15,43 +15,11 @@ use globset::GlobBuilder;
 use serde_json::Value;
 
 use crate::bash_rules;
-use crate::mode::ModeHandle;
+use crate::mode::{ModeHandle, PermissionMode};
 use crate::protected::protected_reason;
 use crate::{BoxFuture, CanUseTool, PathFilter, PermissionDecision, Tool, ToolCall, ToolContext};
 
-/// How much is allowed without a rule.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum PermissionMode {
-    /// Read-only tools inside the working directories; the rest needs a rule.
-    #[default]
-    Default,
-    /// Also Edit and Write inside the working directories.
-    AcceptEdits,
-    /// Only read-only tools.
-    Plan,
-    /// Everything but what a deny (or ask) rule names.
-    BypassPermissions,
-}
-
-impl PermissionMode {
-    /// The name used by `--permission-mode` and settings files.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Default => "default",
-            Self::AcceptEdits => "acceptEdits",
-            Self::Plan => "plan",
-            Self::BypassPermissions => "bypassPermissions",
-        }
-    }
-}
-
-impl fmt::Display for PermissionMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
+/// Reads the names `--permission-mode` and settings files use.
 impl FromStr for PermissionMode {
     type Err = RuleError;
 
