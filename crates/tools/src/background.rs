@@ -200,7 +200,7 @@ impl ShellTable {
         for name in crate::sandbox::SECRET_ENV {
             bash.env_remove(name);
         }
-        let confinement = crate::sandbox::confinement_for(ctx)?;
+        let confinement = ctx.confinement()?;
         let mut temp_dir = None;
         if let Some(c) = confinement {
             if let Some(dir) = &c.temp_dir {

@@ -168,7 +168,7 @@ async fn run_command(
     for name in sandbox::SECRET_ENV {
         bash.env_remove(name);
     }
-    let confinement = match sandbox::confinement_for(ctx) {
+    let confinement = match ctx.confinement() {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(e.to_string()),
     };

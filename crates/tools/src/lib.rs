@@ -69,14 +69,14 @@ pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus, max_concu
 pub use file_state::{FileState, FileStateCache};
 pub use mode::{ModeHandle, PermissionMode};
 pub use partition::{ToolBatch, partition};
-pub use paths::{PathChanged, resolve_path};
+pub use paths::{PathChanged, PathFilter, resolve_path};
 pub use permissions::{
     AllowAll, PermissionPrompt, PermissionRule, Permissions, PromptAnswer, RuleError, always_rule,
 };
 pub use registry::ToolRegistry;
 pub use tool::{
-    BoxFuture, CanUseTool, InputDecision, PathFilter, PermissionDecision, ProgressFn, Tool,
-    ToolCall, ToolContext, ToolInputError, ToolOutput, ToolProgress, call_with_input,
+    BoxFuture, CanUseTool, InputDecision, PermissionDecision, ProgressFn, Tool, ToolCall,
+    ToolContext, ToolInputError, ToolOutput, ToolProgress, call_with_input,
 };
 
 /// The message of every call cut short by an abort (Ctrl+C).

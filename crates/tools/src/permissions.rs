@@ -427,7 +427,7 @@ impl Permissions {
         }
         // No allow rule or mode runs a command as if confined on a kernel that cannot
         // confine it: the user decides.
-        if name == "Bash" && crate::sandbox::unenforceable_now(ctx) {
+        if name == "Bash" && ctx.sandbox_unenforceable_now() {
             return PermissionDecision::Ask {
                 reason: "this kernel has no Landlock, so Bash cannot run in the sandbox this session asks for".to_owned(),
             };

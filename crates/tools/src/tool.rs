@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::file_state::FileStateCache;
-use crate::paths::PathChanged;
+use crate::paths::{PathChanged, PathFilter};
 
 /// A boxed, sendable future: the return type of the async trait methods.
 pub use futures::future::BoxFuture;
@@ -153,29 +153,6 @@ pub struct ToolContext {
     pub max_tool_concurrency: Option<usize>,
 }
 
-/// A predicate over resolved paths, shareable across walker threads.
-#[derive(Clone)]
-pub struct PathFilter(Arc<dyn Fn(&Path) -> bool + Send + Sync>);
-
-impl PathFilter {
-    /// A filter holding paths for which `f` is true.
-    pub fn new(f: impl Fn(&Path) -> bool + Send + Sync + 'static) -> Self {
-        Self(Arc::new(f))
-    }
-
-    /// Whether `path` is one the filter holds.
-    #[must_use]
-    pub fn matches(&self, path: &Path) -> bool {
-        (self.0)(path)
-    }
-}
-
-impl std::fmt::Debug for PathFilter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PathFilter")
-    }
-}
-
 /// `path` made absolute against the current directory (lexically: symlinks are resolved
 /// where paths are checked). Paths compared with a relative root would never match.
 fn absolute(path: PathBuf) -> PathBuf {
@@ -218,6 +195,37 @@ impl ToolContext {
             Some(by_mode) => by_mode.now(),
             None => self.sandbox.clone(),
         }
+    }
+
+    /// Whether the policy for a command started now is
+    /// [`unenforceable`](crate::sandbox::unenforceable); the first time in a session it
+    /// is, that is said on stderr.
+    #[must_use]
+    pub fn sandbox_unenforceable_now(&self) -> bool {
+        match &self.sandbox_by_mode {
+            Some(by_mode) => by_mode.unenforceable_now(),
+            None => crate::sandbox::unenforceable(self.sandbox.as_ref()),
+        }
+    }
+
+    /// The ruleset for a command started now: the mode's policy, the working
+    /// directories, and what the session's `Read(…)` deny rules name.
+    ///
+    /// # Errors
+    /// As [`crate::sandbox::confinement`].
+    pub fn confinement(
+        &self,
+    ) -> Result<Option<crate::sandbox::Confinement>, crate::sandbox::SandboxError> {
+        let policy = self.sandbox_now();
+        if crate::sandbox::unenforceable(policy.as_ref()) {
+            // The permission check asked the user, who let it run without the sandbox.
+            return Ok(None);
+        }
+        let denied = match &self.sandbox_by_mode {
+            Some(by_mode) if policy.is_some() => by_mode.read_denied.now().resolve()?,
+            _ => std::collections::BTreeSet::new(),
+        };
+        crate::sandbox::confinement(policy.as_ref(), &self.working_dirs, &denied)
     }
 
     /// Runs Bash under `policy` (see [`crate::sandbox`]).
