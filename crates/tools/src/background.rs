@@ -23,7 +23,6 @@ use tokio::process::Command;
 use crate::sandbox::SandboxError;
 use crate::{
     BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
-    ToolRegistry,
 };
 
 /// Output kept per stream of a shell; beyond it the oldest unread text is dropped.
@@ -646,31 +645,30 @@ impl Tool for KillShellTool {
     }
 }
 
-/// Gives `registry`'s Bash the `run_in_background` field and adds BashOutput and
-/// KillShell, all sharing one new shell table. Without Bash, nothing changes.
-pub fn add_background_shells(registry: &mut ToolRegistry) {
-    add_with_table(registry, Arc::new(ShellTable::default()));
-}
-
-fn add_with_table(registry: &mut ToolRegistry, shells: Arc<ShellTable>) {
-    let Some(inner) = registry.get("Bash").cloned() else {
-        return;
-    };
-    registry.set_background_shells(Arc::clone(&shells));
-    registry.register(Arc::new(BackgroundBash {
-        inner,
-        shells: Arc::clone(&shells),
-    }));
-    registry.register(Arc::new(BashOutputTool {
-        shells: Arc::clone(&shells),
-    }));
-    registry.register(Arc::new(KillShellTool { shells }));
+/// Bash with `run_in_background` (wrapping `bash`), BashOutput and KillShell, all three
+/// sharing `shells`.
+pub(crate) fn background_tools(
+    bash: Arc<dyn Tool>,
+    shells: &Arc<ShellTable>,
+) -> [Arc<dyn Tool>; 3] {
+    [
+        Arc::new(BackgroundBash {
+            inner: bash,
+            shells: Arc::clone(shells),
+        }),
+        Arc::new(BashOutputTool {
+            shells: Arc::clone(shells),
+        }),
+        Arc::new(KillShellTool {
+            shells: Arc::clone(shells),
+        }),
+    ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AllowAll, ToolCall, run_tool_call};
+    use crate::{AllowAll, ToolCall, ToolRegistry, run_tool_call};
     use serde_json::json;
 
     async fn call(registry: &ToolRegistry, name: &str, input: Value) -> ToolOutput {
@@ -683,8 +681,8 @@ mod tests {
 
     fn registry() -> (ToolRegistry, Arc<ShellTable>) {
         let mut r = ToolRegistry::new().with(Arc::new(crate::bash::BashTool));
-        let shells = Arc::new(ShellTable::default());
-        add_with_table(&mut r, Arc::clone(&shells));
+        r.add_background_shells();
+        let shells = Arc::clone(r.background_shells().unwrap());
         (r, shells)
     }
 

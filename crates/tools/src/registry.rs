@@ -43,7 +43,7 @@ impl ToolRegistry {
         registry.register(Arc::new(crate::edit::EditTool));
         registry.register(Arc::new(crate::write::WriteTool));
         registry.register(Arc::new(crate::todo::TodoWriteTool::default()));
-        crate::background::add_background_shells(&mut registry);
+        registry.add_background_shells();
         registry
     }
 
@@ -53,7 +53,17 @@ impl ToolRegistry {
         self.shells.as_ref()
     }
 
-    pub(crate) fn set_background_shells(&mut self, shells: Arc<ShellTable>) {
+    /// Gives this registry's Bash the `run_in_background` field and adds BashOutput and
+    /// KillShell, all sharing one new shell table ([`ToolRegistry::background_shells`]).
+    /// Without Bash, nothing changes.
+    pub fn add_background_shells(&mut self) {
+        let Some(bash) = self.get("Bash").cloned() else {
+            return;
+        };
+        let shells = Arc::new(ShellTable::default());
+        for tool in crate::background::background_tools(bash, &shells) {
+            self.register(tool);
+        }
         self.shells = Some(shells);
     }
 
