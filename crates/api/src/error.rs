@@ -846,15 +846,6 @@ fn unreachable_cause(e: &(dyn std::error::Error + 'static)) -> Option<Unreachabl
     e.source().and_then(unreachable_cause)
 }
 
-/// A stream that could not be decoded: the same request would get the same answer.
-impl From<crate::SseError> for ApiError {
-    fn from(e: crate::SseError) -> Self {
-        Self::InvalidResponse {
-            message: e.to_string(),
-        }
-    }
-}
-
 impl From<std::convert::Infallible> for ApiError {
     fn from(e: std::convert::Infallible) -> Self {
         match e {}

@@ -54,6 +54,15 @@ pub enum SseError {
     NotUtf8(#[from] std::str::Utf8Error),
 }
 
+/// A stream that could not be decoded: the same request would get the same answer.
+impl From<SseError> for ApiError {
+    fn from(e: SseError) -> Self {
+        Self::InvalidResponse {
+            message: e.to_string(),
+        }
+    }
+}
+
 /// Decodes a byte stream of `text/event-stream` into its events.
 ///
 /// Comments, `id` and `retry` fields and events without data are skipped. A transport

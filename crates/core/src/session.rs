@@ -1,5 +1,6 @@
 //! Putting a session together from flags, settings and the environment.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -389,7 +390,7 @@ pub fn build(
     // A bare tool name in --disallowedTools takes the tool out of the request; a rule
     // with a specifier (`Bash(rm:*)`) only denies matching calls.
     let removed = split_tool_list(&cli.disallowed_tools);
-    let kept: Vec<&str> = registry
+    let kept: Vec<_> = registry
         .names()
         .into_iter()
         .filter(|n| !removed.iter().any(|r| r == n))
@@ -482,7 +483,7 @@ pub fn build(
         session_id,
         cwd: cwd.to_string_lossy().into_owned(),
         meter: engine.meter(),
-        tools: registry.names().iter().map(|s| (*s).to_owned()).collect(),
+        tools: registry.names().into_iter().map(Cow::into_owned).collect(),
         permission_mode,
         mcp_servers: crate::mcp_config::init_entries(&mcp),
         structured: cli.json_schema.is_some().then_some(structured_slot),

@@ -4,6 +4,7 @@
 //! local `$ref`s; nothing is fetched) is an error result naming each problem, a matching
 //! one is kept and printed as the result line's `structured_output`.
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use gyre_tools::{
@@ -95,12 +96,12 @@ impl StructuredOutput {
 }
 
 impl Tool for StructuredOutput {
-    fn name(&self) -> &'static str {
-        NAME
+    fn name(&self) -> Cow<'static, str> {
+        NAME.into()
     }
 
-    fn description(&self) -> &'static str {
-        "Return the final answer as structured output matching the required schema. Call it once, at the end."
+    fn description(&self) -> Cow<'static, str> {
+        "Return the final answer as structured output matching the required schema. Call it once, at the end.".into()
     }
 
     fn input_schema(&self) -> Value {

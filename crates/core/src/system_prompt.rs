@@ -1,5 +1,6 @@
 //! The default system prompt: who gyre is, the environment, and project memory.
 
+use std::borrow::Borrow;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -49,7 +50,11 @@ pub const SDK_SYSTEM_PROMPT: &str =
 
 /// The default prompt for a session in `cwd` with these tools, without the memory.
 #[must_use]
-pub fn default_system_prompt(cwd: &Path, tool_names: &[&str], now: SystemTime) -> String {
+pub fn default_system_prompt<S: Borrow<str>>(
+    cwd: &Path,
+    tool_names: &[S],
+    now: SystemTime,
+) -> String {
     let date = gyre_loop::timestamp(now);
     let date = date.get(..10).unwrap_or(&date);
     format!(

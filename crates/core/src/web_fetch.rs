@@ -6,6 +6,7 @@
 //! It lives in the binary because it needs HTTP and the model, which gyre-tools
 //! deliberately knows nothing of.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -331,12 +332,12 @@ fn cut(mut page: String) -> String {
 }
 
 impl Tool for WebFetchTool {
-    fn name(&self) -> &'static str {
-        "WebFetch"
+    fn name(&self) -> Cow<'static, str> {
+        "WebFetch".into()
     }
 
-    fn description(&self) -> &'static str {
-        "Fetches a URL and answers a prompt about its content: the page (HTML turned into Markdown) goes to a small, fast model with your prompt, and its answer is the result. http is upgraded to https; a redirect to another host is reported with the new URL instead of followed (fetch that URL to go on). Pages are cached for 15 minutes. Read-only; for public pages, not for authenticated ones."
+    fn description(&self) -> Cow<'static, str> {
+        "Fetches a URL and answers a prompt about its content: the page (HTML turned into Markdown) goes to a small, fast model with your prompt, and its answer is the result. http is upgraded to https; a redirect to another host is reported with the new URL instead of followed (fetch that URL to go on). Pages are cached for 15 minutes. Read-only; for public pages, not for authenticated ones.".into()
     }
 
     fn input_schema(&self) -> Value {

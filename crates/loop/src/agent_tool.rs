@@ -4,12 +4,13 @@
 //! through a [`SubagentEvent`] channel the engine drains; its transcript is a sidechain
 //! file beside the session's.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use gyre_protocol::{ContentBlock, Message, Role, SystemBlock, Usage};
+use gyre_protocol::{ContentBlock, Message, Role, SystemBlock};
 use gyre_tools::{
     BoxFuture, CanUseTool, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError,
     ToolOutput, ToolRegistry,
@@ -17,14 +18,14 @@ use gyre_tools::{
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::sync::{Mutex, mpsc};
+use tokio::sync::Mutex;
 
 use crate::agents::{AgentCatalog, AgentDefinition};
 use crate::compaction::NoCompaction;
 use crate::conversation::Conversation;
 use crate::deps::QueryDeps;
 use crate::engine::record::Recorder;
-use crate::event::{LoopEvent, SubagentProgress, SubagentState};
+use crate::event::{LoopEvent, SubagentEvent, SubagentProgress, SubagentSender, SubagentState};
 use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
 use crate::transcript::{JsonlTranscript, MemoryTranscript, TranscriptStore};
@@ -36,40 +37,6 @@ const AGENT_TOOL_ALIASES: &[&str] = &["Task"];
 pub const DEFAULT_SUBAGENT_MAX_TURNS: u32 = 50;
 /// The longest result kept inline; longer ones are persisted by the result budget.
 const MAX_RESULT_CHARS: usize = 100_000;
-
-/// What work beside the main loop (sub-agents, side requests) reports to the session.
-#[derive(Debug, Clone)]
-pub enum SubagentEvent {
-    /// A message of the sub-agent's own conversation (written to its sidechain).
-    Message {
-        /// The Agent call that runs the sub-agent.
-        parent_tool_use_id: String,
-        /// The message's id in the sidechain transcript.
-        uuid: String,
-        /// The message.
-        message: Message,
-    },
-    /// A sub-agent response's usage: it adds to the session's usage and cost.
-    Usage {
-        /// The model that answered (its prices apply).
-        model: String,
-        /// The tokens the response used.
-        usage: Usage,
-    },
-    /// What a sub-agent is doing, for a UI.
-    Progress(SubagentProgress),
-}
-
-/// The receiving end the engine drains ([`crate::QueryEngine::with_subagent_events`]).
-pub type SubagentEvents = mpsc::UnboundedReceiver<SubagentEvent>;
-/// The sending end: the Agent tool, and tools that make side requests (WebFetch).
-pub type SubagentSender = mpsc::UnboundedSender<SubagentEvent>;
-
-/// A channel for [`SubagentEvent`]s: senders for the tools, the receiver for the engine.
-#[must_use]
-pub fn subagent_channel() -> (SubagentSender, SubagentEvents) {
-    mpsc::unbounded_channel()
-}
 
 /// What every sub-agent of a session shares.
 pub struct AgentSetup {
@@ -130,11 +97,11 @@ impl AgentTool {
     #[must_use]
     pub fn new(mut setup: AgentSetup, events: SubagentSender) -> Self {
         // Sub-agents cannot start sub-agents.
-        let names: Vec<&str> = setup
+        let names: Vec<_> = setup
             .tools
             .names()
             .into_iter()
-            .filter(|n| *n != AGENT_TOOL_NAME && !AGENT_TOOL_ALIASES.contains(n))
+            .filter(|n| n != AGENT_TOOL_NAME && !AGENT_TOOL_ALIASES.contains(&n.as_ref()))
             .collect();
         setup.tools = setup.tools.filtered(&names);
         Self { setup, events }
@@ -343,7 +310,7 @@ fn outcome(description: &str, terminal: Option<Terminal>, last_text: String) -> 
 }
 
 /// The description the model reads, listing the agents on offer.
-pub(crate) fn describe(definitions: &[AgentDefinition]) -> String {
+fn describe(definitions: &[AgentDefinition]) -> String {
     let mut text = String::from(
         "Launch a sub-agent to handle a complex, multi-step task on its own: it gets a fresh context, works with its own tools, and returns one final report as this tool's result (the user does not see it; relay what matters).\n\nAvailable agent types (subagent_type):\n",
     );
@@ -364,16 +331,16 @@ pub(crate) fn describe(definitions: &[AgentDefinition]) -> String {
 }
 
 impl Tool for AgentTool {
-    fn name(&self) -> &'static str {
-        AGENT_TOOL_NAME
+    fn name(&self) -> Cow<'static, str> {
+        AGENT_TOOL_NAME.into()
     }
 
     fn aliases(&self) -> &'static [&'static str] {
         AGENT_TOOL_ALIASES
     }
 
-    fn description(&self) -> &'static str {
-        self.setup.definitions.description()
+    fn description(&self) -> Cow<'static, str> {
+        describe(&self.setup.definitions.definitions()).into()
     }
 
     fn input_schema(&self) -> Value {
@@ -422,6 +389,24 @@ mod tests {
 
     fn parses(input: &Value) -> bool {
         serde_json::from_value::<AgentInput>(input.clone()).is_ok()
+    }
+
+    #[test]
+    fn the_description_lists_every_agent_with_its_tools() {
+        let mut tester = crate::agents::general_purpose();
+        tester.name = "tester".to_owned();
+        tester.description = "runs tests".to_owned();
+        tester.tools = Some(vec!["Bash".to_owned(), "Read".to_owned()]);
+        let text = describe(&[crate::agents::general_purpose(), tester]);
+        assert!(
+            text.contains("- general-purpose: General-purpose agent"),
+            "{text}"
+        );
+        assert!(text.contains("(Tools: all tools)"), "{text}");
+        assert!(
+            text.contains("- tester: runs tests (Tools: Bash, Read)"),
+            "{text}"
+        );
     }
 
     #[test]

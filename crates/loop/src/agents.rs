@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use serde::Deserialize;
 
@@ -199,65 +199,47 @@ pub fn merge(agents: &mut Vec<AgentDefinition>, def: AgentDefinition) {
 }
 
 /// The definitions a session offers, shared: a driver may add some mid-session (the
-/// SDK's `agents` from `initialize`); the Agent tool reads them at each call and its
-/// description at each request.
+/// SDK's `agents` from `initialize`); the Agent tool reads them at each call and
+/// describes them at each request.
 #[derive(Debug, Clone)]
-pub struct AgentCatalog(Arc<RwLock<Catalog>>);
-
-#[derive(Debug)]
-struct Catalog {
-    definitions: Vec<AgentDefinition>,
-    /// `describe(definitions)`, leaked once per change: the Tool trait hands out
-    /// `&'static str`, and definitions change at most a few times per session.
-    description: &'static str,
-}
+pub struct AgentCatalog(Arc<RwLock<Vec<AgentDefinition>>>);
 
 impl AgentCatalog {
-    /// A catalog of `definitions`; `describe` renders the Agent tool's description.
+    /// A catalog of `definitions`.
     #[must_use]
     pub fn new(definitions: Vec<AgentDefinition>) -> Self {
-        let description = leak_description(&definitions);
-        Self(Arc::new(RwLock::new(Catalog {
-            definitions,
-            description,
-        })))
+        Self(Arc::new(RwLock::new(definitions)))
     }
 
     /// Adds definitions, replacing those of the same name.
     pub fn add(&self, definitions: impl IntoIterator<Item = AgentDefinition>) {
         let mut catalog = self.0.write().unwrap_or_else(PoisonError::into_inner);
         for def in definitions {
-            merge(&mut catalog.definitions, def);
+            merge(&mut catalog, def);
         }
-        catalog.description = leak_description(&catalog.definitions);
     }
 
     /// The definition called `name`, if there is one.
     #[must_use]
     pub fn get(&self, name: &str) -> Option<AgentDefinition> {
-        let catalog = self.0.read().unwrap_or_else(PoisonError::into_inner);
-        catalog.definitions.iter().find(|d| d.name == name).cloned()
+        self.read().iter().find(|d| d.name == name).cloned()
     }
 
     /// The names of the definitions on offer, in order.
     #[must_use]
     pub fn names(&self) -> Vec<String> {
-        let catalog = self.0.read().unwrap_or_else(PoisonError::into_inner);
-        catalog.definitions.iter().map(|d| d.name.clone()).collect()
+        self.read().iter().map(|d| d.name.clone()).collect()
     }
 
-    /// The Agent tool's description, listing every definition.
+    /// The definitions on offer now, in order.
     #[must_use]
-    pub fn description(&self) -> &'static str {
-        self.0
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .description
+    pub fn definitions(&self) -> Vec<AgentDefinition> {
+        self.read().clone()
     }
-}
 
-fn leak_description(definitions: &[AgentDefinition]) -> &'static str {
-    Box::leak(crate::agent_tool::describe(definitions).into_boxed_str())
+    fn read(&self) -> RwLockReadGuard<'_, Vec<AgentDefinition>> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 #[cfg(test)]
@@ -292,15 +274,15 @@ mod tests {
     }
 
     #[test]
-    fn a_catalog_takes_new_definitions_and_lists_them_in_the_description() {
+    fn a_catalog_takes_new_definitions_beside_the_ones_it_had() {
         let catalog = AgentCatalog::new(vec![general_purpose()]);
-        assert!(!catalog.description().contains("- tester:"));
+        assert_eq!(catalog.names(), ["general-purpose"]);
         catalog.add(
             parse_agents_json(r#"{"tester": {"description": "runs tests", "prompt": "p"}}"#)
                 .unwrap(),
         );
         assert_eq!(catalog.names(), ["general-purpose", "tester"]);
-        assert!(catalog.description().contains("- tester: runs tests"));
+        assert_eq!(catalog.definitions()[1].description, "runs tests");
         assert_eq!(catalog.get("tester").unwrap().prompt, "p");
     }
 

@@ -1,8 +1,9 @@
 //! What the loop yields.
 
 use gyre_api::RetryStatus;
-use gyre_protocol::{Message, StreamEvent};
+use gyre_protocol::{Message, StreamEvent, Usage};
 use gyre_tools::PermissionDenial;
+use tokio::sync::mpsc;
 
 use crate::compaction::CompactionOutcome;
 use crate::state::{Terminal, Transition};
@@ -108,4 +109,38 @@ pub enum SubagentState {
     Done,
     /// It failed, hit its turn limit or was aborted; why.
     Failed(String),
+}
+
+/// What work beside the main loop (sub-agents, side requests) reports to the session.
+#[derive(Debug, Clone)]
+pub enum SubagentEvent {
+    /// A message of the sub-agent's own conversation (written to its sidechain).
+    Message {
+        /// The Agent call that runs the sub-agent.
+        parent_tool_use_id: String,
+        /// The message's id in the sidechain transcript.
+        uuid: String,
+        /// The message.
+        message: Message,
+    },
+    /// A sub-agent response's usage: it adds to the session's usage and cost.
+    Usage {
+        /// The model that answered (its prices apply).
+        model: String,
+        /// The tokens the response used.
+        usage: Usage,
+    },
+    /// What a sub-agent is doing, for a UI.
+    Progress(SubagentProgress),
+}
+
+/// The receiving end the engine drains ([`crate::QueryEngine::with_subagent_events`]).
+pub type SubagentEvents = mpsc::UnboundedReceiver<SubagentEvent>;
+/// The sending end: the Agent tool, and tools that make side requests (WebFetch).
+pub type SubagentSender = mpsc::UnboundedSender<SubagentEvent>;
+
+/// A channel for [`SubagentEvent`]s: senders for the tools, the receiver for the engine.
+#[must_use]
+pub fn subagent_channel() -> (SubagentSender, SubagentEvents) {
+    mpsc::unbounded_channel()
 }

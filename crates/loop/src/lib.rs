@@ -38,10 +38,7 @@ mod side_query;
 mod state;
 mod transcript;
 
-pub use agent_tool::{
-    AGENT_TOOL_NAME, AgentSetup, AgentTool, DEFAULT_SUBAGENT_MAX_TURNS, SubagentEvent,
-    SubagentEvents, SubagentSender, subagent_channel,
-};
+pub use agent_tool::{AGENT_TOOL_NAME, AgentSetup, AgentTool, DEFAULT_SUBAGENT_MAX_TURNS};
 pub use agents::{
     AgentCatalog, AgentDefinition, AgentDefinitionError, general_purpose, load_agent_dirs, merge,
     parse_agent_file, parse_agents_json,
@@ -56,7 +53,10 @@ pub use deps::{ApiDeps, ModelStream, QueryDeps};
 pub use engine::{
     EngineConfig, EngineEvent, InterruptHandle, ModelTotals, QueryEngine, TurnResult, UsageMeter,
 };
-pub use event::{LoopEvent, SubagentProgress, SubagentState};
+pub use event::{
+    LoopEvent, SubagentEvent, SubagentEvents, SubagentProgress, SubagentSender, SubagentState,
+    subagent_channel,
+};
 /// The compaction types that cross the seam, owned by `gyre-compact`.
 pub use gyre_compact::{Trigger, UsageAnchor};
 pub use hooks::{

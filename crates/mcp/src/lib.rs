@@ -51,19 +51,23 @@ mod result;
 mod sdk;
 mod server;
 mod servers;
+mod slot;
 mod sse;
+mod start;
 mod tool;
 
 pub use config::{ConfigError, McpConfig, ServerConfig, ServerConfigError};
 pub use resources::{McpResourceTool, ResourceAction};
 pub use result::{NO_CONTENT, to_output};
 pub use sdk::{SdkBridge, SdkChannel, SdkSendError, sdk_channel};
-pub use server::{Server, StartError};
+pub use server::Server;
 pub use servers::{
-    DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ReconnectError, ServerSlot,
-    ServerState, ServerStatus, StartOptions,
+    DEFAULT_CALL_TIMEOUT, DEFAULT_STARTUP_TIMEOUT, McpServers, ReconnectError, ServerStatus,
+    StartOptions,
 };
+pub use slot::{ServerSlot, ServerState};
 pub use sse::SseSendError;
+pub use start::StartError;
 pub use tool::{McpTool, tool_name};
 
 /// The model types of `rmcp` that appear in this crate's API (resources, tool infos).

@@ -1,6 +1,7 @@
 //! The servers' resources, offered to the model through two tools with Claude Code's
 //! names: `ListMcpResourcesTool` and `ReadMcpResourceTool`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
@@ -8,7 +9,7 @@ use serde_json::{Value, json};
 
 use crate::result::{Shown, show_resource};
 use crate::server::Server;
-use crate::servers::ServerSlot;
+use crate::slot::ServerSlot;
 
 /// Resource listings and contents are text the model reads, like tool results.
 const MAX_RESULT_CHARS: usize = 100_000;
@@ -124,22 +125,22 @@ impl McpResourceTool {
 }
 
 impl Tool for McpResourceTool {
-    fn name(&self) -> &'static str {
-        match self.action {
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Borrowed(match self.action {
             ResourceAction::List => "ListMcpResourcesTool",
             ResourceAction::Read => "ReadMcpResourceTool",
-        }
+        })
     }
 
-    fn description(&self) -> &'static str {
-        match self.action {
+    fn description(&self) -> Cow<'static, str> {
+        Cow::Borrowed(match self.action {
             ResourceAction::List => {
                 "Lists the resources (files, documents, data) that the connected MCP servers offer, with their URIs. Give `server` to list one server's only. Read one with ReadMcpResourceTool."
             }
             ResourceAction::Read => {
                 "Reads a resource of an MCP server by its URI (ListMcpResourcesTool lists them)."
             }
-        }
+        })
     }
 
     fn input_schema(&self) -> Value {

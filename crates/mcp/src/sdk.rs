@@ -12,7 +12,7 @@ use rmcp::model::ClientConfig;
 use rmcp::service::{RunningService, RxJsonRpcMessage, TxJsonRpcMessage};
 use serde_json::Value;
 
-use crate::server::{StartError, handshake};
+use crate::start::{StartError, handshake};
 
 /// The client side of an SDK server's connection, handed to [`crate::McpServers`].
 #[derive(Debug)]

@@ -9,71 +9,23 @@ use std::time::Duration;
 
 use gyre_tools::{INTERRUPTED_MESSAGE, ToolOutput};
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, JsonObject,
-    ReadResourceRequestParams, ReadResourceResult, Resource, Tool as McpToolInfo,
+    CallToolRequestParams, ClientConfig, JsonObject, ReadResourceRequestParams, ReadResourceResult,
+    Resource, Tool as McpToolInfo,
 };
 use rmcp::service::RunningService;
-use rmcp::transport::IntoTransport;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{RoleClient, ServiceError, ServiceExt};
+use rmcp::{RoleClient, ServiceError};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, ChildStderr, Command};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::ServerConfig;
 use crate::sdk::SdkChannel;
+use crate::start::{StartError, handshake};
 
 /// The last lines a server wrote on stderr, kept to explain a failure.
 const STDERR_TAIL_LINES: usize = 20;
-
-/// Why a server could not be used.
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// The stdio server's program could not be started.
-    #[error("could not start `{command}`: {source}")]
-    Spawn {
-        /// The program, as configured.
-        command: String,
-        /// The error of the spawn.
-        source: std::io::Error,
-    },
-    /// A configured HTTP header is not a valid header.
-    #[error("header {name:?}: {message}")]
-    Header {
-        /// The header's name.
-        name: String,
-        /// Why it cannot be sent.
-        message: String,
-    },
-    /// The MCP initialize exchange failed.
-    #[error("the MCP handshake failed: {message}{stderr}")]
-    Handshake {
-        /// The client's error.
-        message: String,
-        /// The tail of the server's stderr, if it wrote any.
-        stderr: String,
-    },
-    /// Listing the server's tools failed.
-    #[error("listing its tools failed: {0}")]
-    ListTools(String),
-    /// The server did not answer within the startup timeout.
-    #[error("no answer within {}s (raise MCP_TIMEOUT, in milliseconds){stderr}", timeout.as_secs_f64())]
-    Timeout {
-        /// How long it was given (`MCP_TIMEOUT`).
-        timeout: Duration,
-        /// The tail of the server's stderr, if it wrote any.
-        stderr: String,
-    },
-    /// An `sse` server's event stream could not be opened, or sent no `endpoint`.
-    #[error("the SSE connection failed: {0}")]
-    Sse(String),
-    /// An `sdk` server in a session without the SDK control protocol.
-    #[error(
-        "needs the SDK control protocol (mcp_message control requests), which this session does not carry"
-    )]
-    NeedsSdkControl,
-}
 
 /// The child process of a stdio server. Dropping it ends the server's whole process
 /// group, so nothing it started (`npx` starts `node`) outlives gyre's session.
@@ -197,56 +149,6 @@ pub struct Server {
     call_timeout: Duration,
     /// Set when a request found the connection closed.
     closed: Mutex<Option<String>>,
-}
-
-/// The MCP handshake over `transport`, within `timeout`.
-pub(crate) async fn handshake<T, E, A>(
-    transport: T,
-    timeout: Duration,
-) -> Result<RunningService<RoleClient, ClientConfig>, StartError>
-where
-    T: IntoTransport<RoleClient, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
-{
-    match tokio::time::timeout(timeout, client_config().serve(transport)).await {
-        Ok(Ok(service)) => Ok(service),
-        Ok(Err(e)) => Err(StartError::Handshake {
-            message: e.to_string(),
-            stderr: String::new(),
-        }),
-        Err(_) => Err(StartError::Timeout {
-            timeout,
-            stderr: String::new(),
-        }),
-    }
-}
-
-impl StartError {
-    /// The same error with the server's last stderr line.
-    fn with_stderr(self, note: String) -> Self {
-        match self {
-            Self::Handshake { message, .. } => Self::Handshake {
-                message,
-                stderr: note,
-            },
-            Self::Timeout { timeout, .. } => Self::Timeout {
-                timeout,
-                stderr: note,
-            },
-            other @ (Self::Spawn { .. }
-            | Self::Header { .. }
-            | Self::ListTools(_)
-            | Self::Sse(_)
-            | Self::NeedsSdkControl) => other,
-        }
-    }
-}
-
-fn client_config() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("gyre", env!("CARGO_PKG_VERSION")),
-    )
 }
 
 /// rustls needs a process-wide crypto provider before the HTTP client is built; gyre

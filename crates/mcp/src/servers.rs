@@ -5,7 +5,7 @@
 //! disabled ([`gyre_tools::Tool::is_enabled`]).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, PoisonError, RwLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use gyre_tools::Tool;
@@ -13,7 +13,9 @@ use gyre_tools::Tool;
 use crate::config::{McpConfig, ServerConfig};
 use crate::resources::{McpResourceTool, ResourceAction};
 use crate::sdk::SdkChannel;
-use crate::server::{Server, StartError};
+use crate::server::Server;
+use crate::slot::{Connection, ServerSlot, ServerState};
+use crate::start::StartError;
 use crate::tool::McpTool;
 
 /// How long a server may take to start and list its tools: Claude Code's default.
@@ -61,33 +63,6 @@ impl StartOptions {
     }
 }
 
-/// Where a server stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ServerState {
-    /// Started and listed its tools.
-    Connected,
-    /// Could not be started or reached.
-    Failed {
-        /// Why it is not usable, for the status line.
-        error: String,
-    },
-    /// Turned off mid-session (`mcp_toggle`): disconnected, its tools not on offer.
-    Disabled,
-}
-
-impl ServerState {
-    /// The status word of the init line and `mcp_status`: `connected`, `failed` or
-    /// `disabled`.
-    #[must_use]
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Self::Connected => "connected",
-            Self::Failed { .. } => "failed",
-            Self::Disabled => "disabled",
-        }
-    }
-}
-
 /// One server as `mcp_status` and `/mcp` show it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServerStatus {
@@ -116,89 +91,6 @@ pub enum ReconnectError {
         /// Why.
         source: StartError,
     },
-}
-
-#[derive(Debug)]
-enum Connection {
-    Connected(Arc<Server>),
-    Failed(String),
-    Disabled,
-}
-
-/// One configured server and its connection now: replaced by a reconnect, dropped
-/// while disabled. Its tools reach the server through it.
-#[derive(Debug)]
-pub struct ServerSlot {
-    name: String,
-    config: ServerConfig,
-    connection: RwLock<Connection>,
-}
-
-impl ServerSlot {
-    /// The server's name in the config.
-    #[must_use]
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// The live connection, unless the server is disabled or failed to start.
-    #[must_use]
-    pub fn server(&self) -> Option<Arc<Server>> {
-        match &*self
-            .connection
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            Connection::Connected(server) => Some(Arc::clone(server)),
-            Connection::Failed(_) | Connection::Disabled => None,
-        }
-    }
-
-    /// Why the server cannot take calls now, when [`ServerSlot::server`] is `None`.
-    #[must_use]
-    pub fn unavailable(&self) -> String {
-        match &*self
-            .connection
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            Connection::Disabled => format!("MCP server \"{}\" is disabled", self.name),
-            Connection::Failed(error) => {
-                format!("MCP server \"{}\" is not connected: {error}", self.name)
-            }
-            Connection::Connected(_) => format!("MCP server \"{}\" is connected", self.name),
-        }
-    }
-
-    fn set(&self, connection: Connection) {
-        // The old connection is dropped outside the lock: ending a process takes time.
-        let old = std::mem::replace(
-            &mut *self
-                .connection
-                .write()
-                .unwrap_or_else(PoisonError::into_inner),
-            connection,
-        );
-        drop(old);
-    }
-
-    fn state(&self) -> ServerState {
-        match &*self
-            .connection
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-        {
-            Connection::Connected(server) => server
-                .failure()
-                .map_or(ServerState::Connected, |error| ServerState::Failed {
-                    error,
-                }),
-            Connection::Failed(error) => ServerState::Failed {
-                error: error.clone(),
-            },
-            Connection::Disabled => ServerState::Disabled,
-        }
-    }
 }
 
 #[derive(Debug)]
@@ -286,11 +178,7 @@ impl McpServers {
                 .zip(channels)
                 .map(|((name, server), channel)| async move {
                     let outcome = connect(name, server, options, channel).await;
-                    let slot = Arc::new(ServerSlot {
-                        name: name.clone(),
-                        config: server.clone(),
-                        connection: RwLock::new(Connection::Disabled),
-                    });
+                    let slot = Arc::new(ServerSlot::new(name.clone(), server.clone()));
                     let tools = match outcome {
                         Ok(server) => {
                             let server = Arc::new(server);
@@ -355,7 +243,7 @@ impl McpServers {
         self.entries
             .iter()
             .map(|e| &e.slot)
-            .find(|slot| slot.name == name)
+            .find(|slot| slot.name() == name)
     }
 
     /// Whether a server of that name is configured.
@@ -367,7 +255,7 @@ impl McpServers {
     /// The transport of the server called `name` (`stdio`, `http`, `sse`, `sdk`).
     #[must_use]
     pub fn transport(&self, name: &str) -> Option<&'static str> {
-        self.slot(name).map(|slot| slot.config.kind())
+        self.slot(name).map(|slot| slot.config().kind())
     }
 
     /// Ends the server's connection (its process, for a stdio server) and connects
@@ -395,7 +283,7 @@ impl McpServers {
             .options
             .clone()
             .unwrap_or_else(|| StartOptions::from_env(Path::new(".")));
-        match connect(name, &slot.config, &options, sdk).await {
+        match connect(name, slot.config(), &options, sdk).await {
             Ok(server) => {
                 slot.set(Connection::Connected(Arc::new(server)));
                 Ok(())
@@ -447,13 +335,13 @@ impl McpServers {
                         .tools
                         .iter()
                         .filter(|t| t.is_enabled())
-                        .map(|t| t.name().to_owned())
+                        .map(|t| t.name().into_owned())
                         .collect(),
                     ServerState::Disabled => Vec::new(),
                 };
                 ServerStatus {
-                    name: entry.slot.name.clone(),
-                    transport: entry.slot.config.kind(),
+                    name: entry.slot.name().to_owned(),
+                    transport: entry.slot.config().kind(),
                     state,
                     tools,
                 }

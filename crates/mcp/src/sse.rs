@@ -14,7 +14,7 @@ use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use rmcp::RoleClient;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 
-use crate::server::StartError;
+use crate::start::StartError;
 
 /// Why a message could not be POSTed to the server.
 #[derive(Debug, thiserror::Error)]

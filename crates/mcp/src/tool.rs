@@ -1,12 +1,13 @@
 //! An MCP server's tool as a gyre [`Tool`] named `mcp__<server>__<tool>`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use gyre_tools::{BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput};
 use rmcp::model::Tool as McpToolInfo;
 use serde_json::Value;
 
-use crate::servers::ServerSlot;
+use crate::slot::ServerSlot;
 
 /// The longest description sent to the model; servers sometimes ship whole manuals.
 /// Claude Code cuts at the same length.
@@ -37,10 +38,8 @@ pub fn tool_name(server: &str, tool: &str) -> String {
 /// One tool of one server.
 #[derive(Debug)]
 pub struct McpTool {
-    // The trait hands out `&'static str`: names and descriptions are made once per
-    // session start and live as long as the process.
-    name: &'static str,
-    description: &'static str,
+    name: String,
+    description: String,
     schema: Value,
     /// The tool's name on the server.
     remote_name: String,
@@ -70,8 +69,8 @@ impl McpTool {
             .and_then(|a| a.read_only_hint)
             .unwrap_or(false);
         Self {
-            name: Box::leak(name.into_boxed_str()),
-            description: Box::leak(description.into_boxed_str()),
+            name,
+            description,
             schema,
             remote_name: info.name.to_string(),
             read_only,
@@ -87,12 +86,12 @@ impl McpTool {
 }
 
 impl Tool for McpTool {
-    fn name(&self) -> &'static str {
-        self.name
+    fn name(&self) -> Cow<'static, str> {
+        Cow::Owned(self.name.clone())
     }
 
-    fn description(&self) -> &'static str {
-        self.description
+    fn description(&self) -> Cow<'static, str> {
+        Cow::Owned(self.description.clone())
     }
 
     fn input_schema(&self) -> Value {

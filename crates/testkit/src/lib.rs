@@ -163,10 +163,9 @@ mod summary;
 pub use error::TestkitError;
 pub use script::{
     Block, CutMode, DEFAULT_CHUNK_CHARS, ErrorEvent, HttpError, HttpErrorTurn, ResponseTurn,
-    Script, Stall, Turn, WhenExhausted,
+    Script, Stall, SummaryAnswer, Turn, WhenExhausted,
 };
 pub use server::{CapturedRequest, TestServer};
-pub use summary::SummaryAnswer;
 
 /// Usage and error types from `gyre-protocol`, as they appear in scripts.
 pub use gyre_protocol::{ErrorDetail, Usage};

@@ -11,7 +11,6 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
 use crate::TestkitError;
-use crate::summary::SummaryAnswer;
 
 /// Text and tool input are streamed in deltas of this many characters unless a script says otherwise.
 pub const DEFAULT_CHUNK_CHARS: usize = 20;
@@ -258,6 +257,46 @@ impl Script {
             summary.check()?;
         }
         Ok(())
+    }
+}
+
+/// How the server answers summary requests: `{"summary": {"when_prompt_contains": …,
+/// "turn": {…}}}` in a script.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SummaryAnswer {
+    /// A `POST /v1/messages` whose last message has a text block containing this is a
+    /// summary request (e.g. the opening words of the client's compaction prompt). Tool
+    /// results are not looked at, so a file that quotes the prompt does not count.
+    pub when_prompt_contains: String,
+    /// The answer, served to every summary request: a response (usually one text block
+    /// with `<summary>…</summary>`) or an HTTP error (a compaction that fails).
+    pub turn: Turn,
+}
+
+impl SummaryAnswer {
+    /// Answers summary requests, recognised by `prompt`, with `turn`.
+    #[must_use]
+    pub fn new(prompt: impl Into<String>, turn: Turn) -> Self {
+        Self {
+            when_prompt_contains: prompt.into(),
+            turn,
+        }
+    }
+
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if self.when_prompt_contains.is_empty() {
+            return Err("summary.when_prompt_contains must not be empty".to_owned());
+        }
+        if matches!(&self.turn, Turn::Response(r) if r.raw_events_file.is_some()) {
+            return Err("summary.turn: raw_events_file is not loaded here; give raw_events".into());
+        }
+        self.turn.check().map_err(|e| format!("summary.turn: {e}"))
+    }
+
+    /// Whether `body` (a Messages API request) is a summary request.
+    pub(crate) fn matches(&self, body: &[u8]) -> bool {
+        crate::summary::last_message_contains(body, &self.when_prompt_contains)
     }
 }
 

@@ -1,59 +1,22 @@
-//! Answers to compaction (summary) requests that take no turn of the script.
+//! Recognising compaction (summary) requests, which take no turn of the script.
 //!
 //! A session that compacts sends, between two turns of the conversation, a request of
 //! its own: the history with a summary prompt appended to the last message. A script
 //! that scripts every turn of the conversation cannot know when that request comes; with
-//! a [`SummaryAnswer`] the server recognises it by its prompt and answers it on the side.
+//! a [`SummaryAnswer`](crate::SummaryAnswer) the server recognises it by its prompt and
+//! answers it on the side.
 
 use std::fmt;
 
+use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Serialize};
 
-use crate::script::Turn;
-
-/// How the server answers summary requests: `{"summary": {"when_prompt_contains": …,
-/// "turn": {…}}}` in a script.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SummaryAnswer {
-    /// A `POST /v1/messages` whose last message has a text block containing this is a
-    /// summary request (e.g. the opening words of the client's compaction prompt). Tool
-    /// results are not looked at, so a file that quotes the prompt does not count.
-    pub when_prompt_contains: String,
-    /// The answer, served to every summary request: a response (usually one text block
-    /// with `<summary>…</summary>`) or an HTTP error (a compaction that fails).
-    pub turn: Turn,
-}
-
-impl SummaryAnswer {
-    /// Answers summary requests, recognised by `prompt`, with `turn`.
-    #[must_use]
-    pub fn new(prompt: impl Into<String>, turn: Turn) -> Self {
-        Self {
-            when_prompt_contains: prompt.into(),
-            turn,
-        }
-    }
-
-    pub(crate) fn check(&self) -> Result<(), String> {
-        if self.when_prompt_contains.is_empty() {
-            return Err("summary.when_prompt_contains must not be empty".to_owned());
-        }
-        if matches!(&self.turn, Turn::Response(r) if r.raw_events_file.is_some()) {
-            return Err("summary.turn: raw_events_file is not loaded here; give raw_events".into());
-        }
-        self.turn.check().map_err(|e| format!("summary.turn: {e}"))
-    }
-
-    /// Whether `body` (a Messages API request) is a summary request.
-    pub(crate) fn matches(&self, body: &[u8]) -> bool {
-        serde_json::from_slice::<LastMessage>(body).is_ok_and(|last| {
-            last.texts
-                .iter()
-                .any(|t| t.contains(self.when_prompt_contains.as_str()))
-        })
-    }
+/// Whether `body` (a Messages API request) has `prompt` in a text block of its last
+/// message. Tool results are not looked at, so a file that quotes the prompt does not
+/// count.
+pub(crate) fn last_message_contains(body: &[u8], prompt: &str) -> bool {
+    serde_json::from_slice::<LastMessage>(body)
+        .is_ok_and(|last| last.texts.iter().any(|t| t.contains(prompt)))
 }
 
 /// The text blocks of a request's last message; every other message is skipped unread.
@@ -165,7 +128,7 @@ impl<'de> Deserialize<'de> for Block {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use crate::script::{SummaryAnswer, Turn};
     use serde_json::json;
 
     fn answer() -> SummaryAnswer {

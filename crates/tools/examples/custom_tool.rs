@@ -7,6 +7,7 @@
 //!
 //! Run it with `cargo run -p gyre-tools --example custom_tool`.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use gyre_tools::{
@@ -30,11 +31,11 @@ struct LineCountInput {
 struct LineCount;
 
 impl Tool for LineCount {
-    fn name(&self) -> &'static str {
-        "LineCount"
+    fn name(&self) -> Cow<'static, str> {
+        "LineCount".into()
     }
-    fn description(&self) -> &'static str {
-        "Counts the lines of a text file."
+    fn description(&self) -> Cow<'static, str> {
+        "Counts the lines of a text file.".into()
     }
     fn input_schema(&self) -> Value {
         gyre_tools::schema::input_schema::<LineCountInput>()

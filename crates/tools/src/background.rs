@@ -7,6 +7,7 @@
 //! `run_in_background` field to its schema and hands every other call, check and
 //! permission question to it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -22,7 +23,6 @@ use tokio::process::Command;
 use crate::sandbox::SandboxError;
 use crate::{
     BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
-    ToolRegistry,
 };
 
 /// Output kept per stream of a shell; beyond it the oldest unread text is dropped.
@@ -199,7 +199,7 @@ impl ShellTable {
         for name in crate::sandbox::SECRET_ENV {
             bash.env_remove(name);
         }
-        let confinement = crate::sandbox::confinement_for(ctx)?;
+        let confinement = ctx.confinement()?;
         let mut temp_dir = None;
         if let Some(c) = confinement {
             if let Some(dir) = &c.temp_dir {
@@ -394,11 +394,11 @@ fn in_background(input: &Value) -> Result<bool, serde_json::Error> {
 }
 
 impl Tool for BackgroundBash {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> Cow<'static, str> {
         self.inner.name()
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> Cow<'static, str> {
         self.inner.description()
     }
 
@@ -540,12 +540,12 @@ impl BashOutputTool {
 }
 
 impl Tool for BashOutputTool {
-    fn name(&self) -> &'static str {
-        "BashOutput"
+    fn name(&self) -> Cow<'static, str> {
+        "BashOutput".into()
     }
 
-    fn description(&self) -> &'static str {
-        "Reads the output a background shell (started with Bash run_in_background) printed since the last read, with its status (running, completed, killed) and exit code. An optional regex `filter` keeps only matching lines; the others are consumed."
+    fn description(&self) -> Cow<'static, str> {
+        "Reads the output a background shell (started with Bash run_in_background) printed since the last read, with its status (running, completed, killed) and exit code. An optional regex `filter` keeps only matching lines; the others are consumed.".into()
     }
 
     fn input_schema(&self) -> Value {
@@ -604,12 +604,12 @@ impl KillShellTool {
 }
 
 impl Tool for KillShellTool {
-    fn name(&self) -> &'static str {
-        "KillShell"
+    fn name(&self) -> Cow<'static, str> {
+        "KillShell".into()
     }
 
-    fn description(&self) -> &'static str {
-        "Kills a background shell (started with Bash run_in_background) and every process it started, by its shell id."
+    fn description(&self) -> Cow<'static, str> {
+        "Kills a background shell (started with Bash run_in_background) and every process it started, by its shell id.".into()
     }
 
     fn input_schema(&self) -> Value {
@@ -645,31 +645,30 @@ impl Tool for KillShellTool {
     }
 }
 
-/// Gives `registry`'s Bash the `run_in_background` field and adds BashOutput and
-/// KillShell, all sharing one new shell table. Without Bash, nothing changes.
-pub fn add_background_shells(registry: &mut ToolRegistry) {
-    add_with_table(registry, Arc::new(ShellTable::default()));
-}
-
-fn add_with_table(registry: &mut ToolRegistry, shells: Arc<ShellTable>) {
-    let Some(inner) = registry.get("Bash").cloned() else {
-        return;
-    };
-    registry.set_background_shells(Arc::clone(&shells));
-    registry.register(Arc::new(BackgroundBash {
-        inner,
-        shells: Arc::clone(&shells),
-    }));
-    registry.register(Arc::new(BashOutputTool {
-        shells: Arc::clone(&shells),
-    }));
-    registry.register(Arc::new(KillShellTool { shells }));
+/// Bash with `run_in_background` (wrapping `bash`), BashOutput and KillShell, all three
+/// sharing `shells`.
+pub(crate) fn background_tools(
+    bash: Arc<dyn Tool>,
+    shells: &Arc<ShellTable>,
+) -> [Arc<dyn Tool>; 3] {
+    [
+        Arc::new(BackgroundBash {
+            inner: bash,
+            shells: Arc::clone(shells),
+        }),
+        Arc::new(BashOutputTool {
+            shells: Arc::clone(shells),
+        }),
+        Arc::new(KillShellTool {
+            shells: Arc::clone(shells),
+        }),
+    ]
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AllowAll, ToolCall, run_tool_call};
+    use crate::{AllowAll, ToolCall, ToolRegistry, run_tool_call};
     use serde_json::json;
 
     async fn call(registry: &ToolRegistry, name: &str, input: Value) -> ToolOutput {
@@ -682,8 +681,8 @@ mod tests {
 
     fn registry() -> (ToolRegistry, Arc<ShellTable>) {
         let mut r = ToolRegistry::new().with(Arc::new(crate::bash::BashTool));
-        let shells = Arc::new(ShellTable::default());
-        add_with_table(&mut r, Arc::clone(&shells));
+        r.add_background_shells();
+        let shells = Arc::clone(r.background_shells().unwrap());
         (r, shells)
     }
 

@@ -1,5 +1,6 @@
 //! Bash: a shell command in its own process group, with a timeout.
 
+use std::borrow::Cow;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -44,11 +45,11 @@ pub(crate) struct BashInput {
 }
 
 impl Tool for BashTool {
-    fn name(&self) -> &'static str {
-        "Bash"
+    fn name(&self) -> Cow<'static, str> {
+        "Bash".into()
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> Cow<'static, str> {
         "Executes a bash command (`bash -c`) in the session's working directory, with an optional timeout.\n\n\
 Usage:\n\
 - The command runs in its own process group with stdin closed; stdout and stderr are captured together.\n\
@@ -56,7 +57,7 @@ Usage:\n\
 - A non-zero exit status is reported as an error starting with \"Exit code N\".\n\
 - Output over 30000 characters is cut (beginning and end kept) and the full output saved to a file whose path is given.\n\
 - Prefer Read, Grep, Glob and Edit over cat, grep, find and sed.\n\
-- Write a clear, concise description of what the command does in 5-10 words."
+- Write a clear, concise description of what the command does in 5-10 words.".into()
     }
 
     fn input_schema(&self) -> Value {
@@ -167,7 +168,7 @@ async fn run_command(
     for name in sandbox::SECRET_ENV {
         bash.env_remove(name);
     }
-    let confinement = match sandbox::confinement_for(ctx) {
+    let confinement = match ctx.confinement() {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(e.to_string()),
     };

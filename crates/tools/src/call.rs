@@ -6,32 +6,9 @@ use serde_json::Value;
 
 use crate::schema::InputCheck;
 use crate::{
-    CanUseTool, INTERRUPTED_MESSAGE, PermissionDecision, ProgressFn, Tool, ToolContext, ToolOutput,
-    ToolRegistry,
+    CanUseTool, INTERRUPTED_MESSAGE, PermissionDecision, ProgressFn, Tool, ToolCall, ToolContext,
+    ToolOutput, ToolRegistry,
 };
-
-/// A `tool_use` the model asked for.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ToolCall {
-    /// The `tool_use` id, which the result answers.
-    pub id: String,
-    /// The tool's name as the model wrote it.
-    pub name: String,
-    /// The arguments as the model wrote them.
-    pub input: Value,
-}
-
-impl ToolCall {
-    /// A call of tool `name` with id `id` and `input`.
-    #[must_use]
-    pub fn new(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
-        Self {
-            id: id.into(),
-            name: name.into(),
-            input,
-        }
-    }
-}
 
 /// A call the permission policy refused, as reported in the result's
 /// `permission_denials`.

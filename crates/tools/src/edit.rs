@@ -1,5 +1,6 @@
 //! Edit: exact string replacement in a file that was read.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use schemars::JsonSchema;
@@ -39,18 +40,18 @@ pub(crate) struct EditInput {
 }
 
 impl Tool for EditTool {
-    fn name(&self) -> &'static str {
-        "Edit"
+    fn name(&self) -> Cow<'static, str> {
+        "Edit".into()
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> Cow<'static, str> {
         "Performs exact string replacements in files.\n\n\
 Usage:\n\
 - You must use the Read tool at least once in the conversation before editing. This tool will error if you attempt an edit without reading the file.\n\
 - When editing text from Read tool output, preserve the exact indentation (tabs/spaces) as it appears AFTER the line number prefix (`N<TAB>`). Never include any part of the line number prefix in old_string or new_string.\n\
 - The edit will FAIL if old_string is not unique in the file. Either provide a larger string with more surrounding context to make it unique or use replace_all to change every instance of old_string.\n\
 - Use replace_all for replacing and renaming strings across the file.\n\
-- Line endings (LF or CRLF) and file permissions are kept. An empty old_string creates a new file."
+- Line endings (LF or CRLF) and file permissions are kept. An empty old_string creates a new file.".into()
     }
 
     fn input_schema(&self) -> Value {

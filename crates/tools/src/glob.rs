@@ -1,5 +1,6 @@
 //! Glob: files matching a glob pattern, newest first.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -35,16 +36,16 @@ pub(crate) struct GlobInput {
 }
 
 impl Tool for GlobTool {
-    fn name(&self) -> &'static str {
-        "Glob"
+    fn name(&self) -> Cow<'static, str> {
+        "Glob".into()
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> Cow<'static, str> {
         "- Fast file pattern matching tool that works with any codebase size\n\
 - Supports glob patterns like \"**/*.js\" or \"src/**/*.ts\"; a pattern without a slash matches file names at any depth\n\
 - Returns matching file paths sorted by modification time, newest first, at most 100\n\
 - Respects .gitignore; hidden files are included, .git is skipped\n\
-- Use this tool when you need to find files by name patterns"
+- Use this tool when you need to find files by name patterns".into()
     }
 
     fn input_schema(&self) -> Value {

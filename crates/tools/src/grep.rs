@@ -1,5 +1,6 @@
 //! Grep: ripgrep's search (grep-searcher, grep-regex, ignore) with Claude Code's modes.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
@@ -82,11 +83,11 @@ pub(crate) struct GrepInput {
 }
 
 impl Tool for GrepTool {
-    fn name(&self) -> &'static str {
-        "Grep"
+    fn name(&self) -> Cow<'static, str> {
+        "Grep".into()
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> Cow<'static, str> {
         "A powerful search tool built on ripgrep's libraries\n\n\
 Usage:\n\
 - ALWAYS use Grep for search tasks. NEVER invoke `grep` or `rg` as a Bash command.\n\
@@ -96,7 +97,7 @@ Usage:\n\
 - Respects .gitignore; hidden files are searched, .git is skipped\n\
 - Pattern syntax: Uses ripgrep (not grep) - literal braces need escaping (use `interface\\\\{\\\\}` to find `interface{}` in Go code)\n\
 - Multiline matching: By default patterns match within single lines only. For cross-line patterns, use `multiline: true`\n\
-- Results are limited to head_limit entries (default 250, 0 for unlimited); use offset to page"
+- Results are limited to head_limit entries (default 250, 0 for unlimited); use offset to page".into()
     }
 
     fn input_schema(&self) -> Value {

@@ -65,19 +65,18 @@ mod tool;
 mod walk;
 pub mod write;
 
-pub use call::{PermissionDenial, ToolCall, ToolCallOutcome, run_tool_call};
+pub use call::{PermissionDenial, ToolCallOutcome, run_tool_call};
 pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus, max_concurrency_from};
 pub use file_state::{FileState, FileStateCache};
-pub use mode::ModeHandle;
+pub use mode::{ModeHandle, PermissionMode};
 pub use partition::{ToolBatch, partition};
-pub use paths::{PathChanged, resolve_path};
+pub use paths::{PathChanged, PathFilter, resolve_path};
 pub use permissions::{
-    AllowAll, PermissionMode, PermissionPrompt, PermissionRule, Permissions, PromptAnswer,
-    RuleError, always_rule,
+    AllowAll, PermissionPrompt, PermissionRule, Permissions, PromptAnswer, RuleError, always_rule,
 };
 pub use registry::ToolRegistry;
 pub use tool::{
-    BoxFuture, CanUseTool, InputDecision, PathFilter, PermissionDecision, ProgressFn, Tool,
+    BoxFuture, CanUseTool, InputDecision, PermissionDecision, ProgressFn, Tool, ToolCall,
     ToolContext, ToolInputError, ToolOutput, ToolProgress, call_with_input,
 };
 

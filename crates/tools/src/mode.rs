@@ -1,9 +1,41 @@
-//! The session's permission mode, shared and changeable mid-session (ExitPlanMode
-//! leaves plan mode; a UI or the SDK may switch it too).
+//! The permission modes, and the session's mode, shared and changeable mid-session
+//! (ExitPlanMode leaves plan mode; a UI or the SDK may switch it too).
 
+use std::fmt;
 use std::sync::{Arc, PoisonError, RwLock};
 
-use crate::PermissionMode;
+/// How much is allowed without a rule.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub enum PermissionMode {
+    /// Read-only tools inside the working directories; the rest needs a rule.
+    #[default]
+    Default,
+    /// Also Edit and Write inside the working directories.
+    AcceptEdits,
+    /// Only read-only tools.
+    Plan,
+    /// Everything but what a deny (or ask) rule names.
+    BypassPermissions,
+}
+
+impl PermissionMode {
+    /// The name used by `--permission-mode` and settings files.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Default => "default",
+            Self::AcceptEdits => "acceptEdits",
+            Self::Plan => "plan",
+            Self::BypassPermissions => "bypassPermissions",
+        }
+    }
+}
+
+impl fmt::Display for PermissionMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A shared, mutable permission mode: clones see the same mode.
 #[derive(Debug, Clone, Default)]

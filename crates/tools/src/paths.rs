@@ -1,9 +1,34 @@
-//! Resolving the paths tools are given: against the cwd, `..` folded, symlinks resolved.
+//! Resolving the paths tools are given: against the cwd, `..` folded, symlinks resolved;
+//! and [`PathFilter`], a predicate over resolved paths.
 //!
 //! The permission check and the tool both see the resolved path, so a symlink pointing
 //! outside the working directories is judged by where it points.
 
 use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+/// A predicate over resolved paths, shareable across walker threads.
+#[derive(Clone)]
+pub struct PathFilter(Arc<dyn Fn(&Path) -> bool + Send + Sync>);
+
+impl PathFilter {
+    /// A filter holding paths for which `f` is true.
+    pub fn new(f: impl Fn(&Path) -> bool + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// Whether `path` is one the filter holds.
+    #[must_use]
+    pub fn matches(&self, path: &Path) -> bool {
+        (self.0)(path)
+    }
+}
+
+impl std::fmt::Debug for PathFilter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PathFilter")
+    }
+}
 
 /// `raw` made absolute against `cwd` (`~/` is the home directory), `.` and `..` folded,
 /// and every symlink in the longest existing prefix resolved. A path that does not exist

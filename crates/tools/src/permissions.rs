@@ -15,43 +15,11 @@ use globset::GlobBuilder;
 use serde_json::Value;
 
 use crate::bash_rules;
-use crate::mode::ModeHandle;
+use crate::mode::{ModeHandle, PermissionMode};
 use crate::protected::protected_reason;
 use crate::{BoxFuture, CanUseTool, PathFilter, PermissionDecision, Tool, ToolCall, ToolContext};
 
-/// How much is allowed without a rule.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub enum PermissionMode {
-    /// Read-only tools inside the working directories; the rest needs a rule.
-    #[default]
-    Default,
-    /// Also Edit and Write inside the working directories.
-    AcceptEdits,
-    /// Only read-only tools.
-    Plan,
-    /// Everything but what a deny (or ask) rule names.
-    BypassPermissions,
-}
-
-impl PermissionMode {
-    /// The name used by `--permission-mode` and settings files.
-    #[must_use]
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Default => "default",
-            Self::AcceptEdits => "acceptEdits",
-            Self::Plan => "plan",
-            Self::BypassPermissions => "bypassPermissions",
-        }
-    }
-}
-
-impl fmt::Display for PermissionMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
+/// Reads the names `--permission-mode` and settings files use.
 impl FromStr for PermissionMode {
     type Err = RuleError;
 
@@ -421,6 +389,7 @@ impl Permissions {
         ctx: &ToolContext,
     ) -> PermissionDecision {
         let name = tool.name();
+        let name = name.as_ref();
         let input = &call.input;
         let path = tool
             .path_field()
@@ -458,7 +427,7 @@ impl Permissions {
         }
         // No allow rule or mode runs a command as if confined on a kernel that cannot
         // confine it: the user decides.
-        if name == "Bash" && crate::sandbox::unenforceable_now(ctx) {
+        if name == "Bash" && ctx.sandbox_unenforceable_now() {
             return PermissionDecision::Ask {
                 reason: "this kernel has no Landlock, so Bash cannot run in the sandbox this session asks for".to_owned(),
             };

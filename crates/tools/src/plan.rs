@@ -6,6 +6,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
+use std::borrow::Cow;
 
 use crate::{
     BoxFuture, ModeHandle, PermissionDecision, PermissionMode, ProgressFn, Tool, ToolContext,
@@ -34,12 +35,12 @@ impl ExitPlanModeTool {
 }
 
 impl Tool for ExitPlanModeTool {
-    fn name(&self) -> &'static str {
-        "ExitPlanMode"
+    fn name(&self) -> Cow<'static, str> {
+        "ExitPlanMode".into()
     }
 
-    fn description(&self) -> &'static str {
-        "Use this tool when you are in plan mode and have finished planning an implementation: it presents the plan (Markdown, concise) to the user for approval. Only use it for tasks that need writing code, not for research. If the plan is approved, plan mode ends and you may start making changes; if not, stay in plan mode and revise the plan with the feedback."
+    fn description(&self) -> Cow<'static, str> {
+        "Use this tool when you are in plan mode and have finished planning an implementation: it presents the plan (Markdown, concise) to the user for approval. Only use it for tasks that need writing code, not for research. If the plan is approved, plan mode ends and you may start making changes; if not, stay in plan mode and revise the plan with the feedback.".into()
     }
 
     fn input_schema(&self) -> Value {

@@ -1,5 +1,6 @@
 //! Read: a text file with numbered lines.
 
+use std::borrow::Cow;
 use std::path::Path;
 
 use base64::Engine as _;
@@ -56,11 +57,11 @@ pub(crate) struct ReadInput {
 }
 
 impl Tool for ReadTool {
-    fn name(&self) -> &'static str {
-        "Read"
+    fn name(&self) -> Cow<'static, str> {
+        "Read".into()
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> Cow<'static, str> {
         "Reads a file from the local filesystem.\n\n\
 Usage:\n\
 - The file_path parameter must be an absolute path, not a relative path\n\
@@ -70,7 +71,7 @@ Usage:\n\
 - Results are returned with line numbers starting at 1, as `N<TAB>line`\n\
 - Images (PNG, JPEG, GIF, WebP, up to 3.75 MB) are shown to you as images\n\
 - This tool cannot read directories or other binary files; use Glob or Bash `ls` for directories\n\
-- Read a file before editing it with Edit or overwriting it with Write"
+- Read a file before editing it with Edit or overwriting it with Write".into()
     }
 
     fn input_schema(&self) -> Value {

@@ -1,5 +1,6 @@
 //! The tools on offer.
 
+use std::borrow::Cow;
 use std::sync::{Arc, OnceLock};
 
 use gyre_protocol::ToolDefinition;
@@ -51,7 +52,7 @@ impl ToolRegistry {
         registry.register(Arc::new(crate::edit::EditTool));
         registry.register(Arc::new(crate::write::WriteTool));
         registry.register(Arc::new(crate::todo::TodoWriteTool::default()));
-        crate::background::add_background_shells(&mut registry);
+        registry.add_background_shells();
         registry
     }
 
@@ -61,7 +62,17 @@ impl ToolRegistry {
         self.shells.as_ref()
     }
 
-    pub(crate) fn set_background_shells(&mut self, shells: Arc<ShellTable>) {
+    /// Gives this registry's Bash the `run_in_background` field and adds BashOutput and
+    /// KillShell, all sharing one new shell table ([`ToolRegistry::background_shells`]).
+    /// Without Bash, nothing changes.
+    pub fn add_background_shells(&mut self) {
+        let Some(bash) = self.get("Bash").cloned() else {
+            return;
+        };
+        let shells = Arc::new(ShellTable::default());
+        for tool in crate::background::background_tools(bash, &shells) {
+            self.register(tool);
+        }
         self.shells = Some(shells);
     }
 
@@ -117,7 +128,7 @@ impl ToolRegistry {
 
     /// The names of the tools on offer, in registration order.
     #[must_use]
-    pub fn names(&self) -> Vec<&'static str> {
+    pub fn names(&self) -> Vec<Cow<'static, str>> {
         self.iter().map(|t| t.name()).collect()
     }
 
@@ -156,7 +167,7 @@ impl ToolRegistry {
             tools: self
                 .tools
                 .iter()
-                .filter(|t| names.contains(&t.tool.name()))
+                .filter(|t| names.contains(&t.tool.name().as_ref()))
                 .cloned()
                 .collect(),
             server_tools: self.server_tools.clone(),
@@ -169,8 +180,8 @@ impl ToolRegistry {
     pub fn definitions(&self) -> Vec<ToolDefinition> {
         self.iter()
             .map(|t| ToolDefinition {
-                name: t.name().to_owned(),
-                description: t.description().to_owned(),
+                name: t.name().into_owned(),
+                description: t.description().into_owned(),
                 input_schema: t.input_schema(),
                 cache_control: None,
                 kind: None,

@@ -138,7 +138,7 @@ pub enum DeniedPath {
         /// The literal directory the pattern starts at.
         root: PathBuf,
         /// Which entries under `root` the rule denies.
-        matches: crate::PathFilter,
+        matches: crate::paths::PathFilter,
     },
 }
 
@@ -212,16 +212,6 @@ impl std::fmt::Debug for ReadDeniedSource {
 /// What a session says once when its sandbox cannot be enforced.
 pub const NO_LANDLOCK_WARNING: &str = "warning: this kernel has no Landlock, so Bash cannot be sandboxed; every command the sandbox would confine will be asked about instead";
 
-/// Whether the policy for a command started now in `ctx` is [`unenforceable`]; the
-/// first time in a session it is, that is said on stderr.
-#[must_use]
-pub fn unenforceable_now(ctx: &crate::ToolContext) -> bool {
-    match &ctx.sandbox_by_mode {
-        Some(by_mode) => by_mode.unenforceable_now(),
-        None => unenforceable(ctx.sandbox.as_ref()),
-    }
-}
-
 /// Entries a pattern rule may search through per command before gyre gives up on
 /// enforcing it (and refuses to run the command).
 pub const MAX_SEARCHED_ENTRIES: usize = 200_000;
@@ -254,7 +244,7 @@ fn canonical(path: &Path) -> PathBuf {
 /// Adds the entries under `root` that `matches` accepts to `out`.
 fn search(
     root: &Path,
-    matches: &crate::PathFilter,
+    matches: &crate::paths::PathFilter,
     out: &mut BTreeSet<PathBuf>,
 ) -> Result<(), SandboxError> {
     let root = canonical(root);
@@ -457,24 +447,6 @@ pub struct Confinement {
     pub(crate) ruleset: RulesetCreated,
     /// Removed when the command is done.
     pub temp_dir: Option<tempfile::TempDir>,
-}
-
-/// The ruleset for a command started now in `ctx`: the mode's policy, its working
-/// directories, and what the session's `Read(…)` deny rules name.
-///
-/// # Errors
-/// As [`confinement`].
-pub fn confinement_for(ctx: &crate::ToolContext) -> Result<Option<Confinement>, SandboxError> {
-    let policy = ctx.sandbox_now();
-    if unenforceable(policy.as_ref()) {
-        // The permission check asked the user, who let it run without the sandbox.
-        return Ok(None);
-    }
-    let denied = match &ctx.sandbox_by_mode {
-        Some(by_mode) if policy.is_some() => by_mode.read_denied.now().resolve()?,
-        _ => BTreeSet::new(),
-    };
-    confinement(policy.as_ref(), &ctx.working_dirs, &denied)
 }
 
 /// The ruleset for one command; `None` without a policy. Reads are granted everywhere

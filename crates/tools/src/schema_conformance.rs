@@ -163,7 +163,7 @@ fn every_published_schema_accepts_exactly_what_its_parser_accepts() {
     for tool in registry().iter() {
         let name = tool.name();
         let schema = tool.input_schema();
-        let case = case(name).unwrap_or_else(|| panic!("no conformance case for {name}"));
+        let case = case(&name).unwrap_or_else(|| panic!("no conformance case for {name}"));
         let case = with_generic_cases(&schema, case);
         for input in &case.valid {
             assert!((case.parser)(input), "{name}: the parser rejects {input}");
@@ -208,7 +208,7 @@ fn published_schemas_are_closed_and_inline() {
 fn published_schemas_are_unchanged() {
     let schemas: serde_json::Map<String, Value> = registry()
         .iter()
-        .map(|tool| (tool.name().to_owned(), tool.input_schema()))
+        .map(|tool| (tool.name().into_owned(), tool.input_schema()))
         .collect();
     insta::assert_json_snapshot!("tool_input_schemas", json!(schemas));
 }

@@ -2,6 +2,7 @@
 //! the list lives in the tool (one per session) and, as the call's input, in the
 //! transcript.
 
+use std::borrow::Cow;
 use std::sync::{Mutex, PoisonError};
 
 use schemars::JsonSchema;
@@ -83,12 +84,12 @@ impl TodoWriteTool {
 }
 
 impl Tool for TodoWriteTool {
-    fn name(&self) -> &'static str {
-        "TodoWrite"
+    fn name(&self) -> Cow<'static, str> {
+        "TodoWrite".into()
     }
 
-    fn description(&self) -> &'static str {
-        "Create and update a structured task list for the current session: it tracks progress on multi-step work and shows the user what is being done.\n\nUse it for tasks of three or more steps, or when the user gives several tasks. Each call sends the whole list. Mark a task in_progress before starting it (one at a time) and completed as soon as it is done; add tasks found along the way. Skip it for a single trivial step."
+    fn description(&self) -> Cow<'static, str> {
+        "Create and update a structured task list for the current session: it tracks progress on multi-step work and shows the user what is being done.\n\nUse it for tasks of three or more steps, or when the user gives several tasks. Each call sends the whole list. Mark a task in_progress before starting it (one at a time) and completed as soon as it is done; add tasks found along the way. Skip it for a single trivial step.".into()
     }
 
     fn input_schema(&self) -> Value {

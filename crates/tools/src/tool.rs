@@ -1,15 +1,16 @@
 //! The `Tool` trait and the values that flow through it.
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use gyre_protocol::ImageSource;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::call::ToolCall;
 use crate::file_state::FileStateCache;
-use crate::paths::PathChanged;
+use crate::paths::{PathChanged, PathFilter};
 
 /// A boxed, sendable future: the return type of the async trait methods.
 pub use futures::future::BoxFuture;
@@ -152,29 +153,6 @@ pub struct ToolContext {
     pub max_tool_concurrency: Option<usize>,
 }
 
-/// A predicate over resolved paths, shareable across walker threads.
-#[derive(Clone)]
-pub struct PathFilter(Arc<dyn Fn(&Path) -> bool + Send + Sync>);
-
-impl PathFilter {
-    /// A filter holding paths for which `f` is true.
-    pub fn new(f: impl Fn(&Path) -> bool + Send + Sync + 'static) -> Self {
-        Self(Arc::new(f))
-    }
-
-    /// Whether `path` is one the filter holds.
-    #[must_use]
-    pub fn matches(&self, path: &Path) -> bool {
-        (self.0)(path)
-    }
-}
-
-impl std::fmt::Debug for PathFilter {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PathFilter")
-    }
-}
-
 /// `path` made absolute against the current directory (lexically: symlinks are resolved
 /// where paths are checked). Paths compared with a relative root would never match.
 fn absolute(path: PathBuf) -> PathBuf {
@@ -217,6 +195,37 @@ impl ToolContext {
             Some(by_mode) => by_mode.now(),
             None => self.sandbox.clone(),
         }
+    }
+
+    /// Whether the policy for a command started now is
+    /// [`unenforceable`](crate::sandbox::unenforceable); the first time in a session it
+    /// is, that is said on stderr.
+    #[must_use]
+    pub fn sandbox_unenforceable_now(&self) -> bool {
+        match &self.sandbox_by_mode {
+            Some(by_mode) => by_mode.unenforceable_now(),
+            None => crate::sandbox::unenforceable(self.sandbox.as_ref()),
+        }
+    }
+
+    /// The ruleset for a command started now: the mode's policy, the working
+    /// directories, and what the session's `Read(…)` deny rules name.
+    ///
+    /// # Errors
+    /// As [`crate::sandbox::confinement`].
+    pub fn confinement(
+        &self,
+    ) -> Result<Option<crate::sandbox::Confinement>, crate::sandbox::SandboxError> {
+        let policy = self.sandbox_now();
+        if crate::sandbox::unenforceable(policy.as_ref()) {
+            // The permission check asked the user, who let it run without the sandbox.
+            return Ok(None);
+        }
+        let denied = match &self.sandbox_by_mode {
+            Some(by_mode) if policy.is_some() => by_mode.read_denied.now().resolve()?,
+            _ => std::collections::BTreeSet::new(),
+        };
+        crate::sandbox::confinement(policy.as_ref(), &self.working_dirs, &denied)
     }
 
     /// Runs Bash under `policy` (see [`crate::sandbox`]).
@@ -291,12 +300,37 @@ pub enum PermissionDecision {
     },
 }
 
+/// A `tool_use` the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// The `tool_use` id, which the result answers.
+    pub id: String,
+    /// The tool's name as the model wrote it.
+    pub name: String,
+    /// The arguments as the model wrote them.
+    pub input: Value,
+}
+
+impl ToolCall {
+    /// A call of tool `name` with id `id` and `input`.
+    #[must_use]
+    pub fn new(id: impl Into<String>, name: impl Into<String>, input: Value) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            input,
+        }
+    }
+}
+
 /// One capability offered to the model.
 pub trait Tool: Send + Sync {
-    /// The name the model calls it by (`Read`, `Bash`, …).
-    fn name(&self) -> &'static str;
-    /// What the model reads about the tool.
-    fn description(&self) -> &'static str;
+    /// The name the model calls it by (`Read`, `Bash`, …): borrowed for a built-in
+    /// tool, owned for one made at run time (an MCP server's).
+    fn name(&self) -> Cow<'static, str>;
+    /// What the model reads about the tool: borrowed or made at each request (the
+    /// Agent tool lists the agents on offer now).
+    fn description(&self) -> Cow<'static, str>;
     /// The JSON schema of the input. A registry compiles it at the tool's first call and
     /// checks every call against that, so it should not change.
     fn input_schema(&self) -> Value;

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use ignore::{DirEntry, WalkBuilder, WalkState};
 use tokio_util::sync::CancellationToken;
 
-use crate::tool::PathFilter;
+use crate::paths::PathFilter;
 
 /// A walker over `root` with the rules above. `.gitignore` counts outside git
 /// repositories too, as a user of these tools expects.

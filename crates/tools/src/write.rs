@@ -1,5 +1,6 @@
 //! Write: create or overwrite a file, atomically.
 
+use std::borrow::Cow;
 use std::io::Write as _;
 use std::path::Path;
 
@@ -38,18 +39,18 @@ pub(crate) struct WriteInput {
 }
 
 impl Tool for WriteTool {
-    fn name(&self) -> &'static str {
-        "Write"
+    fn name(&self) -> Cow<'static, str> {
+        "Write".into()
     }
 
-    fn description(&self) -> &'static str {
+    fn description(&self) -> Cow<'static, str> {
         "Writes a file to the local filesystem.\n\n\
 Usage:\n\
 - This tool will overwrite the existing file if there is one at the provided path.\n\
 - If this is an existing file, you MUST use the Read tool first to read the file's contents. This tool will fail if you did not read the file first.\n\
 - Parent directories are created as needed.\n\
 - ALWAYS prefer editing existing files with Edit. NEVER write new files unless explicitly required.\n\
-- The file_path parameter must be an absolute path, not a relative path"
+- The file_path parameter must be an absolute path, not a relative path".into()
     }
 
     fn input_schema(&self) -> Value {

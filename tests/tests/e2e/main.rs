@@ -14,6 +14,7 @@ mod exit_plan_mode_e2e;
 mod fault_matrix;
 mod fixtures_e2e;
 mod headless;
+mod import_circles;
 mod load;
 mod lossless_e2e;
 mod mcp_e2e;

@@ -19,6 +19,7 @@
 //!   client there is (see `replay`); each round trip as `[wall µs, CPU µs]`, in a JSON
 //!   list. The bench's reference for what sending those bytes costs any client.
 
+use std::borrow::Cow;
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::Arc;
@@ -293,11 +294,11 @@ fn glob_all(dir: &str, pattern: &str) -> Result<String> {
 struct SlowSafeTool;
 
 impl Tool for SlowSafeTool {
-    fn name(&self) -> &'static str {
-        "Sleep"
+    fn name(&self) -> Cow<'static, str> {
+        "Sleep".into()
     }
-    fn description(&self) -> &'static str {
-        "Waits 200 ms."
+    fn description(&self) -> Cow<'static, str> {
+        "Waits 200 ms.".into()
     }
     fn input_schema(&self) -> Value {
         json!({"type": "object", "properties": {}})

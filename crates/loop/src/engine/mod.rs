@@ -25,10 +25,10 @@ use gyre_tools::{CanUseTool, PermissionDenial, ToolContext, ToolRegistry};
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::agent_tool::SubagentEvents;
 use crate::compaction::{CompactionError, CompactionOutcome, ContextCompactor};
 use crate::conversation::Conversation;
 use crate::deps::QueryDeps;
+use crate::event::SubagentEvents;
 use crate::hooks::{StopHook, ToolHook};
 use crate::transcript::TranscriptStore;
 use denials::Denials;

@@ -16,10 +16,9 @@ use super::QueryEngine;
 use super::denials::Denials;
 use super::record::Recorder;
 use super::usage::UsageMeter;
-use crate::agent_tool::SubagentEvent;
 use crate::conversation::Conversation;
 use crate::deps::QueryDeps;
-use crate::event::{LoopEvent, SubagentProgress};
+use crate::event::{LoopEvent, SubagentEvent, SubagentProgress};
 use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
 

@@ -3,6 +3,7 @@
 //! error result when aborted.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -24,11 +25,11 @@ use serde_json::{Value, json};
 struct Barrier(tokio::sync::Barrier);
 
 impl Tool for Barrier {
-    fn name(&self) -> &'static str {
-        "Barrier"
+    fn name(&self) -> Cow<'static, str> {
+        "Barrier".into()
     }
-    fn description(&self) -> &'static str {
-        "waits for the others"
+    fn description(&self) -> Cow<'static, str> {
+        "waits for the others".into()
     }
     fn input_schema(&self) -> Value {
         json!({"type": "object"})
@@ -69,21 +70,26 @@ fn agent_call(id: &str, prompt: &str) -> ContentBlock {
     )
 }
 
-fn with_agents(
-    model: Arc<FakeModel>,
-    tools: ToolRegistry,
-) -> (gyre_loop::QueryParams, gyre_loop::SubagentEvents) {
-    let (tx, rx) = subagent_channel();
-    let setup = AgentSetup {
-        definitions: AgentCatalog::new(vec![general_purpose()]),
-        tools: tools.clone(),
-        deps: model.clone(),
+fn setup(model: Arc<FakeModel>, tools: ToolRegistry, definitions: AgentCatalog) -> AgentSetup {
+    AgentSetup {
+        definitions,
+        tools,
+        deps: model,
         can_use_tool: Arc::new(AllowAll),
         model: "fake-model".into(),
         max_turns: 10,
         session_id: "s".into(),
         sidechain_dir: None,
-    };
+    }
+}
+
+fn with_agents(
+    model: Arc<FakeModel>,
+    tools: ToolRegistry,
+) -> (gyre_loop::QueryParams, gyre_loop::SubagentEvents) {
+    let (tx, rx) = subagent_channel();
+    let catalog = AgentCatalog::new(vec![general_purpose()]);
+    let setup = setup(Arc::clone(&model), tools.clone(), catalog);
     let mut p = params(model);
     p.tools = Arc::new(tools.with(Arc::new(AgentTool::new(setup, tx))));
     (p, rx)
@@ -209,4 +215,20 @@ async fn an_aborted_sub_agent_ends_as_an_error_and_the_parent_ends() {
         matches!(newest, Some(SubagentState::Failed(_))),
         "{newest:?}"
     );
+}
+
+#[test]
+fn the_description_lists_agents_added_after_the_tool_was_made() {
+    let (tx, _rx) = subagent_channel();
+    let catalog = AgentCatalog::new(vec![general_purpose()]);
+    let agent = AgentTool::new(
+        setup(FakeModel::new([]), ToolRegistry::new(), catalog.clone()),
+        tx,
+    );
+    assert!(!agent.description().contains("- tester:"));
+    catalog.add(
+        gyre_loop::parse_agents_json(r#"{"tester": {"description": "runs tests", "prompt": "p"}}"#)
+            .unwrap(),
+    );
+    assert!(agent.description().contains("- tester: runs tests"));
 }

@@ -1,6 +1,7 @@
 //! Every transition and every terminal of the loop, driven through fakes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
 use crate::support::*;
@@ -596,11 +597,11 @@ async fn tools_run_even_when_the_client_streams_no_block_events() {
 struct Counting(Arc<std::sync::atomic::AtomicUsize>);
 
 impl gyre_tools::Tool for Counting {
-    fn name(&self) -> &'static str {
-        "Counting"
+    fn name(&self) -> Cow<'static, str> {
+        "Counting".into()
     }
-    fn description(&self) -> &'static str {
-        "Counts."
+    fn description(&self) -> Cow<'static, str> {
+        "Counts.".into()
     }
     fn input_schema(&self) -> serde_json::Value {
         json!({"type": "object"})

@@ -1,6 +1,7 @@
 //! The streaming executor on tokio's paused clock, with fake tools that sleep.
 #![allow(clippy::unwrap_used)] // test helpers outside #[test] fns may unwrap too
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -22,11 +23,11 @@ struct Sleeper {
 }
 
 impl Tool for Sleeper {
-    fn name(&self) -> &'static str {
-        self.name
+    fn name(&self) -> Cow<'static, str> {
+        self.name.into()
     }
-    fn description(&self) -> &'static str {
-        "sleeps"
+    fn description(&self) -> Cow<'static, str> {
+        "sleeps".into()
     }
     fn input_schema(&self) -> Value {
         json!({"type": "object"})

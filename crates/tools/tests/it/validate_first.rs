@@ -22,7 +22,7 @@ impl CanUseTool for Asked {
         _: &'a ToolCall,
         _: &'a ToolContext,
     ) -> BoxFuture<'a, PermissionDecision> {
-        self.0.lock().unwrap().push(tool.name().to_owned());
+        self.0.lock().unwrap().push(tool.name().into_owned());
         Box::pin(async { PermissionDecision::Allow })
     }
 }

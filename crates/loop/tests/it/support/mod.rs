@@ -1,6 +1,7 @@
 //! Fakes for the loop's seams: a scripted model, tools, a compactor, hooks.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -202,11 +203,11 @@ pub struct EchoTool {
 }
 
 impl Tool for EchoTool {
-    fn name(&self) -> &'static str {
-        self.name
+    fn name(&self) -> Cow<'static, str> {
+        self.name.into()
     }
-    fn description(&self) -> &'static str {
-        "Echoes its input."
+    fn description(&self) -> Cow<'static, str> {
+        "Echoes its input.".into()
     }
     fn input_schema(&self) -> Value {
         json!({"type": "object"})

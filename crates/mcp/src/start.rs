@@ -1,0 +1,107 @@
+//! Starting a connection: the MCP handshake every transport ends with, and why a start
+//! fails.
+
+use std::time::Duration;
+
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::RunningService;
+use rmcp::transport::IntoTransport;
+use rmcp::{RoleClient, ServiceExt};
+
+/// Why a server could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The stdio server's program could not be started.
+    #[error("could not start `{command}`: {source}")]
+    Spawn {
+        /// The program, as configured.
+        command: String,
+        /// The error of the spawn.
+        source: std::io::Error,
+    },
+    /// A configured HTTP header is not a valid header.
+    #[error("header {name:?}: {message}")]
+    Header {
+        /// The header's name.
+        name: String,
+        /// Why it cannot be sent.
+        message: String,
+    },
+    /// The MCP initialize exchange failed.
+    #[error("the MCP handshake failed: {message}{stderr}")]
+    Handshake {
+        /// The client's error.
+        message: String,
+        /// The tail of the server's stderr, if it wrote any.
+        stderr: String,
+    },
+    /// Listing the server's tools failed.
+    #[error("listing its tools failed: {0}")]
+    ListTools(String),
+    /// The server did not answer within the startup timeout.
+    #[error("no answer within {}s (raise MCP_TIMEOUT, in milliseconds){stderr}", timeout.as_secs_f64())]
+    Timeout {
+        /// How long it was given (`MCP_TIMEOUT`).
+        timeout: Duration,
+        /// The tail of the server's stderr, if it wrote any.
+        stderr: String,
+    },
+    /// An `sse` server's event stream could not be opened, or sent no `endpoint`.
+    #[error("the SSE connection failed: {0}")]
+    Sse(String),
+    /// An `sdk` server in a session without the SDK control protocol.
+    #[error(
+        "needs the SDK control protocol (mcp_message control requests), which this session does not carry"
+    )]
+    NeedsSdkControl,
+}
+
+/// The MCP handshake over `transport`, within `timeout`.
+pub(crate) async fn handshake<T, E, A>(
+    transport: T,
+    timeout: Duration,
+) -> Result<RunningService<RoleClient, ClientConfig>, StartError>
+where
+    T: IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    match tokio::time::timeout(timeout, client_config().serve(transport)).await {
+        Ok(Ok(service)) => Ok(service),
+        Ok(Err(e)) => Err(StartError::Handshake {
+            message: e.to_string(),
+            stderr: String::new(),
+        }),
+        Err(_) => Err(StartError::Timeout {
+            timeout,
+            stderr: String::new(),
+        }),
+    }
+}
+
+impl StartError {
+    /// The same error with the server's last stderr line.
+    pub(crate) fn with_stderr(self, note: String) -> Self {
+        match self {
+            Self::Handshake { message, .. } => Self::Handshake {
+                message,
+                stderr: note,
+            },
+            Self::Timeout { timeout, .. } => Self::Timeout {
+                timeout,
+                stderr: note,
+            },
+            other @ (Self::Spawn { .. }
+            | Self::Header { .. }
+            | Self::ListTools(_)
+            | Self::Sse(_)
+            | Self::NeedsSdkControl) => other,
+        }
+    }
+}
+
+fn client_config() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("gyre", env!("CARGO_PKG_VERSION")),
+    )
+}
