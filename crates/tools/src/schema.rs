@@ -254,8 +254,9 @@ fn issue(error: &ValidationError) -> Vec<String> {
         ValidationErrorKind::Enum { options } => {
             let names: Vec<String> = options.as_array().into_iter().flatten().map(text).collect();
             format!(
-                "The parameter `{field}` must be one of: {}",
-                names.join(", ")
+                "The parameter `{field}` must be one of: {} (got {})",
+                names.join(", "),
+                error.instance()
             )
         }
         _ if field.is_empty() => format!("The input is invalid: {error}"),
@@ -362,7 +363,9 @@ mod tests {
     fn rejects_unknown_fields_and_enum_values() {
         let issues = schema_issues(&schema(), &json!({"file_path": "/a", "x": 1, "mode": "c"}));
         assert!(issues.contains(&"An unexpected parameter `x` was provided".to_owned()));
-        assert!(issues.contains(&"The parameter `mode` must be one of: a, b".to_owned()));
+        assert!(
+            issues.contains(&"The parameter `mode` must be one of: a, b (got \"c\")".to_owned())
+        );
     }
 
     #[test]

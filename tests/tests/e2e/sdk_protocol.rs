@@ -979,11 +979,15 @@ fn structured_output_is_checked_against_the_whole_schema_and_the_model_told_what
     assert_eq!(result["type"], "tool_result");
     assert_eq!(result["is_error"], true, "{result}");
     let text = result["content"].to_string();
+    // Each field named, with what is wrong with it.
     assert!(
-        text.contains("/answer: 420 is greater than the maximum of 100"),
+        text.contains("`answer` is invalid: 420 is greater than the maximum of 100"),
         "{text}"
     );
-    assert!(text.contains("/unit: \\\"km\\\" is not one of"), "{text}");
+    assert!(
+        text.contains("`unit` must be one of: cm, m (got \\\"km\\\")"),
+        "{text}"
+    );
     assert_eq!(
         out.result().unwrap()["structured_output"],
         json!({"answer": 42, "unit": "m", "tags": ["x"]})
