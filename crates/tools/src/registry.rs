@@ -101,16 +101,21 @@ impl ToolRegistry {
     /// The tool called `name` (or answering to it as an alias), if it is on offer.
     #[must_use]
     pub fn get(&self, name: &str) -> Option<&Arc<dyn Tool>> {
-        self.get_checked(name).map(|(tool, _)| tool)
+        self.registered(name).map(|r| &r.tool)
     }
 
-    /// [`Self::get`] with the check of the tool's input schema, compiled once per tool.
-    pub(crate) fn get_checked(&self, name: &str) -> Option<(&Arc<dyn Tool>, &InputCheck)> {
-        let registered = self
-            .tools
+    fn registered(&self, name: &str) -> Option<&Registered> {
+        self.tools
             .iter()
             .filter(|t| t.tool.is_enabled())
-            .find(|t| t.tool.name() == name || t.tool.aliases().contains(&name))?;
+            .find(|t| t.tool.name() == name || t.tool.aliases().contains(&name))
+    }
+
+    /// [`Self::get`] with the check of the tool's input schema, compiled at the tool's
+    /// first call (not at a lookup: compiling loads the JSON Schema meta-schemas, about
+    /// 2 MiB a session that calls no tool does not need).
+    pub(crate) fn get_checked(&self, name: &str) -> Option<(&Arc<dyn Tool>, &InputCheck)> {
+        let registered = self.registered(name)?;
         let check = registered
             .check
             .get_or_init(|| InputCheck::new(registered.tool.input_schema()));
