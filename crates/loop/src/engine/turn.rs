@@ -103,9 +103,6 @@ struct Ledger<'a> {
     usage: &'a UsageMeter,
     denials: &'a mut Denials,
     max_budget_usd: Option<f64>,
-    /// The model when the turn began, for a transcript whose first line this would be
-    /// (the prompt always is: later lines do not name a model).
-    model: String,
 }
 
 fn millis(since: Instant) -> u64 {
@@ -178,7 +175,6 @@ impl QueryEngine {
             usage: &self.usage,
             denials: &mut self.denials,
             max_budget_usd: self.config.max_budget_usd,
-            model: self.conversation.model().to_owned(),
         };
         let params = QueryParams {
             conversation: &mut self.conversation,
@@ -220,7 +216,7 @@ impl Ledger<'_> {
     fn record(&mut self, message: Message, is_meta: bool) -> EngineEvent {
         let uuid = self
             .recorder
-            .message(self.deps, &message, is_meta, &self.model);
+            .message(self.deps, &message, is_meta, &self.usage.model());
         EngineEvent::Message {
             uuid,
             message,
@@ -269,7 +265,6 @@ impl Ledger<'_> {
             // The conversation switched its model itself.
             LoopEvent::Fallback { ref fallback, .. } => {
                 self.usage.set_model(fallback);
-                self.model.clone_from(fallback);
             }
             LoopEvent::Stream(_)
             | LoopEvent::ToolStarted { .. }
