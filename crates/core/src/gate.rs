@@ -1,7 +1,7 @@
 //! The session's gate around each tool call: PreToolUse hooks, then the permission
-//! policy, then — for an "ask" — the SDK's `can_use_tool` (with
-//! `--permission-prompt-tool stdio`) or the terminal prompt; PostToolUse and Stop hooks
-//! after. One object, so a permission mode set over the control protocol and hooks
+//! policy, then — for an "ask" — an [`ApprovalRequest`](crate::approvals::ApprovalRequest)
+//! event the front-end answers (the terminal's question, or the SDK's `can_use_tool`
+//! with `--permission-prompt-tool stdio`); PostToolUse and Stop hooks after. One object, so a permission mode set over the control protocol and hooks
 //! registered in `initialize` apply to the running session.
 
 use std::collections::HashMap;
@@ -15,11 +15,12 @@ use gyre_loop::{
 use gyre_protocol::{ContentBlock, Message, Role};
 use gyre_tools::{
     BoxFuture, CanUseTool, InputDecision, ModeHandle, PermissionDecision, PermissionMode,
-    PermissionPrompt, Permissions, RuleError, Tool, ToolCall, ToolCallOutcome, ToolContext,
+    Permissions, RuleError, Tool, ToolCall, ToolCallOutcome, ToolContext,
 };
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::approvals::{Approval, Approvals, PermissionUpdate, Question, RuleBehavior};
 use crate::auto_mode::{Judge, Verdict};
 use crate::client::ClientChannel;
 use crate::hooks::{HookEvent, HookEventSink, Hooks};
@@ -53,9 +54,6 @@ pub enum GateError {
     /// A malformed permission rule.
     #[error(transparent)]
     Rule(#[from] RuleError),
-    /// A permission update `addRules` whose `behavior` is not allow, deny or ask.
-    #[error("addRules with behavior {0:?}")]
-    AddRulesBehavior(Option<String>),
     /// A switch to bypassPermissions in a session not started to allow it.
     #[error(
         "this session may not switch to bypassPermissions: start gyre with --allow-dangerously-skip-permissions (or in that mode) to allow it"
@@ -126,12 +124,12 @@ struct Policy {
 
 /// See the module docs.
 pub struct Gate {
-    prompt: Option<Arc<dyn PermissionPrompt>>,
     /// The mode every policy this gate builds reads, shared with ExitPlanMode.
     mode: ModeHandle,
     policy: RwLock<Policy>,
     hooks: RwLock<Hooks>,
-    sdk_prompt: OnceLock<ClientChannel>,
+    /// Where questions go; none: an "ask" is a denial that says which rule would allow.
+    approvals: OnceLock<Arc<Approvals>>,
     interrupt: OnceLock<InterruptHandle>,
     /// A hook's `continue: false`, waiting for the end of the tool round.
     stop: Mutex<Option<String>>,
@@ -160,17 +158,11 @@ impl std::fmt::Debug for Gate {
 impl Gate {
     /// # Errors
     /// [`GateError::Rule`] for a malformed rule.
-    pub fn new(
-        mode: ModeName,
-        rules: Rules,
-        prompt: Option<Arc<dyn PermissionPrompt>>,
-        hooks: Hooks,
-    ) -> Result<Self, GateError> {
+    pub fn new(mode: ModeName, rules: Rules, hooks: Hooks) -> Result<Self, GateError> {
         let handle = ModeHandle::default();
-        let permissions = Arc::new(build_permissions(&mode, &rules, prompt.as_ref(), &handle)?);
+        let permissions = Arc::new(build_permissions(&mode, &rules, &handle)?);
         let bypass_allowed = mode.mode == PermissionMode::BypassPermissions;
         Ok(Self {
-            prompt,
             mode: handle,
             policy: RwLock::new(Policy {
                 mode,
@@ -178,7 +170,7 @@ impl Gate {
                 permissions,
             }),
             hooks: RwLock::new(hooks),
-            sdk_prompt: OnceLock::new(),
+            approvals: OnceLock::new(),
             interrupt: OnceLock::new(),
             stop: Mutex::new(None),
             pre_tool_context: Mutex::new(HashMap::new()),
@@ -260,67 +252,40 @@ impl Gate {
             return Err(GateError::BypassNotAllowed);
         }
         next.permissions = Arc::new(
-            build_permissions(&next.mode, &next.rules, self.prompt.as_ref(), &self.mode)?
+            build_permissions(&next.mode, &next.rules, &self.mode)?
                 .keeping_answers_of(&policy.permissions),
         );
         *policy = next;
         Ok(())
     }
 
-    /// A `can_use_tool` answer's `updatedPermissions`: `addRules` (allow, deny or ask)
-    /// and `setMode` apply to the rest of the session; other kinds are logged and
-    /// skipped.
+    /// An answer's permission updates (the SDK's `updatedPermissions`, the terminal's
+    /// "always"): rules added and the mode set for the rest of the session.
     ///
     /// # Errors
-    /// A [`GateError`]: a malformed rule, an unknown mode or `addRules` behavior;
-    /// nothing is applied then.
-    pub fn apply_updates(&self, updates: &[Value]) -> Result<(), GateError> {
+    /// A [`GateError`]: a malformed rule or an unknown mode; nothing is applied then.
+    pub fn apply_updates(&self, updates: &[PermissionUpdate]) -> Result<(), GateError> {
         self.rebuild(|policy| {
             for update in updates {
-                let kind = update.get("type").and_then(Value::as_str).unwrap_or("");
-                match kind {
-                    "addRules" => {
-                        let list = match update.get("behavior").and_then(Value::as_str) {
-                            Some("allow") => &mut policy.rules.allow,
-                            Some("deny") => &mut policy.rules.deny,
-                            Some("ask") => &mut policy.rules.ask,
-                            other => {
-                                return Err(GateError::AddRulesBehavior(other.map(str::to_owned)));
-                            }
+                match update {
+                    PermissionUpdate::AddRules { behavior, rules } => {
+                        let list = match behavior {
+                            RuleBehavior::Allow => &mut policy.rules.allow,
+                            RuleBehavior::Deny => &mut policy.rules.deny,
+                            RuleBehavior::Ask => &mut policy.rules.ask,
                         };
-                        for rule in update
-                            .get("rules")
-                            .and_then(Value::as_array)
-                            .into_iter()
-                            .flatten()
-                        {
-                            let tool = rule.get("toolName").and_then(Value::as_str).unwrap_or("");
-                            list.push(match rule.get("ruleContent").and_then(Value::as_str) {
-                                Some(content) => format!("{tool}({content})"),
-                                None => tool.to_owned(),
-                            });
-                        }
+                        list.extend(rules.iter().map(ToString::to_string));
                     }
-                    "setMode" => {
-                        policy.mode = update
-                            .get("mode")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .parse()?;
-                    }
-                    other => tracing::warn!(
-                        kind = other,
-                        "permission update not supported by gyre; skipped"
-                    ),
+                    PermissionUpdate::SetMode(mode) => policy.mode = mode.parse()?,
                 }
             }
             Ok(())
         })
     }
 
-    /// Permission questions go to the SDK as `can_use_tool` requests.
-    pub fn ask_over(&self, channel: ClientChannel) {
-        let _ = self.sdk_prompt.set(channel);
+    /// Permission questions go to `approvals` as events (without: an "ask" is a denial).
+    pub fn ask_through(&self, approvals: Arc<Approvals>) {
+        let _ = self.approvals.set(approvals);
     }
 
     /// `--json-schema`: a turn may not end before the StructuredOutput tool filled `slot`.
@@ -345,7 +310,7 @@ impl Gate {
         }
     }
 
-    /// The engine's interrupt, for a `can_use_tool` denial with `interrupt: true`.
+    /// The engine's interrupt, for a denial that also ends the turn.
     pub fn set_interrupt(&self, handle: InterruptHandle) {
         let _ = self.interrupt.set(handle);
     }
@@ -462,114 +427,61 @@ impl Gate {
                 ),
             });
         }
-        match self.sdk_prompt.get() {
-            Some(channel) => {
-                let answer = self.ask_sdk(channel, tool, call, ctx, &reason).await;
-                InputDecision {
-                    updated_input: answer.updated_input.or(updated),
-                    ..answer
-                }
-            }
-            None => InputDecision {
+        let Some(approvals) = self.approvals.get() else {
+            return InputDecision {
                 decision: permissions.can_use_tool(tool, call, ctx).await,
                 updated_input: updated,
-            },
-        }
-    }
-
-    async fn ask_sdk(
-        &self,
-        channel: &ClientChannel,
-        tool: &dyn Tool,
-        call: &ToolCall,
-        ctx: &ToolContext,
-        reason: &str,
-    ) -> InputDecision {
-        let deny = |reason| InputDecision {
-            decision: PermissionDecision::Deny { reason },
-            updated_input: None,
+            };
         };
-        let request = json!({
-            "subtype": "can_use_tool",
-            "tool_name": call.name,
-            "input": call.input,
-            "permission_suggestions": [suggestion(tool, call, ctx)],
-            "tool_use_id": call.id,
-            "decision_reason": reason,
-        });
-        let answer = match channel.request(request, &ctx.cancel).await {
-            Ok(answer) => answer,
-            Err(e) => {
-                return deny(format!(
-                    "Permission to use {} could not be asked: {e}",
-                    call.name
-                ));
-            }
+        let question = Question {
+            tool: call.name.clone(),
+            input: call.input.clone(),
+            tool_use_id: call.id.clone(),
+            reason,
+            always: gyre_tools::always_rule(tool, call, ctx),
         };
-        match answer.get("behavior").and_then(Value::as_str) {
-            Some("allow") => {
-                if let Some(updates) = answer.get("updatedPermissions").and_then(Value::as_array)
-                    && let Err(e) = self.apply_updates(updates)
-                {
-                    eprintln!("gyre: the SDK's updatedPermissions were not applied: {e}");
+        match approvals.ask(question, &ctx.cancel).await {
+            Approval::Allow {
+                updated_input,
+                updates,
+            } => {
+                if let Err(e) = self.apply_updates(&updates) {
+                    tracing::warn!("the answer's permission updates were not applied: {e}");
+                    eprintln!("gyre: the answer's permission updates were not applied: {e}");
                 }
                 InputDecision {
                     decision: PermissionDecision::Allow,
-                    // The SDK echoes the input when the callback kept it.
-                    updated_input: answer
-                        .get("updatedInput")
-                        .filter(|u| u.is_object() && *u != &call.input)
-                        .cloned(),
+                    // An SDK echoes the input when its callback kept it.
+                    updated_input: updated_input
+                        .filter(|u| u.is_object() && *u != call.input)
+                        .or(updated),
                 }
             }
-            Some("deny") => {
-                if answer.get("interrupt") == Some(&Value::Bool(true))
-                    && let Some(handle) = self.interrupt.get()
-                {
+            Approval::Deny { message, interrupt } => {
+                if interrupt && let Some(handle) = self.interrupt.get() {
                     handle.interrupt();
                 }
-                let message = answer
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .filter(|m| !m.is_empty())
-                    .map_or_else(
-                        || format!("The user denied permission to use {}.", call.name),
-                        str::to_owned,
-                    );
-                deny(message)
+                let reason = message.filter(|m| !m.is_empty()).unwrap_or_else(|| {
+                    format!(
+                        "The user denied permission to use {}. Do not retry it; ask the user how to proceed.",
+                        call.name
+                    )
+                });
+                keep(PermissionDecision::Deny { reason })
             }
-            other => deny(format!(
-                "Permission to use {} was not granted: the SDK answered behavior {other:?}, expected allow or deny",
-                call.name
-            )),
         }
     }
-}
-
-/// The update an "allow always" would make, for the rest of the session: the rule the
-/// terminal's question offers ([`gyre_tools::always_rule`]), never a bare `Edit` that
-/// would allow edits anywhere.
-fn suggestion(tool: &dyn Tool, call: &ToolCall, ctx: &ToolContext) -> Value {
-    let always = gyre_tools::always_rule(tool, call, ctx);
-    let mut rule = json!({ "toolName": always.tool });
-    if let Some(content) = always.specifier {
-        rule["ruleContent"] = json!(content);
-    }
-    json!({ "type": "addRules", "rules": [rule], "behavior": "allow", "destination": "session" })
 }
 
 fn build_permissions(
     mode: &ModeName,
     rules: &Rules,
-    prompt: Option<&Arc<dyn PermissionPrompt>>,
     handle: &ModeHandle,
 ) -> Result<Permissions, RuleError> {
-    let permissions = Permissions::from_rules(mode.mode, &rules.allow, &rules.ask, &rules.deny)?
-        .with_mode_handle(handle.clone());
-    Ok(match prompt {
-        Some(p) => permissions.with_prompt(Arc::clone(p)),
-        None => permissions,
-    })
+    Ok(
+        Permissions::from_rules(mode.mode, &rules.allow, &rules.ask, &rules.deny)?
+            .with_mode_handle(handle.clone()),
+    )
 }
 
 impl CanUseTool for Gate {
@@ -775,21 +687,23 @@ mod tests {
         Gate::new(
             "default".parse().unwrap(),
             Rules::default(),
-            None,
             Hooks::default(),
         )
         .unwrap()
     }
 
+    fn deny_rm() -> PermissionUpdate {
+        PermissionUpdate::AddRules {
+            behavior: RuleBehavior::Deny,
+            rules: vec!["Bash(rm:*)".parse().unwrap()],
+        }
+    }
+
     #[test]
     fn permission_updates_add_rules_and_set_the_mode_or_change_nothing() {
         let g = gate();
-        g.apply_updates(&[
-            json!({"type": "addRules", "behavior": "deny", "destination": "session",
-                "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}]}),
-            json!({"type": "setMode", "mode": "acceptEdits", "destination": "session"}),
-        ])
-        .unwrap();
+        g.apply_updates(&[deny_rm(), PermissionUpdate::SetMode("acceptEdits".into())])
+            .unwrap();
         assert_eq!(g.mode_name(), "acceptEdits");
         let deny: Vec<String> = g
             .permissions()
@@ -800,49 +714,44 @@ mod tests {
         assert_eq!(deny, ["Bash(rm:*)"]);
         let err = g
             .apply_updates(&[
-                json!({"type": "setMode", "mode": "plan"}),
-                json!({"type": "addRules", "behavior": "maybe", "rules": []}),
+                PermissionUpdate::SetMode("plan".into()),
+                PermissionUpdate::SetMode("sideways".into()),
             ])
             .unwrap_err();
-        assert_eq!(err, GateError::AddRulesBehavior(Some("maybe".to_owned())));
-        assert!(err.to_string().contains("maybe"), "{err}");
+        assert!(err.to_string().contains("sideways"), "{err}");
         assert_eq!(g.mode_name(), "acceptEdits", "a bad update applies nothing");
     }
 
     /// Answers every question "allow always", counting them.
-    struct Always(std::sync::atomic::AtomicUsize);
-
-    impl PermissionPrompt for Always {
-        fn ask<'a>(
-            &'a self,
-            _tool: &'a dyn Tool,
-            _call: &'a ToolCall,
-            _reason: &'a str,
-            _always: &'a gyre_tools::PermissionRule,
-        ) -> BoxFuture<'a, gyre_tools::PromptAnswer> {
-            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            Box::pin(async { gyre_tools::PromptAnswer::AllowAlways })
-        }
+    fn answer_always(
+        approvals: &Arc<Approvals>,
+        mut questions: crate::approvals::ApprovalRequests,
+    ) -> Arc<std::sync::atomic::AtomicUsize> {
+        let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (approvals, count) = (Arc::clone(approvals), Arc::clone(&asked));
+        tokio::spawn(async move {
+            while let Some(request) = questions.recv().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                approvals.answer(request.id, Approval::always(&request));
+            }
+        });
+        asked
     }
 
-    /// The REPL's "allow for this session" lives in the policy, which a mode change
+    /// The terminal's "allow for this session" lives in the policy, which a mode change
     /// (Shift+Tab, `set_permission_mode`) and `addRules` rebuild: the answer must stay.
     #[tokio::test]
     async fn a_session_answer_survives_mode_changes_and_added_rules() {
-        let prompt = Arc::new(Always(std::sync::atomic::AtomicUsize::new(0)));
-        let g = Gate::new(
-            "default".parse().unwrap(),
-            Rules::default(),
-            Some(Arc::clone(&prompt) as Arc<dyn PermissionPrompt>),
-            Hooks::default(),
-        )
-        .unwrap();
+        let g = gate();
+        let (approvals, questions) = Approvals::channel();
+        g.ask_through(Arc::clone(&approvals));
+        let asked = answer_always(&approvals, questions);
         let work = tempfile::tempdir().unwrap();
         let ctx = ToolContext::new(work.path().to_path_buf());
         let registry = gyre_tools::ToolRegistry::with_default_tools();
         let bash = registry.get("Bash").unwrap();
         let call = ToolCall::new("toolu_1", "Bash", json!({"command": "make test"}));
-        let asked = || prompt.0.load(std::sync::atomic::Ordering::SeqCst);
+        let asked = || asked.load(std::sync::atomic::Ordering::SeqCst);
         assert_eq!(
             g.can_use_tool(bash.as_ref(), &call, &ctx).await,
             PermissionDecision::Allow
@@ -850,9 +759,7 @@ mod tests {
         assert_eq!(asked(), 1);
         g.set_mode("acceptEdits").unwrap();
         g.set_mode("default").unwrap();
-        g.apply_updates(&[json!({"type": "addRules", "behavior": "deny",
-            "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}]})])
-            .unwrap();
+        g.apply_updates(&[deny_rm()]).unwrap();
         assert_eq!(
             g.can_use_tool(bash.as_ref(), &call, &ctx).await,
             PermissionDecision::Allow
@@ -860,25 +767,49 @@ mod tests {
         assert_eq!(asked(), 1, "the session answer was kept");
     }
 
-    #[test]
-    fn the_sdks_always_suggestion_is_as_narrow_as_the_question() {
+    #[tokio::test]
+    async fn a_denial_says_why_and_may_end_the_turn() {
+        let g = gate();
+        let (approvals, mut questions) = Approvals::channel();
+        g.ask_through(Arc::clone(&approvals));
+        let interrupt = InterruptHandle::default();
+        g.set_interrupt(interrupt.clone());
         let work = tempfile::tempdir().unwrap();
-        let ctx = ToolContext::new(work.path().canonicalize().unwrap());
+        let ctx = ToolContext::new(work.path().to_path_buf());
         let registry = gyre_tools::ToolRegistry::with_default_tools();
-        let edit = registry.get("Edit").unwrap();
-        let call = ToolCall::new("t", "Edit", json!({"file_path": "a.rs"}));
-        let rule = &suggestion(edit.as_ref(), &call, &ctx)["rules"][0];
-        assert_eq!(rule["toolName"], "Edit");
-        assert_eq!(
-            rule["ruleContent"],
-            format!("/{}/**", work.path().canonicalize().unwrap().display())
-        );
         let bash = registry.get("Bash").unwrap();
-        let call = ToolCall::new("t", "Bash", json!({"command": " ls -la "}));
+        let call = ToolCall::new("toolu_1", "Bash", json!({"command": "make test"}));
+        let answering = {
+            let approvals = Arc::clone(&approvals);
+            tokio::spawn(async move {
+                let request = questions.recv().await.unwrap();
+                assert_eq!(request.question.tool_use_id, "toolu_1");
+                assert_eq!(request.question.always.to_string(), "Bash(make test)");
+                approvals.answer(request.id, Approval::deny());
+                let request = questions.recv().await.unwrap();
+                approvals.answer(
+                    request.id,
+                    Approval::Deny {
+                        message: Some("not now".into()),
+                        interrupt: true,
+                    },
+                );
+            })
+        };
+        let PermissionDecision::Deny { reason } = g.can_use_tool(bash.as_ref(), &call, &ctx).await
+        else {
+            panic!("allowed")
+        };
+        assert!(reason.contains("denied permission to use Bash"), "{reason}");
+        assert!(!interrupt.is_interrupted());
         assert_eq!(
-            suggestion(bash.as_ref(), &call, &ctx)["rules"][0],
-            json!({"toolName": "Bash", "ruleContent": "ls -la"})
+            g.can_use_tool(bash.as_ref(), &call, &ctx).await,
+            PermissionDecision::Deny {
+                reason: "not now".into()
+            }
         );
+        assert!(interrupt.is_interrupted());
+        answering.await.unwrap();
     }
 
     #[test]
@@ -889,7 +820,7 @@ mod tests {
             err.to_string()
                 .contains("--allow-dangerously-skip-permissions")
         );
-        let update = json!({"type": "setMode", "mode": "bypassPermissions"});
+        let update = PermissionUpdate::SetMode("bypassPermissions".into());
         assert_eq!(
             gate()
                 .apply_updates(std::slice::from_ref(&update))
@@ -903,7 +834,6 @@ mod tests {
         let started = Gate::new(
             "bypassPermissions".parse().unwrap(),
             Rules::default(),
-            None,
             Hooks::default(),
         )
         .unwrap();

@@ -17,7 +17,7 @@ use gyre_loop::{
 use gyre_mcp::McpServers;
 use gyre_protocol::{CacheControl, SystemBlock};
 use gyre_tools::plan::ExitPlanModeTool;
-use gyre_tools::{PermissionMode, PermissionPrompt, ToolContext, ToolRegistry};
+use gyre_tools::{PermissionMode, ToolContext, ToolRegistry};
 
 use crate::env::Environment;
 use crate::error::CoreError;
@@ -128,7 +128,6 @@ pub fn build(
     settings: &Settings,
     interactive: bool,
     env: &Environment,
-    prompt: Option<Arc<dyn PermissionPrompt>>,
     mcp: McpServers,
 ) -> Result<Session, CoreError> {
     let cli = options;
@@ -269,7 +268,6 @@ pub fn build(
                 ask,
                 deny: deny_rules.clone(),
             },
-            prompt.filter(|_| interactive),
             hooks,
         )
         .map_err(|e| CoreError::Invalid(e.to_string()))?

@@ -276,8 +276,8 @@ impl ControlRequest {
     }
 }
 
-/// The requests gyre sends the SDK, by `subtype`. gyre-core builds them (as JSON);
-/// they are read into this type before they are written.
+/// The requests gyre sends the SDK, by `subtype`. gyre-core builds the hook and MCP
+/// ones (as JSON); they are read into this type before they are written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum ClientRequest {
@@ -285,7 +285,7 @@ pub enum ClientRequest {
     CanUseTool {
         tool_name: String,
         input: Value,
-        permission_suggestions: Vec<Value>,
+        permission_suggestions: Vec<crate::permission::WireUpdate>,
         tool_use_id: String,
         decision_reason: String,
     },

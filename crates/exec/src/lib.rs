@@ -4,6 +4,7 @@
 
 mod control;
 mod headless;
+mod permission;
 mod sdk;
 mod stream_json;
 
@@ -159,8 +160,7 @@ pub async fn run(
         sdk_channel.as_ref(),
     )
     .await?;
-    let mut session =
-        gyre_core::session::build(session_options, cwd, settings, false, env, None, mcp)?;
+    let mut session = gyre_core::session::build(session_options, cwd, settings, false, env, mcp)?;
     let interrupt = session.engine.interrupt_handle();
     let ctrl_c = tokio_util::sync::CancellationToken::new();
     {

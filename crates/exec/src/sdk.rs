@@ -528,7 +528,9 @@ pub async fn run(
     let shared = Arc::new(Mutex::new(Shared::default()));
     let default_model = session.engine.model().to_owned();
     if ask_over_stdio {
-        session.gate.ask_over(channel.client());
+        let (approvals, questions) = gyre_core::approvals::Approvals::channel();
+        session.gate.ask_through(Arc::clone(&approvals));
+        crate::permission::forward(approvals, questions, channel.clone());
     }
     let (turns_tx, mut turns_rx) = mpsc::unbounded_channel();
     let dispatcher = Dispatcher {

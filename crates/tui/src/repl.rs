@@ -31,7 +31,6 @@ use crossterm::event::{Event, EventStream, KeyCode, KeyEvent, KeyEventKind, KeyM
 use futures::StreamExt;
 use gyre_loop::{EngineEvent, JsonlTranscript, LoopEvent};
 use gyre_protocol::ContentBlock;
-use gyre_tools::PromptAnswer;
 use gyre_tools::background::ShellTable;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
@@ -45,7 +44,7 @@ use self::style::{Palette, PaletteSpans};
 use self::turn::{Folded, TurnView, expanded};
 use self::ui::Ui;
 use self::view::{Choice, PlanChoice, QuestionView, ShellsView, StatusLine, View};
-use gyre_core::approvals::{ApprovalRequests, Approvals};
+use gyre_core::approvals::{Approval, ApprovalRequests, Approvals};
 use gyre_core::facts::SessionFacts;
 use gyre_core::gate::Gate;
 use gyre_core::session::{self, Session};
@@ -111,9 +110,9 @@ pub async fn run(
     let history = HistoryFile::new(session::gyre_home().join("history"));
     // Permission questions come as events; the UI loop answers them by id.
     let (approvals, questions) = Approvals::channel();
-    let prompt = Arc::clone(&approvals) as Arc<dyn gyre_tools::PermissionPrompt>;
     let mcp = gyre_core::mcp_config::start(options, cwd, &session::gyre_home(), env).await?;
-    let session = session::build(options, cwd, settings, true, env, Some(prompt), mcp)?;
+    let session = session::build(options, cwd, settings, true, env, mcp)?;
+    session.gate.ask_through(Arc::clone(&approvals));
     // auto mode's verdicts go into the scrollback, not onto stderr under the UI.
     let (verdicts_tx, verdicts) = mpsc::unbounded_channel();
     session.gate.report_verdicts_to(Arc::new(move |line: &str| {
@@ -396,16 +395,16 @@ impl Front {
         let (answer, note) = match choice {
             PlanChoice::AutoAccept => match self.gate.set_mode("acceptEdits") {
                 Ok(()) => (
-                    PromptAnswer::AllowOnce,
+                    Approval::once(),
                     p.dim("  ? plan approved · edits are auto-accepted (acceptEdits mode)"),
                 ),
                 Err(e) => (
-                    PromptAnswer::AllowOnce,
+                    Approval::once(),
                     p.red(format!("  ? plan approved; acceptEdits refused: {e}")),
                 ),
             },
             PlanChoice::Manual => (
-                PromptAnswer::AllowOnce,
+                Approval::once(),
                 p.dim("  ? plan approved · edits ask first (default mode)"),
             ),
             PlanChoice::KeepPlanning => {
@@ -415,11 +414,14 @@ impl Front {
                     feedback
                 };
                 let note = p.dim(format!("  ? keep planning: {feedback}"));
-                (PromptAnswer::DenyWithFeedback(feedback), note)
+                (
+                    Approval::rejected(&question.request.question.tool, &feedback),
+                    note,
+                )
             }
         };
         // The tool waits on this; if it is gone (the turn ended) nobody is told.
-        self.approvals.answer(question.id, answer);
+        self.approvals.answer(question.request.id, answer);
         self.print(&[note.into()])
     }
 
@@ -683,9 +685,9 @@ impl Front {
         let p = self.palette;
         let QuestionView { rule, .. } = &question.view;
         let (answer, note) = match choice {
-            Choice::Once => (PromptAnswer::AllowOnce, p.dim("  ? allowed once")),
+            Choice::Once => (Approval::once(), p.dim("  ? allowed once")),
             Choice::Session => (
-                PromptAnswer::AllowAlways,
+                Approval::always(&question.request),
                 p.dim(format!("  ? allowed for this session: {rule}")),
             ),
             Choice::Save => match gyre_core::folder_rules::save_allow_rule(
@@ -694,21 +696,21 @@ impl Front {
                 rule,
             ) {
                 Ok(path) => (
-                    PromptAnswer::AllowAlways,
+                    Approval::always(&question.request),
                     p.dim(format!(
                         "  ? always allowed in this folder: {rule} (saved in {})",
                         path.display()
                     )),
                 ),
                 Err(e) => (
-                    PromptAnswer::AllowAlways,
+                    Approval::always(&question.request),
                     p.red(format!("  ? allowed for this session; not saved: {e:#}")),
                 ),
             },
-            Choice::Deny => (PromptAnswer::Deny, p.dim("  ? denied")),
+            Choice::Deny => (Approval::deny(), p.dim("  ? denied")),
         };
         // The tool waits on this; if it is gone (the turn ended) nobody is told.
-        self.approvals.answer(question.id, answer);
+        self.approvals.answer(question.request.id, answer);
         self.print(&[note.into()])
     }
 }
@@ -1029,7 +1031,9 @@ impl Repl {
         }
         // A question left on screen (the user quit) is answered no.
         if let Some(question) = front.question.take() {
-            front.approvals.answer(question.id, PromptAnswer::Deny);
+            front
+                .approvals
+                .answer(question.request.id, Approval::deny());
         }
         front.approvals.withdraw_all();
         while front.questions.try_recv().is_ok() {}

@@ -73,6 +73,12 @@ impl InterruptHandle {
         }
     }
 
+    /// Whether the turn in flight (or the last one) was interrupted.
+    #[must_use]
+    pub fn is_interrupted(&self) -> bool {
+        self.current.lock().is_ok_and(|token| token.is_cancelled())
+    }
+
     fn fresh(&self) -> CancellationToken {
         let token = CancellationToken::new();
         if let Ok(mut current) = self.current.lock() {

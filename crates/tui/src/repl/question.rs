@@ -18,7 +18,8 @@ use gyre_term::tool_line::call_summary;
 #[derive(Debug)]
 pub struct Question {
     pub view: QuestionView,
-    pub id: u64,
+    /// What is asked; the answer goes back under its id.
+    pub request: ApprovalRequest,
 }
 
 impl Question {
@@ -27,19 +28,19 @@ impl Question {
     pub fn of(request: &ApprovalRequest, palette: Palette, cwd: &Path) -> Self {
         Self {
             view: view(request, palette, cwd),
-            id: request.id,
+            request: request.clone(),
         }
     }
 }
 
 fn view(request: &ApprovalRequest, palette: Palette, cwd: &Path) -> QuestionView {
-    let ApprovalRequest {
+    let gyre_core::approvals::Question {
         tool: name,
         input,
         reason,
         always,
         ..
-    } = request;
+    } = &request.question;
     let name = name.as_str();
     if name == "ExitPlanMode" {
         let plan = input

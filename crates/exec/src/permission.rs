@@ -1,0 +1,276 @@
+//! `--permission-prompt-tool stdio`: the session's permission questions
+//! ([`ApprovalRequest`] events) go to the SDK as `can_use_tool` requests, and its
+//! `PermissionResult` answers them.
+
+use std::sync::Arc;
+
+use gyre_core::approvals::{
+    Approval, ApprovalRequest, ApprovalRequests, Approvals, PermissionUpdate, RuleBehavior,
+};
+use gyre_tools::PermissionRule;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::control::{ClientRequest, ControlChannel};
+
+/// A permission update on the wire (`PermissionUpdate` in the SDKs' types): what a
+/// suggestion offers and what an answer's `updatedPermissions` carry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum WireUpdate {
+    AddRules {
+        rules: Vec<WireRule>,
+        behavior: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        destination: Option<String>,
+    },
+    SetMode {
+        mode: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        destination: Option<String>,
+    },
+    /// `replaceRules`, `removeRules`, `addDirectories`, …: not supported; skipped.
+    #[serde(other)]
+    Other,
+}
+
+/// `{"toolName": "Bash", "ruleContent": "npm test"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireRule {
+    pub tool_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_content: Option<String>,
+}
+
+impl From<&PermissionRule> for WireRule {
+    fn from(rule: &PermissionRule) -> Self {
+        Self {
+            tool_name: rule.tool.clone(),
+            rule_content: rule.specifier.clone(),
+        }
+    }
+}
+
+/// The SDK's answer to `can_use_tool`.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(tag = "behavior", rename_all = "lowercase")]
+enum PermissionResult {
+    #[serde(rename_all = "camelCase")]
+    Allow {
+        #[serde(default)]
+        updated_input: Option<Value>,
+        #[serde(default)]
+        updated_permissions: Vec<WireUpdate>,
+    },
+    Deny {
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default)]
+        interrupt: bool,
+    },
+}
+
+/// The "always" an SDK may offer its user: `request`'s rule, for this session.
+fn suggestion(request: &ApprovalRequest) -> WireUpdate {
+    WireUpdate::AddRules {
+        rules: vec![WireRule::from(&request.question.always)],
+        behavior: "allow".to_owned(),
+        destination: Some("session".to_owned()),
+    }
+}
+
+/// Reads wire updates into the session's; one malformed update rejects them all.
+///
+/// # Errors
+/// What was wrong: an `addRules` behavior other than allow, ask or deny, or a rule
+/// that does not parse.
+pub fn updates(wire: &[WireUpdate]) -> Result<Vec<PermissionUpdate>, String> {
+    let mut updates = Vec::new();
+    for update in wire {
+        match update {
+            WireUpdate::AddRules {
+                rules, behavior, ..
+            } => {
+                let behavior = match behavior.as_str() {
+                    "allow" => RuleBehavior::Allow,
+                    "ask" => RuleBehavior::Ask,
+                    "deny" => RuleBehavior::Deny,
+                    other => return Err(format!("addRules with behavior {other:?}")),
+                };
+                let rules = rules
+                    .iter()
+                    .map(|r| match &r.rule_content {
+                        Some(content) => format!("{}({content})", r.tool_name).parse(),
+                        None => r.tool_name.parse(),
+                    })
+                    .collect::<Result<Vec<PermissionRule>, _>>()
+                    .map_err(|e| e.to_string())?;
+                updates.push(PermissionUpdate::AddRules { behavior, rules });
+            }
+            WireUpdate::SetMode { mode, .. } => {
+                updates.push(PermissionUpdate::SetMode(mode.clone()));
+            }
+            WireUpdate::Other => {
+                tracing::warn!("permission update not supported by gyre; skipped");
+            }
+        }
+    }
+    Ok(updates)
+}
+
+fn refused(message: String) -> Approval {
+    Approval::Deny {
+        message: Some(message),
+        interrupt: false,
+    }
+}
+
+/// Asks the SDK `request`'s question; its withdrawal cancels the request.
+async fn ask(channel: &ControlChannel, request: &ApprovalRequest) -> Approval {
+    let question = &request.question;
+    let wire = ClientRequest::CanUseTool {
+        tool_name: question.tool.clone(),
+        input: question.input.clone(),
+        permission_suggestions: vec![suggestion(request)],
+        tool_use_id: question.tool_use_id.clone(),
+        decision_reason: question.reason.clone(),
+    };
+    let answer = match channel.request(wire, &request.withdrawn).await {
+        Ok(answer) => answer,
+        Err(e) => {
+            return refused(format!(
+                "Permission to use {} could not be asked: {e}",
+                question.tool
+            ));
+        }
+    };
+    match PermissionResult::deserialize(&answer) {
+        Ok(PermissionResult::Allow {
+            updated_input,
+            updated_permissions,
+        }) => {
+            let updates = updates(&updated_permissions).unwrap_or_else(|e| {
+                eprintln!("gyre: the SDK's updatedPermissions were not applied: {e}");
+                Vec::new()
+            });
+            Approval::Allow {
+                updated_input,
+                updates,
+            }
+        }
+        // No message: the session's own words for a refusal.
+        Ok(PermissionResult::Deny { message, interrupt }) => Approval::Deny { message, interrupt },
+        Err(e) => refused(format!(
+            "Permission to use {} was not granted: the SDK's answer is not a PermissionResult ({e}); expected behavior allow or deny",
+            question.tool
+        )),
+    }
+}
+
+/// Forwards every question to the SDK, one after the other, until the session ends.
+pub fn forward(
+    approvals: Arc<Approvals>,
+    mut questions: ApprovalRequests,
+    channel: ControlChannel,
+) {
+    tokio::spawn(async move {
+        while let Some(request) = questions.recv().await {
+            let answer = ask(&channel, &request).await;
+            approvals.answer(request.id, answer);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use gyre_core::approvals::Question;
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+
+    fn request(always: &str) -> ApprovalRequest {
+        ApprovalRequest {
+            id: 1,
+            question: Question {
+                tool: "Bash".into(),
+                input: json!({"command": "ls -la"}),
+                tool_use_id: "t".into(),
+                reason: "r".into(),
+                always: always.parse().unwrap(),
+            },
+            withdrawn: CancellationToken::new(),
+        }
+    }
+
+    #[test]
+    fn the_always_suggestion_is_the_questions_rule_for_this_session() {
+        let offered = serde_json::to_value(suggestion(&request("Bash(ls -la)"))).unwrap();
+        assert_eq!(
+            offered,
+            json!({"type": "addRules", "behavior": "allow", "destination": "session",
+                "rules": [{"toolName": "Bash", "ruleContent": "ls -la"}]})
+        );
+        let bare = serde_json::to_value(suggestion(&request("Edit"))).unwrap();
+        assert_eq!(bare["rules"], json!([{"toolName": "Edit"}]));
+    }
+
+    #[test]
+    fn updated_permissions_are_read_whole_or_not_at_all() {
+        let wire: Vec<WireUpdate> = serde_json::from_value(json!([
+            {"type": "addRules", "behavior": "deny", "destination": "session",
+                "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}]},
+            {"type": "setMode", "mode": "acceptEdits", "destination": "session"},
+            {"type": "addDirectories", "directories": ["/x"], "destination": "session"},
+        ]))
+        .unwrap();
+        assert_eq!(
+            updates(&wire).unwrap(),
+            [
+                PermissionUpdate::AddRules {
+                    behavior: RuleBehavior::Deny,
+                    rules: vec!["Bash(rm:*)".parse().unwrap()],
+                },
+                PermissionUpdate::SetMode("acceptEdits".into()),
+            ]
+        );
+        let bad: Vec<WireUpdate> = serde_json::from_value(json!([
+            {"type": "setMode", "mode": "plan"},
+            {"type": "addRules", "behavior": "maybe", "rules": []},
+        ]))
+        .unwrap();
+        assert_eq!(
+            updates(&bad).unwrap_err(),
+            "addRules with behavior \"maybe\""
+        );
+    }
+
+    #[test]
+    fn an_answer_is_a_permission_result() {
+        let allow: PermissionResult = serde_json::from_value(json!({
+            "behavior": "allow", "updatedInput": {"command": "ls"},
+            "updatedPermissions": [{"type": "setMode", "mode": "plan"}]}))
+        .unwrap();
+        assert_eq!(
+            allow,
+            PermissionResult::Allow {
+                updated_input: Some(json!({"command": "ls"})),
+                updated_permissions: vec![WireUpdate::SetMode {
+                    mode: "plan".into(),
+                    destination: None
+                }],
+            }
+        );
+        let deny: PermissionResult =
+            serde_json::from_value(json!({"behavior": "deny", "interrupt": true})).unwrap();
+        assert_eq!(
+            deny,
+            PermissionResult::Deny {
+                message: None,
+                interrupt: true
+            }
+        );
+        assert!(serde_json::from_value::<PermissionResult>(json!({"behavior": "maybe"})).is_err());
+    }
+}
