@@ -95,13 +95,16 @@ fn init_logging(cli: &Cli) -> Result<()> {
 fn run(cli: &Cli) -> Result<ExitCode> {
     init_logging(cli)?;
     let cwd = std::env::current_dir().context("cannot read the current directory")?;
+    // The process's variables, read once; gyre's home comes from them alone.
+    let process_env = gyre_core::Environment::capture();
+    let home = process_env.gyre_home();
     match &cli.command {
         Some(Command::Completions { shell }) => {
             clap_complete::generate(*shell, &mut Cli::command(), "gyre", &mut std::io::stdout());
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Sessions) => {
-            sessions::print_sessions(&cwd, &mut std::io::stdout())?;
+            sessions::print_sessions(&home, &cwd, &mut std::io::stdout())?;
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Trust { dir }) => {
@@ -112,7 +115,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     dir.display()
                 )));
             }
-            let dir = gyre_core::trust::trust(&gyre_core::session::gyre_home(), dir)?;
+            let dir = gyre_core::trust::trust(&home, dir)?;
             println!(
                 "gyre: trusted {}: its project settings' allow rules and hooks and its .mcp.json servers will be used",
                 dir.display()
@@ -133,11 +136,11 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             "--input-format stream-json requires --output-format stream-json",
         ));
     }
-    let mut settings = load_settings(cli, &cwd)?;
-    if let Some(trusted_now) = settle_trust(cli, &cwd, &settings, headless)?
+    let mut settings = load_settings(cli, &home, &cwd)?;
+    if let Some(trusted_now) = settle_trust(cli, &home, &cwd, &settings, headless)?
         && trusted_now
     {
-        settings = load_settings(cli, &cwd)?;
+        settings = load_settings(cli, &home, &cwd)?;
     }
     for warning in &settings.ignored {
         eprintln!("{warning}");
@@ -145,7 +148,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
     // Read once: the settings' env fills in what the process does not set, for the
     // libraries' configuration and for the programs gyre starts, never in gyre's own
     // environment.
-    let env = gyre_core::Environment::capture().with_settings(&settings.env);
+    let env = process_env.with_settings(&settings.env);
 
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -185,12 +188,12 @@ fn run(cli: &Cli) -> Result<ExitCode> {
 /// starts. `Some(true)` when the user just trusted it (settings must be read again).
 fn settle_trust(
     cli: &Cli,
+    home: &Path,
     cwd: &Path,
     settings: &Settings,
     headless: bool,
 ) -> Result<Option<bool>> {
-    let home = gyre_core::session::gyre_home();
-    let trusted = gyre_core::trust::is_trusted(&home, cwd);
+    let trusted = gyre_core::trust::is_trusted(home, cwd);
     let servers = if cli.strict_mcp_config || trusted {
         Vec::new()
     } else {
@@ -210,7 +213,7 @@ fn settle_trust(
         return Ok(Some(false));
     }
     let trusted = gyre_core::trust::ask(
-        &home,
+        home,
         cwd,
         &items,
         &mut std::io::stdin().lock(),
@@ -221,10 +224,9 @@ fn settle_trust(
 
 /// The settings files `--setting-sources` names (all three by default), then
 /// `--settings` (a file or inline JSON) over them.
-fn load_settings(cli: &Cli, cwd: &Path) -> Result<Settings> {
-    let home = gyre_core::session::gyre_home();
+fn load_settings(cli: &Cli, home: &Path, cwd: &Path) -> Result<Settings> {
     let mut settings = match &cli.setting_sources {
-        None => Settings::load(&home, cwd)?,
+        None => Settings::load(home, cwd)?,
         Some(sources) => {
             let wanted: Vec<&str> = sources
                 .split(',')
@@ -239,7 +241,7 @@ fn load_settings(cli: &Cli, cwd: &Path) -> Result<Settings> {
                     "--setting-sources: unknown source {bad:?}; use user, project and/or local"
                 );
             }
-            Settings::load_sources(&home, cwd, &wanted)?
+            Settings::load_sources(home, cwd, &wanted)?
         }
     };
     apply_settings_flag(cli, &mut settings)?;

@@ -46,10 +46,10 @@ pub fn summarize(path: &Path) -> Option<SessionSummary> {
     Some(summary)
 }
 
-/// All sessions of `cwd`, newest first.
+/// All sessions of `cwd` under gyre's `home`, newest first.
 #[must_use]
-pub fn list(cwd: &Path) -> Vec<SessionSummary> {
-    let Ok(entries) = std::fs::read_dir(project_dir(cwd)) else {
+pub fn list(home: &Path, cwd: &Path) -> Vec<SessionSummary> {
+    let Ok(entries) = std::fs::read_dir(project_dir(home, cwd)) else {
         return Vec::new();
     };
     let mut out: Vec<SessionSummary> = entries
@@ -66,8 +66,8 @@ pub fn list(cwd: &Path) -> Vec<SessionSummary> {
 ///
 /// # Errors
 /// When stdout cannot be written.
-pub fn print_sessions(cwd: &Path, out: &mut impl Write) -> Result<()> {
-    let sessions = list(cwd);
+pub fn print_sessions(home: &Path, cwd: &Path, out: &mut impl Write) -> Result<()> {
+    let sessions = list(home, cwd);
     if sessions.is_empty() {
         writeln!(out, "No sessions in {} yet.", cwd.display())?;
         return Ok(());

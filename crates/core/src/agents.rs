@@ -25,20 +25,21 @@ pub fn project_agent_names(cwd: &Path) -> Vec<String> {
     found.into_iter().map(|def| def.name).collect()
 }
 
-/// Every sub-agent definition this session offers; the project's only when
-/// `trusted_project`. Unreadable agent files are reported on stderr and skipped; a bad
+/// Every sub-agent definition this session offers: the user's (under `home`), and the
+/// project's only when `trusted_project`. Unreadable agent files are reported on stderr and skipped; a bad
 /// `--agents` value is an error.
 ///
 /// # Errors
 /// `--agents` that is not an object of definitions.
 pub fn definitions(
     flag: Option<&str>,
+    home: Option<&Path>,
     cwd: &Path,
     trusted_project: bool,
 ) -> Result<Vec<AgentDefinition>, crate::CoreError> {
     let mut dirs: Vec<PathBuf> = Vec::new();
-    if let Some(home) = std::env::var_os("HOME") {
-        dirs.push(PathBuf::from(home).join(".claude").join("agents"));
+    if let Some(home) = home {
+        dirs.push(home.join(".claude").join("agents"));
     }
     if trusted_project {
         dirs.extend(project_dirs(cwd));

@@ -171,7 +171,8 @@ impl Approvals {
     }
 
     /// Sends `question` as an event and waits for its answer; `cancel` (the call's)
-    /// withdraws it. No front-end, a withdrawn or a cancelled question: no.
+    /// withdraws it, and so does dropping the wait (the turn went away). No front-end, a
+    /// withdrawn or a cancelled question: no.
     pub async fn ask(&self, question: Question, cancel: &CancellationToken) -> Approval {
         let _one_at_a_time = tokio::select! {
             guard = self.one_at_a_time.lock() => guard,
@@ -180,24 +181,39 @@ impl Approvals {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (reply, answer) = oneshot::channel();
         self.lock().insert(id, reply);
-        let withdrawn = cancel.child_token();
+        let pending = Pending {
+            approvals: self,
+            id,
+            withdrawn: cancel.child_token(),
+        };
         let request = ApprovalRequest {
             id,
             question,
-            withdrawn: withdrawn.clone(),
+            withdrawn: pending.withdrawn.clone(),
         };
         if self.requests.send(request).is_err() {
-            self.lock().remove(&id);
             return Approval::deny();
         }
-        let answer = tokio::select! {
+        tokio::select! {
             // A withdrawn question drops its sender: no.
             answer = answer => answer.unwrap_or_else(|_| Approval::deny()),
             () = cancel.cancelled() => Approval::deny(),
-        };
-        self.lock().remove(&id);
-        withdrawn.cancel();
-        answer
+        }
+    }
+}
+
+/// A question on its way: however the wait ends, it no longer waits for an answer and
+/// the front-end is told.
+struct Pending<'a> {
+    approvals: &'a Approvals,
+    id: u64,
+    withdrawn: CancellationToken,
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.approvals.lock().remove(&self.id);
+        self.withdrawn.cancel();
     }
 }
 
@@ -267,6 +283,17 @@ mod tests {
             ask(&approvals, "c", &never).await.unwrap(),
             Approval::deny()
         );
+    }
+
+    #[tokio::test]
+    async fn a_dropped_wait_withdraws_its_question() {
+        let (approvals, mut requests) = Approvals::channel();
+        let asking = ask(&approvals, "a", &CancellationToken::new());
+        let request = requests.recv().await.unwrap();
+        asking.abort();
+        let _ = asking.await;
+        assert!(request.withdrawn.is_cancelled());
+        assert!(!approvals.answer(request.id, Approval::once()));
     }
 
     #[tokio::test]

@@ -46,6 +46,25 @@ impl Environment {
         self
     }
 
+    /// `$GYRE_HOME`, default `~/.gyre`: where the user's settings, trust, history and
+    /// transcripts live. From the process's variables only: a settings file cannot move
+    /// the folder its own trust is recorded in.
+    #[must_use]
+    pub fn gyre_home(&self) -> std::path::PathBuf {
+        use std::path::PathBuf;
+        self.process
+            .get("GYRE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| self.home().map(|h| h.join(".gyre")))
+            .unwrap_or_else(|| PathBuf::from(".gyre"))
+    }
+
+    /// The user's home directory (`$HOME`, from the process's variables).
+    #[must_use]
+    pub fn home(&self) -> Option<std::path::PathBuf> {
+        self.process.get("HOME").map(std::path::PathBuf::from)
+    }
+
     /// The value of `name`: the process's, else the settings'.
     #[must_use]
     pub fn var(&self, name: &str) -> Option<String> {

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 
 use gyre_compact::Trigger;
 use gyre_loop::{
-    AfterToolOutcome, CompactHook, InterruptHandle, PreCompactOutcome, QueryEngine, StopHook,
-    StopHookOutcome, ToolHook,
+    AfterToolOutcome, CompactHook, InterruptHandle, PreCompactOutcome, StopHook, StopHookOutcome,
+    ToolHook,
 };
 use gyre_protocol::{ContentBlock, Message, Role};
 use gyre_tools::{
@@ -645,9 +645,9 @@ impl StopHook for Gate {
 ///
 /// # Errors
 /// [`PromptBlocked`] with the hook's reason when a hook refuses the prompt.
-pub async fn prompt_hooks(
+pub(crate) async fn prompt_hooks(
     gate: &Gate,
-    engine: &QueryEngine,
+    session_id: &str,
     mut content: Vec<ContentBlock>,
 ) -> Result<Vec<ContentBlock>, PromptBlocked> {
     let hooks = gate.hooks();
@@ -668,7 +668,7 @@ pub async fn prompt_hooks(
             None,
             None,
             &gate.mode_name(),
-            json!({ "prompt": prompt, "session_id": engine.session_id() }),
+            json!({ "prompt": prompt, "session_id": session_id }),
             &CancellationToken::new(),
         )
         .await;

@@ -19,11 +19,16 @@ use gyre_protocol::{CacheControl, SystemBlock};
 use gyre_tools::plan::ExitPlanModeTool;
 use gyre_tools::{PermissionMode, ToolContext, ToolRegistry};
 
+use futures::{Stream, StreamExt};
+use gyre_loop::{EngineEvent, LoopEvent};
+
+use crate::approvals::{ApprovalRequest, Approvals};
 use crate::env::Environment;
 use crate::error::CoreError;
 use crate::facts::SessionFacts;
 use crate::gate::{Gate, ModeName, Rules, UnknownMode};
 use crate::hooks::{HookBase, Hooks};
+use crate::ops::{Asking, Control, Event, Op, next_question};
 use crate::options::{Resume, SessionOptions, split_tool_list};
 use crate::settings::Settings;
 use crate::structured::{self, StructuredOutput};
@@ -33,25 +38,17 @@ use crate::thinking::{Thinking, ThinkingDeps};
 /// The model used when neither a flag, the settings nor ANTHROPIC_MODEL names one.
 pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 
-/// `$GYRE_HOME`, default `~/.gyre`.
+/// The directory of this project's transcripts under gyre's `home`
+/// ([`Environment::gyre_home`]).
 #[must_use]
-pub fn gyre_home() -> PathBuf {
-    std::env::var_os("GYRE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".gyre")))
-        .unwrap_or_else(|| PathBuf::from(".gyre"))
-}
-
-/// The directory of this project's transcripts.
-#[must_use]
-pub fn project_dir(cwd: &Path) -> PathBuf {
-    gyre_home().join("projects").join(project_dir_name(cwd))
+pub fn project_dir(home: &Path, cwd: &Path) -> PathBuf {
+    home.join("projects").join(project_dir_name(cwd))
 }
 
 /// The most recently written session of this directory.
 #[must_use]
-pub fn latest_session(cwd: &Path) -> Option<String> {
-    let dir = project_dir(cwd);
+pub fn latest_session(home: &Path, cwd: &Path) -> Option<String> {
+    let dir = project_dir(home, cwd);
     let entries = std::fs::read_dir(dir).ok()?;
     entries
         .filter_map(Result::ok)
@@ -97,6 +94,8 @@ pub struct Session {
     pub gate: Arc<Gate>,
     /// The sub-agent definitions the Agent tool offers; the SDK's `initialize` adds to them.
     pub agents: AgentCatalog,
+    /// Where permission questions go, and the model `SetModel(None)` restores.
+    asking: Asking,
 }
 
 impl std::fmt::Debug for Session {
@@ -131,6 +130,7 @@ pub fn build(
     mcp: McpServers,
 ) -> Result<Session, CoreError> {
     let cli = options;
+    let home = env.gyre_home();
     let client = model_client(env)?;
     let retry = RetryOptions::new(RetryPolicy::from_lookup(|name| env.var(name)));
 
@@ -144,7 +144,7 @@ pub fn build(
             (id, true)
         }
         (Resume::Latest, _) => {
-            let id = latest_session(cwd).ok_or_else(|| {
+            let id = latest_session(&home, cwd).ok_or_else(|| {
                 CoreError::Invalid(format!(
                     "no session to continue in {}; start one with `gyre -p \"…\"`",
                     cwd.display()
@@ -155,7 +155,7 @@ pub fn build(
         (Resume::New, Some(id)) => (parse_session_id(id)?, false),
         (Resume::New, None) => (uuid::Uuid::new_v4().to_string(), false),
     };
-    let mut transcript_path = JsonlTranscript::path_for(&gyre_home(), cwd, &session_id);
+    let mut transcript_path = JsonlTranscript::path_for(&home, cwd, &session_id);
     let loaded = if resumed {
         if !transcript_path.is_file() {
             return Err(CoreError::Invalid(format!(
@@ -181,7 +181,7 @@ pub fn build(
     // it was. The copy makes the new one resumable with everything before the fork.
     let session_id = if resumed && cli.fork_session {
         let fork = uuid::Uuid::new_v4().to_string();
-        let fork_path = JsonlTranscript::path_for(&gyre_home(), cwd, &fork);
+        let fork_path = JsonlTranscript::path_for(&home, cwd, &fork);
         std::fs::copy(&transcript_path, &fork_path).map_err(CoreError::io(
             "could not fork the transcript into",
             &fork_path,
@@ -290,7 +290,7 @@ pub fn build(
         registry.add_server_tool(search);
     }
 
-    let session_dir = project_dir(cwd).join(&session_id);
+    let session_dir = project_dir(&home, cwd).join(&session_id);
     let mut tool_context = ToolContext::new(cwd.to_path_buf())
         .with_output_dir(session_dir.join("tool-outputs"))
         .with_child_env(env.child_vars());
@@ -397,8 +397,9 @@ pub fn build(
     // A shared catalog: the SDK's `agents` from `initialize` are added to it.
     let agents = AgentCatalog::new(crate::agents::definitions(
         cli.agents.as_deref(),
+        env.home().as_deref(),
         cwd,
-        crate::trust::is_trusted(&gyre_home(), cwd),
+        crate::trust::is_trusted(&home, cwd),
     )?);
     let agent_setup = AgentSetup {
         definitions: agents.clone(),
@@ -489,6 +490,7 @@ pub fn build(
         context,
     };
     Ok(Session {
+        asking: Asking::new(engine.model().to_owned()),
         engine,
         facts,
         transcript_health,
@@ -496,6 +498,101 @@ pub fn build(
         gate,
         agents,
     })
+}
+
+/// What a step of a turn's events brings.
+enum Next {
+    Question(ApprovalRequest),
+    Engine(Option<EngineEvent>),
+}
+
+impl Session {
+    /// Permission questions become [`Event::Question`]s in a turn's events, answered
+    /// with [`Op::Answer`]. Without this an "ask" is a denial that says which rule would
+    /// allow the call (headless).
+    pub fn ask_questions(&mut self) {
+        let (approvals, questions) = Approvals::channel();
+        self.gate.ask_through(Arc::clone(&approvals));
+        self.asking.approvals = Some(approvals);
+        self.asking.questions = Some(questions);
+    }
+
+    /// The operations a running turn allows, for whichever task hears them.
+    #[must_use]
+    pub fn control(&self) -> Control {
+        Control::new(
+            Arc::clone(&self.gate),
+            self.asking.approvals.clone(),
+            self.engine.interrupt_handle(),
+        )
+    }
+
+    /// Runs `op` and streams the events it causes; the stream ends when the operation
+    /// has (a turn: after its [`EngineEvent::Result`]).
+    pub fn submit(&mut self, op: Op) -> impl Stream<Item = Event> + Send + '_ {
+        async_stream::stream! {
+            let op = match self.control().submit(op) {
+                Ok(event) => {
+                    if let Some(event) = event {
+                        if let Event::ModeChanged(Ok(mode)) = &event {
+                            mode.clone_into(&mut self.facts.permission_mode);
+                        }
+                        yield event;
+                    }
+                    return;
+                }
+                Err(op) => op,
+            };
+            match op {
+                Op::UserMessage(content) => {
+                    let content =
+                        match crate::gate::prompt_hooks(&self.gate, &self.facts.session_id, content).await {
+                            Ok(content) => content,
+                            Err(blocked) => {
+                                yield Event::PromptBlocked(blocked.reason);
+                                return;
+                            }
+                        };
+                    let Session { engine, facts, asking, .. } = self;
+                    let events = engine.submit_message(content);
+                    futures::pin_mut!(events);
+                    loop {
+                        let next = tokio::select! {
+                            biased;
+                            question = next_question(&mut asking.questions) => Next::Question(question),
+                            event = events.next() => Next::Engine(event),
+                        };
+                        match next {
+                            Next::Question(question) => yield Event::Question(question),
+                            Next::Engine(None) => break,
+                            Next::Engine(Some(event)) => {
+                                // The main conversation's last usage is the context in use.
+                                if let EngineEvent::Loop(LoopEvent::Usage { usage, .. }) = &event {
+                                    facts.last_usage = *usage;
+                                }
+                                yield Event::Engine(event);
+                            }
+                        }
+                    }
+                }
+                Op::SetModel(model) => {
+                    let model = model.unwrap_or_else(|| self.asking.default_model.clone());
+                    self.engine.set_model(model);
+                    yield Event::ModelChanged(self.engine.model().to_owned());
+                }
+                Op::Compact { instructions } => {
+                    let outcome = self.engine.compact_with(instructions.as_deref()).await;
+                    yield Event::Compacted(outcome.map_err(|e| e.to_string()));
+                }
+                Op::Clear => {
+                    self.engine.clear();
+                    yield Event::Cleared;
+                }
+                // Applied above.
+                Op::Interrupt | Op::SetMode(_) | Op::Answer { .. } => {}
+            }
+        }
+    }
 }
 
 /// A filter holding what the `Read(…)` deny rules of `gate`'s policy now name, rebuilt

@@ -276,6 +276,45 @@ impl ControlRequest {
     }
 }
 
+/// A permission update on the wire (`PermissionUpdate` in the SDKs' types): what a
+/// suggestion offers and what an answer's `updatedPermissions` carry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum WireUpdate {
+    AddRules {
+        rules: Vec<WireRule>,
+        behavior: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        destination: Option<String>,
+    },
+    SetMode {
+        mode: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        destination: Option<String>,
+    },
+    /// `replaceRules`, `removeRules`, `addDirectories`, …: not supported; skipped.
+    #[serde(other)]
+    Other,
+}
+
+/// `{"toolName": "Bash", "ruleContent": "npm test"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WireRule {
+    pub tool_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_content: Option<String>,
+}
+
+impl From<&gyre_tools::PermissionRule> for WireRule {
+    fn from(rule: &gyre_tools::PermissionRule) -> Self {
+        Self {
+            tool_name: rule.tool.clone(),
+            rule_content: rule.specifier.clone(),
+        }
+    }
+}
+
 /// The requests gyre sends the SDK, by `subtype`. gyre-core builds the hook and MCP
 /// ones (as JSON); they are read into this type before they are written.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -285,7 +324,7 @@ pub enum ClientRequest {
     CanUseTool {
         tool_name: String,
         input: Value,
-        permission_suggestions: Vec<crate::permission::WireUpdate>,
+        permission_suggestions: Vec<WireUpdate>,
         tool_use_id: String,
         decision_reason: String,
     },

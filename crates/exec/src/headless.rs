@@ -3,9 +3,11 @@
 use std::io::Write;
 
 use futures::StreamExt;
-use gyre_loop::{CompactionOutcome, EngineEvent, LoopEvent, QueryEngine, TurnResult};
+use gyre_core::approvals::ApprovalRequest;
+use gyre_core::session::Session;
+use gyre_core::{Event as SessionEvent, Op};
+use gyre_loop::{CompactionOutcome, EngineEvent, LoopEvent, TurnResult};
 use gyre_protocol::{ContentBlock, Message};
-use serde_json::Value;
 
 use std::path::Path;
 
@@ -73,7 +75,7 @@ impl<W: Write> Output<W> {
         }
     }
 
-    fn line(&mut self, v: &Value) -> Result<(), ExecError> {
+    fn line(&mut self, v: &impl serde::Serialize) -> Result<(), ExecError> {
         let mut s = serde_json::to_string(v).map_err(std::io::Error::from)?;
         s.push('\n');
         self.out.write_all(s.as_bytes())?;
@@ -99,17 +101,23 @@ pub fn print_init<W: Write>(output: &mut Output<W>, facts: &SessionFacts) -> Res
 }
 
 /// Runs one turn and prints what the format asks for. Returns the turn's result.
-/// `started` runs once the turn is under way (its interrupt handle armed).
+/// `started` runs once the turn is under way (its interrupt handle armed); `ask` gets
+/// the turn's permission questions (when the session asks them).
+///
+/// # Errors
+/// [`ExecError::PromptBlocked`] when a UserPromptSubmit hook refused `content`; stdout
+/// failing.
 pub async fn run_turn<W: Write>(
-    engine: &mut QueryEngine,
+    session: &mut Session,
     content: Vec<ContentBlock>,
-    facts: &mut SessionFacts,
     output: &mut Output<W>,
     started: impl FnOnce(),
+    mut ask: impl FnMut(ApprovalRequest),
 ) -> Result<TurnResult, ExecError> {
     let mut started = Some(started);
+    let facts = session.facts.clone();
     let session_id = facts.session_id.clone();
-    let events = engine.submit_message(content);
+    let events = session.submit(Op::UserMessage(content));
     futures::pin_mut!(events);
     let mut first_user = true;
     let mut meta = ResponseMeta {
@@ -121,6 +129,15 @@ pub async fn run_turn<W: Write>(
     let mut calls: Vec<(String, String, String)> = Vec::new();
     let mut last_stop_reason = None;
     while let Some(event) = events.next().await {
+        let event = match event {
+            SessionEvent::Engine(event) => event,
+            SessionEvent::Question(request) => {
+                ask(request);
+                continue;
+            }
+            SessionEvent::PromptBlocked(reason) => return Err(ExecError::PromptBlocked(reason)),
+            _ => continue,
+        };
         match event {
             EngineEvent::Message {
                 uuid,
@@ -219,7 +236,6 @@ pub async fn run_turn<W: Write>(
                     usage,
                 } => {
                     last_stop_reason.clone_from(&stop_reason);
-                    facts.last_usage = usage;
                     meta = ResponseMeta {
                         id,
                         model,
@@ -234,14 +250,13 @@ pub async fn run_turn<W: Write>(
                 message,
             } => {
                 if output.streaming() {
-                    let mut line = stream_json::message(
+                    let line = stream_json::message(
                         &message,
                         &ResponseMeta::default(),
                         &session_id,
                         &uuid,
                     );
-                    line["parent_tool_use_id"] = parent_tool_use_id.into();
-                    output.line(&line)?;
+                    output.line(&line.under(parent_tool_use_id))?;
                 }
             }
             // Stream-json carries the sub-agent's own messages instead.

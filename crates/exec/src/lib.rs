@@ -155,20 +155,20 @@ pub async fn run(
     let mcp = gyre_core::mcp_config::start_with_sdk(
         session_options,
         cwd,
-        &gyre_core::session::gyre_home(),
+        &env.gyre_home(),
         env,
         sdk_channel.as_ref(),
     )
     .await?;
     let mut session = gyre_core::session::build(session_options, cwd, settings, false, env, mcp)?;
-    let interrupt = session.engine.interrupt_handle();
+    let control = session.control();
     let ctrl_c = tokio_util::sync::CancellationToken::new();
     {
         let ctrl_c = ctrl_c.clone();
         tokio::spawn(async move {
             if tokio::signal::ctrl_c().await.is_ok() {
                 ctrl_c.cancel();
-                interrupt.interrupt();
+                let _ = control.submit(gyre_core::Op::Interrupt);
             }
         });
     }
@@ -206,19 +206,12 @@ pub async fn run(
     headless::print_init(&mut output, &session.facts)?;
     let mut last_error = false;
     if let Some(prompt) = prompt {
-        let content = gyre_core::gate::prompt_hooks(
-            &session.gate,
-            &session.engine,
-            vec![ContentBlock::text(prompt)],
-        )
-        .await
-        .map_err(|blocked| ExecError::PromptBlocked(blocked.reason))?;
         let result = headless::run_turn(
-            &mut session.engine,
-            content,
-            &mut session.facts,
+            &mut session,
+            vec![ContentBlock::text(prompt)],
             &mut output,
             || {},
+            |_| {},
         )
         .await?;
         last_error = result.is_error || session.transcript_health.failure().is_some();

@@ -1,56 +1,14 @@
 //! `--permission-prompt-tool stdio`: the session's permission questions
 //! ([`ApprovalRequest`] events) go to the SDK as `can_use_tool` requests, and its
-//! `PermissionResult` answers them.
+//! `PermissionResult` answers them ([`Op::Answer`]).
 
-use std::sync::Arc;
-
-use gyre_core::approvals::{
-    Approval, ApprovalRequest, ApprovalRequests, Approvals, PermissionUpdate, RuleBehavior,
-};
+use gyre_core::approvals::{Approval, ApprovalRequest, PermissionUpdate, RuleBehavior};
+use gyre_core::{Control, Op};
 use gyre_tools::PermissionRule;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
-use crate::control::{ClientRequest, ControlChannel};
-
-/// A permission update on the wire (`PermissionUpdate` in the SDKs' types): what a
-/// suggestion offers and what an answer's `updatedPermissions` carry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "camelCase")]
-pub enum WireUpdate {
-    AddRules {
-        rules: Vec<WireRule>,
-        behavior: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        destination: Option<String>,
-    },
-    SetMode {
-        mode: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        destination: Option<String>,
-    },
-    /// `replaceRules`, `removeRules`, `addDirectories`, …: not supported; skipped.
-    #[serde(other)]
-    Other,
-}
-
-/// `{"toolName": "Bash", "ruleContent": "npm test"}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WireRule {
-    pub tool_name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rule_content: Option<String>,
-}
-
-impl From<&PermissionRule> for WireRule {
-    fn from(rule: &PermissionRule) -> Self {
-        Self {
-            tool_name: rule.tool.clone(),
-            rule_content: rule.specifier.clone(),
-        }
-    }
-}
+use crate::control::{ClientRequest, ControlChannel, WireRule, WireUpdate};
 
 /// The SDK's answer to `can_use_tool`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -168,17 +126,16 @@ async fn ask(channel: &ControlChannel, request: &ApprovalRequest) -> Approval {
     }
 }
 
-/// Forwards every question to the SDK, one after the other, until the session ends.
-pub fn forward(
-    approvals: Arc<Approvals>,
-    mut questions: ApprovalRequests,
-    channel: ControlChannel,
-) {
+/// Asks the SDK `request`'s question in a task of its own (the turn goes on streaming)
+/// and answers it with the SDK's reply.
+pub fn ask_over(channel: &ControlChannel, control: &Control, request: ApprovalRequest) {
+    let (channel, control) = (channel.clone(), control.clone());
     tokio::spawn(async move {
-        while let Some(request) = questions.recv().await {
-            let answer = ask(&channel, &request).await;
-            approvals.answer(request.id, answer);
-        }
+        let approval = ask(&channel, &request).await;
+        let _ = control.submit(Op::Answer {
+            id: request.id,
+            approval,
+        });
     });
 }
 

@@ -10,10 +10,9 @@
 use std::io::BufRead;
 use std::sync::{Arc, Mutex, PoisonError};
 
-use gyre_loop::InterruptHandle;
 use gyre_protocol::ContentBlock;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -21,9 +20,13 @@ use crate::ExecError;
 use crate::control::{self, ControlChannel, ControlRequest, Inbound, LineOut};
 use crate::headless::{self, Output};
 use crate::stream_json::{self, ContextFacts};
+use futures::StreamExt;
 use gyre_core::InitializeOptions;
 use gyre_core::gate::Gate;
 use gyre_core::session::Session;
+use gyre_core::{Control, Event as SessionEvent, Op};
+
+use crate::permission;
 
 /// stdin of an SDK session, read from the start.
 pub struct SdkInput {
@@ -139,7 +142,8 @@ struct Dispatcher {
     out: LineOut,
     channel: ControlChannel,
     gate: Arc<Gate>,
-    interrupt: InterruptHandle,
+    /// Interrupts and mode changes reach the session while a turn runs.
+    control: Control,
     shared: Arc<Mutex<Shared>>,
     turns: mpsc::UnboundedSender<Turn>,
     default_model: String,
@@ -260,11 +264,11 @@ impl Dispatcher {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner)
                     .interrupts += 1;
-                self.interrupt.interrupt();
+                let _ = self.control.submit(Op::Interrupt);
                 Ok(empty())
             }
             ControlRequest::SetPermissionMode { mode } => {
-                self.gate.set_mode(&mode).map_err(|e| e.to_string())?;
+                self.control.set_mode(&mode).map_err(|e| e.to_string())?;
                 Ok(empty())
             }
             ControlRequest::SetModel { model } => {
@@ -528,16 +532,15 @@ pub async fn run(
     let shared = Arc::new(Mutex::new(Shared::default()));
     let default_model = session.engine.model().to_owned();
     if ask_over_stdio {
-        let (approvals, questions) = gyre_core::approvals::Approvals::channel();
-        session.gate.ask_through(Arc::clone(&approvals));
-        crate::permission::forward(approvals, questions, channel.clone());
+        session.ask_questions();
     }
+    let control = session.control();
     let (turns_tx, mut turns_rx) = mpsc::unbounded_channel();
     let dispatcher = Dispatcher {
         out: out.clone(),
         channel: channel.clone(),
         gate: Arc::clone(&session.gate),
-        interrupt: session.engine.interrupt_handle(),
+        control: control.clone(),
         shared: Arc::clone(&shared),
         turns: turns_tx,
         default_model: default_model.clone(),
@@ -586,25 +589,15 @@ pub async fn run(
             .take();
         if let Some(model) = next_model {
             session
-                .engine
-                .set_model(model.unwrap_or_else(|| default_model.clone()));
+                .submit(Op::SetModel(model))
+                .for_each(|_| async {})
+                .await;
         }
         if let Some(instructions) = compact_command(&content) {
             last_error = compact(&output_line, session, instructions.as_deref()).await?;
             continue;
         }
-        let content = match gyre_core::gate::prompt_hooks(&session.gate, &session.engine, content)
-            .await
-        {
-            Ok(content) => content,
-            Err(reason) => {
-                let text = format!("the prompt was blocked by a UserPromptSubmit hook: {reason}");
-                refuse(&output_line, session, &text)?;
-                last_error = true;
-                continue;
-            }
-        };
-        let interrupt = session.engine.interrupt_handle();
+        let interrupt = control.clone();
         let started = || {
             // An interrupt sent after this message but before its turn was under way.
             if shared
@@ -613,17 +606,20 @@ pub async fn run(
                 .interrupts
                 != seen
             {
-                interrupt.interrupt();
+                let _ = interrupt.submit(Op::Interrupt);
             }
         };
-        let result = headless::run_turn(
-            &mut session.engine,
-            content,
-            &mut session.facts,
-            &mut output,
-            started,
-        )
-        .await?;
+        let ask = |request| permission::ask_over(&channel, &control, request);
+        let result = match headless::run_turn(session, content, &mut output, started, ask).await {
+            Ok(result) => result,
+            Err(ExecError::PromptBlocked(reason)) => {
+                let text = format!("the prompt was blocked by a UserPromptSubmit hook: {reason}");
+                refuse(&output_line, session, &text)?;
+                last_error = true;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
         last_error = result.is_error;
         // A session that cannot be recorded stops: its failure was reported on stderr
         // when it happened.
@@ -664,7 +660,19 @@ async fn compact(
     session: &mut Session,
     instructions: Option<&str>,
 ) -> Result<bool, ExecError> {
-    let text = match session.engine.compact_with(instructions).await {
+    let mut compacted = Err("the session did not compact".to_owned());
+    {
+        let events = session.submit(Op::Compact {
+            instructions: instructions.map(str::to_owned),
+        });
+        futures::pin_mut!(events);
+        while let Some(event) = events.next().await {
+            if let SessionEvent::Compacted(result) = event {
+                compacted = result;
+            }
+        }
+    }
+    let text = match compacted {
         Ok(Some(outcome)) => {
             out.line(&stream_json::compact_boundary(
                 &outcome,
@@ -679,22 +687,7 @@ async fn compact(
             return Ok(true);
         }
     };
-    out.line(&json!({
-        "type": "result",
-        "subtype": "success",
-        "is_error": false,
-        "duration_ms": 0,
-        "duration_api_ms": 0,
-        "num_turns": 0,
-        "result": text,
-        "stop_reason": null,
-        "session_id": session.facts.session_id,
-        "total_cost_usd": session.engine.total_cost_usd(),
-        "usage": session.engine.total_usage(),
-        "modelUsage": {},
-        "permission_denials": [],
-        "uuid": uuid::Uuid::new_v4().to_string(),
-    }))?;
+    out.line(&without_turn(session, text, Vec::new()))?;
     Ok(false)
 }
 
@@ -702,18 +695,27 @@ async fn compact(
 /// line so the driver is not left waiting.
 fn refuse(out: &LineOut, session: &Session, reason: &str) -> Result<(), ExecError> {
     eprintln!("gyre: {reason}");
-    out.line(&stream_json::refused(
-        reason,
-        &session.engine.total_usage(),
-        session.engine.total_cost_usd(),
+    out.line(&without_turn(session, reason, vec![reason.to_owned()]))?;
+    Ok(())
+}
+
+/// A result line for a stdin message that ran no turn.
+fn without_turn(session: &Session, text: &str, errors: Vec<String>) -> stream_json::Line {
+    let meter = &session.facts.meter;
+    stream_json::without_turn(
+        text,
+        errors,
+        &meter.usage(),
+        meter.cost_usd(),
         &session.facts.session_id,
         &uuid::Uuid::new_v4().to_string(),
-    ))?;
-    Ok(())
+    )
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     /// Serialises to `wire` (the field names gyre answered with before these types)

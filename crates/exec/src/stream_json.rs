@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 
 use gyre_api::RetryStatus;
 use gyre_loop::{CompactionOutcome, TurnResult};
-use gyre_protocol::{Message, Role, StopReason, StreamEvent, Usage};
+use gyre_protocol::{Blocks, Message, Role, StopReason, StreamEvent, Usage};
 use gyre_tools::PermissionDenial;
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 
 pub use gyre_core::facts::{ContextFacts, ModelUsage, SessionFacts};
 
@@ -19,25 +20,175 @@ pub struct ResultExtras {
     pub structured_output: Option<Value>,
 }
 
+/// One stdout line of stream-json (and `--output-format json`'s one object), by
+/// `type`: the shapes the Agent SDKs read.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Line {
+    System(SystemLine),
+    Assistant(MessageLine),
+    User(MessageLine),
+    StreamEvent {
+        event: StreamEvent,
+        parent_tool_use_id: Option<String>,
+        session_id: String,
+        uuid: String,
+    },
+    Result(ResultLine),
+}
+
+impl Line {
+    /// This message line as a sub-agent's, under the Agent call `parent_tool_use_id`.
+    #[must_use]
+    pub fn under(mut self, parent_tool_use_id: String) -> Self {
+        if let Self::Assistant(line) | Self::User(line) = &mut self {
+            line.parent_tool_use_id = Some(parent_tool_use_id);
+        }
+        self
+    }
+}
+
+/// A `system` line, by `subtype`.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "subtype", rename_all = "snake_case")]
+pub enum SystemLine {
+    Init(Box<InitLine>),
+    ApiRetry {
+        attempt: u32,
+        max_retries: u32,
+        retry_delay_ms: u64,
+        error_status: Option<u16>,
+        error: String,
+        message: String,
+        session_id: String,
+        uuid: String,
+    },
+    ModelFallback {
+        original_model: String,
+        fallback_model: String,
+        message: String,
+        session_id: String,
+        uuid: String,
+    },
+    CompactBoundary {
+        compact_metadata: CompactMetadata,
+        session_id: String,
+        uuid: String,
+    },
+    PermissionDenied {
+        tool_name: String,
+        tool_use_id: String,
+        tool_input: Value,
+        message: String,
+        session_id: String,
+        uuid: String,
+    },
+}
+
+/// The `init` line: what the session is.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub struct InitLine {
+    cwd: String,
+    session_id: String,
+    tools: Vec<String>,
+    mcp_servers: Vec<Value>,
+    model: String,
+    #[serde(rename = "permissionMode")]
+    permission_mode: String,
+    slash_commands: [&'static str; 5],
+    #[serde(rename = "apiKeySource")]
+    api_key_source: &'static str,
+    output_style: &'static str,
+    /// The Agent SDKs read this field; gyre reports its own version.
+    claude_code_version: &'static str,
+    gyre_version: &'static str,
+    uuid: String,
+}
+
+/// `compact_boundary`'s metadata.
+#[derive(Debug, Clone, Serialize)]
+pub struct CompactMetadata {
+    trigger: gyre_compact::Trigger,
+    pre_tokens: u64,
+}
+
+/// An `assistant` or `user` line.
+#[derive(Debug, Clone, Serialize)]
+pub struct MessageLine {
+    message: MessageBody,
+    /// The Agent call whose sub-agent wrote the message; `None` for the session's own.
+    pub parent_tool_use_id: Option<String>,
+    session_id: String,
+    uuid: String,
+    /// The tool's own result, on a user line carrying tool results.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_use_result: Option<Value>,
+}
+
+/// The message of an `assistant` line is the API's message object; a `user` line's is
+/// its role and content.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+enum MessageBody {
+    Assistant {
+        id: String,
+        #[serde(rename = "type")]
+        kind: &'static str,
+        role: Role,
+        model: String,
+        content: Blocks,
+        stop_reason: Option<StopReason>,
+        stop_sequence: Option<String>,
+        usage: Usage,
+    },
+    User {
+        role: Role,
+        content: Blocks,
+    },
+}
+
+/// The `result` line: how the turn ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct ResultLine {
+    subtype: &'static str,
+    is_error: bool,
+    duration_ms: u64,
+    duration_api_ms: u64,
+    num_turns: u32,
+    result: String,
+    session_id: String,
+    total_cost_usd: f64,
+    usage: Usage,
+    permission_denials: Vec<PermissionDenial>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    terminal_reason: Option<&'static str>,
+    stop_reason: Option<StopReason>,
+    #[serde(rename = "modelUsage")]
+    model_usage: BTreeMap<String, ModelUsage>,
+    uuid: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    structured_output: Option<Value>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    errors: Vec<String>,
+}
+
 #[must_use]
-pub fn init(facts: &SessionFacts, uuid: &str) -> Value {
-    json!({
-        "type": "system",
-        "subtype": "init",
-        "cwd": facts.cwd,
-        "session_id": facts.session_id,
-        "tools": facts.tools,
-        "mcp_servers": facts.mcp_servers,
-        "model": facts.model(),
-        "permissionMode": facts.permission_mode,
-        "slash_commands": ["compact", "clear", "cost", "model", "help"],
-        "apiKeySource": "ANTHROPIC_API_KEY",
-        "output_style": "default",
-        // The Agent SDKs read this field; gyre reports its own version.
-        "claude_code_version": env!("CARGO_PKG_VERSION"),
-        "gyre_version": env!("CARGO_PKG_VERSION"),
-        "uuid": uuid,
-    })
+pub fn init(facts: &SessionFacts, uuid: &str) -> Line {
+    Line::System(SystemLine::Init(Box::new(InitLine {
+        cwd: facts.cwd.clone(),
+        session_id: facts.session_id.clone(),
+        tools: facts.tools.clone(),
+        mcp_servers: facts.mcp_servers.clone(),
+        model: facts.model(),
+        permission_mode: facts.permission_mode.clone(),
+        slash_commands: ["compact", "clear", "cost", "model", "help"],
+        api_key_source: "ANTHROPIC_API_KEY",
+        output_style: "default",
+        claude_code_version: env!("CARGO_PKG_VERSION"),
+        gyre_version: env!("CARGO_PKG_VERSION"),
+        uuid: uuid.to_owned(),
+    })))
 }
 
 /// What the API said about the response an assistant message came from.
@@ -52,34 +203,37 @@ pub struct ResponseMeta {
 /// An `assistant` or `user` line. Assistant messages carry the response's id, model,
 /// stop reason and usage, as the API's message object does.
 #[must_use]
-pub fn message(message: &Message, meta: &ResponseMeta, session_id: &str, uuid: &str) -> Value {
-    let body = match message.role {
-        Role::Assistant => json!({
-            "id": meta.id,
-            "type": "message",
-            "role": "assistant",
-            "model": meta.model,
-            "content": message.content,
-            "stop_reason": meta.stop_reason,
-            "stop_sequence": null,
-            "usage": meta.usage,
-        }),
-        Role::User => json!({
-            "role": "user",
-            "content": message.content,
-        }),
+pub fn message(message: &Message, meta: &ResponseMeta, session_id: &str, uuid: &str) -> Line {
+    let content = message.content.clone();
+    let (body, wrap): (MessageBody, fn(MessageLine) -> Line) = match message.role {
+        Role::Assistant => (
+            MessageBody::Assistant {
+                id: meta.id.clone(),
+                kind: "message",
+                role: Role::Assistant,
+                model: meta.model.clone(),
+                content,
+                stop_reason: meta.stop_reason.clone(),
+                stop_sequence: None,
+                usage: meta.usage,
+            },
+            Line::Assistant,
+        ),
+        Role::User => (
+            MessageBody::User {
+                role: Role::User,
+                content,
+            },
+            Line::User,
+        ),
     };
-    let mut line = json!({
-        "type": match message.role { Role::Assistant => "assistant", Role::User => "user" },
-        "message": body,
-        "parent_tool_use_id": null,
-        "session_id": session_id,
-        "uuid": uuid,
-    });
-    if let Some(result) = tool_use_result(message) {
-        line["tool_use_result"] = result;
-    }
-    line
+    wrap(MessageLine {
+        message: body,
+        parent_tool_use_id: None,
+        session_id: session_id.to_owned(),
+        uuid: uuid.to_owned(),
+        tool_use_result: tool_use_result(message),
+    })
 }
 
 /// The tool's own result for a user line carrying tool results: the text of the
@@ -89,7 +243,9 @@ fn tool_use_result(message: &Message) -> Option<Value> {
         .content
         .iter()
         .filter_map(|b| match b {
-            gyre_protocol::ContentBlock::ToolResult { content, .. } => Some(json!(content.text())),
+            gyre_protocol::ContentBlock::ToolResult { content, .. } => {
+                Some(Value::String(content.text()))
+            }
             _ => None,
         })
         .collect();
@@ -101,42 +257,39 @@ fn tool_use_result(message: &Message) -> Option<Value> {
 }
 
 #[must_use]
-pub fn api_retry(status: &RetryStatus, session_id: &str, uuid: &str) -> Value {
-    json!({
-        "type": "system",
-        "subtype": "api_retry",
-        "attempt": status.attempt,
-        "max_retries": status.max_retries,
-        "retry_delay_ms": status.delay_ms,
-        "error_status": status.status,
-        "error": status.error,
-        "message": status.message,
-        "session_id": session_id,
-        "uuid": uuid,
+pub fn api_retry(status: &RetryStatus, session_id: &str, uuid: &str) -> Line {
+    Line::System(SystemLine::ApiRetry {
+        attempt: status.attempt,
+        max_retries: status.max_retries,
+        retry_delay_ms: status.delay_ms,
+        error_status: status.status,
+        error: status.error.clone(),
+        message: status.message.clone(),
+        session_id: session_id.to_owned(),
+        uuid: uuid.to_owned(),
     })
 }
 
 #[must_use]
-pub fn model_fallback(original: &str, fallback: &str, session_id: &str, uuid: &str) -> Value {
-    json!({
-        "type": "system",
-        "subtype": "model_fallback",
-        "original_model": original,
-        "fallback_model": fallback,
-        "message": format!("Switched to {fallback} due to high demand for {original}"),
-        "session_id": session_id,
-        "uuid": uuid,
+pub fn model_fallback(original: &str, fallback: &str, session_id: &str, uuid: &str) -> Line {
+    Line::System(SystemLine::ModelFallback {
+        original_model: original.to_owned(),
+        fallback_model: fallback.to_owned(),
+        message: format!("Switched to {fallback} due to high demand for {original}"),
+        session_id: session_id.to_owned(),
+        uuid: uuid.to_owned(),
     })
 }
 
 #[must_use]
-pub fn compact_boundary(outcome: &CompactionOutcome, session_id: &str, uuid: &str) -> Value {
-    json!({
-        "type": "system",
-        "subtype": "compact_boundary",
-        "compact_metadata": { "trigger": outcome.trigger, "pre_tokens": outcome.pre_tokens },
-        "session_id": session_id,
-        "uuid": uuid,
+pub fn compact_boundary(outcome: &CompactionOutcome, session_id: &str, uuid: &str) -> Line {
+    Line::System(SystemLine::CompactBoundary {
+        compact_metadata: CompactMetadata {
+            trigger: outcome.trigger,
+            pre_tokens: outcome.pre_tokens,
+        },
+        session_id: session_id.to_owned(),
+        uuid: uuid.to_owned(),
     })
 }
 
@@ -146,83 +299,84 @@ pub fn permission_denied(
     message: &str,
     session_id: &str,
     uuid: &str,
-) -> Value {
-    json!({
-        "type": "system",
-        "subtype": "permission_denied",
-        "tool_name": denial.tool_name,
-        "tool_use_id": denial.tool_use_id,
-        "tool_input": denial.tool_input,
-        "message": message,
-        "session_id": session_id,
-        "uuid": uuid,
+) -> Line {
+    Line::System(SystemLine::PermissionDenied {
+        tool_name: denial.tool_name.clone(),
+        tool_use_id: denial.tool_use_id.clone(),
+        tool_input: denial.tool_input.clone(),
+        message: message.to_owned(),
+        session_id: session_id.to_owned(),
+        uuid: uuid.to_owned(),
     })
 }
 
 #[must_use]
-pub fn stream_event(event: &StreamEvent, session_id: &str, uuid: &str) -> Value {
-    json!({
-        "type": "stream_event",
-        "event": event,
-        "parent_tool_use_id": null,
-        "session_id": session_id,
-        "uuid": uuid,
-    })
+pub fn stream_event(event: &StreamEvent, session_id: &str, uuid: &str) -> Line {
+    Line::StreamEvent {
+        event: event.clone(),
+        parent_tool_use_id: None,
+        session_id: session_id.to_owned(),
+        uuid: uuid.to_owned(),
+    }
 }
 
 /// The last line (and the whole output of `--output-format json`).
 #[must_use]
-pub fn result(result: &TurnResult, extras: &ResultExtras, session_id: &str, uuid: &str) -> Value {
-    let mut v = json!({
-        "type": "result",
-        "subtype": result.subtype,
-        "is_error": result.is_error,
-        "duration_ms": result.duration_ms,
-        "duration_api_ms": result.duration_api_ms,
-        "num_turns": result.num_turns,
-        "result": result.result,
-        "session_id": session_id,
-        "total_cost_usd": result.total_cost_usd,
-        "usage": result.usage,
-        "permission_denials": result.permission_denials,
-        "terminal_reason": result.terminal.reason.name(),
-        "stop_reason": extras.stop_reason,
-        "modelUsage": extras.model_usage,
-        "uuid": uuid,
-    });
-    if let Some(output) = &extras.structured_output {
-        v["structured_output"] = output.clone();
-    }
-    if !result.errors.is_empty() {
-        v["errors"] = json!(result.errors);
-    }
-    v
+pub fn result(result: &TurnResult, extras: &ResultExtras, session_id: &str, uuid: &str) -> Line {
+    Line::Result(ResultLine {
+        subtype: result.subtype,
+        is_error: result.is_error,
+        duration_ms: result.duration_ms,
+        duration_api_ms: result.duration_api_ms,
+        num_turns: result.num_turns,
+        result: result.result.clone(),
+        session_id: session_id.to_owned(),
+        total_cost_usd: result.total_cost_usd,
+        usage: result.usage,
+        permission_denials: result.permission_denials.clone(),
+        terminal_reason: Some(result.terminal.reason.name()),
+        stop_reason: extras.stop_reason.clone(),
+        model_usage: extras.model_usage.clone(),
+        uuid: uuid.to_owned(),
+        structured_output: extras.structured_output.clone(),
+        errors: result.errors.clone(),
+    })
 }
 
-/// The result line of a stdin message that never became a turn (an orphan tool_result,
-/// a prompt a UserPromptSubmit hook blocked), so a driver waiting for a result gets one.
+/// A result line that ran no turn: a stdin message that never became one (an orphan
+/// tool_result, a prompt a UserPromptSubmit hook blocked: `errors` says why), or
+/// `/compact`'s answer, so a driver waiting for a result gets one.
 #[must_use]
-pub fn refused(
-    reason: &str,
+pub fn without_turn(
+    text: &str,
+    errors: Vec<String>,
     usage: &Usage,
     total_cost_usd: f64,
     session_id: &str,
     uuid: &str,
-) -> Value {
-    json!({
-        "type": "result",
-        "subtype": "error_during_execution",
-        "is_error": true,
-        "duration_ms": 0,
-        "duration_api_ms": 0,
-        "num_turns": 0,
-        "result": reason,
-        "session_id": session_id,
-        "total_cost_usd": total_cost_usd,
-        "usage": usage,
-        "permission_denials": [],
-        "errors": [reason],
-        "uuid": uuid,
+) -> Line {
+    let is_error = !errors.is_empty();
+    Line::Result(ResultLine {
+        subtype: if is_error {
+            "error_during_execution"
+        } else {
+            "success"
+        },
+        is_error,
+        duration_ms: 0,
+        duration_api_ms: 0,
+        num_turns: 0,
+        result: text.to_owned(),
+        session_id: session_id.to_owned(),
+        total_cost_usd,
+        usage: *usage,
+        permission_denials: Vec::new(),
+        terminal_reason: None,
+        stop_reason: None,
+        model_usage: BTreeMap::new(),
+        uuid: uuid.to_owned(),
+        structured_output: None,
+        errors,
     })
 }
 
@@ -292,7 +446,7 @@ mod tests {
 
     #[test]
     fn init_line() {
-        let mut line = init(&facts(), UUID);
+        let mut line = serde_json::to_value(init(&facts(), UUID)).unwrap();
         line["gyre_version"] = json!("[version]");
         line["claude_code_version"] = json!("[version]");
         insta::assert_json_snapshot!(line);

@@ -44,11 +44,11 @@ use self::style::{Palette, PaletteSpans};
 use self::turn::{Folded, TurnView, expanded};
 use self::ui::Ui;
 use self::view::{Choice, PlanChoice, QuestionView, ShellsView, StatusLine, View};
-use gyre_core::approvals::{Approval, ApprovalRequests, Approvals};
+use gyre_core::approvals::Approval;
 use gyre_core::facts::SessionFacts;
-use gyre_core::gate::Gate;
 use gyre_core::session::{self, Session};
 use gyre_core::settings::Settings;
+use gyre_core::{Control, Event as SessionEvent, Op};
 use gyre_core::{CoreError, Environment, SessionOptions};
 
 /// Lines of a command shown in its question; a longer one goes above the question.
@@ -107,12 +107,12 @@ pub async fn run(
         return Err(TuiError::NotATerminal);
     }
     let palette = Palette::detect();
-    let history = HistoryFile::new(session::gyre_home().join("history"));
-    // Permission questions come as events; the UI loop answers them by id.
-    let (approvals, questions) = Approvals::channel();
-    let mcp = gyre_core::mcp_config::start(options, cwd, &session::gyre_home(), env).await?;
-    let session = session::build(options, cwd, settings, true, env, mcp)?;
-    session.gate.ask_through(Arc::clone(&approvals));
+    let home = env.gyre_home();
+    let history = HistoryFile::new(home.join("history"));
+    let mcp = gyre_core::mcp_config::start(options, cwd, &home, env).await?;
+    let mut session = session::build(options, cwd, settings, true, env, mcp)?;
+    // Permission questions come as events in a turn's; the UI loop answers them by id.
+    session.ask_questions();
     // auto mode's verdicts go into the scrollback, not onto stderr under the UI.
     let (verdicts_tx, verdicts) = mpsc::unbounded_channel();
     session.gate.report_verdicts_to(Arc::new(move |line: &str| {
@@ -123,18 +123,17 @@ pub async fn run(
         model: session.facts.model(),
         mode: session.facts.permission_mode.clone(),
         context: None,
-        cost_usd: session.engine.total_cost_usd(),
+        cost_usd: session.facts.meter.cost_usd(),
         shells: 0,
     };
     let front = Front {
         ui: Ui::start(palette.color())?,
         editor: Editor::new(history.load()),
         keys: EventStream::new(),
-        questions,
-        approvals,
         verdicts,
         palette,
         cwd: cwd.to_path_buf(),
+        home: home.clone(),
         question: None,
         status,
         hint: None,
@@ -142,7 +141,7 @@ pub async fn run(
         folded: Vec::new(),
         queued: None,
         frame: 0,
-        gate: Arc::clone(&session.gate),
+        control: session.control(),
         shells: session.engine.tools().background_shells().cloned(),
         shells_view: None,
         stop_on_denial: false,
@@ -159,7 +158,7 @@ pub async fn run(
     // A history that cannot be saved is not worth failing the session for.
     let _ = history.save(repl.front.editor.history());
     if !repl.sent && !resumed {
-        discard_empty_transcript(cwd, &repl.session.facts);
+        discard_empty_transcript(&home, cwd, &repl.session.facts);
     }
     outcome?;
     finished?;
@@ -167,8 +166,8 @@ pub async fn run(
 }
 
 /// Quitting before anything was sent leaves no empty session behind.
-fn discard_empty_transcript(cwd: &Path, facts: &SessionFacts) {
-    let path = JsonlTranscript::path_for(&session::gyre_home(), cwd, &facts.session_id);
+fn discard_empty_transcript(home: &Path, cwd: &Path, facts: &SessionFacts) {
+    let path = JsonlTranscript::path_for(home, cwd, &facts.session_id);
     if std::fs::metadata(&path).is_ok_and(|m| m.len() == 0) {
         let _ = std::fs::remove_file(&path);
     }
@@ -224,13 +223,12 @@ struct Front {
     ui: Ui,
     editor: Editor,
     keys: EventStream,
-    questions: ApprovalRequests,
-    /// Where the answers go, by question id.
-    approvals: Arc<Approvals>,
     /// auto mode's verdicts (`auto mode allowed Bash: …`), shown as they come.
     verdicts: mpsc::UnboundedReceiver<String>,
     palette: Palette,
     cwd: PathBuf,
+    /// gyre's folder of the user's own config (`folder_rules` saves "always" answers there).
+    home: PathBuf,
     question: Option<Question>,
     status: StatusLine,
     hint: Option<String>,
@@ -241,9 +239,9 @@ struct Front {
     /// A message sent with Enter while a turn ran: it goes when the turn ends.
     queued: Option<String>,
     frame: usize,
-    /// The session's permission policy: the status line shows its mode, and approving
-    /// a plan may switch it.
-    gate: Arc<Gate>,
+    /// The operations a running turn allows: the answers go here by question id, the
+    /// status line shows the mode, and approving a plan may switch it.
+    control: Control,
     /// Bash's background shells (`/bashes`, the status line's count).
     shells: Option<Arc<ShellTable>>,
     /// `/bashes`' list while it is open.
@@ -273,7 +271,7 @@ impl Front {
         activity: Option<&Status>,
     ) -> Result<()> {
         // ExitPlanMode (or an approval) may have switched the mode since the last frame.
-        self.status.mode = self.gate.mode_name();
+        self.status.mode = self.control.mode_name();
         self.status.shells = self.shells.as_ref().map_or(0, |s| s.running());
         if let (Some(panel), Some(table)) = (&mut self.shells_view, &self.shells) {
             panel.rows = table.list().iter().map(shell_row).collect();
@@ -393,8 +391,8 @@ impl Front {
         };
         let p = self.palette;
         let (answer, note) = match choice {
-            PlanChoice::AutoAccept => match self.gate.set_mode("acceptEdits") {
-                Ok(()) => (
+            PlanChoice::AutoAccept => match self.control.set_mode("acceptEdits") {
+                Ok(_) => (
                     Approval::once(),
                     p.dim("  ? plan approved · edits are auto-accepted (acceptEdits mode)"),
                 ),
@@ -421,7 +419,10 @@ impl Front {
             }
         };
         // The tool waits on this; if it is gone (the turn ended) nobody is told.
-        self.approvals.answer(question.request.id, answer);
+        let _ = self.control.submit(Op::Answer {
+            id: question.request.id,
+            approval: answer,
+        });
         self.print(&[note.into()])
     }
 
@@ -690,27 +691,28 @@ impl Front {
                 Approval::always(&question.request),
                 p.dim(format!("  ? allowed for this session: {rule}")),
             ),
-            Choice::Save => match gyre_core::folder_rules::save_allow_rule(
-                &gyre_core::session::gyre_home(),
-                &self.cwd,
-                rule,
-            ) {
-                Ok(path) => (
-                    Approval::always(&question.request),
-                    p.dim(format!(
-                        "  ? always allowed in this folder: {rule} (saved in {})",
-                        path.display()
-                    )),
-                ),
-                Err(e) => (
-                    Approval::always(&question.request),
-                    p.red(format!("  ? allowed for this session; not saved: {e:#}")),
-                ),
-            },
+            Choice::Save => {
+                match gyre_core::folder_rules::save_allow_rule(&self.home, &self.cwd, rule) {
+                    Ok(path) => (
+                        Approval::always(&question.request),
+                        p.dim(format!(
+                            "  ? always allowed in this folder: {rule} (saved in {})",
+                            path.display()
+                        )),
+                    ),
+                    Err(e) => (
+                        Approval::always(&question.request),
+                        p.red(format!("  ? allowed for this session; not saved: {e:#}")),
+                    ),
+                }
+            }
             Choice::Deny => (Approval::deny(), p.dim("  ? denied")),
         };
         // The tool waits on this; if it is gone (the turn ended) nobody is told.
-        self.approvals.answer(question.request.id, answer);
+        let _ = self.control.submit(Op::Answer {
+            id: question.request.id,
+            approval: answer,
+        });
         self.print(&[note.into()])
     }
 }
@@ -783,12 +785,11 @@ impl Repl {
 
     /// Shift+Tab: switches the permission mode for the following calls and shows it.
     fn cycle_mode(&mut self) {
-        let next = next_mode(&self.session.gate.mode_name());
-        match self.session.gate.set_mode(next) {
+        let next = next_mode(&self.front.control.mode_name());
+        match self.front.control.set_mode(next) {
             // The status line says the mode, beside the model, context and cost it keeps.
-            Ok(()) => {
-                next.clone_into(&mut self.session.facts.permission_mode);
-                next.clone_into(&mut self.front.status.mode);
+            Ok(mode) => {
+                self.front.status.mode = mode;
                 self.front.hint = None;
             }
             Err(e) => self.front.hint = Some(e.to_string()),
@@ -832,20 +833,20 @@ impl Repl {
 
     async fn command(&mut self, command: SlashCommand) -> Result<Flow> {
         let p = self.front.palette;
-        let engine = &mut self.session.engine;
+        let facts = self.session.facts.clone();
         let text = match command {
             SlashCommand::Exit => return Ok(Flow::Quit),
             SlashCommand::Help => HELP.into(),
             SlashCommand::Clear => {
-                engine.clear();
+                self.session.submit(Op::Clear).for_each(|_| async {}).await;
                 self.front.status.context = None;
                 p.dim("Conversation cleared; the next message starts afresh.")
             }
             SlashCommand::Cost => {
                 let wall = u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX);
                 cost_report(
-                    engine.total_cost_usd(),
-                    &engine.total_usage(),
+                    facts.meter.cost_usd(),
+                    &facts.meter.usage(),
                     self.api_ms,
                     wall,
                 )
@@ -853,10 +854,7 @@ impl Repl {
             }
             SlashCommand::Model(None) => {
                 let lines = [
-                    Line::from(vec![
-                        Span::raw("Model: "),
-                        p.bold(engine.model().to_owned()),
-                    ]),
+                    Line::from(vec![Span::raw("Model: "), p.bold(facts.model())]),
                     p.dim("/model NAME switches for the next messages").into(),
                     Line::default(),
                 ];
@@ -864,18 +862,30 @@ impl Repl {
                 return Ok(Flow::Continue);
             }
             SlashCommand::Model(Some(name)) => {
-                engine.set_model(name.clone());
-                self.front.status.model.clone_from(&name);
+                let events = self.session.submit(Op::SetModel(Some(name.clone())));
+                futures::pin_mut!(events);
+                while let Some(event) = events.next().await {
+                    if let SessionEvent::ModelChanged(model) = event {
+                        self.front.status.model = model;
+                    }
+                }
                 let line = Line::from(vec![Span::raw("Model set to "), p.bold(name)]);
                 self.front.print(&[line, Line::default()])?;
                 return Ok(Flow::Continue);
             }
             SlashCommand::Compact(instructions) => {
-                let result = until_interrupted(
-                    &mut self.front,
-                    engine.compact_with(instructions.as_deref()),
-                )
-                .await?;
+                let compacted = async {
+                    let events = self.session.submit(Op::Compact { instructions });
+                    futures::pin_mut!(events);
+                    let mut outcome = Err("the session did not compact".to_owned());
+                    while let Some(event) = events.next().await {
+                        if let SessionEvent::Compacted(result) = event {
+                            outcome = result;
+                        }
+                    }
+                    outcome
+                };
+                let result = until_interrupted(&mut self.front, compacted).await?;
                 match result {
                     None => p.dim("Compaction interrupted."),
                     Some(Ok(Some(outcome))) => format!(
@@ -895,7 +905,7 @@ impl Repl {
                             "Nothing to compact: the conversation ({} messages, {used}) is all in \
                              the recent turns compaction keeps as they are; older turns are \
                              summarised once there are some.",
-                            engine.messages().len()
+                            self.session.engine.messages().len()
                         ))
                     }
                     Some(Err(e)) => p.red(format!("✗ Compaction failed: {e}")),
@@ -944,48 +954,49 @@ impl Repl {
 
     /// Sends one message and shows the turn as it happens.
     async fn turn(&mut self, text: &str) -> Result<Flow> {
-        let content = match gyre_core::gate::prompt_hooks(
-            &self.session.gate,
-            &self.session.engine,
-            vec![ContentBlock::text(text)],
-        )
-        .await
-        {
-            Ok(content) => content,
-            Err(reason) => {
-                let p = self.front.palette;
-                self.front.print(&[p
-                    .red(format!(
-                        "✗ The prompt was blocked by a UserPromptSubmit hook: {reason}"
-                    ))
-                    .into()])?;
-                return Ok(Flow::Continue);
-            }
-        };
-        self.sent = true;
         let front = &mut self.front;
-        let engine = &mut self.session.engine;
-        let facts = &mut self.session.facts;
-        let interrupt = engine.interrupt_handle();
+        let facts = self.session.facts.clone();
+        let control = self.session.control();
         let mut view = TurnView::new(front.palette, front.cwd.clone());
         let mut tick = tokio::time::interval(TICK);
         let mut flow = Flow::Continue;
         {
-            let events = engine.submit_message(content);
+            let events = self
+                .session
+                .submit(Op::UserMessage(vec![ContentBlock::text(text)]));
             futures::pin_mut!(events);
             loop {
                 front.print(&view.take_lines())?;
                 front.draw(&view.live(), &view.subagent_lines(), view.activity())?;
                 tokio::select! {
                     event = events.next() => {
-                        let Some(event) = event else { break };
+                        let event = match event {
+                            None => break,
+                            Some(SessionEvent::Engine(event)) => event,
+                            Some(SessionEvent::Question(request)) => {
+                                let question = Question::of(&request, front.palette, &front.cwd);
+                                front.ask(question)?;
+                                continue;
+                            }
+                            Some(SessionEvent::PromptBlocked(reason)) => {
+                                let p = front.palette;
+                                front.print(&[p
+                                    .red(format!(
+                                        "✗ The prompt was blocked by a UserPromptSubmit hook: {reason}"
+                                    ))
+                                    .into()])?;
+                                return Ok(Flow::Continue);
+                            }
+                            Some(_) => continue,
+                        };
+                        self.sent = true;
                         if let EngineEvent::Result(result) = &event {
                             self.api_ms += result.duration_api_ms;
                         }
                         if matches!(&event, EngineEvent::Loop(LoopEvent::PermissionDenied { .. }))
                             && std::mem::take(&mut front.stop_on_denial)
                         {
-                            interrupt.interrupt();
+                            let _ = control.submit(Op::Interrupt);
                         }
                         view.on_event(event);
                         // Ctrl+O reaches an output folded in this turn while it runs.
@@ -997,10 +1008,6 @@ impl Repl {
                         // The meter counts sub-agents and side requests too.
                         front.status.cost_usd = facts.meter.cost_usd();
                         front.status.model = facts.model();
-                    }
-                    Some(request) = front.questions.recv() => {
-                        let question = Question::of(&request, front.palette, &front.cwd);
-                        front.ask(question)?;
                     }
                     Some(verdict) = front.verdicts.recv() => {
                         front.print(&[Line::from(front.palette.dim(format!("  ⎿ {verdict}")))])?;
@@ -1016,7 +1023,7 @@ impl Repl {
                         match busy {
                             Busy::Nothing => {}
                             Busy::Interrupt => {
-                                interrupt.interrupt();
+                                let _ = control.submit(Op::Interrupt);
                                 view.set_activity(Some(Status::working("Interrupting")));
                             }
                             Busy::Quit => {
@@ -1029,19 +1036,13 @@ impl Repl {
                 }
             }
         }
-        // A question left on screen (the user quit) is answered no.
-        if let Some(question) = front.question.take() {
-            front
-                .approvals
-                .answer(question.request.id, Approval::deny());
-        }
-        front.approvals.withdraw_all();
-        while front.questions.try_recv().is_ok() {}
+        // A question left on screen (the user quit) went with the turn.
+        front.question = None;
         front.stop_on_denial = false;
         if let Some(tokens) = view.context_tokens {
             front.status.context = Some((tokens, facts.context.window(&facts.model())));
         }
-        front.status.cost_usd = engine.total_cost_usd();
+        front.status.cost_usd = facts.meter.cost_usd();
         front.status.model = facts.model();
         // Only the newest are worth keeping a key for.
         let stale = front.folded.len().saturating_sub(MAX_FOLDED);

@@ -1,0 +1,151 @@
+//! The session's interface: operations in, events out.
+//!
+//! A front-end changes the session only by submitting an [`Op`], and hears back only
+//! [`Event`]s. [`Session::submit`] takes every operation and streams the events it
+//! causes: a user message streams its turn (the engine's events, with the permission
+//! questions its tool calls ask merged in as [`Event::Question`]). While that stream
+//! runs, the operations a turn allows — interrupt, set the mode, answer a question —
+//! go through a [`Control`] ([`Session::control`]), which any task may hold; the
+//! others wait for the turn to end ([`Control::submit`] hands them back).
+//!
+//! [`Session::submit`]: crate::session::Session::submit
+//! [`Session::control`]: crate::session::Session::control
+
+use std::sync::Arc;
+
+use gyre_loop::{CompactionOutcome, EngineEvent, InterruptHandle};
+use gyre_protocol::ContentBlock;
+
+use crate::approvals::{Approval, ApprovalRequest, ApprovalRequests, Approvals};
+use crate::gate::{Gate, GateError};
+
+/// What a front-end asks of the session.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Op {
+    /// A user turn: the UserPromptSubmit hooks, then the agent loop.
+    UserMessage(Vec<ContentBlock>),
+    /// Stops the turn in flight (Ctrl+C, Esc, the SDK's `interrupt`).
+    Interrupt,
+    /// Another permission mode, by its Claude Code name (Shift+Tab,
+    /// `set_permission_mode`); the session's "always" answers are kept.
+    SetMode(String),
+    /// Another model for the following turns; `None` goes back to the session's own.
+    SetModel(Option<String>),
+    /// The answer to [`Event::Question`] `id`.
+    Answer { id: u64, approval: Approval },
+    /// Compacts the conversation now (`/compact [instructions]`).
+    Compact { instructions: Option<String> },
+    /// Starts the conversation afresh (`/clear`).
+    Clear,
+}
+
+/// What the session tells a front-end.
+#[derive(Debug)]
+pub enum Event {
+    /// The turn's events as the agent loop emits them: messages, raw stream events,
+    /// tool calls, retries, compaction, sub-agents, the result.
+    Engine(EngineEvent),
+    /// A permission question; the call waits for [`Op::Answer`].
+    Question(ApprovalRequest),
+    /// A UserPromptSubmit hook refused the message (the reason); no turn ran.
+    PromptBlocked(String),
+    /// The permission mode now in force, or why it could not change.
+    ModeChanged(Result<String, GateError>),
+    /// The model the following turns use.
+    ModelChanged(String),
+    /// `Op::Compact`: what compaction did (`None`: nothing to compact), or why it failed.
+    Compacted(Result<Option<CompactionOutcome>, String>),
+    /// The conversation was cleared.
+    Cleared,
+}
+
+/// The operations a running turn allows, from any task.
+#[derive(Debug, Clone)]
+pub struct Control {
+    gate: Arc<Gate>,
+    approvals: Option<Arc<Approvals>>,
+    interrupt: InterruptHandle,
+}
+
+impl Control {
+    pub(crate) fn new(
+        gate: Arc<Gate>,
+        approvals: Option<Arc<Approvals>>,
+        interrupt: InterruptHandle,
+    ) -> Self {
+        Self {
+            gate,
+            approvals,
+            interrupt,
+        }
+    }
+
+    /// Applies `op` now if a turn allows it (interrupt, set the mode, answer) and
+    /// returns the event it causes, if any; any other operation comes back as `Err` to
+    /// be submitted to the session when the turn has ended.
+    ///
+    /// # Errors
+    /// `op` itself, when it needs the turn to end first.
+    pub fn submit(&self, op: Op) -> Result<Option<Event>, Op> {
+        match op {
+            Op::Interrupt => {
+                self.interrupt.interrupt();
+                Ok(None)
+            }
+            Op::SetMode(name) => Ok(Some(Event::ModeChanged(self.set_mode(&name)))),
+            Op::Answer { id, approval } => {
+                // A question no longer waiting (withdrawn, answered) takes no answer.
+                if let Some(approvals) = &self.approvals {
+                    approvals.answer(id, approval);
+                }
+                Ok(None)
+            }
+            other => Err(other),
+        }
+    }
+
+    /// [`Op::SetMode`], with its outcome: the mode now in force.
+    ///
+    /// # Errors
+    /// An unknown mode, or bypassPermissions in a session not started to allow it.
+    pub fn set_mode(&self, name: &str) -> Result<String, GateError> {
+        self.gate.set_mode(name)?;
+        Ok(self.gate.mode_name())
+    }
+
+    /// The permission mode now in force (ExitPlanMode may have switched it).
+    #[must_use]
+    pub fn mode_name(&self) -> String {
+        self.gate.mode_name()
+    }
+}
+
+/// The parts of a session [`Session::submit`] works on.
+#[derive(Debug)]
+pub(crate) struct Asking {
+    pub approvals: Option<Arc<Approvals>>,
+    /// Where the gate's questions arrive; `None` until [`Session::ask_questions`].
+    pub questions: Option<ApprovalRequests>,
+    /// The model `Op::SetModel(None)` goes back to.
+    pub default_model: String,
+}
+
+impl Asking {
+    pub fn new(default_model: String) -> Self {
+        Self {
+            approvals: None,
+            questions: None,
+            default_model,
+        }
+    }
+}
+
+/// The next question, or never when the session does not ask.
+pub(crate) async fn next_question(questions: &mut Option<ApprovalRequests>) -> ApprovalRequest {
+    if let Some(rx) = questions
+        && let Some(request) = rx.recv().await
+    {
+        return request;
+    }
+    std::future::pending().await
+}
