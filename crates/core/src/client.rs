@@ -1,7 +1,8 @@
-//! What the session asks of the program driving it: an Agent SDK answers permission
-//! questions (`can_use_tool`), runs its hook callbacks (`hook_callback`) and its own MCP
-//! servers (`mcp_message`). The front-end that speaks the SDK's wire implements
-//! [`ClientRequests`]; the session sees only this trait.
+//! What the session asks of the program driving it: an Agent SDK runs its hook callbacks
+//! (`hook_callback`) and its own MCP servers (`mcp_message`). The front-end that speaks
+//! the SDK's wire implements [`ClientRequests`]; the session sees only this trait and
+//! builds no wire message. (Permission questions are events, not requests:
+//! [`crate::approvals`].)
 
 use std::sync::Arc;
 
@@ -15,13 +16,25 @@ use tokio_util::sync::CancellationToken;
 #[error("{0}")]
 pub struct ClientError(pub String);
 
-/// Sends one request (`{"subtype": …, …}`) to the client and waits for its answer.
+/// The requests a session sends its client, each waiting for the answer; `cancel`
+/// withdraws one.
 pub trait ClientRequests: Send + Sync {
-    /// The client's answer to `request`, or why there is none; `cancel` withdraws the
-    /// request.
-    fn request<'a>(
+    /// Runs the SDK's hook callback `callback_id` on `input` (the hook's JSON input, as
+    /// settings commands get it); the answer is the hook's JSON output.
+    fn hook_callback<'a>(
         &'a self,
-        request: Value,
+        callback_id: &'a str,
+        input: &'a Value,
+        tool_use_id: Option<&'a str>,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<Value, ClientError>>;
+
+    /// Hands a JSON-RPC `message` to the SDK's own MCP server `server`; the answer is
+    /// the server's JSON-RPC reply.
+    fn mcp_message<'a>(
+        &'a self,
+        server: &'a str,
+        message: Value,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<Value, ClientError>>;
 }

@@ -142,8 +142,28 @@ pub struct HookBase {
     pub child_env: Vec<(String, String)>,
 }
 
-/// Where `--include-hook-events` lines go (`system/hook_started`, `system/hook_response`).
-pub type HookEventSink = Arc<dyn Fn(Value) + Send + Sync>;
+/// A hook's start or end, as `--include-hook-events` reports them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookReport {
+    Started {
+        hook_id: String,
+        /// `PreToolUse:Bash`, `Stop`, …
+        hook_name: String,
+        hook_event: &'static str,
+    },
+    Response {
+        hook_id: String,
+        hook_name: String,
+        hook_event: &'static str,
+        /// The hook's output, or why it failed.
+        output: String,
+        /// `success` or `error`.
+        outcome: &'static str,
+    },
+}
+
+/// Where hook starts and ends go (`--include-hook-events`).
+pub type HookEventSink = Arc<dyn Fn(HookReport) + Send + Sync>;
 
 /// The registered hooks of a session and how to run them.
 #[derive(Clone, Default)]
@@ -271,10 +291,11 @@ impl Hooks {
         };
         for hook in matching {
             let hook_id = uuid::Uuid::new_v4().to_string();
-            self.report(json!({
-                "subtype": "hook_started", "hook_id": hook_id, "hook_name": hook_name,
-                "hook_event": event.name(),
-            }));
+            self.report(|| HookReport::Started {
+                hook_id: hook_id.clone(),
+                hook_name: hook_name.clone(),
+                hook_event: event.name(),
+            });
             let outcome = match &hook.runner {
                 Runner::Callback(id) => {
                     self.run_callback(id, tool_use_id, &input, hook.timeout, cancel)
@@ -288,11 +309,13 @@ impl Hooks {
                 Ok(output) => (output.to_string(), "success"),
                 Err(e) => (e.to_string(), "error"),
             };
-            self.report(json!({
-                "subtype": "hook_response", "hook_id": hook_id, "hook_name": hook_name,
-                "hook_event": event.name(), "output": output, "stdout": "", "stderr": "",
-                "outcome": outcome_name,
-            }));
+            self.report(|| HookReport::Response {
+                hook_id: hook_id.clone(),
+                hook_name: hook_name.clone(),
+                hook_event: event.name(),
+                output,
+                outcome: outcome_name,
+            });
             match outcome {
                 Ok(output) => verdict.absorb(&output),
                 Err(e) => tracing::warn!(event = event.name(), error = %e, "hook failed"),
@@ -301,12 +324,9 @@ impl Hooks {
         verdict
     }
 
-    fn report(&self, mut line: Value) {
+    fn report(&self, report: impl FnOnce() -> HookReport) {
         if let Some(sink) = &self.events {
-            line["type"] = json!("system");
-            line["session_id"] = json!(self.base.session_id);
-            line["uuid"] = json!(uuid::Uuid::new_v4().to_string());
-            sink(line);
+            sink(report());
         }
     }
 
@@ -321,20 +341,15 @@ impl Hooks {
         let Some(channel) = &self.channel else {
             return Err(HookError::NoSdk);
         };
-        let request = json!({
-            "subtype": "hook_callback",
-            "callback_id": id,
-            "input": input,
-            "tool_use_id": tool_use_id,
-        });
-        Ok(
-            tokio::time::timeout(timeout, channel.request(request, cancel))
-                .await
-                .map_err(|_| HookError::CallbackTimeout {
-                    id: id.to_owned(),
-                    timeout,
-                })??,
+        Ok(tokio::time::timeout(
+            timeout,
+            channel.hook_callback(id, input, tool_use_id, cancel),
         )
+        .await
+        .map_err(|_| HookError::CallbackTimeout {
+            id: id.to_owned(),
+            timeout,
+        })??)
     }
 
     async fn run_command(

@@ -167,9 +167,9 @@ pub fn sdk_channel(name: &str, control: &ClientChannel) -> SdkChannel {
 }
 
 /// Carries one SDK server's JSON-RPC over the control protocol: each message gyre's
-/// client sends becomes `{"subtype": "mcp_message", "server_name", "message"}`, and the
-/// answer's `mcp_response` goes back to the client when the message was a request (a
-/// notification's answer is only an acknowledgement). A request the SDK cannot answer
+/// client sends goes to the SDK ([`crate::ClientRequests::mcp_message`]), and its reply
+/// goes back to the client when the message was a request (a notification's answer is
+/// only an acknowledgement). A request the SDK cannot answer
 /// (an error response, stdin closed) gets a JSON-RPC error, so the call fails instead of
 /// waiting. Messages travel at once, each in its own task: one slow tool does not hold
 /// up the others.
@@ -187,20 +187,14 @@ async fn bridge_sdk_server(name: String, bridge: SdkBridge, channel: ClientChann
                 .get("method")
                 .and_then(|_| message.get("id"))
                 .cloned();
-            let request =
-                json!({"subtype": "mcp_message", "server_name": name, "message": message});
-            let answer = channel.request(request, &CancellationToken::new()).await;
+            let answer = channel
+                .mcp_message(&name, message, &CancellationToken::new())
+                .await;
             let Some(id) = request_id else {
                 return;
             };
             let reply = match answer {
-                Ok(body) => match body.get("mcp_response") {
-                    Some(response) if response.is_object() => response.clone(),
-                    _ => rpc_error(
-                        &id,
-                        &format!("the SDK's answer for MCP server \"{name}\" has no mcp_response"),
-                    ),
-                },
+                Ok(response) => response,
                 Err(e) => rpc_error(
                     &id,
                     &format!("MCP server \"{name}\" in the SDK did not answer: {e}"),

@@ -315,8 +315,7 @@ impl From<&gyre_tools::PermissionRule> for WireRule {
     }
 }
 
-/// The requests gyre sends the SDK, by `subtype`. gyre-core builds the hook and MCP
-/// ones (as JSON); they are read into this type before they are written.
+/// The requests gyre sends the SDK, by `subtype`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "subtype", rename_all = "snake_case")]
 pub enum ClientRequest {
@@ -593,20 +592,52 @@ impl ControlChannel {
     }
 }
 
+/// The answer to `mcp_message`: `{"mcp_response": <the server's JSON-RPC reply>}`.
+#[derive(Debug, Deserialize)]
+struct McpMessageAnswer {
+    mcp_response: serde_json::Map<String, Value>,
+}
+
 impl gyre_core::ClientRequests for ControlChannel {
-    fn request<'a>(
+    fn hook_callback<'a>(
         &'a self,
-        request: Value,
+        callback_id: &'a str,
+        input: &'a Value,
+        tool_use_id: Option<&'a str>,
         cancel: &'a CancellationToken,
     ) -> gyre_tools::BoxFuture<'a, Result<Value, gyre_core::ClientError>> {
+        let request = ClientRequest::HookCallback {
+            callback_id: callback_id.to_owned(),
+            input: input.clone(),
+            tool_use_id: tool_use_id.map(str::to_owned),
+        };
         Box::pin(async move {
-            // gyre-core writes its requests as JSON: read into the protocol's type here.
-            let request = ClientRequest::deserialize(&request).map_err(|e| {
-                gyre_core::ClientError(format!("gyre cannot send this request to the SDK: {e}"))
-            })?;
             Self::request(self, request, cancel)
                 .await
                 .map_err(gyre_core::ClientError)
+        })
+    }
+
+    fn mcp_message<'a>(
+        &'a self,
+        server: &'a str,
+        message: Value,
+        cancel: &'a CancellationToken,
+    ) -> gyre_tools::BoxFuture<'a, Result<Value, gyre_core::ClientError>> {
+        let request = ClientRequest::McpMessage {
+            server_name: server.to_owned(),
+            message,
+        };
+        Box::pin(async move {
+            let answer = Self::request(self, request, cancel)
+                .await
+                .map_err(gyre_core::ClientError)?;
+            let answer = McpMessageAnswer::deserialize(&answer).map_err(|_| {
+                gyre_core::ClientError(format!(
+                    "the SDK's answer for MCP server \"{server}\" has no mcp_response"
+                ))
+            })?;
+            Ok(Value::Object(answer.mcp_response))
         })
     }
 }

@@ -517,7 +517,9 @@ pub async fn run(
 ) -> Result<bool, ExecError> {
     if hook_events {
         let out = out.clone();
-        session.gate.report_hooks_to(Arc::new(move |line| {
+        let session_id = session.facts.session_id.clone();
+        session.gate.report_hooks_to(Arc::new(move |report| {
+            let line = stream_json::hook(report, &session_id, &uuid::Uuid::new_v4().to_string());
             if let Err(e) = out.line(&line) {
                 eprintln!("gyre: could not write a hook event: {e}");
             }

@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use gyre_api::RetryStatus;
+use gyre_core::hooks::HookReport;
 use gyre_loop::{CompactionOutcome, TurnResult};
 use gyre_protocol::{Blocks, Message, Role, StopReason, StreamEvent, Usage};
 use gyre_tools::PermissionDenial;
@@ -72,6 +73,24 @@ pub enum SystemLine {
     },
     CompactBoundary {
         compact_metadata: CompactMetadata,
+        session_id: String,
+        uuid: String,
+    },
+    HookStarted {
+        hook_id: String,
+        hook_name: String,
+        hook_event: &'static str,
+        session_id: String,
+        uuid: String,
+    },
+    HookResponse {
+        hook_id: String,
+        hook_name: String,
+        hook_event: &'static str,
+        output: String,
+        stdout: &'static str,
+        stderr: &'static str,
+        outcome: &'static str,
         session_id: String,
         uuid: String,
     },
@@ -307,6 +326,42 @@ pub fn permission_denied(
         message: message.to_owned(),
         session_id: session_id.to_owned(),
         uuid: uuid.to_owned(),
+    })
+}
+
+/// `--include-hook-events`: a hook's start or end.
+#[must_use]
+pub fn hook(report: HookReport, session_id: &str, uuid: &str) -> Line {
+    let (session_id, uuid) = (session_id.to_owned(), uuid.to_owned());
+    Line::System(match report {
+        HookReport::Started {
+            hook_id,
+            hook_name,
+            hook_event,
+        } => SystemLine::HookStarted {
+            hook_id,
+            hook_name,
+            hook_event,
+            session_id,
+            uuid,
+        },
+        HookReport::Response {
+            hook_id,
+            hook_name,
+            hook_event,
+            output,
+            outcome,
+        } => SystemLine::HookResponse {
+            hook_id,
+            hook_name,
+            hook_event,
+            output,
+            stdout: "",
+            stderr: "",
+            outcome,
+            session_id,
+            uuid,
+        },
     })
 }
 
