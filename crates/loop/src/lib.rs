@@ -16,10 +16,6 @@
 
 #![warn(missing_docs)]
 
-// The phase tests share the fakes of crates/loop/tests/it/support, which name this crate.
-#[cfg(test)]
-extern crate self as gyre_loop;
-
 mod agent_tool;
 mod agents;
 mod compaction;
@@ -28,14 +24,15 @@ mod cost;
 mod deps;
 mod engine;
 mod event;
-#[cfg(test)]
-#[path = "../tests/it/support/mod.rs"]
-mod fakes;
 mod hooks;
 mod pipeline_compactor;
 mod query;
 mod side_query;
 mod state;
+/// Fakes for the loop's seams (a scripted model, tools, a compactor, hooks), for tests
+/// here and in other crates (the `testing` feature).
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod transcript;
 
 pub use agent_tool::{AGENT_TOOL_NAME, AgentSetup, AgentTool, DEFAULT_SUBAGENT_MAX_TURNS};

@@ -274,8 +274,8 @@ impl ContextCompactor for PipelineCompactor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fakes::{FakeModel, text};
     use crate::hooks::PreCompactOutcome;
+    use crate::testing::{FakeModel, text};
 
     /// Records what it was called with and asks for the test file to be kept.
     #[derive(Default)]

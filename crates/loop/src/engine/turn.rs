@@ -375,7 +375,7 @@ mod tests {
     use super::*;
     use crate::compaction::NoCompaction;
     use crate::engine::EngineConfig;
-    use crate::fakes::{AllowAll, FakeModel, Reply, registry, response, text, tool};
+    use crate::testing::{AllowAll, FakeModel, Reply, registry, response, text, tool};
     use crate::transcript::MemoryTranscript;
 
     fn engine(

@@ -351,7 +351,7 @@ mod tests {
     use futures::StreamExt;
 
     use super::*;
-    use crate::fakes::{FakeModel, params, text, tool};
+    use crate::testing::{FakeModel, params, text, tool};
 
     #[tokio::test]
     async fn the_driver_yields_each_iteration_s_events_then_one_terminal() {

@@ -48,7 +48,7 @@ impl QueryRun<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fakes::{FakeModel, params};
+    use crate::testing::{FakeModel, params};
 
     #[test]
     fn the_next_turn_resets_what_recovers_within_a_turn() {

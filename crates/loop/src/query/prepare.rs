@@ -80,7 +80,7 @@ mod tests {
     use super::super::{QueryRun, Step};
     use super::*;
     use crate::compaction::{CompactionError, CompactionOutcome, PreparedContext};
-    use crate::fakes::{FakeCompactor, FakeModel, params, params_with};
+    use crate::testing::{FakeCompactor, FakeModel, params, params_with};
     use gyre_compact::UsageAnchor;
 
     fn prepared(prepared: Result<PreparedContext, CompactionError>) -> FakeCompactor {

@@ -174,7 +174,7 @@ mod tests {
 
     use super::super::emit::run_phase;
     use super::*;
-    use crate::fakes::{
+    use crate::testing::{
         FakeCompactor, FakeModel, Reply, params, params_with, prompt_too_long_error, response,
     };
 

@@ -130,8 +130,8 @@ mod tests {
 
     use super::super::emit::run_phase;
     use super::*;
-    use crate::fakes::{FakeModel, Reply, params, response};
     use crate::hooks::StopHook;
+    use crate::testing::{FakeModel, Reply, params, response};
 
     struct Hook(StopHookOutcome);
 

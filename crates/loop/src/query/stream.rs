@@ -348,7 +348,7 @@ mod tests {
     use super::super::emit::run_phase;
     use super::*;
     use crate::conversation::Conversation;
-    use crate::fakes::{FakeModel, Reply, params, response, text, tool};
+    use crate::testing::{FakeModel, Reply, params, response, text, tool};
 
     fn progress() -> (AttemptProgress, Arc<ToolRegistry>) {
         let p = params(FakeModel::new([]));

@@ -225,7 +225,7 @@ mod tests {
 
     use super::super::emit::run_phase;
     use super::*;
-    use crate::fakes::{FakeModel, Reply, params, response};
+    use crate::testing::{FakeModel, Reply, params, response};
 
     fn calls_response(calls: &[(&str, &str)]) -> AssistantResponse {
         let blocks = calls

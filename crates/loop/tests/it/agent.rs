@@ -7,8 +7,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::support;
-use crate::support::{FakeModel, Reply, collect, params, response, text, tool};
+use gyre_loop::testing as support;
+use gyre_loop::testing::{FakeModel, Reply, collect, params, response, text, tool};
 use gyre_loop::{
     AgentCatalog, AgentSetup, AgentTool, LoopEvent, SubagentEvent, SubagentState, general_purpose,
     subagent_channel,

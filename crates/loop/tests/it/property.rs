@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
-use crate::support::*;
 use futures::StreamExt;
 use gyre_api::ApiError;
+use gyre_loop::testing::*;
 use gyre_loop::{EngineConfig, EngineEvent, JsonlTranscript, NoCompaction, QueryEngine};
 use gyre_protocol::{ContentBlock, Message, StopReason};
 use proptest::prelude::*;

@@ -4,8 +4,8 @@
 use std::borrow::Cow;
 use std::sync::{Arc, Mutex};
 
-use crate::support::*;
 use gyre_api::ApiError;
+use gyre_loop::testing::*;
 use gyre_loop::{
     Conversation, LoopEvent, MAX_OUTPUT_TOKENS_RECOVERY_MESSAGE, StopHook, StopHookOutcome,
     TerminalReason, ToolHook, Transition,

@@ -1,17 +1,24 @@
 //! Fakes for the loop's seams: a scripted model, tools, a compactor, hooks.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    dead_code,
+    missing_docs,
+    missing_debug_implementations,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::missing_panics_doc
+)]
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use gyre_api::{ApiError, ModelEvent, RetryStatus};
-use gyre_loop::{
+use crate::{
     CompactionOutcome, ContextCompactor, Conversation, LoopEvent, ModelStream, NoCompaction,
     PreparedContext, QueryDeps, QueryParams, UsageAnchor,
 };
+use futures::StreamExt;
+use gyre_api::{ApiError, ModelEvent, RetryStatus};
 use gyre_protocol::{
     AssistantResponse, ContentBlock, Message, MessagesRequest, Role, StopReason, Usage,
 };
@@ -268,7 +275,7 @@ pub struct FakeCompactor {
     pub blocking: bool,
     pub compactions: Arc<Mutex<u32>>,
     /// When set, what `prepare` answers instead of the history as it is.
-    pub prepared: Option<Result<PreparedContext, gyre_loop::CompactionError>>,
+    pub prepared: Option<Result<PreparedContext, crate::CompactionError>>,
 }
 
 impl ContextCompactor for FakeCompactor {
@@ -276,7 +283,7 @@ impl ContextCompactor for FakeCompactor {
         &'a mut self,
         messages: &'a [Message],
         _anchor: Option<UsageAnchor>,
-    ) -> BoxFuture<'a, Result<PreparedContext, gyre_loop::CompactionError>> {
+    ) -> BoxFuture<'a, Result<PreparedContext, crate::CompactionError>> {
         Box::pin(async move {
             if let Some(prepared) = &self.prepared {
                 return prepared.clone();
@@ -292,8 +299,8 @@ impl ContextCompactor for FakeCompactor {
     fn compact_now<'a>(
         &'a mut self,
         messages: &'a [Message],
-        trigger: gyre_loop::Trigger,
-    ) -> BoxFuture<'a, gyre_loop::CompactNowResult> {
+        trigger: crate::Trigger,
+    ) -> BoxFuture<'a, crate::CompactNowResult> {
         Box::pin(async move {
             if !self.can_compact {
                 return Ok(None);
@@ -346,10 +353,10 @@ pub fn params_with(model: Arc<FakeModel>, compactor: Box<dyn ContextCompactor>) 
 
 /// Runs a query to its end and returns every event.
 pub async fn collect(params: QueryParams) -> Vec<LoopEvent> {
-    gyre_loop::query(params).collect().await
+    crate::query(params).collect().await
 }
 
-pub fn terminal(events: &[LoopEvent]) -> gyre_loop::Terminal {
+pub fn terminal(events: &[LoopEvent]) -> crate::Terminal {
     match events.last() {
         Some(LoopEvent::Terminal(t)) => t.clone(),
         other => panic!("last event is not a terminal: {other:?}"),
