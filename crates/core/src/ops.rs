@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use gyre_loop::{CompactionOutcome, EngineEvent, InterruptHandle};
+use gyre_loop::{CompactionError, CompactionOutcome, EngineEvent, InterruptHandle};
 use gyre_protocol::ContentBlock;
 
 use crate::approvals::{Approval, ApprovalRequest, ApprovalRequests, Approvals};
@@ -54,7 +54,7 @@ pub enum Event {
     /// The model the following turns use.
     ModelChanged(String),
     /// `Op::Compact`: what compaction did (`None`: nothing to compact), or why it failed.
-    Compacted(Result<Option<CompactionOutcome>, String>),
+    Compacted(Result<Option<CompactionOutcome>, CompactionError>),
     /// The conversation was cleared.
     Cleared,
 }

@@ -582,7 +582,7 @@ impl Session {
                 }
                 Op::Compact { instructions } => {
                     let outcome = self.engine.compact_with(instructions.as_deref()).await;
-                    yield Event::Compacted(outcome.map_err(|e| e.to_string()));
+                    yield Event::Compacted(outcome);
                 }
                 Op::Clear => {
                     self.engine.clear();

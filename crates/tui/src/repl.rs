@@ -877,7 +877,8 @@ impl Repl {
                 let compacted = async {
                     let events = self.session.submit(Op::Compact { instructions });
                     futures::pin_mut!(events);
-                    let mut outcome = Err("the session did not compact".to_owned());
+                    // Op::Compact always ends with its Compacted event.
+                    let mut outcome = Ok(None);
                     while let Some(event) = events.next().await {
                         if let SessionEvent::Compacted(result) = event {
                             outcome = result;
