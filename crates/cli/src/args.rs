@@ -107,6 +107,11 @@ pub struct Cli {
     #[arg(long)]
     pub await_initialize: bool,
 
+    /// Write no transcript: the session cannot be resumed (the Agent SDKs'
+    /// `persistSession: false`).
+    #[arg(long)]
+    pub no_session_persistence: bool,
+
     /// Tools allowed without asking, comma- or space-separated: `Read`, `Bash(git diff:*)`.
     #[arg(long = "allowedTools", alias = "allowed-tools", num_args = 1.., value_name = "TOOLS")]
     pub allowed_tools: Vec<String>,
@@ -209,6 +214,28 @@ pub struct Cli {
     pub plugin_dir: Vec<String>,
     #[arg(long, hide = true)]
     pub thinking_display: Option<String>,
+    #[arg(long, hide = true)]
+    pub permission_prompts: Option<String>,
+    #[arg(long, hide = true)]
+    pub agent: Option<String>,
+    #[arg(long, hide = true)]
+    pub session_mirror: bool,
+    #[arg(long, hide = true)]
+    pub project_config_root: Option<String>,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub plugin_dir_no_mcp: Vec<String>,
+    #[arg(long, hide = true)]
+    pub resume_drops_turn: Option<String>,
+    #[arg(long, hide = true)]
+    pub managed_settings: Option<String>,
+    #[arg(long, hide = true)]
+    pub managed_settings_in_initialize: bool,
+    #[arg(long, hide = true, num_args = 1..)]
+    pub channels: Vec<String>,
+    /// With stream-json input: the initialize fields the SDK sends instead of flags
+    /// (accepted; gyre reads every initialize field it knows).
+    #[arg(long, value_name = "FIELDS")]
+    pub initialize_fields: Option<String>,
 }
 
 impl Cli {
@@ -227,6 +254,18 @@ impl Cli {
         warn(self.resume_session_at.is_some(), "--resume-session-at");
         warn(!self.plugin_dir.is_empty(), "--plugin-dir");
         warn(self.thinking_display.is_some(), "--thinking-display");
+        warn(self.permission_prompts.is_some(), "--permission-prompts");
+        warn(self.agent.is_some(), "--agent");
+        warn(self.session_mirror, "--session-mirror");
+        warn(self.project_config_root.is_some(), "--project-config-root");
+        warn(!self.plugin_dir_no_mcp.is_empty(), "--plugin-dir-no-mcp");
+        warn(self.resume_drops_turn.is_some(), "--resume-drops-turn");
+        warn(self.managed_settings.is_some(), "--managed-settings");
+        warn(
+            self.managed_settings_in_initialize,
+            "--managed-settings-in-initialize",
+        );
+        warn(!self.channels.is_empty(), "--channels");
         out
     }
 }
@@ -258,6 +297,7 @@ impl Cli {
             resume,
             session_id: self.session_id.clone(),
             fork_session: self.fork_session,
+            no_session_persistence: self.no_session_persistence,
             agents: self.agents.clone(),
             setting_sources: self.setting_sources.clone(),
             json_schema: self.json_schema.clone(),
@@ -323,15 +363,25 @@ mod tests {
     #[test]
     fn every_hidden_flag_is_one_gyre_warns_it_ignores() {
         use clap::CommandFactory;
-        let hidden: Vec<String> = Cli::command()
+        let command = Cli::command();
+        let hidden: Vec<_> = command
             .get_arguments()
             .filter(|a| a.is_hide_set())
-            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .filter_map(|a| {
+                Some((
+                    format!("--{}", a.get_long()?),
+                    a.get_action().takes_values(),
+                ))
+            })
             .collect();
         let mut args = vec!["gyre".to_owned(), "-p".to_owned(), "x".to_owned()];
-        for flag in &hidden {
-            args.extend([flag.clone(), "1".to_owned()]);
+        for (flag, takes_value) in &hidden {
+            args.push(flag.clone());
+            if *takes_value {
+                args.push("1".to_owned());
+            }
         }
+        let hidden: Vec<String> = hidden.into_iter().map(|(flag, _)| flag).collect();
         let cli = Cli::try_parse_from(args).unwrap();
         assert_eq!(cli.ignored_flag_warnings(), hidden);
     }

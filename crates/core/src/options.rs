@@ -90,6 +90,8 @@ pub struct SessionOptions {
     pub session_id: Option<String>,
     /// Continue a resumed conversation under a new id (`--fork-session`).
     pub fork_session: bool,
+    /// Write no transcript (`--no-session-persistence`): the session cannot be resumed.
+    pub no_session_persistence: bool,
     /// More sub-agent definitions, a JSON object (`--agents`).
     pub agents: Option<String>,
     /// The settings sources read (`--setting-sources`), comma-separated; `None`: all.

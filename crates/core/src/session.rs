@@ -445,13 +445,19 @@ pub fn build(
         max_output_tokens,
         token_budget: None,
     };
-    let transcript = JsonlTranscript::open(transcript_path.clone())
-        .map_err(CoreError::io(
-            "could not create the transcript",
-            &transcript_path,
-        ))?
-        .on_first_failure(|message| eprintln!("gyre: {message}"));
-    let transcript_health = transcript.health();
+    let (transcript, transcript_health): (Box<dyn gyre_loop::TranscriptStore>, _) =
+        if !cli.no_session_persistence {
+            let transcript = JsonlTranscript::open(transcript_path.clone())
+                .map_err(CoreError::io(
+                    "could not create the transcript",
+                    &transcript_path,
+                ))?
+                .on_first_failure(|message| eprintln!("gyre: {message}"));
+            let health = transcript.health();
+            (Box::new(transcript), health)
+        } else {
+            (Box::new(Unrecorded), TranscriptHealth::default())
+        };
     // Thinking goes on the main loop's requests, not on compaction summaries.
     let thinking = Thinking::from_flags(cli.max_thinking_tokens, cli.thinking.as_deref())
         .map_err(|e| CoreError::Invalid(e.to_string()))?;
@@ -466,7 +472,7 @@ pub fn build(
         tool_context,
         can_use_tool,
         compactor,
-        Box::new(transcript),
+        transcript,
     )
     .with_stop_hook(Arc::clone(&gate) as Arc<dyn gyre_loop::StopHook>)
     .with_tool_hook(Arc::clone(&gate) as Arc<dyn gyre_loop::ToolHook>);
@@ -498,6 +504,15 @@ pub fn build(
         gate,
         agents,
     })
+}
+
+/// `--no-session-persistence`: the session's lines go nowhere.
+struct Unrecorded;
+
+impl gyre_loop::TranscriptStore for Unrecorded {
+    fn append(&mut self, _entry: &gyre_loop::TranscriptEntry) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// What a step of a turn's events brings.

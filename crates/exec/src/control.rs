@@ -452,6 +452,40 @@ pub struct LineOut {
     inner: Arc<Mutex<Box<dyn Write + Send>>>,
 }
 
+/// Writes `session_state_changed` lines, for an SDK that reads them (the TypeScript
+/// SDK sets `CLAUDE_CODE_SDK_READS_SESSION_STATE`; `CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS`
+/// asks for them too), and nothing otherwise.
+#[derive(Clone)]
+pub struct SessionStates {
+    out: LineOut,
+    session_id: String,
+    on: bool,
+}
+
+impl SessionStates {
+    #[must_use]
+    pub fn new(out: LineOut, session_id: String, on: bool) -> Self {
+        Self {
+            out,
+            session_id,
+            on,
+        }
+    }
+
+    /// Says the session is in `state` now; a failure is said on stderr (the next line
+    /// that cannot be written ends the session).
+    pub fn send(&self, state: crate::stream_json::SessionState) {
+        if !self.on {
+            return;
+        }
+        let uuid = uuid::Uuid::new_v4().to_string();
+        let line = crate::stream_json::session_state(state, &self.session_id, &uuid);
+        if let Err(e) = self.out.line(&line) {
+            eprintln!("gyre: could not write a session_state_changed line: {e}");
+        }
+    }
+}
+
 impl LineOut {
     pub fn new(out: Box<dyn Write + Send>) -> Self {
         Self {

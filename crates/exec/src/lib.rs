@@ -183,16 +183,15 @@ pub async fn run(
             }
             None => false,
         };
-        let last_error = sdk::run(
-            &mut session,
-            input,
-            out,
+        let truthy = |name| env.var(name).is_some_and(|v| !v.is_empty() && v != "0");
+        let sdk_options = sdk::SdkOptions {
             ask_over_stdio,
-            options.include_partial_messages,
-            options.include_hook_events,
-            &ctrl_c,
-        )
-        .await?;
+            partial: options.include_partial_messages,
+            hook_events: options.include_hook_events,
+            session_states: truthy("CLAUDE_CODE_SDK_READS_SESSION_STATE")
+                || truthy("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS"),
+        };
+        let last_error = sdk::run(&mut session, input, out, &sdk_options, &ctrl_c).await?;
         return Ok(outcome(ctrl_c.is_cancelled(), last_error));
     }
     let stdout = std::io::stdout().lock();

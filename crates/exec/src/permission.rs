@@ -8,7 +8,8 @@ use gyre_tools::PermissionRule;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::control::{ClientRequest, ControlChannel, WireRule, WireUpdate};
+use crate::control::{ClientRequest, ControlChannel, SessionStates, WireRule, WireUpdate};
+use crate::stream_json::SessionState;
 
 /// The SDK's answer to `can_use_tool`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -127,11 +128,18 @@ async fn ask(channel: &ControlChannel, request: &ApprovalRequest) -> Approval {
 }
 
 /// Asks the SDK `request`'s question in a task of its own (the turn goes on streaming)
-/// and answers it with the SDK's reply.
-pub fn ask_over(channel: &ControlChannel, control: &Control, request: ApprovalRequest) {
-    let (channel, control) = (channel.clone(), control.clone());
+/// and answers it with the SDK's reply. The session `requires_action` while it waits.
+pub fn ask_over(
+    channel: &ControlChannel,
+    control: &Control,
+    states: &SessionStates,
+    request: ApprovalRequest,
+) {
+    let (channel, control, states) = (channel.clone(), control.clone(), states.clone());
     tokio::spawn(async move {
+        states.send(SessionState::RequiresAction);
         let approval = ask(&channel, &request).await;
+        states.send(SessionState::Running);
         let _ = control.submit(Op::Answer {
             id: request.id,
             approval,

@@ -17,9 +17,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::ExecError;
-use crate::control::{self, ControlChannel, ControlRequest, Inbound, LineOut};
+use crate::control::{self, ControlChannel, ControlRequest, Inbound, LineOut, SessionStates};
 use crate::headless::{self, Output};
-use crate::stream_json::{self, ContextFacts};
+use crate::stream_json::{self, ContextFacts, SessionState};
 use futures::StreamExt;
 use gyre_core::InitializeOptions;
 use gyre_core::gate::Gate;
@@ -504,17 +504,39 @@ async fn mcp_control(
     done.map_err(|e| e.to_string())
 }
 
+/// What the SDK asked for with flags and its environment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SdkOptions {
+    /// `--permission-prompt-tool stdio`: permission questions as `can_use_tool`.
+    pub ask_over_stdio: bool,
+    /// `--include-partial-messages`.
+    pub partial: bool,
+    /// `--include-hook-events`.
+    pub hook_events: bool,
+    /// `session_state_changed` lines (see [`SessionStates`]).
+    pub session_states: bool,
+}
+
 /// Runs the session until stdin ends (or Ctrl+C). Returns whether the last turn was an
 /// error.
 pub async fn run(
     session: &mut Session,
     input: SdkInput,
     out: LineOut,
-    ask_over_stdio: bool,
-    partial: bool,
-    hook_events: bool,
+    options: &SdkOptions,
     ctrl_c: &CancellationToken,
 ) -> Result<bool, ExecError> {
+    let SdkOptions {
+        ask_over_stdio,
+        partial,
+        hook_events,
+        session_states,
+    } = *options;
+    let states = SessionStates::new(
+        out.clone(),
+        session.facts.session_id.clone(),
+        session_states,
+    );
     if hook_events {
         let out = out.clone();
         let session_id = session.facts.session_id.clone();
@@ -611,17 +633,22 @@ pub async fn run(
                 let _ = interrupt.submit(Op::Interrupt);
             }
         };
-        let ask = |request| permission::ask_over(&channel, &control, request);
-        let result = match headless::run_turn(session, content, &mut output, started, ask).await {
+        let ask = |request| permission::ask_over(&channel, &control, &states, request);
+        states.send(SessionState::Running);
+        let turn = headless::run_turn(session, content, &mut output, started, ask).await;
+        let result = match turn {
             Ok(result) => result,
             Err(ExecError::PromptBlocked(reason)) => {
                 let text = format!("the prompt was blocked by a UserPromptSubmit hook: {reason}");
                 refuse(&output_line, session, &text)?;
+                states.send(SessionState::Idle);
                 last_error = true;
                 continue;
             }
             Err(e) => return Err(e),
         };
+        // After the result line: the turn is over.
+        states.send(SessionState::Idle);
         last_error = result.is_error;
         // A session that cannot be recorded stops: its failure was reported on stderr
         // when it happened.

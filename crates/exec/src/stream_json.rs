@@ -76,6 +76,14 @@ pub enum SystemLine {
         session_id: String,
         uuid: String,
     },
+    /// The session's state: `running` (a turn is under way), `requires_action` (it
+    /// waits for the SDK's answer to a permission question) or `idle` (the turn's result
+    /// is out).
+    SessionStateChanged {
+        state: SessionState,
+        session_id: String,
+        uuid: String,
+    },
     HookStarted {
         hook_id: String,
         hook_name: String,
@@ -324,6 +332,24 @@ pub fn permission_denied(
         tool_use_id: denial.tool_use_id.clone(),
         tool_input: denial.tool_input.clone(),
         message: message.to_owned(),
+        session_id: session_id.to_owned(),
+        uuid: uuid.to_owned(),
+    })
+}
+
+/// What `session_state_changed` says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    Idle,
+    Running,
+    RequiresAction,
+}
+
+#[must_use]
+pub fn session_state(state: SessionState, session_id: &str, uuid: &str) -> Line {
+    Line::System(SystemLine::SessionStateChanged {
+        state,
         session_id: session_id.to_owned(),
         uuid: uuid.to_owned(),
     })

@@ -1395,3 +1395,64 @@ fn a_late_initialize_says_its_session_options_were_not_applied() {
     let system = server.requests()[0].body["system"].to_string();
     assert!(!system.contains("late"), "{system}");
 }
+
+#[test]
+fn an_sdk_that_reads_session_state_hears_running_requires_action_and_idle() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": "echo hi"})),
+        Turn::text("Done."),
+        Turn::tool_use("Bash", json!({"command": "echo hi"})),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let states = |lines: &[Value]| -> Vec<String> {
+        lines
+            .iter()
+            .filter_map(
+                |l| match (l["subtype"].as_str(), l["request"]["subtype"].as_str()) {
+                    (Some("session_state_changed"), _) => {
+                        Some(l["state"].as_str().unwrap().to_owned())
+                    }
+                    (_, Some("can_use_tool")) => Some("can_use_tool".to_owned()),
+                    _ if l["type"] == "result" => Some("result".to_owned()),
+                    _ => None,
+                },
+            )
+            .collect()
+    };
+    let answer = |line: &Value| match line["request"]["subtype"].as_str() {
+        Some("can_use_tool") => Some(vec![json!({"type": "control_response", "response": {
+            "subtype": "success", "request_id": line["request_id"],
+            "response": {"behavior": "allow", "updatedInput": line["request"]["input"]}}})]),
+        _ if line["type"] == "result" => None,
+        _ => Some(Vec::new()),
+    };
+    let mut cmd = sandbox.gyre(&server).unwrap();
+    cmd.args(["--permission-prompt-tool", "stdio"])
+        .env("CLAUDE_CODE_SDK_READS_SESSION_STATE", "1");
+    let (lines, stderr) = gyre_e2e::converse(cmd, &[user(&json!("run it"))], answer);
+    assert_eq!(
+        states(&lines),
+        [
+            "running",
+            "requires_action",
+            "can_use_tool",
+            "running",
+            "result",
+            "idle"
+        ],
+        "{stderr}"
+    );
+    let state = lines
+        .iter()
+        .find(|l| l["subtype"] == "session_state_changed")
+        .unwrap();
+    assert_eq!(state["type"], "system");
+    assert!(state["session_id"].is_string() && state["uuid"].is_string());
+    // Without the variable (the Python SDK), no such line.
+    let mut cmd = sandbox.gyre(&server).unwrap();
+    cmd.args(["--permission-prompt-tool", "stdio"]);
+    let (lines, _) = gyre_e2e::converse(cmd, &[user(&json!("run it"))], answer);
+    assert_eq!(states(&lines), ["can_use_tool", "result"]);
+}

@@ -167,3 +167,35 @@ fn resume_by_id_and_clear_errors_for_unknown_sessions() {
     assert_eq!(bad.code, Some(1));
     assert!(bad.stderr.contains("not a UUID"), "{}", bad.stderr);
 }
+
+#[test]
+fn no_session_persistence_writes_no_transcript_and_leaves_nothing_to_continue() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "hi",
+        "--no-session-persistence",
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.result().unwrap()["result"], "Hello.");
+    assert!(
+        sandbox.transcripts().is_empty(),
+        "{:?}",
+        sandbox.transcripts()
+    );
+    let again = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "more", "--continue"]))
+    .unwrap();
+    assert_eq!(again.code, Some(1), "{}", again.stderr);
+    assert!(
+        again.stderr.contains("no session to continue"),
+        "{}",
+        again.stderr
+    );
+}
