@@ -578,3 +578,29 @@ pub mod tmux {
         }
     }
 }
+
+/// Cargo's target directory, where tests keep what they install (SDKs, published MCP
+/// servers) between runs.
+#[must_use]
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        PathBuf::from,
+    )
+}
+
+/// Runs an install step (`what` says what for) and fails the test, with its stderr,
+/// when it does not succeed: a test never passes without what it needs.
+///
+/// # Panics
+/// When `cmd` cannot run or fails.
+pub fn install(what: &str, cmd: &mut Command) {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{what}: could not run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {cmd:?} failed:\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -107,7 +107,12 @@ impl Step {
                 ],
             ),
             // rg: the bench's reference for Grep and Glob.
-            Self::Tools => ensure_installed(&[("tmux", "tmux"), ("rg", "ripgrep")]),
+            Self::Tools => ensure_installed(&[
+                ("tmux", "tmux"),
+                ("rg", "ripgrep"),
+                ("node", "nodejs"),
+                ("npm", "npm"),
+            ]),
             Self::Tests if nextest_installed(cargo) => run_cmd(
                 cargo,
                 &[

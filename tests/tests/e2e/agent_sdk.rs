@@ -6,18 +6,13 @@
 //! fails: it never passes without running the SDK.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// The SDK release the cases were written against.
 const SDK_REQUIREMENT: &str = "claude-agent-sdk==0.2.189";
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
-        PathBuf::from,
-    )
-}
+use gyre_e2e::target_dir;
 
 /// The venv's python with the SDK importable, installing it when missing.
 fn sdk_python() -> PathBuf {

@@ -35,5 +35,6 @@ mod security_trust_e2e;
 mod sessions_e2e;
 mod todo_e2e;
 mod transcript_integrity;
+mod ts_sdk;
 mod walk_races;
 mod web_fetch_e2e;

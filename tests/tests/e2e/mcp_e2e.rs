@@ -601,23 +601,10 @@ fn an_invalid_mcp_config_is_a_clear_error() {
 // install, when it cannot.
 
 fn scratch(name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
-        PathBuf::from,
-    );
-    target.join("mcp-published").join(name)
+    gyre_e2e::target_dir().join("mcp-published").join(name)
 }
 
-fn install(what: &str, cmd: &mut Command) {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("{what}: could not run {cmd:?}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what}: {cmd:?} failed:\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use gyre_e2e::install;
 
 /// The published versions the tests were written against: a new release may change
 /// the tools' texts, so updating is a deliberate edit here.

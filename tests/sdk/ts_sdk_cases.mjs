@@ -1,0 +1,326 @@
+// Programs written for Claude Code's TypeScript Agent SDK (`@anthropic-ai/claude-agent-sdk`
+// from npm), run with gyre as `pathToClaudeCodeExecutable` against gyre-testkit.
+//
+// Each case starts gyre-testkit with a script, runs the real SDK's query() with the
+// options a program would pass, and checks what the program sees and what gyre sent to
+// the API. Run with node, the SDK importable from NODE_PATH's parent (see ts_sdk.rs):
+//
+//     node ts_sdk_cases.mjs --sdk DIR --gyre PATH --testkit PATH [--only NAME]
+//
+// Prints one 'ok'/'FAIL' line per case and 'N passed, M failed'; exits 1 on a failure.
+
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, writeFileSync, readFileSync, existsSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createInterface } from "node:readline";
+import { pathToFileURL } from "node:url";
+
+const args = Object.fromEntries(
+  process.argv.slice(2).reduce((pairs, arg, i, all) => {
+    if (arg.startsWith("--")) pairs.push([arg.slice(2), all[i + 1]]);
+    return pairs;
+  }, []),
+);
+const sdkDir = join(args.sdk, "node_modules", "@anthropic-ai", "claude-agent-sdk", "sdk.mjs");
+const { query, tool, createSdkMcpServer } = await import(pathToFileURL(sdkDir).href);
+const { z } = await import(pathToFileURL(join(args.sdk, "node_modules", "zod", "index.js")).href);
+
+const API_KEY = "sk-ant-ts-sdk-test-key";
+
+function expect(cond, what) {
+  if (!cond) throw new Error(what);
+}
+
+/** gyre-testkit on a free port with `turns`; `requests()` is what it received. */
+async function testkit(turns, work) {
+  const path = join(work, "script.json");
+  writeFileSync(path, JSON.stringify({ turns }));
+  const proc = spawn(args.testkit, ["--script", path], { stdio: ["ignore", "pipe", "inherit"] });
+  const first = await new Promise((resolve) => {
+    createInterface({ input: proc.stdout }).once("line", resolve);
+  });
+  expect(first.startsWith("PORT "), `gyre-testkit printed ${first}`);
+  const url = `http://127.0.0.1:${first.split(" ")[1]}`;
+  return {
+    url,
+    async requests() {
+      const all = await (await fetch(`${url}/_testkit/requests`)).json();
+      return all.filter((q) => q.path === "/v1/messages").map((q) => q.body);
+    },
+    close() {
+      proc.kill();
+    },
+  };
+}
+
+/** A scratch project, a GYRE_HOME and a testkit for one case. */
+async function scratch(turns) {
+  const work = mkdtempSync(join(tmpdir(), "gyre-ts-sdk-"));
+  const project = join(work, "project");
+  const home = join(work, "home");
+  mkdirSync(project);
+  mkdirSync(home);
+  const tk = await testkit(turns, work);
+  const options = (more = {}) => ({
+    pathToClaudeCodeExecutable: args.gyre,
+    cwd: project,
+    env: {
+      ...process.env,
+      HOME: home,
+      GYRE_HOME: home,
+      ANTHROPIC_BASE_URL: tk.url,
+      ANTHROPIC_API_KEY: API_KEY,
+    },
+    stderr: (text) => stderr.push(text),
+    ...more,
+  });
+  const stderr = [];
+  return { work, project, home, tk, options, stderr };
+}
+
+const text = (t) => ({ content: [{ type: "text", text: t }] });
+const toolUse = (name, input) => ({ content: [{ type: "tool_use", name, input }] });
+
+async function collect(q, out = []) {
+  for await (const m of q) out.push(m);
+  return out;
+}
+
+async function* prompts(...texts) {
+  for (const t of texts) {
+    yield { type: "user", message: { role: "user", content: t }, parent_tool_use_id: null };
+  }
+}
+
+const resultOf = (messages) => messages.find((m) => m.type === "result");
+
+const cases = {
+  async a_prompt_runs_and_the_result_and_init_are_what_the_program_reads() {
+    const c = await scratch([text("Hello from gyre.")]);
+    try {
+      const messages = await collect(query({ prompt: "Say hello", options: c.options() }));
+      const init = messages.find((m) => m.type === "system" && m.subtype === "init");
+      expect(init, "an init message");
+      expect(init.tools.includes("Bash") && init.tools.includes("Agent"), `tools ${init.tools}`);
+      const result = resultOf(messages);
+      expect(result && result.subtype === "success", `result ${JSON.stringify(result)}`);
+      expect(result.result === "Hello from gyre.", `result text ${result.result}`);
+      expect(typeof result.total_cost_usd === "number", "total_cost_usd");
+      const [sent] = await c.tk.requests();
+      expect(sent.messages[0].content[0].text === "Say hello", "the prompt reached the API");
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async system_prompt_and_append_travel_in_initialize_and_reach_the_api() {
+    const c = await scratch([text("ok")]);
+    try {
+      const messages = await collect(
+        query({
+          prompt: "hi",
+          options: c.options({ systemPrompt: "You are a terse bot." }),
+        }),
+      );
+      expect(resultOf(messages).result === "ok", "result");
+      const [sent] = await c.tk.requests();
+      const system = JSON.stringify(sent.system ?? "");
+      expect(system.includes("You are a terse bot."), `system ${system}`);
+      const append = await scratch([text("ok")]);
+      try {
+        await collect(
+          query({
+            prompt: "hi",
+            options: append.options({
+              systemPrompt: { type: "preset", preset: "claude_code", append: "Always rhyme." },
+            }),
+          }),
+        );
+        const [appended] = await append.tk.requests();
+        const text = JSON.stringify(appended.system);
+        expect(text.includes("Always rhyme."), `appended system ${text.slice(0, 200)}`);
+      } finally {
+        append.tk.close();
+      }
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async can_use_tool_allows_with_changed_input_and_denies_with_a_message() {
+    const c = await scratch([
+      toolUse("Bash", { command: "echo one" }),
+      toolUse("Bash", { command: "echo two" }),
+      text("done"),
+    ]);
+    try {
+      const asked = [];
+      const canUseTool = async (name, input, { suggestions }) => {
+        asked.push([name, input.command, suggestions?.[0]?.type]);
+        if (input.command === "echo one") {
+          return { behavior: "allow", updatedInput: { command: "echo changed" } };
+        }
+        return { behavior: "deny", message: "not two" };
+      };
+      const messages = await collect(
+        query({ prompt: prompts("run both"), options: c.options({ canUseTool }) }),
+      );
+      expect(asked.length === 2, `asked ${JSON.stringify(asked)}`);
+      expect(asked[0][0] === "Bash" && asked[0][2] === "addRules", `suggestion ${asked[0]}`);
+      const results = messages
+        .filter((m) => m.type === "user")
+        .flatMap((m) => (Array.isArray(m.message.content) ? m.message.content : []))
+        .filter((b) => b.type === "tool_result");
+      const texts = results.map((b) => JSON.stringify(b.content));
+      expect(texts[0].includes("changed"), `the changed input ran: ${texts[0]}`);
+      expect(texts[1].includes("not two"), `the denial reached the model: ${texts[1]}`);
+      const states = messages.filter((m) => m.subtype === "session_state_changed").map((m) => m.state);
+      expect(states.includes("requires_action") && states.at(-1) === "idle", `states ${states}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async hooks_run_as_callbacks_and_a_pre_tool_use_deny_stops_the_call() {
+    const c = await scratch([toolUse("Bash", { command: "rm -rf x" }), text("stopped")]);
+    try {
+      const seen = [];
+      const hooks = {
+        PreToolUse: [
+          {
+            matcher: "Bash",
+            hooks: [
+              async (input) => {
+                seen.push(input.hook_event_name, input.tool_input.command);
+                return {
+                  hookSpecificOutput: {
+                    hookEventName: "PreToolUse",
+                    permissionDecision: "deny",
+                    permissionDecisionReason: "no rm here",
+                  },
+                };
+              },
+            ],
+          },
+        ],
+      };
+      const messages = await collect(
+        query({
+          prompt: "clean",
+          options: c.options({ hooks, permissionMode: "bypassPermissions", allowDangerouslySkipPermissions: true }),
+        }),
+      );
+      expect(seen[0] === "PreToolUse" && seen[1] === "rm -rf x", `hook input ${seen}`);
+      const sent = await c.tk.requests();
+      expect(JSON.stringify(sent[1].messages).includes("no rm here"), "the hook's reason reached the model");
+      expect(resultOf(messages).result === "stopped", "result");
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async an_sdk_mcp_server_is_built_from_its_tools_and_called() {
+    const c = await scratch([toolUse("mcp__calc__add", { a: 2, b: 3 }), text("It is 5.")]);
+    try {
+      const add = tool("add", "Adds two numbers.", { a: z.number(), b: z.number() }, async ({ a, b }) => ({
+        content: [{ type: "text", text: `sum = ${a + b}` }],
+      }));
+      const calc = createSdkMcpServer({ name: "calc", version: "1.0.0", tools: [add] });
+      const messages = await collect(
+        query({
+          prompt: "add 2 and 3",
+          options: c.options({ mcpServers: { calc }, allowedTools: ["mcp__calc__add"] }),
+        }),
+      );
+      const init = messages.find((m) => m.subtype === "init");
+      expect(init.tools.includes("mcp__calc__add"), `tools ${init.tools}`);
+      const sent = await c.tk.requests();
+      expect(sent[0].tools.some((t) => t.name === "mcp__calc__add"), "the tool was offered");
+      expect(JSON.stringify(sent[1].messages).includes("sum = 5"), "the tool ran in the program");
+      expect(resultOf(messages).result === "It is 5.", "result");
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async max_turns_ends_with_an_error_result_and_disallowed_tools_are_not_offered() {
+    const c = await scratch([toolUse("Read", { file_path: "a.txt" }), text("never")]);
+    try {
+      writeFileSync(join(c.project, "a.txt"), "alpha\n");
+      // The SDK hands the program the error result, then throws, as with Claude Code.
+      const messages = [];
+      const thrown = await collect(
+        query({
+          prompt: "read it",
+          options: c.options({ maxTurns: 1, allowedTools: ["Read"], disallowedTools: ["WebFetch"] }),
+        }),
+        messages,
+      ).then(
+        () => null,
+        (e) => String(e),
+      );
+      const result = resultOf(messages);
+      expect(result && result.subtype === "error_max_turns", `result ${JSON.stringify(messages.at(-1))}`);
+      expect(thrown?.includes("maximum number of turns (1)"), `thrown ${thrown}`);
+      const [sent] = await c.tk.requests();
+      expect(!sent.tools.some((t) => t.name === "WebFetch"), "WebFetch was not offered");
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async the_program_switches_mode_and_model_between_turns_with_control_requests() {
+    const c = await scratch([text("first"), text("second")]);
+    try {
+      let q;
+      async function* turns() {
+        yield { type: "user", message: { role: "user", content: "one" }, parent_tool_use_id: null };
+        await waitFor(() => seenResults >= 1);
+        await q.setPermissionMode("acceptEdits");
+        await q.setModel("claude-haiku-4-5");
+        yield { type: "user", message: { role: "user", content: "two" }, parent_tool_use_id: null };
+      }
+      let seenResults = 0;
+      q = query({ prompt: turns(), options: c.options() });
+      const messages = [];
+      for await (const m of q) {
+        messages.push(m);
+        if (m.type === "result") seenResults += 1;
+        if (seenResults === 2) break;
+      }
+      const sent = await c.tk.requests();
+      expect(sent[1].model === "claude-haiku-4-5", `second request model ${sent[1].model}`);
+      expect(seenResults === 2, "two results");
+    } finally {
+      c.tk.close();
+    }
+  },
+};
+
+function waitFor(cond) {
+  return new Promise((resolve) => {
+    const tick = () => (cond() ? resolve() : setTimeout(tick, 20));
+    tick();
+  });
+}
+
+let passed = 0;
+let failed = 0;
+for (const [name, run] of Object.entries(cases)) {
+  if (args.only && !name.includes(args.only)) continue;
+  try {
+    await Promise.race([
+      run(),
+      new Promise((_, reject) => setTimeout(() => reject(new Error("timed out after 60 s")), 60000)),
+    ]);
+    console.log(`ok   ${name}`);
+    passed += 1;
+  } catch (e) {
+    console.log(`FAIL ${name}`);
+    console.error(`${name}: ${e.stack ?? e}`);
+    failed += 1;
+  }
+}
+console.log(`${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);
