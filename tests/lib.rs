@@ -604,3 +604,28 @@ pub fn install(what: &str, cmd: &mut Command) {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Runs a client's suite of cases (`cmd`: the interpreter and the script, with its own
+/// arguments) with gyre and gyre-testkit, each named by `--gyre` and `--testkit`
+/// (`GYRE_SDK_CASE` picks cases by name), and fails unless every case passed.
+///
+/// # Panics
+/// When the binaries cannot be built, the suite cannot run, or a case failed.
+#[allow(clippy::unwrap_used)]
+pub fn run_client_cases(mut cmd: Command) {
+    cmd.arg("--gyre")
+        .arg(gyre_binary().unwrap())
+        .arg("--testkit")
+        .arg(testkit_binary().unwrap());
+    if let Ok(only) = std::env::var("GYRE_SDK_CASE") {
+        cmd.args(["--only", &only]);
+    }
+    let out = cmd.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
+}
