@@ -42,6 +42,9 @@ pub struct InitializeOptions {
     pub disallowed_tools: Vec<String>,
     /// `jsonSchema`: the schema the final answer must satisfy, as `--json-schema`.
     pub json_schema: Option<Value>,
+    /// `settings`: settings over the files', as `--settings` (the TypeScript SDK's
+    /// `settingsDelivery: 'initialize'`).
+    pub settings: Option<crate::settings::Settings>,
 }
 
 impl InitializeOptions {

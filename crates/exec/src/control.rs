@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::io::Write;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -170,6 +171,8 @@ pub struct Initialize {
     pub disallowed_tools: Option<Value>,
     pub json_schema: Option<Value>,
     pub prompt_suggestions: Option<Value>,
+    /// Settings as an object (or its JSON text), over the settings files.
+    pub settings: Option<Value>,
 }
 
 impl Initialize {
@@ -211,7 +214,17 @@ impl Initialize {
         if json_schema.as_ref().is_some_and(|v| !v.is_object()) {
             return Err(invalid("jsonSchema", "expected a JSON Schema object"));
         }
+        let settings = match present(&self.settings) {
+            None => None,
+            Some(Value::String(text)) => Some(text),
+            Some(object @ Value::Object(_)) => Some(object.to_string()),
+            Some(_) => return Err(invalid("settings", "expected a settings object")),
+        }
+        .map(|text| gyre_core::settings::Settings::parse(Path::new("initialize settings"), &text))
+        .transpose()
+        .map_err(|e| invalid("settings", &e.to_string()))?;
         Ok(InitializeOptions {
+            settings,
             system_prompt: texts("systemPrompt", &self.system_prompt)?.map(joined),
             append_system_prompt: texts("appendSystemPrompt", &self.append_system_prompt)?
                 .map(joined),

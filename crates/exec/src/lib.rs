@@ -145,12 +145,19 @@ pub async fn run(
     // An SDK's options in `initialize` come last in the precedence: the session waits
     // for its first line.
     let mut with_initialize = None;
+    let mut with_settings = None;
     if let Some((input, _)) = &mut sdk_io
-        && let Some(init) = input.boot_initialize().await
+        && let Some(mut init) = input.boot_initialize().await
     {
+        if let Some(over) = init.settings.take() {
+            let mut merged = settings.clone();
+            merged.merge(over);
+            with_settings = Some(merged);
+        }
         with_initialize = Some(session_options.clone().with_initialize(init));
     }
     let session_options = with_initialize.as_ref().unwrap_or(session_options);
+    let settings = with_settings.as_ref().unwrap_or(settings);
     let sdk_channel = sdk_io.as_ref().map(|(input, _)| input.channel.client());
     let mcp = gyre_core::mcp_config::start_with_sdk(
         session_options,

@@ -345,6 +345,8 @@ struct InitializeResponse {
     mcp_servers_applied: bool,
     /// Whether `disallowedTools` were applied (likewise).
     disallowed_tools_applied: bool,
+    /// Whether `settings` were applied (likewise).
+    settings_applied: bool,
 }
 
 /// The models `set_model` offers: the session's, then the current families.
@@ -387,6 +389,7 @@ impl InitializeResponse {
             pid: std::process::id(),
             mcp_servers_applied: applied,
             disallowed_tools_applied: applied,
+            settings_applied: applied,
         }
     }
 }
@@ -782,6 +785,7 @@ mod tests {
                 "pid": std::process::id(),
                 "mcp_servers_applied": true,
                 "disallowed_tools_applied": true,
+                "settings_applied": true,
             }),
         );
         round_trip(

@@ -1456,3 +1456,60 @@ fn an_sdk_that_reads_session_state_hears_running_requires_action_and_idle() {
     let (lines, _) = gyre_e2e::converse(cmd, &[user(&json!("run it"))], answer);
     assert_eq!(states(&lines), ["can_use_tool", "result"]);
 }
+
+/// The TypeScript SDK's `settingsDelivery: 'initialize'`: settings in the request, over
+/// the settings files, as `--settings` would be.
+#[test]
+fn settings_sent_in_initialize_apply_to_the_session() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Bash", json!({"command": "echo from-initialize"})),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let init = json!({
+        "subtype": "initialize",
+        "hooks": null,
+        "settings": {"permissions": {"allow": ["Bash(echo from-initialize)"]}},
+    });
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &["--await-initialize"],
+        &[control("i1", &init), user(&json!("run it"))],
+        |line| (line["type"] != "result").then(Vec::new),
+    );
+    let reply = &response_to(&lines, "i1")["response"];
+    assert_eq!(
+        reply["response"]["settings_applied"], true,
+        "{reply} {stderr}"
+    );
+    let results = gyre_e2e::tool_results_of_lines(&lines);
+    assert_eq!(results.len(), 1, "{lines:?}");
+    assert!(
+        !results[0].0,
+        "the rule from initialize allowed it: {results:?}"
+    );
+    assert!(results[0].1.contains("from-initialize"), "{results:?}");
+    // A malformed `settings` is named; the session starts from the files.
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &[],
+        &[control(
+            "i2",
+            &json!({"subtype": "initialize", "settings": 7}),
+        )],
+        |_| None,
+    );
+    assert!(stderr.contains("invalid `settings`"), "{stderr}");
+    let reply = &response_to(&lines, "i2")["response"];
+    assert_eq!(reply["subtype"], "error", "{reply}");
+    assert!(
+        reply["error"]
+            .as_str()
+            .unwrap()
+            .contains("invalid `settings`: expected a settings object"),
+        "{reply}"
+    );
+}
