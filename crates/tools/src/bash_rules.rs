@@ -691,6 +691,65 @@ pub fn path_arguments(command: &str) -> Vec<String> {
     out
 }
 
+/// A word of a command line that may name a file (see [`file_arguments`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileArgument {
+    /// Known text: an operand, the value of `--opt=value`, a `< file` input.
+    Path(String),
+    /// A glob or brace bash expands against the filesystem (`s*/key`, `{a,b}/x`).
+    Glob(String),
+}
+
+/// Every word of `command` that may name a file a command opens — in every simple
+/// command, in `< file` inputs, and in the scripts handed to `bash -c`, `eval` and
+/// `trap` — for the `Read(…)` deny rules: options are left out, `--opt=value` gives
+/// its value, and words of unknown value are left to the sandbox.
+#[must_use]
+pub fn file_arguments(command: &str) -> Vec<FileArgument> {
+    let mut out = Vec::new();
+    collect_file_arguments(&shell::parse(command), 0, &mut out);
+    out
+}
+
+fn collect_file_arguments(script: &Script, depth: usize, out: &mut Vec<FileArgument>) {
+    out.extend(script.inputs.iter().cloned().map(FileArgument::Path));
+    for c in &script.commands {
+        for w in c.argv.iter().skip(1) {
+            let (text, glob) = match w {
+                Word::Literal(s) => (s.as_str(), false),
+                Word::Pattern(s) => (s.as_str(), true),
+                Word::Opaque => continue,
+            };
+            let value = match text.split_once('=') {
+                Some((flag, value)) if flag.starts_with('-') => value,
+                _ => text,
+            };
+            if value.is_empty() || value.starts_with('-') {
+                continue;
+            }
+            out.push(if glob {
+                FileArgument::Glob(value.to_owned())
+            } else {
+                FileArgument::Path(value.to_owned())
+            });
+        }
+        if depth >= MAX_NESTING {
+            continue;
+        }
+        let Some(u) = shell::unwrap_command(&c.argv, true) else {
+            continue;
+        };
+        let Some(program) = u.argv.first().and_then(Word::literal) else {
+            continue;
+        };
+        if shell::is_shell(program) || basename(program) == "trap" {
+            for nested in nested_scripts(u.argv, u.extra_args).unwrap_or_default() {
+                collect_file_arguments(&shell::parse(&nested), depth + 1, out);
+            }
+        }
+    }
+}
+
 /// The rules to add to `existing` (allow specifiers) so that [`allowed`] covers
 /// `command`: one per simple command not covered yet, in command order, without
 /// repeats — `Bash(git diff:*)` for `git diff HEAD`, `Bash(ls:*)` for `ls -la`; the

@@ -807,3 +807,51 @@ async fn a_denial_hint_does_not_suggest_rules_that_cannot_work() {
     );
     assert_eq!(hinted_allowed_tools(&reason), None, "{reason}");
 }
+
+/// Issue #29 class 12: a `Read(…)` deny rule covers the file arguments of every command,
+/// whatever allow rule covers the command.
+#[tokio::test]
+async fn read_deny_rules_refuse_commands_that_name_denied_files() {
+    let (work, _out, ctx) = setup();
+    std::fs::create_dir(work.path().join("secret")).unwrap();
+    std::fs::write(work.path().join("secret/key"), "k").unwrap();
+    let perms = Permissions::from_rules(
+        PermissionMode::Default,
+        &[
+            "Bash(cat:*)",
+            "Bash(head:*)",
+            "Bash(grep:*)",
+            "Bash(wc:*)",
+            "Bash(cp:*)",
+        ],
+        &[],
+        &["Read(./secret/**)"],
+    )
+    .unwrap();
+    for command in [
+        "cat secret/key",
+        "cat ./secret/../secret/key",
+        "head -n 1 secret/key",
+        "grep k secret/key",
+        "grep -r k secret",
+        "wc -l < secret/key",
+        "cp secret/key copy",
+        "cat secret/*",
+        "cat s*/key",
+        "cat in.txt; cat secret/key",
+    ] {
+        assert!(
+            matches!(
+                decide(&perms, &ctx, "Bash", json!({"command": command})).await,
+                PermissionDecision::Deny { .. }
+            ),
+            "{command}"
+        );
+    }
+    for command in ["cat in.txt", "grep k in.txt", "cat *.txt"] {
+        assert!(
+            allowed(&decide(&perms, &ctx, "Bash", json!({"command": command})).await),
+            "{command}"
+        );
+    }
+}
