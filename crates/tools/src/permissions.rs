@@ -452,6 +452,12 @@ impl Permissions {
         }
         let session = self.session_rules();
         let allow: Vec<&PermissionRule> = self.allow.iter().chain(session.iter()).collect();
+        if name == "WebFetch"
+            && self.mode.get() != PermissionMode::BypassPermissions
+            && let Some(reason) = local_fetch_reason(input, &allow)
+        {
+            return PermissionDecision::Ask { reason };
+        }
         if target.allowed_by(&allow) {
             return PermissionDecision::Allow;
         }
@@ -689,6 +695,18 @@ impl Permissions {
                     self.bash_hint(tool, call, ctx)
                 );
             }
+            // A local address needs a rule naming its host; any fetch is allowed by one.
+            None if name == "WebFetch" => {
+                match call
+                    .input
+                    .get("url")
+                    .and_then(Value::as_str)
+                    .and_then(crate::domain::url_host)
+                {
+                    Some(host) => format!("run with --allowedTools \"WebFetch(domain:{host})\""),
+                    None => format!("run with --allowedTools \"{name}\""),
+                }
+            }
             _ => format!("run with --allowedTools \"{name}\""),
         };
         format!(
@@ -857,6 +875,28 @@ fn shell_quote(value: &str) -> String {
     } else {
         format!("\"{value}\"")
     }
+}
+
+/// Why fetching the call's URL asks although a rule may allow it: it reaches this
+/// machine or a private network, and no allow rule names that host itself
+/// (`WebFetch(domain:localhost)`).
+fn local_fetch_reason(input: &Value, allow: &[&PermissionRule]) -> Option<String> {
+    let url = input.get("url").and_then(Value::as_str)?;
+    if !crate::domain::is_local_url(url) {
+        return None;
+    }
+    let named = allow.iter().any(|r| {
+        r.tool == "WebFetch"
+            && r.specifier
+                .as_deref()
+                .and_then(|s| s.strip_prefix("domain:"))
+                .is_some_and(|d| crate::domain::domain_rule_matches(d, input))
+    });
+    (!named).then(|| {
+        format!(
+            "{url} reaches this machine or a private network, which needs permission unless a WebFetch(domain:…) rule names that host"
+        )
+    })
 }
 
 /// Tools whose specifiers are path patterns.
