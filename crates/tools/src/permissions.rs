@@ -487,6 +487,14 @@ impl Permissions {
                         reason: "plan mode allows only read-only tools".to_owned(),
                     };
                 }
+                // `readOnlyHint` is what the server says of its tool, not what it does.
+                if name.starts_with("mcp__") {
+                    return PermissionDecision::Ask {
+                        reason: format!(
+                            "plan mode asks before MCP tools: that {name} only reads is its server's claim"
+                        ),
+                    };
+                }
                 if name == "Bash" {
                     return self.plan_mode_bash(target.command(), ctx);
                 }

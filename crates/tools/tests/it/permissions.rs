@@ -971,3 +971,17 @@ async fn web_fetch_rules_judge_the_parsed_host_and_private_addresses_ask() {
         json!({"url": "http://localhost:3000/"})
     )));
 }
+
+/// Issue #29 class 14: `readOnlyHint` is the server's claim, not proof.
+#[tokio::test]
+async fn plan_mode_asks_for_mcp_tools_a_server_calls_read_only_unless_a_rule_allows_them() {
+    let (_work, _out, ctx) = setup();
+    let tool = Named("mcp__files__read", true);
+    let plan = Permissions::new(PermissionMode::Plan);
+    assert!(matches!(
+        evaluate_named(&plan, &ctx, &tool, json!({})),
+        PermissionDecision::Ask { .. }
+    ));
+    let ruled = Permissions::from_rules(PermissionMode::Plan, &["mcp__files"], &[], &[]).unwrap();
+    assert!(allowed(&evaluate_named(&ruled, &ctx, &tool, json!({}))));
+}
