@@ -80,9 +80,9 @@ fn script_matches_deny(spec: &Spec, script: &Script, depth: usize) -> bool {
 /// match every deny rule.
 const MAX_NESTING: usize = 4;
 
-/// Variables that change which program a command word runs, or run code in every shell
-/// and program started after them (`PATH`, `BASH_ENV`, `LD_PRELOAD`, exported
-/// functions).
+/// Variables that change which program a command word runs, or make shells and common
+/// programs run a command they hold (`PATH`, `BASH_ENV`, `LD_PRELOAD`, exported
+/// functions, `GIT_CONFIG_*`, `PAGER`, `LESSOPEN`).
 fn changes_commands(variable: &str) -> bool {
     matches!(
         variable,
@@ -95,8 +95,17 @@ fn changes_commands(variable: &str) -> bool {
             | "BASHOPTS"
             | "BASH_LOADABLES_PATH"
             | "EXECIGNORE"
-    ) || variable.starts_with("LD_")
-        || variable.starts_with("BASH_FUNC_")
+            | "PAGER"
+            | "MANPAGER"
+            | "EDITOR"
+            | "VISUAL"
+            | "LESSOPEN"
+            | "LESSCLOSE"
+            | "LESSKEYIN"
+            | "LESSKEY"
+    ) || ["LD_", "BASH_FUNC_", "GIT_"]
+        .iter()
+        .any(|prefix| variable.starts_with(prefix))
 }
 
 /// Programs that copy or create files a later command word may name (`cp /bin/rm ./x`).
@@ -258,6 +267,13 @@ fn command_matches_deny(spec: &Spec, argv: &[Word], extra_args: bool, depth: usi
             None => true,
         };
     }
+    if program == "git" {
+        return git_config_scripts(args).is_none_or(|scripts| {
+            scripts
+                .iter()
+                .any(|s| script_matches_deny(spec, &shell::parse(s), depth + 1))
+        });
+    }
     if program == "find" {
         return find_exec_commands(args)
             .iter()
@@ -329,6 +345,35 @@ fn nested_scripts(argv: &[Word], extra_args: bool) -> Option<Vec<String>> {
         break;
     }
     command_mode.then(|| operands.iter().map(|s| (*s).to_owned()).collect())
+}
+
+/// The values of git's `-c key=value` options before the subcommand, each a script
+/// git may run (`alias.x=!rm …`, `core.pager=…`, `core.fsmonitor=…`; a value that
+/// runs nothing parses as a harmless word). `None` when a value is unknown or comes
+/// from the environment (`--config-env`).
+fn git_config_scripts(args: &[Word]) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(w) = args.get(i) {
+        let w = w.literal()?;
+        if !w.starts_with('-') {
+            break;
+        }
+        if w.starts_with("--config-env") {
+            return None;
+        }
+        if w == "-c" {
+            let setting = args.get(i + 1)?.literal()?;
+            let value = setting.split_once('=').map_or("", |(_, v)| v);
+            out.push(value.strip_prefix('!').unwrap_or(value).to_owned());
+        }
+        i += if GIT_GLOBAL_WITH_VALUE.contains(&w) {
+            2
+        } else {
+            1
+        };
+    }
+    Some(out)
 }
 
 /// The commands of find's `-exec`, `-execdir`, `-ok`, `-okdir` actions.
@@ -1017,6 +1062,11 @@ mod tests {
             "env BASH_ENV=./evil bash -c ls",
             "hash -p /bin/rm ls; ls x",
             "enable -f ./x.so rm",
+            "git -c alias.x='!rm x' x",
+            "git -c core.pager='rm x' log",
+            "git --config-env=alias.x=CMD x",
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='!rm x' git x",
+            "PAGER='rm x' git log",
             "strace -f rm x",
             "flock /tmp/l rm x",
             "chroot / rm x",
@@ -1040,6 +1090,7 @@ mod tests {
             "./build.sh",
             "cargo build && ./target/debug/app",
             "bash -c 'ls'",
+            "git -c user.name=me commit -m x",
         ] {
             assert!(!deny_matches("rm:*", c), "{c:?}");
         }
