@@ -103,6 +103,10 @@ fn changes_commands(variable: &str) -> bool {
             | "LESSCLOSE"
             | "LESSKEYIN"
             | "LESSKEY"
+            // bash's alias and command hash tables as arrays; a name reference.
+            | "BASH_ALIASES"
+            | "BASH_CMDS"
+            | "*"
     ) || ["LD_", "BASH_FUNC_", "GIT_"]
         .iter()
         .any(|prefix| variable.starts_with(prefix))
@@ -1067,6 +1071,11 @@ mod tests {
             "git --config-env=alias.x=CMD x",
             "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='!rm x' git x",
             "PAGER='rm x' git log",
+            "env - rm x",
+            "toybox rm x",
+            "BASH_ALIASES[x]=rm; x y",
+            "BASH_CMDS[ls]=/bin/rm; ls x",
+            "declare -n p=PATH; p=.; ls",
             "strace -f rm x",
             "flock /tmp/l rm x",
             "chroot / rm x",

@@ -57,7 +57,8 @@ pub struct Script {
     /// Files read by `< file` redirections, which name no file in any argv.
     pub inputs: Vec<String>,
     /// The names of the variables it assigns anywhere (`X=1 cmd`, `export PATH=…`,
-    /// `declare -x BASH_ENV`).
+    /// `declare -x BASH_ENV`); `*` for a name reference (`declare -n`), which may
+    /// assign any.
     pub assigned: Vec<String>,
     /// A redirection writes a file (`> out`, `>> log`, `3>f`).
     pub writes_files: bool,
@@ -238,8 +239,14 @@ fn note_assignment(node: Node<'_>, source: &str, script: &mut Script) {
     }
     let mut cursor = node.walk();
     for child in node.named_children(&mut cursor) {
-        if child.kind() == "variable_name" {
-            script.assigned.push(text(child, source).to_owned());
+        match child.kind() {
+            "variable_name" => script.assigned.push(text(child, source).to_owned()),
+            // `declare -n ref=PATH; ref=.` assigns PATH through another name: count it
+            // as assigning every name.
+            "word" if text(child, source).starts_with('-') && text(child, source).contains('n') => {
+                script.assigned.push("*".to_owned());
+            }
+            _ => {}
         }
     }
 }
@@ -536,6 +543,10 @@ fn wrapped_command_start(
             }
             continue;
         }
+        // `env -` is `env -i`.
+        if !options_done && name == "env" && w == "-" {
+            continue;
+        }
         if !options_done && w.len() > 1 && w.starts_with('-') {
             let letters: Vec<char> = w.chars().skip(1).collect();
             for (k, c) in letters.iter().enumerate() {
@@ -721,7 +732,7 @@ fn wrapper_options(name: &str, privileged: bool) -> Option<WrapperOptions> {
             ],
             ..NO_OPTIONS
         },
-        "busybox" if privileged => NO_OPTIONS,
+        "busybox" | "toybox" if privileged => NO_OPTIONS,
         _ => return None,
     })
 }
