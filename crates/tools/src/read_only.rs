@@ -68,7 +68,8 @@ const RULES: &[Rule] = &[
     plain("tr"),
     plain("column"),
     Rule {
-        short: "o",
+        // `-R` with `-H` writes an HTML file into every directory.
+        short: "oR",
         ..plain("tree")
     },
     Rule {
@@ -535,6 +536,7 @@ mod tests {
             "env -C /etc cat shadow",
             "env -u X ls",
             "coproc ls",
+            "tree -R -H . -L 1",
         ] {
             assert!(!is_read_only_command(c), "{c}");
         }
