@@ -147,7 +147,13 @@ fn changes_what_commands_mean(script: &Script) -> bool {
         if made_files && program.contains('/') && !is_system_program(program) {
             return true;
         }
-        made_files |= FILE_MAKERS.contains(&basename(program));
+        let name = basename(program);
+        // A shell or an interpreter may copy anything.
+        made_files |= FILE_MAKERS.contains(&name)
+            || shell::is_shell(name)
+            || ["python", "perl", "ruby", "node", "php"]
+                .iter()
+                .any(|i| name.starts_with(i));
     }
     false
 }
@@ -1076,6 +1082,11 @@ mod tests {
             "BASH_ALIASES[x]=rm; x y",
             "BASH_CMDS[ls]=/bin/rm; ls x",
             "declare -n p=PATH; p=.; ls",
+            "coproc { rm x; }",
+            "coproc NAME { rm x; }",
+            "time { rm x; }",
+            "bash -c 'cp /bin/rm x'; ./x y",
+            "python3 -c 'import shutil; shutil.copy(\"/bin/rm\", \"x\")'; ./x y",
             "strace -f rm x",
             "flock /tmp/l rm x",
             "chroot / rm x",

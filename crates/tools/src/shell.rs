@@ -213,6 +213,17 @@ fn command(node: Node<'_>, source: &str, script: &mut Script) {
             script.plain = false;
         }
     }
+    // The grammar has no `coproc`, and reads `coproc { rm x; }` or `time { …; }` as a
+    // command whose arguments are `{`, `rm`, `x`: what runs is not what it lists.
+    let mut cursor = node.walk();
+    if argv.first() == Some(&Word::Literal("coproc".to_owned()))
+        || node
+            .children_by_field_name("argument", &mut cursor)
+            .any(|a| matches!(text(a, source), "{" | "}"))
+    {
+        script.plain = false;
+        script.unknown = true;
+    }
     if argv.is_empty() {
         script.plain = false;
     } else {
