@@ -55,7 +55,14 @@ struct OpenBlock {
     block: ContentBlock,
     /// `input_json_delta` text, parsed into the block's `input` at its stop.
     json: String,
+    /// Bytes of input received past [`MAX_TOOL_INPUT_BYTES`]: once over, the text is
+    /// no longer kept and the call ends as an input error.
+    oversized: usize,
 }
+
+/// The most `input_json_delta` text one block may stream: a larger input is dropped as
+/// it arrives, so a runaway model cannot make the assembler hold gigabytes.
+pub const MAX_TOOL_INPUT_BYTES: usize = 16 << 20;
 
 /// Turns a stream's events into completed blocks and the final [`AssistantResponse`].
 ///
@@ -160,6 +167,7 @@ impl MessageAssembler {
                     OpenBlock {
                         block: content_block.clone(),
                         json: String::new(),
+                        oversized: 0,
                     },
                 );
                 Ok(None)
@@ -277,7 +285,21 @@ fn apply_delta(open: &mut OpenBlock, delta: &ContentDelta, index: usize) -> Resu
             ContentBlock::ToolUse { .. } | ContentBlock::Unknown(_),
             ContentDelta::InputJsonDelta { partial_json },
         ) => {
-            open.json.push_str(partial_json);
+            if open.oversized == 0 && open.json.len() + partial_json.len() <= MAX_TOOL_INPUT_BYTES {
+                open.json.push_str(partial_json);
+            } else {
+                if open.oversized == 0 {
+                    // Keep the beginning, for the model to see which call it was.
+                    open.oversized = open.json.len();
+                    let mut keep = 200.min(open.json.len());
+                    while !open.json.is_char_boundary(keep) {
+                        keep -= 1;
+                    }
+                    open.json.truncate(keep);
+                    open.json.shrink_to_fit();
+                }
+                open.oversized += partial_json.len();
+            }
         }
         (ContentBlock::Unknown(value), delta) => {
             let Value::Object(fields) = value else {
@@ -395,7 +417,23 @@ fn push_citation(
 }
 
 fn finish_block(open: OpenBlock, index: usize) -> Result<ContentBlock, ApiError> {
-    let OpenBlock { mut block, json } = open;
+    let OpenBlock {
+        mut block,
+        json,
+        oversized,
+    } = open;
+    if oversized > 0 {
+        let error = format!(
+            "the input was larger than the 16 MiB one tool call may have ({oversized} bytes or more), so it was dropped; split the work into smaller calls"
+        );
+        return match &mut block {
+            ContentBlock::ToolUse { input, .. } => {
+                *input = input_error_marker(json, error);
+                Ok(block)
+            }
+            _ => Err(invalid(format!("content block {index}: {error}"))),
+        };
+    }
     if json.trim().is_empty() {
         // No input streamed (or only `""`): the start's input stands.
         return Ok(block);
@@ -432,8 +470,13 @@ fn parse_tool_input(json: &str) -> Value {
         ),
         Err(e) => e.to_string(),
     };
+    input_error_marker(json.to_owned(), error)
+}
+
+/// The [`INVALID_JSON_KEY`] marker for a tool input that cannot be used.
+fn input_error_marker(raw: String, error: String) -> Value {
     let mut marker = Map::new();
-    marker.insert(INVALID_JSON_KEY.to_owned(), Value::String(json.to_owned()));
+    marker.insert(INVALID_JSON_KEY.to_owned(), Value::String(raw));
     marker.insert(INVALID_JSON_ERROR_KEY.to_owned(), Value::String(error));
     Value::Object(marker)
 }
@@ -661,29 +704,54 @@ mod tests {
         );
     }
 
-    #[test]
-    fn invalid_tool_json_completes_with_an_input_error_marker() {
-        let events = vec![
+    /// The input of a `tool_use` block streamed as `parts`.
+    fn streamed_tool_input<'a>(parts: impl IntoIterator<Item = &'a str>) -> Value {
+        let mut events = vec![
             start(),
             ev(
                 json!({"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"t","name":"Bash","input":{}}}),
             ),
-            ev(
-                json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"command\": \"ls"}}),
-            ),
-            ev(json!({"type":"content_block_stop","index":0})),
-            StreamEvent::MessageStop,
         ];
+        events.extend(parts.into_iter().map(|part| {
+            ev(
+                json!({"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":part}}),
+            )
+        }));
+        events.push(ev(json!({"type":"content_block_stop","index":0})));
+        events.push(StreamEvent::MessageStop);
         let (out, res) = run(&events);
         res.unwrap();
         let Assembled::Block { block, .. } = &out[0] else {
             panic!()
         };
-        let (_, _, input) = block.as_tool_use().unwrap();
-        let bad = invalid_tool_input(input).unwrap();
+        block.as_tool_use().unwrap().2.clone()
+    }
+
+    #[test]
+    fn invalid_tool_json_completes_with_an_input_error_marker() {
+        let input = streamed_tool_input(["{\"command\": \"ls"]);
+        let bad = invalid_tool_input(&input).unwrap();
         assert_eq!(bad.raw, "{\"command\": \"ls");
         assert!(bad.error.contains("EOF"), "{}", bad.error);
         assert!(invalid_tool_input(&json!({"command": "ls"})).is_none());
+    }
+
+    /// Issue #29 class 16: a tool input past the bound is not kept; the call completes
+    /// with an input error that says why.
+    #[test]
+    fn an_oversized_tool_input_is_dropped_and_becomes_an_input_error() {
+        let chunk = "x".repeat(1 << 20);
+        let parts = std::iter::once("{\"content\": \"")
+            .chain(std::iter::repeat_n(chunk.as_str(), 17))
+            .chain(["\"}"]);
+        let input = streamed_tool_input(parts);
+        let bad = invalid_tool_input(&input).unwrap();
+        assert!(bad.error.contains("16 MiB"), "{}", bad.error);
+        assert!(bad.raw.len() < 4096, "{} bytes kept", bad.raw.len());
+        // Just under the bound, the input is the input.
+        let fits = "x".repeat(MAX_TOOL_INPUT_BYTES - 20);
+        let input = streamed_tool_input(["{\"content\": \"", fits.as_str(), "\"}"]);
+        assert_eq!(input["content"].as_str().map(str::len), Some(fits.len()));
     }
 
     #[test]

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::read_only::{GIT_GLOBAL_WITH_VALUE, has_unsafe_option};
+use crate::read_only::{GIT_GLOBAL_WITH_VALUE, has_option_table, has_unsafe_option};
 use crate::shell::{self, Script, SimpleCommand, Word, basename};
 
 /// How a specifier matches.
@@ -67,51 +67,323 @@ pub fn deny_matches(spec: &str, command: &str) -> bool {
 }
 
 fn script_matches_deny(spec: &Spec, script: &Script, depth: usize) -> bool {
-    if script.unknown || depth > 4 {
+    if script.unknown || depth > MAX_NESTING || changes_what_commands_mean(script) {
         return true;
     }
-    script.commands.iter().any(|c| {
-        let Some(unwrapped) = shell::unwrap_command(&c.argv, true) else {
-            return true;
+    script
+        .commands
+        .iter()
+        .any(|c| command_matches_deny(spec, &c.argv, false, depth))
+}
+
+/// How deep scripts inside scripts (`bash -c "eval '…'"`) are followed; deeper ones
+/// match every deny rule.
+const MAX_NESTING: usize = 4;
+
+/// Variables that change which program a command word runs, or make shells and common
+/// programs run a command they hold (`PATH`, `BASH_ENV`, `LD_PRELOAD`, exported
+/// functions, `GIT_CONFIG_*`, `PAGER`, `LESSOPEN`).
+fn changes_commands(variable: &str) -> bool {
+    matches!(
+        variable,
+        "PATH"
+            | "BASH_ENV"
+            | "ENV"
+            | "PS4"
+            | "PROMPT_COMMAND"
+            | "SHELLOPTS"
+            | "BASHOPTS"
+            | "BASH_LOADABLES_PATH"
+            | "EXECIGNORE"
+            | "PAGER"
+            | "MANPAGER"
+            | "EDITOR"
+            | "VISUAL"
+            | "LESSOPEN"
+            | "LESSCLOSE"
+            | "LESSKEYIN"
+            | "LESSKEY"
+            // bash's alias and command hash tables as arrays; a name reference.
+            | "BASH_ALIASES"
+            | "BASH_CMDS"
+            | "*"
+    ) || ["LD_", "BASH_FUNC_", "GIT_"]
+        .iter()
+        .any(|prefix| variable.starts_with(prefix))
+}
+
+/// Programs that copy or create files a later command word may name (`cp /bin/rm ./x`).
+const FILE_MAKERS: &[&str] = &[
+    "cp", "mv", "ln", "install", "rsync", "dd", "tee", "tar", "cpio", "unzip", "gzip", "gunzip",
+    "zcat", "curl", "wget", "base64", "xxd", "ditto", "patch", "git",
+];
+
+/// Whether the script makes a command word mean another program than its name says:
+/// it assigns (or exports, declares, reads into) a variable that decides what runs, or
+/// runs a program given as a path after copying or writing files in the same line.
+fn changes_what_commands_mean(script: &Script) -> bool {
+    if script.assigned.iter().any(|v| changes_commands(v)) {
+        return true;
+    }
+    let names_variable = |w: &Word| {
+        w.literal().is_some_and(|w| {
+            let name = w.split('=').next().unwrap_or(w);
+            changes_commands(name)
+        })
+    };
+    if script
+        .commands
+        .iter()
+        .any(|c| c.argv.iter().skip(1).any(names_variable))
+    {
+        return true;
+    }
+    let mut made_files = script.writes_files;
+    for c in &script.commands {
+        let argv = shell::unwrap_command(&c.argv, true).map_or(c.argv.as_slice(), |u| u.argv);
+        let Some(Word::Literal(program)) = argv.first() else {
+            continue;
         };
-        if argv_matches(spec, unwrapped.argv, unwrapped.extra_args, Side::Deny) {
+        if made_files && program.contains('/') && !is_system_program(program) {
             return true;
         }
-        // What a shell or eval runs is a script of its own.
-        match unwrapped.argv.first() {
-            Some(Word::Literal(p)) if shell::is_shell(p) => {
-                match nested_script(unwrapped.argv, unwrapped.extra_args) {
-                    Some(inner) => script_matches_deny(spec, &shell::parse(&inner), depth + 1),
-                    None => true,
-                }
-            }
-            Some(Word::Literal(p)) if basename(p) == "find" => {
-                find_exec_commands(&unwrapped.argv[1..])
-                    .iter()
-                    .any(|argv| argv_matches(spec, argv, true, Side::Deny))
-            }
-            Some(Word::Literal(_)) => false,
-            Some(Word::Pattern(_) | Word::Opaque) | None => true,
-        }
+        let name = basename(program);
+        // A shell or an interpreter may copy anything.
+        made_files |= FILE_MAKERS.contains(&name)
+            || shell::is_shell(name)
+            || ["python", "perl", "ruby", "node", "php"]
+                .iter()
+                .any(|i| name.starts_with(i));
+    }
+    false
+}
+
+/// A program in the system's own directories, which a command line cannot replace
+/// without root.
+fn is_system_program(path: &str) -> bool {
+    [
+        "/bin/",
+        "/sbin/",
+        "/usr/bin/",
+        "/usr/sbin/",
+        "/usr/local/bin/",
+    ]
+    .iter()
+    .any(|dir| {
+        path.strip_prefix(dir)
+            .is_some_and(|rest| !rest.contains('/') && !rest.is_empty())
     })
 }
 
-/// The script a shell runs: the text after `-c` (or every word of `eval`), `None` when
-/// it comes from stdin, a file or unknown words.
-fn nested_script(argv: &[Word], extra_args: bool) -> Option<String> {
+/// Builtins that give a name a new meaning or run a string later: after them, what a
+/// command word runs is not what it says.
+fn redefines_commands(program: &str, args: &[Word]) -> bool {
+    match program {
+        "alias" | "hash" | "enable" | "compgen" | "complete" | "bind" | "fc" => true,
+        // `mapfile -C callback` evaluates the callback.
+        "mapfile" | "readarray" => args.iter().any(|w| {
+            w.literal()
+                .is_none_or(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('C'))
+        }),
+        // A shell on stdin.
+        "sudo" | "doas" => args.iter().any(|w| {
+            w.literal().is_none_or(|w| {
+                (w.starts_with('-') && !w.starts_with("--") && w.contains(['s', 'i', 'e']))
+                    || matches!(w, "--shell" | "--login" | "--edit")
+            })
+        }),
+        _ => false,
+    }
+}
+
+/// Programs that run a command their arguments name, with options too many to read
+/// here: every later word may be the program.
+fn runs_its_arguments(program: &str) -> bool {
+    matches!(
+        program,
+        "strace"
+            | "ltrace"
+            | "chroot"
+            | "unshare"
+            | "nsenter"
+            | "flock"
+            | "chrt"
+            | "taskset"
+            | "prlimit"
+            | "setpriv"
+            | "runuser"
+            | "systemd-run"
+            | "valgrind"
+            | "parallel"
+            | "entr"
+            | "faketime"
+            | "numactl"
+            | "sg"
+            | "firejail"
+            | "bwrap"
+            | "proot"
+            | "torsocks"
+            | "proxychains"
+            | "proxychains4"
+            | "catchsegv"
+            | "eatmydata"
+            | "nocache"
+            | "caffeinate"
+            | "fakeroot"
+            | "pkexec"
+            | "setarch"
+            | "linux32"
+            | "linux64"
+    )
+}
+
+/// Whether one simple command, or a command it runs, matches a deny rule.
+fn command_matches_deny(spec: &Spec, argv: &[Word], extra_args: bool, depth: usize) -> bool {
+    if depth > MAX_NESTING {
+        return true;
+    }
+    // A rule may name a wrapper (`Bash(timeout:*)`): each wrapper level is a command.
+    for (i, w) in argv.iter().enumerate() {
+        if let Word::Literal(p) = w
+            && (i == 0 || shell::is_wrapper(p, true))
+            && argv_matches(spec, &argv[i..], extra_args, Side::Deny)
+        {
+            return true;
+        }
+    }
+    let Some(unwrapped) = shell::unwrap_command(argv, true) else {
+        return true;
+    };
+    let extra_args = extra_args || unwrapped.extra_args;
+    let inner = unwrapped.argv;
+    if argv_matches(spec, inner, extra_args, Side::Deny) {
+        return true;
+    }
+    let program = match inner.first() {
+        Some(Word::Literal(p)) => basename(p),
+        Some(Word::Pattern(_) | Word::Opaque) => return true,
+        None => return false,
+    };
+    let args = &inner[1..];
+    if redefines_commands(program, args) {
+        return true;
+    }
+    // What a shell, eval or trap runs is a script of its own.
+    if shell::is_shell(program) || program == "trap" {
+        return match nested_scripts(inner, extra_args) {
+            Some(scripts) => scripts
+                .iter()
+                .any(|s| script_matches_deny(spec, &shell::parse(s), depth + 1)),
+            None => true,
+        };
+    }
+    if program == "git" {
+        return git_config_scripts(args).is_none_or(|scripts| {
+            scripts
+                .iter()
+                .any(|s| script_matches_deny(spec, &shell::parse(s), depth + 1))
+        });
+    }
+    if program == "find" {
+        return find_exec_commands(args)
+            .iter()
+            .any(|argv| command_matches_deny(spec, argv, true, depth + 1));
+    }
+    if runs_its_arguments(program) {
+        return args.iter().enumerate().any(|(i, w)| match w {
+            Word::Literal(w) => {
+                !w.starts_with('-') && command_matches_deny(spec, &args[i..], extra_args, depth + 1)
+            }
+            Word::Pattern(_) | Word::Opaque => true,
+        });
+    }
+    false
+}
+
+/// The scripts a shell, `eval` or `trap` runs: every operand after `-c` (bash takes the
+/// first; looking at more is the safe mistake), the words of `eval`, the action of
+/// `trap`. `None` when the script comes from stdin, a file or words of unknown value.
+fn nested_scripts(argv: &[Word], extra_args: bool) -> Option<Vec<String>> {
     let program = basename(argv[0].literal()?);
-    let words: Option<Vec<&str>> = argv[1..].iter().map(Word::literal).collect();
-    let words = words?;
+    let words: Vec<&str> = argv[1..].iter().map(Word::literal).collect::<Option<_>>()?;
     if extra_args {
         return None;
     }
     if program == "eval" {
-        return Some(words.join(" "));
+        let words = words.strip_prefix(&["--"]).unwrap_or(&words);
+        return Some(vec![words.join(" ")]);
     }
-    let at = words
-        .iter()
-        .position(|w| w.starts_with('-') && !w.starts_with("--") && w.contains('c'))?;
-    words.get(at + 1).map(|s| (*s).to_owned())
+    if program == "trap" {
+        let mut rest = words.as_slice();
+        while let Some((first, tail)) = rest.split_first() {
+            if *first == "--" {
+                rest = tail;
+                break;
+            }
+            if first.len() > 1 && first.starts_with('-') {
+                rest = tail;
+                continue;
+            }
+            break;
+        }
+        return Some(rest.first().map(|a| (*a).to_owned()).into_iter().collect());
+    }
+    let mut command_mode = false;
+    let mut operands: Vec<&str> = Vec::new();
+    let mut iter = words.iter();
+    while let Some(w) = iter.next() {
+        if *w == "--" || *w == "-" {
+            operands.extend(iter.by_ref().copied());
+            break;
+        }
+        if matches!(*w, "--rcfile" | "--init-file") {
+            iter.next();
+            continue;
+        }
+        if w.starts_with("--") {
+            continue;
+        }
+        if w.len() > 1 && (w.starts_with('-') || w.starts_with('+')) {
+            command_mode |= w.contains('c');
+            if w.ends_with(['o', 'O']) {
+                iter.next();
+            }
+            continue;
+        }
+        operands.push(w);
+        operands.extend(iter.by_ref().copied());
+        break;
+    }
+    command_mode.then(|| operands.iter().map(|s| (*s).to_owned()).collect())
+}
+
+/// The values of git's `-c key=value` options before the subcommand, each a script
+/// git may run (`alias.x=!rm …`, `core.pager=…`, `core.fsmonitor=…`; a value that
+/// runs nothing parses as a harmless word). `None` when a value is unknown or comes
+/// from the environment (`--config-env`).
+fn git_config_scripts(args: &[Word]) -> Option<Vec<String>> {
+    let mut out = Vec::new();
+    let mut i = 0;
+    while let Some(w) = args.get(i) {
+        let w = w.literal()?;
+        if !w.starts_with('-') {
+            break;
+        }
+        if w.starts_with("--config-env") {
+            return None;
+        }
+        if w == "-c" {
+            let setting = args.get(i + 1)?.literal()?;
+            let value = setting.split_once('=').map_or("", |(_, v)| v);
+            out.push(value.strip_prefix('!').unwrap_or(value).to_owned());
+        }
+        i += if GIT_GLOBAL_WITH_VALUE.contains(&w) {
+            2
+        } else {
+            1
+        };
+    }
+    Some(out)
 }
 
 /// The commands of find's `-exec`, `-execdir`, `-ok`, `-okdir` actions.
@@ -153,11 +425,13 @@ pub fn allowed(specs: &[&str], command: &str) -> bool {
 /// Whether some allow specifier covers one simple command, directly or through the
 /// wrappers it runs under (`timeout 5 npm test` under `npm test:*`).
 fn covered(specs: &[Spec], c: &SimpleCommand) -> bool {
+    // A rule for the program an `xargs` runs does not cover the arguments xargs adds
+    // (`xargs -a list find .` under `Bash(find:*)`); a rule naming xargs does.
     !c.assigns
         && specs.iter().any(|spec| {
             argv_matches(spec, &c.argv, false, Side::Allow)
                 || shell::unwrap_command(&c.argv, false).is_some_and(|u| {
-                    !u.assigns && argv_matches(spec, u.argv, u.extra_args, Side::Allow)
+                    !u.assigns && !u.extra_args && argv_matches(spec, u.argv, false, Side::Allow)
                 })
         })
 }
@@ -202,7 +476,16 @@ fn argv_matches(spec: &Spec, argv: &[Word], extra_args: bool, side: Side) -> boo
     let program = basename(rule_program);
     let args = skip_git_globals(program, &argv[1..]);
     let unknown = extra_args || args.iter().any(|w| !matches!(w, Word::Literal(_)));
-    if side == Side::Allow && args.iter().any(|w| matches!(w, Word::Opaque)) {
+    // An allow rule vouches for the words bash runs: not for a word whose expansion is
+    // unknown, nor a brace that becomes several words (`{--output=x,HEAD}`), nor a glob
+    // that could become an option of a program that has writing or executing ones.
+    if side == Side::Allow
+        && args.iter().any(|w| match w {
+            Word::Opaque => true,
+            Word::Pattern(p) => p.contains('{') || has_option_table(program),
+            Word::Literal(_) => false,
+        })
+    {
         return false;
     }
     let rule = Parts::of(
@@ -463,6 +746,65 @@ pub fn path_arguments(command: &str) -> Vec<String> {
     out
 }
 
+/// A word of a command line that may name a file (see [`file_arguments`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FileArgument {
+    /// Known text: an operand, the value of `--opt=value`, a `< file` input.
+    Path(String),
+    /// A glob or brace bash expands against the filesystem (`s*/key`, `{a,b}/x`).
+    Glob(String),
+}
+
+/// Every word of `command` that may name a file a command opens — in every simple
+/// command, in `< file` inputs, and in the scripts handed to `bash -c`, `eval` and
+/// `trap` — for the `Read(…)` deny rules: options are left out, `--opt=value` gives
+/// its value, and words of unknown value are left to the sandbox.
+#[must_use]
+pub fn file_arguments(command: &str) -> Vec<FileArgument> {
+    let mut out = Vec::new();
+    collect_file_arguments(&shell::parse(command), 0, &mut out);
+    out
+}
+
+fn collect_file_arguments(script: &Script, depth: usize, out: &mut Vec<FileArgument>) {
+    out.extend(script.inputs.iter().cloned().map(FileArgument::Path));
+    for c in &script.commands {
+        for w in c.argv.iter().skip(1) {
+            let (text, glob) = match w {
+                Word::Literal(s) => (s.as_str(), false),
+                Word::Pattern(s) => (s.as_str(), true),
+                Word::Opaque => continue,
+            };
+            let value = match text.split_once('=') {
+                Some((flag, value)) if flag.starts_with('-') => value,
+                _ => text,
+            };
+            if value.is_empty() || value.starts_with('-') {
+                continue;
+            }
+            out.push(if glob {
+                FileArgument::Glob(value.to_owned())
+            } else {
+                FileArgument::Path(value.to_owned())
+            });
+        }
+        if depth >= MAX_NESTING {
+            continue;
+        }
+        let Some(u) = shell::unwrap_command(&c.argv, true) else {
+            continue;
+        };
+        let Some(program) = u.argv.first().and_then(Word::literal) else {
+            continue;
+        };
+        if shell::is_shell(program) || basename(program) == "trap" {
+            for nested in nested_scripts(u.argv, u.extra_args).unwrap_or_default() {
+                collect_file_arguments(&shell::parse(&nested), depth + 1, out);
+            }
+        }
+    }
+}
+
 /// The rules to add to `existing` (allow specifiers) so that [`allowed`] covers
 /// `command`: one per simple command not covered yet, in command order, without
 /// repeats — `Bash(git diff:*)` for `git diff HEAD`, `Bash(ls:*)` for `ls -la`; the
@@ -657,6 +999,123 @@ mod tests {
         assert!(!allowed(&["npm test:*"], "env LD_PRELOAD=x npm test"));
         assert!(allowed(&["git * --stat"], "git diff --stat"));
         assert!(!allowed(&["git * --stat"], "git diff --output=x --stat"));
+    }
+
+    /// Issue #29 class 3: a rule matches the argv bash runs, not the text.
+    #[test]
+    fn allow_rules_match_the_expanded_argv() {
+        for (rule, c) in [
+            ("git diff:*", "git diff {--output=../x,HEAD}"),
+            ("git diff:*", "git diff HEAD{,}"),
+            ("echo:*", "echo {a,b}"),
+            (
+                "git:*",
+                "git --attr-source HEAD -c core.fsmonitor=./x status",
+            ),
+            ("git:*", "git --attr-source=HEAD status"),
+            ("git status:*", "git --git-dir=/tmp/x/.git status"),
+            ("find:*", "xargs -a file find ."),
+            ("find:*", "echo -delete | xargs find ."),
+            ("less:*", "less --lesskey-src=keys f"),
+            ("less:*", "less -k keys f"),
+            ("git diff:*", "git diff *"),
+            ("ls:*", "/bin/l? x"),
+            ("ls:*", "ls < /dev/tcp/127.0.0.1/80"),
+            ("npm test:*", "time -o out npm test"),
+        ] {
+            assert!(!allowed(&[rule], c), "{rule} covered {c:?}");
+        }
+        for (rule, c) in [
+            ("cat:*", "cat *.txt"),
+            ("git status:*", "git -C sub status"),
+            ("git log:*", "git --no-pager log -1"),
+            ("xargs grep:*", "xargs grep -n foo"),
+            ("npm test:*", "timeout --foreground 5 npm test"),
+        ] {
+            assert!(allowed(&[rule], c), "{rule} did not cover {c:?}");
+        }
+    }
+
+    /// Issue #29 class 10: a deny rule applies wherever bash finds a command word.
+    #[test]
+    fn deny_rules_apply_wherever_a_command_word_appears() {
+        for c in [
+            "trap 'rm x' EXIT",
+            "trap -- 'rm x' EXIT",
+            "bash -c -- 'rm x'",
+            "bash -x -c 'rm x'",
+            "sh -c -- 'ls; rm x'",
+            "eval -- rm x",
+            "eval -- 'rm x'",
+            "alias x=rm; x y",
+            "alias x=ls; x y",
+            "env -vS 'rm x'",
+            "env -S'rm x'",
+            "env --split-string='rm x'",
+            "env --split='rm x'",
+            "coproc rm x",
+            "builtin command rm x",
+            "builtin exec rm x",
+            "nohup rm x",
+            "timeout --foreground 5 rm x",
+            "nice -5 rm x",
+            "nice --adjustment=5 rm x",
+            "find . -execdir bash -c 'rm x' ';'",
+            "find . -exec env rm {} +",
+            "cp /bin/rm ./x; ./x y",
+            "ln -s /bin/rm x && ./x y",
+            "cat /bin/rm > x; chmod +x x; ./x y",
+            "PATH=.:$PATH ls",
+            "export PATH=/tmp/p; ls",
+            "export BASH_ENV=./evil; bash -c ls",
+            "BASH_ENV=./evil bash -c ls",
+            "env BASH_ENV=./evil bash -c ls",
+            "hash -p /bin/rm ls; ls x",
+            "enable -f ./x.so rm",
+            "git -c alias.x='!rm x' x",
+            "git -c core.pager='rm x' log",
+            "git --config-env=alias.x=CMD x",
+            "GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=alias.x GIT_CONFIG_VALUE_0='!rm x' git x",
+            "PAGER='rm x' git log",
+            "env - rm x",
+            "toybox rm x",
+            "BASH_ALIASES[x]=rm; x y",
+            "BASH_CMDS[ls]=/bin/rm; ls x",
+            "declare -n p=PATH; p=.; ls",
+            "coproc { rm x; }",
+            "coproc NAME { rm x; }",
+            "time { rm x; }",
+            "bash -c 'cp /bin/rm x'; ./x y",
+            "python3 -c 'import shutil; shutil.copy(\"/bin/rm\", \"x\")'; ./x y",
+            "strace -f rm x",
+            "flock /tmp/l rm x",
+            "chroot / rm x",
+            "echo 'rm x' | sudo -s",
+            "mapfile -C 'rm x' -c 1 < f",
+            "compgen -C 'rm x' y",
+            "exec -a foo rm x",
+            "cat <<EOF\n$(rm x)\nEOF",
+            "[[ $(rm x) ]]",
+            "for i in $(rm x); do :; done",
+        ] {
+            assert!(deny_matches("rm:*", c), "{c:?}");
+        }
+        for c in [
+            "ls",
+            "echo rm",
+            "git rm x",
+            "rmdir x",
+            "X=1 cargo test",
+            "trap -p",
+            "./build.sh",
+            "cargo build && ./target/debug/app",
+            "bash -c 'ls'",
+            "git -c user.name=me commit -m x",
+        ] {
+            assert!(!deny_matches("rm:*", c), "{c:?}");
+        }
+        // A deny rule naming a wrapper matches the wrapper.
+        assert!(deny_matches("timeout:*", "timeout 5 ls"));
     }
 
     #[test]

@@ -38,6 +38,48 @@ pub fn resolve_path(cwd: &Path, raw: &str) -> PathBuf {
     canonicalize_existing_prefix(&lexical_path(cwd, raw))
 }
 
+/// How many paths [`glob_now`] lists before it gives up.
+const MAX_GLOB_MATCHES: usize = 10_000;
+
+/// The paths a bash glob (`s*/key`, `{a,b}/*.pem`, `~/x*`) matches now, one directory
+/// level per component as bash expands it (without `globstar`, `**` is `*`; dot files
+/// are included, which only adds paths to check). `None` past [`MAX_GLOB_MATCHES`] or
+/// for a pattern that does not compile.
+#[must_use]
+pub fn glob_now(cwd: &Path, pattern: &str) -> Option<Vec<PathBuf>> {
+    let mut found = vec![PathBuf::new()];
+    for component in lexical_path(cwd, pattern).components() {
+        let part = component.as_os_str().to_string_lossy();
+        if !part.contains(['*', '?', '[', '{']) {
+            for path in &mut found {
+                path.push(component);
+            }
+            continue;
+        }
+        let matcher = globset::GlobBuilder::new(&part)
+            .literal_separator(true)
+            .build()
+            .ok()?
+            .compile_matcher();
+        let mut next = Vec::new();
+        for dir in &found {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                if matcher.is_match(entry.file_name()) {
+                    next.push(dir.join(entry.file_name()));
+                    if next.len() > MAX_GLOB_MATCHES {
+                        return None;
+                    }
+                }
+            }
+        }
+        found = next;
+    }
+    Some(found)
+}
+
 /// `raw` made absolute against `cwd` and `.`/`..` folded, without touching symlinks.
 fn lexical_path(cwd: &Path, raw: &str) -> PathBuf {
     let expanded = match raw.strip_prefix("~/") {

@@ -242,6 +242,17 @@ pub struct Permissions {
     /// ([`Permissions::keeping_answers_of`]).
     session_allow: Arc<Mutex<Vec<PermissionRule>>>,
     prompt: Option<Arc<dyn PermissionPrompt>>,
+    /// The `Read(…)` deny rules compiled for one cwd, built at the first check after
+    /// the rules change (a new policy, [`Permissions::with_deny`]).
+    read_deny: Mutex<Option<ReadDenyMatchers>>,
+}
+
+/// The `Read(…)` deny rules with their compiled patterns, for the cwd they were
+/// anchored at.
+#[derive(Clone)]
+struct ReadDenyMatchers {
+    cwd: std::path::PathBuf,
+    rules: Arc<[(PermissionRule, globset::GlobMatcher)]>,
 }
 
 impl Default for Permissions {
@@ -273,6 +284,7 @@ impl Permissions {
             deny: Vec::new(),
             session_allow: Arc::default(),
             prompt: None,
+            read_deny: Mutex::new(None),
         }
     }
 
@@ -334,6 +346,7 @@ impl Permissions {
     #[must_use]
     pub fn with_deny(mut self, rules: impl IntoIterator<Item = PermissionRule>) -> Self {
         self.deny.extend(rules);
+        self.read_deny = Mutex::new(None);
         self
     }
 
@@ -408,6 +421,11 @@ impl Permissions {
                 ),
             };
         }
+        if name == "Bash"
+            && let Some(decision) = self.bash_reads_denied(target.command(), ctx)
+        {
+            return decision;
+        }
         if let Some(rule) = self.ask.iter().find(|r| target.matches(r, RuleKind::Ask)) {
             return PermissionDecision::Ask {
                 reason: format!("the ask rule `{rule}` requires confirmation"),
@@ -434,6 +452,12 @@ impl Permissions {
         }
         let session = self.session_rules();
         let allow: Vec<&PermissionRule> = self.allow.iter().chain(session.iter()).collect();
+        if name == "WebFetch"
+            && self.mode.get() != PermissionMode::BypassPermissions
+            && let Some(reason) = local_fetch_reason(input, &allow)
+        {
+            return PermissionDecision::Ask { reason };
+        }
         if target.allowed_by(&allow) {
             return PermissionDecision::Allow;
         }
@@ -461,6 +485,14 @@ impl Permissions {
                 if !tool.is_read_only(input) {
                     return PermissionDecision::Ask {
                         reason: "plan mode allows only read-only tools".to_owned(),
+                    };
+                }
+                // `readOnlyHint` is what the server says of its tool, not what it does.
+                if name.starts_with("mcp__") {
+                    return PermissionDecision::Ask {
+                        reason: format!(
+                            "plan mode asks before MCP tools: that {name} only reads is its server's claim"
+                        ),
                     };
                 }
                 if name == "Bash" {
@@ -527,11 +559,7 @@ impl Permissions {
                     ),
                 };
             }
-            if let Some(rule) = self.deny.iter().filter(|r| r.tool == "Read").find(|r| {
-                r.specifier
-                    .as_deref()
-                    .is_some_and(|s| path_rule_matches(s, &path, ctx))
-            }) {
+            if let Some(rule) = self.read_denied_by(&path, ctx) {
                 return PermissionDecision::Ask {
                     reason: format!(
                         "`{command}` reads {}, which `{rule}` denies",
@@ -541,6 +569,85 @@ impl Permissions {
             }
         }
         PermissionDecision::Allow
+    }
+
+    /// The `Read(…)` deny rules compiled for `ctx`'s cwd: built once per policy and cwd,
+    /// so checking a command's files costs no glob compilation.
+    fn read_deny_matchers(
+        &self,
+        ctx: &ToolContext,
+    ) -> Arc<[(PermissionRule, globset::GlobMatcher)]> {
+        let mut cache = self
+            .read_deny
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if let Some(cached) = cache.as_ref()
+            && cached.cwd == ctx.cwd
+        {
+            return Arc::clone(&cached.rules);
+        }
+        let rules: Arc<[(PermissionRule, globset::GlobMatcher)]> = self
+            .deny
+            .iter()
+            .filter(|r| r.tool == "Read")
+            .filter_map(|r| {
+                let matcher = path_rule_matcher(r.specifier.as_deref()?, ctx)?;
+                Some((r.clone(), matcher))
+            })
+            .collect();
+        *cache = Some(ReadDenyMatchers {
+            cwd: ctx.cwd.clone(),
+            rules: Arc::clone(&rules),
+        });
+        rules
+    }
+
+    /// The `Read(…)` deny rule that covers `path` (resolved), if any.
+    fn read_denied_by(&self, path: &Path, ctx: &ToolContext) -> Option<PermissionRule> {
+        self.read_deny_matchers(ctx)
+            .iter()
+            .find(|(_, m)| m.is_match(path) || m.is_match(path.join("x")))
+            .map(|(rule, _)| rule.clone())
+    }
+
+    /// A Bash command that names a file a `Read(…)` deny rule covers is refused, whatever
+    /// rule allows the command (`cat secret/key` under `Bash(cat:*)`): every word that
+    /// may be a file, `< file` inputs, and what a glob matches on disk now.
+    fn bash_reads_denied(&self, command: &str, ctx: &ToolContext) -> Option<PermissionDecision> {
+        if self.read_deny_matchers(ctx).is_empty() {
+            return None;
+        }
+        let deny = |path: &Path, rule: PermissionRule| PermissionDecision::Deny {
+            reason: format!(
+                "Permission to use Bash has been denied: `{command}` names {}, which the deny rule `{rule}` covers.",
+                path.display()
+            ),
+        };
+        for arg in bash_rules::file_arguments(command) {
+            let (bash_rules::FileArgument::Path(word) | bash_rules::FileArgument::Glob(word)) =
+                &arg;
+            // Unmatched, bash passes a glob on as it is.
+            let path = ctx.resolve(word);
+            if let Some(rule) = self.read_denied_by(&path, ctx) {
+                return Some(deny(&path, rule));
+            }
+            if let bash_rules::FileArgument::Glob(pattern) = &arg {
+                let Some(paths) = crate::paths::glob_now(&ctx.cwd, pattern) else {
+                    return Some(PermissionDecision::Ask {
+                        reason: format!(
+                            "`{pattern}` matches too many files to check them against the Read deny rules"
+                        ),
+                    });
+                };
+                for path in paths {
+                    let path = ctx.resolve(&path.to_string_lossy());
+                    if let Some(rule) = self.read_denied_by(&path, ctx) {
+                        return Some(deny(&path, rule));
+                    }
+                }
+            }
+        }
+        None
     }
 
     fn needs_reason(&self, name: &str, own: &str, input: &Value, path: Option<&Path>) -> String {
@@ -595,6 +702,18 @@ impl Permissions {
                     "Permission to use {name} was denied: {reason}. {}",
                     self.bash_hint(tool, call, ctx)
                 );
+            }
+            // A local address needs a rule naming its host; any fetch is allowed by one.
+            None if name == "WebFetch" => {
+                match call
+                    .input
+                    .get("url")
+                    .and_then(Value::as_str)
+                    .and_then(crate::domain::url_host)
+                {
+                    Some(host) => format!("run with --allowedTools \"WebFetch(domain:{host})\""),
+                    None => format!("run with --allowedTools \"{name}\""),
+                }
             }
             _ => format!("run with --allowedTools \"{name}\""),
         };
@@ -766,6 +885,28 @@ fn shell_quote(value: &str) -> String {
     }
 }
 
+/// Why fetching the call's URL asks although a rule may allow it: it reaches this
+/// machine or a private network, and no allow rule names that host itself
+/// (`WebFetch(domain:localhost)`).
+fn local_fetch_reason(input: &Value, allow: &[&PermissionRule]) -> Option<String> {
+    let url = input.get("url").and_then(Value::as_str)?;
+    if !crate::domain::is_local_url(url) {
+        return None;
+    }
+    let named = allow.iter().any(|r| {
+        r.tool == "WebFetch"
+            && r.specifier
+                .as_deref()
+                .and_then(|s| s.strip_prefix("domain:"))
+                .is_some_and(|d| crate::domain::domain_rule_matches(d, input))
+    });
+    (!named).then(|| {
+        format!(
+            "{url} reaches this machine or a private network, which needs permission unless a WebFetch(domain:…) rule names that host"
+        )
+    })
+}
+
 /// Tools whose specifiers are path patterns.
 fn is_path_rule_tool(tool: &str) -> bool {
     matches!(tool, "Read" | "Edit" | "Write" | "Grep" | "Glob")
@@ -858,18 +999,12 @@ impl Permissions {
     /// no such rule exists.
     #[must_use]
     pub fn read_deny_filter(&self, ctx: &ToolContext) -> Option<PathFilter> {
-        let matchers: Vec<globset::GlobMatcher> = self
-            .deny
-            .iter()
-            .filter(|r| r.tool == "Read")
-            .filter_map(|r| r.specifier.as_deref())
-            .filter_map(|spec| path_rule_matcher(spec, ctx))
-            .collect();
-        (!matchers.is_empty()).then(|| {
+        let rules = self.read_deny_matchers(ctx);
+        (!rules.is_empty()).then(|| {
             PathFilter::new(move |path: &Path| {
-                matchers
+                rules
                     .iter()
-                    .any(|m| m.is_match(path) || m.is_match(path.join("x")))
+                    .any(|(_, m)| m.is_match(path) || m.is_match(path.join("x")))
             })
         })
     }

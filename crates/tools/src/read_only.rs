@@ -55,7 +55,12 @@ const RULES: &[Rule] = &[
     plain("dirname"),
     plain("realpath"),
     plain("readlink"),
-    plain("diff"),
+    Rule {
+        // `-l` pipes the output through `pr`.
+        short: "l",
+        long: &["paginate"],
+        ..plain("diff")
+    },
     plain("cmp"),
     plain("type"),
     plain("id"),
@@ -63,12 +68,20 @@ const RULES: &[Rule] = &[
     plain("tr"),
     plain("column"),
     Rule {
-        short: "o",
+        // `-R` with `-H` writes an HTML file into every directory.
+        short: "oR",
         ..plain("tree")
     },
     Rule {
-        short: "oO",
-        long: &["log-file", "LOG-FILE"],
+        // A lesskey file binds keys to shell commands and sets LESSOPEN.
+        short: "oOk",
+        long: &[
+            "log-file",
+            "LOG-FILE",
+            "lesskey-file",
+            "lesskey-src",
+            "lesskey-content",
+        ],
         extra: Some(|args| args.iter().any(|a| a.starts_with('+'))),
         ..plain("less")
     },
@@ -88,8 +101,9 @@ const RULES: &[Rule] = &[
         ..plain("hostname")
     },
     Rule {
-        short: "C",
-        long: &["compile"],
+        // `-z` may run decompressors (gzip, xz, …) as programs.
+        short: "CzZ",
+        long: &["compile", "uncompress", "uncompress-noreport"],
         ..plain("file")
     },
     Rule {
@@ -102,7 +116,9 @@ const RULES: &[Rule] = &[
         ..plain("uniq")
     },
     Rule {
-        long: &["pre", "hostname-bin"],
+        // `-z` runs decompressors (gzip, xz, …) as programs.
+        short: "z",
+        long: &["pre", "pre-glob", "hostname-bin", "search-zip"],
         ..plain("rg")
     },
     Rule {
@@ -173,15 +189,41 @@ const GIT_RULES: &[Rule] = &[
     },
 ];
 
-/// git's own options before the subcommand that run programs (`-c core.pager=…`).
-const GIT_UNSAFE_GLOBAL: Rule = Rule {
-    short: "cp",
-    long: &["config-env", "exec-path", "paginate"],
-    ..plain("git")
-};
+/// git's own options before the subcommand that load neither configuration nor code
+/// from elsewhere: every other one (`-c`, `--config-env`, `--exec-path`, `--git-dir`,
+/// `--attr-source`, `-p`, and the ones git adds later) may run programs.
+const GIT_SAFE_GLOBAL: &[&str] = &[
+    "-C",
+    "--work-tree",
+    "--namespace",
+    "--no-pager",
+    "-P",
+    "--bare",
+    "--no-replace-objects",
+    "--no-lazy-fetch",
+    "--no-optional-locks",
+    "--no-advice",
+    "--literal-pathspecs",
+    "--glob-pathspecs",
+    "--noglob-pathspecs",
+    "--icase-pathspecs",
+    "--version",
+    "--help",
+    "-v",
+    "-h",
+];
 /// git's options before the subcommand that take the next word as their value.
-pub(crate) const GIT_GLOBAL_WITH_VALUE: &[&str] =
-    &["-C", "-c", "--git-dir", "--work-tree", "--namespace"];
+pub(crate) const GIT_GLOBAL_WITH_VALUE: &[&str] = &[
+    "-C",
+    "-c",
+    "--git-dir",
+    "--work-tree",
+    "--namespace",
+    "--config-env",
+    "--attr-source",
+    "--super-prefix",
+    "--list-cmds",
+];
 
 /// The positional operands of `args`: words not starting with `-` (every word after
 /// `--`), skipping the value of each short option in `with_value` given apart (`-f 2`).
@@ -296,19 +338,17 @@ fn argv_only_reads(argv: &[Word]) -> bool {
     let Some(rule) = RULES.iter().find(|r| r.name == program) else {
         return false;
     };
-    let can_flag = !rule.short.is_empty()
-        || !rule.long.is_empty()
-        || !rule.words.is_empty()
-        || rule.extra.is_some();
     // A glob could expand to a file named like an option (`-o`).
-    !(rule.flags(&words) || (can_flag && has_pattern))
+    !(rule.flags(&words) || (has_pattern && has_option_table(program)))
 }
 
-/// Where git's subcommand is in `args`, and whether an option before it runs programs.
+/// Where git's subcommand is in `args`, and whether an option before it may run
+/// programs (any but [`GIT_SAFE_GLOBAL`]).
 fn git_subcommand(args: &[&str]) -> (usize, bool) {
     let mut i = 0;
     while i < args.len() && args[i].starts_with('-') {
-        if GIT_UNSAFE_GLOBAL.flags(&args[i..=i]) {
+        let name = args[i].split('=').next().unwrap_or(args[i]);
+        if !GIT_SAFE_GLOBAL.contains(&name) {
             return (i, true);
         }
         i += if GIT_GLOBAL_WITH_VALUE.contains(&args[i]) {
@@ -348,6 +388,13 @@ pub fn has_unsafe_option(program: &str, args: &[&str]) -> bool {
         .is_some_and(|r| r.flags(args))
 }
 
+/// The wrappers a read-only command may run under: they run the command they name
+/// and nothing else. `xargs` adds arguments nobody read, `env` may change the
+/// directory or the variables, `coproc` keeps it running.
+const QUIET_WRAPPERS: &[&str] = &[
+    "timeout", "nice", "time", "nohup", "command", "builtin", "exec", "setsid", "stdbuf", "ionice",
+];
+
 /// Whether a parsed command line only reads: plain (see [`shell::Script::plain`]), and
 /// every simple command a known reader without writing or executing options.
 #[must_use]
@@ -355,8 +402,22 @@ pub fn script_only_reads(script: &Script) -> bool {
     script.plain
         && script.commands.iter().all(|c| {
             !c.assigns
-                && shell::unwrap_command(&c.argv, false)
-                    .is_some_and(|u| !u.assigns && argv_only_reads(u.argv))
+                && shell::unwrap_command(&c.argv, false).is_some_and(|u| {
+                    !u.assigns
+                        && u.wrappers.iter().all(|w| QUIET_WRAPPERS.contains(w))
+                        && argv_only_reads(u.argv)
+                })
+        })
+}
+
+/// Whether `program` has options or operands that write or execute (its arguments are
+/// then checked, and a glob that could expand to such an option is not vouched for).
+#[must_use]
+pub fn has_option_table(program: &str) -> bool {
+    let program = shell::basename(program);
+    program == "git"
+        || RULES.iter().find(|r| r.name == program).is_some_and(|r| {
+            !r.short.is_empty() || !r.long.is_empty() || !r.words.is_empty() || r.extra.is_some()
         })
 }
 
@@ -432,6 +493,71 @@ mod tests {
             "sort * ",
             "echo $(touch x)",
             "cat /proc/$PPID/environ",
+        ] {
+            assert!(!is_read_only_command(c), "{c}");
+        }
+    }
+
+    /// Issue #29 class 1: commands that start other programs are not read-only, whatever
+    /// program they start.
+    #[test]
+    fn commands_that_start_other_programs_are_not_read_only() {
+        for c in [
+            "xargs cat",
+            "ls | xargs cat",
+            "xargs -a list grep x",
+            "find . -name x -print0 | xargs -0 ls",
+            "sort --compress-program=gzip -S 1 data",
+            "sort --compress-p=gzip data",
+            "rg --pre-glob '*.gz' a",
+            "rg -z a",
+            "rg -nz a",
+            "rg --search-zip a",
+            "git grep -O a",
+            "less --lesskey-src=keys f",
+            "less --lesskey-file=keys f",
+            "less --lesskey-content=x f",
+            "less -k keys f",
+            "less -Nk keys f",
+            "LESSOPEN='|./x %s' less f",
+            "LESSKEYIN=keys less f",
+            "git --attr-source=HEAD status",
+            "git --attr-source HEAD -c core.fsmonitor=./x status",
+            "git --git-dir=/tmp/x/.git status",
+            "git --exec-path=. status",
+            "git --config-env=core.pager=X log",
+            "git --some-new-option status",
+            "diff -l a b",
+            "diff --paginate a b",
+            "file -z x",
+            "file -Z x",
+            "file --uncompress x",
+            "env ls",
+            "env -C /etc cat shadow",
+            "env -u X ls",
+            "coproc ls",
+            "tree -R -H . -L 1",
+        ] {
+            assert!(!is_read_only_command(c), "{c}");
+        }
+        for c in [
+            "git --no-pager log -1",
+            "git -C sub status",
+            "rg -n --pretty a",
+            "less -N f",
+        ] {
+            assert!(is_read_only_command(c), "{c}");
+        }
+    }
+
+    /// Issue #29 class 18: bash opens a connection for `< /dev/tcp/host/port`.
+    #[test]
+    fn dev_tcp_and_dev_udp_redirections_are_not_read_only() {
+        for c in [
+            "ls < /dev/tcp/127.0.0.1/80",
+            "cat </dev/udp/127.0.0.1/53",
+            "wc -l 0</dev/tcp/example.com/443",
+            "cat < //dev/tcp/127.0.0.1/80",
         ] {
             assert!(!is_read_only_command(c), "{c}");
         }

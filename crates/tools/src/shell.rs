@@ -56,6 +56,12 @@ pub struct Script {
     pub unknown: bool,
     /// Files read by `< file` redirections, which name no file in any argv.
     pub inputs: Vec<String>,
+    /// The names of the variables it assigns anywhere (`X=1 cmd`, `export PATH=…`,
+    /// `declare -x BASH_ENV`); `*` for a name reference (`declare -n`), which may
+    /// assign any.
+    pub assigned: Vec<String>,
+    /// A redirection writes a file (`> out`, `>> log`, `3>f`).
+    pub writes_files: bool,
 }
 
 /// Parses `source` as bash.
@@ -122,6 +128,11 @@ fn walk(node: Node<'_>, source: &str, script: &mut Script) {
             walk_children(node, source, script);
         }
         "command" => command(node, source, script),
+        "variable_assignment" | "declaration_command" => {
+            note_assignment(node, source, script);
+            script.plain = false;
+            walk_children(node, source, script);
+        }
         "file_redirect" => {
             note_redirect(node, source, script);
             collect_nested(node, source, script);
@@ -193,6 +204,7 @@ fn command(node: Node<'_>, source: &str, script: &mut Script) {
             _ if child.kind() == "variable_assignment" => {
                 assigns = true;
                 script.plain = false;
+                note_assignment(child, source, script);
             }
             _ if child.is_named() => script.plain = false,
             _ => {}
@@ -200,6 +212,17 @@ fn command(node: Node<'_>, source: &str, script: &mut Script) {
         if argv.last() == Some(&Word::Opaque) {
             script.plain = false;
         }
+    }
+    // The grammar has no `coproc`, and reads `coproc { rm x; }` or `time { …; }` as a
+    // command whose arguments are `{`, `rm`, `x`: what runs is not what it lists.
+    let mut cursor = node.walk();
+    if argv.first() == Some(&Word::Literal("coproc".to_owned()))
+        || node
+            .children_by_field_name("argument", &mut cursor)
+            .any(|a| matches!(text(a, source), "{" | "}"))
+    {
+        script.plain = false;
+        script.unknown = true;
     }
     if argv.is_empty() {
         script.plain = false;
@@ -210,6 +233,32 @@ fn command(node: Node<'_>, source: &str, script: &mut Script) {
     let mut cursor = node.walk();
     for child in node.children(&mut cursor) {
         collect_nested(child, source, script);
+    }
+}
+
+/// Records the names a `variable_assignment` or a `declaration_command` (`export`,
+/// `declare`, `local`, `readonly`, `typeset`) assigns.
+fn note_assignment(node: Node<'_>, source: &str, script: &mut Script) {
+    if node.kind() == "variable_assignment" {
+        if let Some(name) = node.child_by_field_name("name") {
+            let name = text(name, source);
+            // `a[i]=x` assigns `a`.
+            let name = name.split('[').next().unwrap_or(name);
+            script.assigned.push(name.to_owned());
+        }
+        return;
+    }
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        match child.kind() {
+            "variable_name" => script.assigned.push(text(child, source).to_owned()),
+            // `declare -n ref=PATH; ref=.` assigns PATH through another name: count it
+            // as assigning every name.
+            "word" if text(child, source).starts_with('-') && text(child, source).contains('n') => {
+                script.assigned.push("*".to_owned());
+            }
+            _ => {}
+        }
     }
 }
 
@@ -367,7 +416,10 @@ fn double_quoted(inner: &str) -> String {
 /// listed in [`Script::inputs`].
 fn note_redirect(node: Node<'_>, source: &str, script: &mut Script) {
     match safe_redirect(node, source) {
-        None => script.plain = false,
+        None => {
+            script.plain = false;
+            script.writes_files |= text(node, source).contains('>');
+        }
         Some(Some(input)) => script.inputs.push(input),
         Some(None) => {}
     }
@@ -398,6 +450,10 @@ fn safe_redirect(node: Node<'_>, source: &str) -> Option<Option<String>> {
     let (Some(operator), Some(Word::Literal(destination))) = (operator, destination) else {
         return None;
     };
+    // bash itself opens a connection for these names: network access, not a file.
+    if destination.contains("/dev/tcp/") || destination.contains("/dev/udp/") {
+        return None;
+    }
     let safe = match operator {
         ">" | ">>" | "&>" | "&>>" | ">|" => destination == "/dev/null",
         ">&" | "<&" => {
@@ -417,134 +473,289 @@ pub fn basename(program: &str) -> &str {
 }
 
 /// The command a wrapper runs: `timeout 5 nice -n 2 ls -l` → `ls -l`. Looks through
-/// `command`, `env` (without `-S`), `nice`, `timeout`, `time`, `nohup`, `exec`,
+/// `command`, `builtin`, `coproc`, `env`, `nice`, `timeout`, `time`, `nohup`, `exec`,
 /// `stdbuf`, `ionice`, `setsid` and `xargs`; with `privileged` also `sudo`, `doas` and
 /// `busybox` (for deny rules, where seeing a command too many is the safe mistake).
-/// Returns the argv from the program on, whether arguments of unknown value are added
-/// (xargs), and whether the wrapper set variables (`env X=1 cmd`). `None` when what it
-/// runs cannot be known (`env -S …`).
+/// Each wrapper's options are read as it reads them; an option it does not know, or a
+/// word of unknown value where an option or the command goes, gives `None`: what runs
+/// cannot be known (`env -S …`, `time -o f …`, `nice $n …`).
 #[must_use]
 pub fn unwrap_command(argv: &[Word], privileged: bool) -> Option<Unwrapped<'_>> {
-    let mut rest = argv;
-    let mut extra_args = false;
-    let mut assigns = false;
+    let mut out = Unwrapped {
+        argv,
+        extra_args: false,
+        assigns: false,
+        wrappers: Vec::new(),
+    };
     loop {
-        let Some(Word::Literal(program)) = rest.first() else {
-            return Some(Unwrapped {
-                argv: rest,
-                extra_args,
-                assigns,
-            });
+        let Some(Word::Literal(program)) = out.argv.first() else {
+            return Some(out);
         };
         let name = basename(program);
-        // (options that take a value as the next word, option letters allowed)
-        let (takes_value, positional_before): (&[&str], usize) = match name {
-            "command" => {
-                if rest
-                    .iter()
-                    .any(|w| matches!(w.literal(), Some("-v" | "-V")))
-                {
-                    return Some(Unwrapped {
-                        argv: rest,
-                        extra_args,
-                        assigns,
-                    });
-                }
-                (&[], 0)
-            }
-            "env" => (&["-u", "--unset", "-C", "--chdir"], 0),
-            "nice" => (&["-n", "--adjustment"], 0),
-            "timeout" => (&["-s", "--signal", "-k", "--kill-after"], 1),
-            "time" | "nohup" | "setsid" => (&[], 0),
-            "exec" => (&["-a"], 0),
-            "stdbuf" => (&["-i", "-o", "-e"], 0),
-            "ionice" => (&["-c", "-n", "-p", "-P", "-u"], 0),
-            "xargs" => {
-                extra_args = true;
-                (
-                    &[
-                        "-a",
-                        "-d",
-                        "-E",
-                        "-e",
-                        "-I",
-                        "-L",
-                        "-l",
-                        "-n",
-                        "-P",
-                        "-s",
-                        "--arg-file",
-                        "--delimiter",
-                        "--max-args",
-                        "--max-procs",
-                        "--max-chars",
-                        "--process-slot-var",
-                    ],
-                    0,
-                )
-            }
-            "sudo" | "doas" if privileged => (
-                &[
-                    "-u", "-g", "-C", "-D", "-h", "-p", "-r", "-t", "-U", "-T", "--user", "--group",
-                ],
-                0,
-            ),
-            "busybox" if privileged => (&[], 0),
-            _ => {
-                return Some(Unwrapped {
-                    argv: rest,
-                    extra_args,
-                    assigns,
-                });
-            }
+        let Some(options) = wrapper_options(name, privileged) else {
+            return Some(out);
         };
-        let mut i = 1;
-        let mut positionals = positional_before;
-        while i < rest.len() {
-            let Some(w) = rest[i].literal() else {
-                // An unknown word where an option or the command goes.
-                return None;
-            };
-            if w == "--" {
-                i += 1;
-                break;
-            }
-            if name == "env"
-                && (w == "-S" || w.starts_with("--split-string") || w.starts_with("-S"))
-            {
-                return None;
-            }
-            if name == "env" && !w.starts_with('-') && w.contains('=') {
-                assigns = true;
-                i += 1;
-                continue;
-            }
-            if w.starts_with('-') && w.len() > 1 {
-                let takes = takes_value.contains(&w);
-                i += if takes { 2 } else { 1 };
-                continue;
-            }
-            if positionals > 0 {
-                positionals -= 1;
-                i += 1;
-                continue;
-            }
-            break;
+        // `command -v x` says what x is; it runs nothing.
+        if name == "command"
+            && out
+                .argv
+                .iter()
+                .any(|w| matches!(w.literal(), Some("-v" | "-V")))
+        {
+            return Some(out);
         }
-        if i >= rest.len() {
+        let Some(start) = wrapped_command_start(name, &options, out.argv, &mut out.assigns)? else {
             // The wrapper alone (`time`, `env`): it is the command.
-            return Some(Unwrapped {
-                argv: rest,
-                extra_args,
-                assigns,
-            });
-        }
-        rest = &rest[i..];
+            return Some(out);
+        };
+        out.extra_args |= name == "xargs";
+        out.wrappers.push(name);
+        out.argv = &out.argv[start..];
     }
 }
 
+/// Where the command a wrapper runs starts in `argv` (`Some(None)`: it runs none);
+/// `None` when an option is not one the wrapper knows or a word is unknown.
+fn wrapped_command_start(
+    name: &str,
+    options: &WrapperOptions,
+    argv: &[Word],
+    assigns: &mut bool,
+) -> Option<Option<usize>> {
+    let mut i = 1;
+    let mut operands = options.operands;
+    let mut options_done = false;
+    while i < argv.len() {
+        let w = argv[i].literal()?;
+        i += 1;
+        if !options_done && w == "--" {
+            options_done = true;
+            continue;
+        }
+        if !options_done && let Some(long) = w.strip_prefix("--") {
+            let (given, value) = long
+                .split_once('=')
+                .map_or((long, None), |(n, v)| (n, Some(v)));
+            let known = |list: &[&str]| list.iter().filter(|l| l.starts_with(given)).count();
+            let exact = |list: &[&str]| list.contains(&given);
+            let valued = if exact(options.long_valued) {
+                true
+            } else if exact(options.long_flags) {
+                false
+            } else {
+                match (known(options.long_flags), known(options.long_valued)) {
+                    (1, 0) if !given.is_empty() => false,
+                    (0, 1) if !given.is_empty() => true,
+                    _ => return None,
+                }
+            };
+            if valued && value.is_none() {
+                i += 1;
+            }
+            continue;
+        }
+        // `env -` is `env -i`.
+        if !options_done && name == "env" && w == "-" {
+            continue;
+        }
+        if !options_done && w.len() > 1 && w.starts_with('-') {
+            let letters: Vec<char> = w.chars().skip(1).collect();
+            for (k, c) in letters.iter().enumerate() {
+                if options.flags.contains(*c) || (options.numeric && c.is_ascii_digit()) {
+                    continue;
+                }
+                if options.valued.contains(*c) {
+                    if k + 1 == letters.len() {
+                        i += 1;
+                    }
+                    break;
+                }
+                if options.attached.contains(*c) {
+                    break;
+                }
+                return None;
+            }
+            continue;
+        }
+        if name == "env" && w.contains('=') {
+            *assigns = true;
+            continue;
+        }
+        if operands > 0 {
+            operands -= 1;
+            continue;
+        }
+        return Some(Some(i - 1));
+    }
+    Some(None)
+}
+
+/// How a wrapper reads its own options before the command it runs.
+struct WrapperOptions {
+    /// Short option letters without a value.
+    flags: &'static str,
+    /// Short option letters whose value is the rest of the cluster or the next word.
+    valued: &'static str,
+    /// Short option letters whose optional value can only be attached (`xargs -i{}`).
+    attached: &'static str,
+    /// Long options without a value (unique prefixes count; `--x=v` is allowed).
+    long_flags: &'static [&'static str],
+    /// Long options whose value is after `=` or the next word.
+    long_valued: &'static [&'static str],
+    /// Operands before the command (`timeout`'s duration).
+    operands: usize,
+    /// `-5` is an option (`nice -5`).
+    numeric: bool,
+}
+
+const NO_OPTIONS: WrapperOptions = WrapperOptions {
+    flags: "",
+    valued: "",
+    attached: "",
+    long_flags: &[],
+    long_valued: &[],
+    operands: 0,
+    numeric: false,
+};
+
+/// The programs that run the command their arguments name, and how they read their
+/// options. `privileged` adds `sudo`, `doas` and `busybox`.
+fn wrapper_options(name: &str, privileged: bool) -> Option<WrapperOptions> {
+    Some(match name {
+        "command" => WrapperOptions {
+            flags: "pvV",
+            ..NO_OPTIONS
+        },
+        "builtin" | "coproc" | "nohup" => NO_OPTIONS,
+        "env" => WrapperOptions {
+            flags: "i0v",
+            valued: "uCa",
+            long_flags: &[
+                "ignore-environment",
+                "null",
+                "debug",
+                "list-signal-handling",
+                "block-signal",
+                "default-signal",
+                "ignore-signal",
+            ],
+            long_valued: &["unset", "chdir", "argv0"],
+            ..NO_OPTIONS
+        },
+        "nice" => WrapperOptions {
+            valued: "n",
+            long_valued: &["adjustment"],
+            numeric: true,
+            ..NO_OPTIONS
+        },
+        "timeout" => WrapperOptions {
+            flags: "v",
+            valued: "sk",
+            long_flags: &["foreground", "preserve-status", "verbose"],
+            long_valued: &["signal", "kill-after"],
+            operands: 1,
+            ..NO_OPTIONS
+        },
+        // bash's `time` keyword knows `-p` only; GNU time's `-o` writes a file.
+        "time" => WrapperOptions {
+            flags: "p",
+            ..NO_OPTIONS
+        },
+        "setsid" => WrapperOptions {
+            flags: "cfw",
+            long_flags: &["ctty", "fork", "wait"],
+            ..NO_OPTIONS
+        },
+        "exec" => WrapperOptions {
+            flags: "cl",
+            valued: "a",
+            ..NO_OPTIONS
+        },
+        "stdbuf" => WrapperOptions {
+            valued: "ioe",
+            long_valued: &["input", "output", "error"],
+            ..NO_OPTIONS
+        },
+        "ionice" => WrapperOptions {
+            flags: "t",
+            valued: "cnpPu",
+            long_flags: &["ignore"],
+            long_valued: &["class", "classdata", "pid", "pgid", "uid"],
+            ..NO_OPTIONS
+        },
+        "xargs" => WrapperOptions {
+            flags: "0oprtx",
+            valued: "adEILnPs",
+            attached: "eil",
+            long_flags: &[
+                "null",
+                "open-tty",
+                "interactive",
+                "no-run-if-empty",
+                "verbose",
+                "exit",
+                "show-limits",
+            ],
+            long_valued: &[
+                "arg-file",
+                "delimiter",
+                "eof",
+                "replace",
+                "max-lines",
+                "max-args",
+                "max-procs",
+                "max-chars",
+                "process-slot-var",
+            ],
+            ..NO_OPTIONS
+        },
+        "sudo" | "doas" if privileged => WrapperOptions {
+            flags: "AbBEHiKklnPSsVv",
+            valued: "ugCDhprtUTR",
+            long_flags: &[
+                "askpass",
+                "background",
+                "bell",
+                "preserve-env",
+                "set-home",
+                "login",
+                "remove-timestamp",
+                "reset-timestamp",
+                "list",
+                "non-interactive",
+                "preserve-groups",
+                "stdin",
+                "shell",
+                "validate",
+            ],
+            long_valued: &[
+                "user",
+                "group",
+                "close-from",
+                "chdir",
+                "host",
+                "prompt",
+                "role",
+                "type",
+                "other-user",
+                "command-timeout",
+                "chroot",
+            ],
+            ..NO_OPTIONS
+        },
+        "busybox" | "toybox" if privileged => NO_OPTIONS,
+        _ => return None,
+    })
+}
+
+/// Whether `program` runs the command its arguments name (see [`unwrap_command`]).
+#[must_use]
+pub fn is_wrapper(program: &str, privileged: bool) -> bool {
+    wrapper_options(basename(program), privileged).is_some()
+}
+
 /// What a wrapper runs (see [`unwrap_command`]).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Unwrapped<'a> {
     /// The command's words, from the program on.
     pub argv: &'a [Word],
@@ -552,6 +763,8 @@ pub struct Unwrapped<'a> {
     pub extra_args: bool,
     /// Whether the wrapper sets variables (`env X=1 cmd`).
     pub assigns: bool,
+    /// The wrappers looked through, outermost first (`timeout`, `nice`).
+    pub wrappers: Vec<&'a str>,
 }
 
 /// Programs that run a script given as an argument or on stdin.

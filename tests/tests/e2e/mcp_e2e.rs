@@ -971,3 +971,39 @@ fn an_sse_server_that_goes_away_mid_call_gives_error_results_naming_it() {
         results[1]
     );
 }
+
+/// Issue #29 class 14: `readOnlyHint` is the server's word; plan mode asks unless a rule
+/// allows the tool.
+#[test]
+fn plan_mode_asks_before_an_mcp_tool_its_server_calls_read_only() {
+    let sandbox = Sandbox::new().unwrap();
+    let script = || {
+        Script::new([
+            Turn::tool_use("mcp__test__echo", json!({"text": "a"})),
+            Turn::text("Done."),
+        ])
+    };
+    let server = TestServer::spawn(script()).unwrap();
+    let out = gyre(
+        &sandbox,
+        &server,
+        &config(json!({"test": stdio(&[])})),
+        &["--permission-mode", "plan"],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(tool_results(&server)[0]["is_error"], true);
+    let server = TestServer::spawn(script()).unwrap();
+    let out = gyre(
+        &sandbox,
+        &server,
+        &config(json!({"test": stdio(&[])})),
+        &[
+            "--permission-mode",
+            "plan",
+            "--allowedTools",
+            "mcp__test__echo",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(tool_results(&server)[0]["content"], "a");
+}

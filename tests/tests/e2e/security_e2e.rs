@@ -198,6 +198,20 @@ fn deny_rules_hold_against_quoting_wrappers_and_flag_spelling() {
         "x=rm; $x keep.txt",
         "echo keep.txt | xargs rm",
         "bash -c 'rm keep.txt'",
+        // Issue #29: trap, `--`, aliases, env -S, coproc, copies and other ways in.
+        "trap 'rm keep.txt' EXIT",
+        "bash -c -- 'rm keep.txt'",
+        "eval -- rm keep.txt",
+        "shopt -s expand_aliases\nalias x=rm\nx keep.txt",
+        "env -vS 'rm keep.txt'",
+        "coproc rm keep.txt; wait",
+        "builtin command rm keep.txt",
+        "cp /bin/rm ./x; ./x keep.txt",
+        "timeout --foreground 5 rm keep.txt",
+        "find . -name keep.txt -execdir bash -c 'rm keep.txt' ';'",
+        "hash -p /bin/rm ls; ls keep.txt",
+        "echo 'rm keep.txt' > e; BASH_ENV=./e bash -c true",
+        "mapfile -C 'rm keep.txt; :' -c 1 < /etc/hostname",
     ];
     let out = session(
         &sandbox,
@@ -232,16 +246,21 @@ fn deny_rules_hold_against_quoting_wrappers_and_flag_spelling() {
     assert_eq!(denied_tools(&out).len(), rf_variants.len());
 }
 
-#[test]
-fn a_git_diff_allow_rule_does_not_cover_its_output_option() {
-    let sandbox = Sandbox::new().unwrap();
-    let target = sandbox.home().join("written-by-git-diff");
-    let git_init = std::process::Command::new("git")
+/// Makes the project a git repository.
+fn git_init(sandbox: &Sandbox) {
+    let status = std::process::Command::new("git")
         .args(["init", "-q"])
         .current_dir(sandbox.project())
         .status()
         .unwrap();
-    assert!(git_init.success());
+    assert!(status.success());
+}
+
+#[test]
+fn a_git_diff_allow_rule_does_not_cover_its_output_option() {
+    let sandbox = Sandbox::new().unwrap();
+    let target = sandbox.home().join("written-by-git-diff");
+    git_init(&sandbox);
     let commands = [
         format!("git diff --output={}", target.display()),
         format!("git diff --output {}", target.display()),
@@ -257,4 +276,114 @@ fn a_git_diff_allow_rule_does_not_cover_its_output_option() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(!target.exists());
     assert_eq!(denied_tools(&out).len(), 3);
+}
+
+// Issue #29: the Bash rules and plan mode judge what bash runs (wrappers, nested
+// scripts, braces, redirections), and `Read(…)` deny rules cover the files an allowed
+// command names.
+
+#[test]
+fn allow_rules_cover_the_argv_bash_runs_not_the_text() {
+    let sandbox = Sandbox::new().unwrap();
+    git_init(&sandbox);
+    sandbox.write("data.txt", "a\n").unwrap();
+    sandbox.write("list", "-delete\n").unwrap();
+    sandbox
+        .write("keys", "#env\nLESSOPEN=|touch lessopen-ran; cat %s\n")
+        .unwrap();
+    let escaped = sandbox.project().join("../escaped-by-braces");
+    let commands = [
+        "git diff {--output=../escaped-by-braces,HEAD}",
+        "git --attr-source HEAD -c core.fsmonitor='touch fsmonitor-ran' status",
+        "xargs -a list find .",
+        "less --lesskey-src=keys data.txt",
+    ];
+    let out = session(
+        &sandbox,
+        bash_turns(&commands),
+        &[
+            "--allowedTools",
+            "Bash(git diff:*) Bash(git:*) Bash(find:*) Bash(less:*)",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(denied_tools(&out).len(), commands.len());
+    assert!(!escaped.exists());
+    assert!(
+        sandbox.project().join("data.txt").exists(),
+        "find -delete ran"
+    );
+    assert!(!sandbox.project().join("fsmonitor-ran").exists());
+    assert!(!sandbox.project().join("lessopen-ran").exists());
+}
+
+#[test]
+fn a_dev_tcp_redirection_is_network_access_no_ls_rule_allows() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let sandbox = Sandbox::new().unwrap();
+    let command = format!("ls < /dev/tcp/127.0.0.1/{port}");
+    let out = session(
+        &sandbox,
+        bash_turns(&[&command]),
+        &["--allowedTools", "Bash(ls:*)"],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(denied_tools(&out).len(), 1);
+    assert!(listener.accept().is_err(), "a connection was opened");
+}
+
+#[test]
+fn a_read_deny_rule_covers_the_files_an_allowed_command_names() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox.write("secret/key", "TOPSECRET\n").unwrap();
+    sandbox.write("notes.txt", "fine\n").unwrap();
+    let commands = [
+        "cat secret/key",
+        "grep -r T secret",
+        "cat < secret/key",
+        "cat s*/key",
+        "cat notes.txt",
+    ];
+    let out = session(
+        &sandbox,
+        bash_turns(&commands),
+        &[
+            "--allowedTools",
+            "Bash(cat:*) Bash(grep:*)",
+            "--disallowedTools",
+            "Read(./secret/**)",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(denied_tools(&out).len(), 4);
+    assert!(!out.stdout.contains("TOPSECRET"), "{}", out.stdout);
+}
+
+#[test]
+fn plan_mode_asks_before_commands_that_start_other_programs() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox.write("data.txt", "a\n").unwrap();
+    sandbox
+        .write("keys", "#env\nLESSOPEN=|touch lessopen-ran; cat %s\n")
+        .unwrap();
+    let commands = [
+        "echo -delete | xargs find .",
+        "rg -z a",
+        "less --lesskey-src=keys data.txt",
+        "git --attr-source=HEAD status",
+        "env -C / cat etc/hostname",
+        "cat < /dev/tcp/127.0.0.1/9",
+        "ls",
+    ];
+    let out = session(
+        &sandbox,
+        bash_turns(&commands),
+        &["--permission-mode", "plan"],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    // All but `ls`, which plan mode runs in its sandbox.
+    assert_eq!(denied_tools(&out).len(), commands.len() - 1);
+    assert!(sandbox.project().join("data.txt").exists());
 }

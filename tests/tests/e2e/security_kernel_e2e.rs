@@ -45,10 +45,11 @@ fn project_with_a_secret(sandbox: &Sandbox) {
     sandbox.write("data.txt", "b\na\n").unwrap();
 }
 
-/// The commands of both read-deny tests.
+/// The commands of both read-deny tests. The parser refuses a command that names a
+/// denied file in its words; these name it where only the kernel sees it.
 const READS: &[&str] = &[
-    "cat config/secret.env",
-    "sort < ./config/../config/secret.env",
+    "f=config/secret.env; cat \"$f\"",
+    "d=config; sort < \"./$d/../$d/secret.env\"",
     "ln -sf \"$PWD/config/secret.env\" \"$TMPDIR/l\" && cat \"$TMPDIR/l\"",
     "head -c 16 /proc/$PPID/mem",
     "cat config/app.toml",

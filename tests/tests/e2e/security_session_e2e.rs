@@ -50,7 +50,8 @@ fn a_read_deny_rule_the_sdk_adds_mid_session_is_enforced_by_the_kernel() {
         Turn::tool_use("Bash", json!({"command": "cat secret.txt"})),
         // A writer is asked about; the SDK allows it and adds rules for the session.
         Turn::tool_use("Bash", json!({"command": "touch made.txt"})),
-        Turn::tool_use("Bash", json!({"command": "cat secret.txt"})),
+        // A name the parser cannot see (it refuses `cat secret.txt` itself): the kernel's.
+        Turn::tool_use("Bash", json!({"command": "f=secret.txt; cat \"$f\""})),
         Turn::tool_use("Grep", json!({"pattern": "hunter"})),
         Turn::text("done"),
     ]))

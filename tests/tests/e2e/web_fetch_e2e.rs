@@ -121,15 +121,13 @@ fn web_fetch_answers_from_the_page_follows_same_host_redirects_and_reports_other
     assert_eq!(*hits.lock().unwrap(), ["/hop", "/page", "/moved"]);
 }
 
-#[test]
-fn without_a_rule_headless_refuses_the_fetch() {
+/// Asks for one fetch of the URL `url(port)` names, headless with `--allowedTools rules`,
+/// and checks that it was refused and the web server saw no request.
+fn assert_fetch_refused(url: impl Fn(u16) -> String, rules: &str) {
     let (port, hits) = web_server();
     let sandbox = Sandbox::new().unwrap();
     let server = TestServer::spawn(Script::new([
-        Turn::tool_use(
-            "WebFetch",
-            json!({"url": format!("http://127.0.0.1:{port}/page"), "prompt": "?"}),
-        ),
+        Turn::tool_use("WebFetch", json!({"url": url(port), "prompt": "?"})),
         Turn::text("refused"),
     ]))
     .unwrap();
@@ -137,7 +135,7 @@ fn without_a_rule_headless_refuses_the_fetch() {
         "-p",
         "read",
         "--allowedTools",
-        "WebFetch(domain:example.com)",
+        rules,
         "--output-format",
         "json",
     ]))
@@ -146,6 +144,14 @@ fn without_a_rule_headless_refuses_the_fetch() {
     let denials = out.result().unwrap()["permission_denials"].clone();
     assert_eq!(denials[0]["tool_name"], "WebFetch", "{denials}");
     assert!(hits.lock().unwrap().is_empty());
+}
+
+#[test]
+fn without_a_rule_headless_refuses_the_fetch() {
+    assert_fetch_refused(
+        |port| format!("http://127.0.0.1:{port}/page"),
+        "WebFetch(domain:example.com)",
+    );
 }
 
 #[test]
@@ -179,4 +185,15 @@ fn web_search_is_offered_as_the_api_s_server_tool_only_when_a_rule_allows_it() {
     assert_eq!(offered["type"], "web_search_20250305");
     assert_eq!(offered["allowed_domains"], json!(["docs.rs"]));
     assert!(offered.get("input_schema").is_none(), "{offered}");
+}
+
+/// Issue #29 class 11: a backslash ends the authority for reqwest (WHATWG), so this URL
+/// fetches 127.0.0.1; the rule is judged on that host, and a local address asks even
+/// when every fetch is allowed.
+#[test]
+fn a_domain_rule_is_judged_on_the_host_the_fetch_connects_to() {
+    assert_fetch_refused(
+        |port| format!("http://127.0.0.1:{port}\\@example.com/page"),
+        "WebFetch(domain:example.com) WebFetch",
+    );
 }

@@ -807,3 +807,181 @@ async fn a_denial_hint_does_not_suggest_rules_that_cannot_work() {
     );
     assert_eq!(hinted_allowed_tools(&reason), None, "{reason}");
 }
+
+/// Issue #29 class 12: a `Read(…)` deny rule covers the file arguments of every command,
+/// whatever allow rule covers the command.
+#[tokio::test]
+async fn read_deny_rules_refuse_commands_that_name_denied_files() {
+    let (work, _out, ctx) = setup();
+    std::fs::create_dir(work.path().join("secret")).unwrap();
+    std::fs::write(work.path().join("secret/key"), "k").unwrap();
+    let perms = Permissions::from_rules(
+        PermissionMode::Default,
+        &[
+            "Bash(cat:*)",
+            "Bash(head:*)",
+            "Bash(grep:*)",
+            "Bash(wc:*)",
+            "Bash(cp:*)",
+        ],
+        &[],
+        &["Read(./secret/**)"],
+    )
+    .unwrap();
+    for command in [
+        "cat secret/key",
+        "cat ./secret/../secret/key",
+        "head -n 1 secret/key",
+        "grep k secret/key",
+        "grep -r k secret",
+        "wc -l < secret/key",
+        "cp secret/key copy",
+        "cat secret/*",
+        "cat s*/key",
+        "cat in.txt; cat secret/key",
+    ] {
+        assert!(
+            matches!(
+                decide(&perms, &ctx, "Bash", json!({"command": command})).await,
+                PermissionDecision::Deny { .. }
+            ),
+            "{command}"
+        );
+    }
+    for command in ["cat in.txt", "grep k in.txt", "cat *.txt"] {
+        assert!(
+            allowed(&decide(&perms, &ctx, "Bash", json!({"command": command})).await),
+            "{command}"
+        );
+    }
+}
+
+/// A tool known only by its name and its read-only claim: an MCP tool whose server says
+/// `readOnlyHint`, or WebFetch as gyre-core defines it.
+struct Named(&'static str, bool);
+
+impl Tool for Named {
+    fn name(&self) -> std::borrow::Cow<'static, str> {
+        self.0.into()
+    }
+    fn description(&self) -> std::borrow::Cow<'static, str> {
+        "test tool".into()
+    }
+    fn input_schema(&self) -> Value {
+        json!({"type": "object"})
+    }
+    fn is_concurrency_safe(&self, _input: &Value) -> bool {
+        true
+    }
+    fn is_read_only(&self, _input: &Value) -> bool {
+        self.1
+    }
+    fn check_permissions(&self, _input: &Value, _ctx: &ToolContext) -> PermissionDecision {
+        PermissionDecision::Ask {
+            reason: "needs permission".to_owned(),
+        }
+    }
+    fn max_result_size_chars(&self) -> usize {
+        1000
+    }
+    fn call<'a>(
+        &'a self,
+        _input: Value,
+        _ctx: &'a ToolContext,
+        _progress: &'a gyre_tools::ProgressFn,
+    ) -> BoxFuture<'a, gyre_tools::ToolOutput> {
+        Box::pin(async { gyre_tools::ToolOutput::ok("ran") })
+    }
+}
+
+fn evaluate_named(
+    perms: &Permissions,
+    ctx: &ToolContext,
+    tool: &Named,
+    input: Value,
+) -> PermissionDecision {
+    let call = ToolCall::new("toolu_1", tool.0, input);
+    perms.evaluate(tool, &call, ctx)
+}
+
+/// Issue #29 class 11: a domain rule is judged on the host the URL parser connects to,
+/// and loopback, link-local and private addresses ask even when a rule allows the call.
+#[tokio::test]
+async fn web_fetch_rules_judge_the_parsed_host_and_private_addresses_ask() {
+    let (_work, _out, ctx) = setup();
+    let fetch = Named("WebFetch", false);
+    let perms = Permissions::from_rules(
+        PermissionMode::Default,
+        &["WebFetch(domain:allowed.com)"],
+        &[],
+        &[],
+    )
+    .unwrap();
+    for url in [
+        "https://127.0.0.1\\@allowed.com/",
+        "https://127.0.0.1\\@allowed.com:443/x",
+        "http://localhost\\@allowed.com/",
+    ] {
+        assert!(
+            !allowed(&evaluate_named(&perms, &ctx, &fetch, json!({"url": url}))),
+            "{url}"
+        );
+    }
+    assert!(allowed(&evaluate_named(
+        &perms,
+        &ctx,
+        &fetch,
+        json!({"url": "https://allowed.com\\@127.0.0.1/"})
+    )));
+    let everything =
+        Permissions::from_rules(PermissionMode::Default, &["WebFetch"], &[], &[]).unwrap();
+    // Every spelling is in gyre-tools' domain tests; one of each kind here.
+    for url in [
+        "http://2130706433/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[::ffff:127.0.0.1]/",
+        "http://LOCALHOST./",
+    ] {
+        assert!(
+            matches!(
+                evaluate_named(&everything, &ctx, &fetch, json!({"url": url})),
+                PermissionDecision::Ask { .. }
+            ),
+            "{url}"
+        );
+    }
+    assert!(allowed(&evaluate_named(
+        &everything,
+        &ctx,
+        &fetch,
+        json!({"url": "https://example.com/"})
+    )));
+    // A rule that names the private host itself is the user's decision.
+    let named = Permissions::from_rules(
+        PermissionMode::Default,
+        &["WebFetch(domain:localhost)"],
+        &[],
+        &[],
+    )
+    .unwrap();
+    assert!(allowed(&evaluate_named(
+        &named,
+        &ctx,
+        &fetch,
+        json!({"url": "http://localhost:3000/"})
+    )));
+}
+
+/// Issue #29 class 14: `readOnlyHint` is the server's claim, not proof.
+#[tokio::test]
+async fn plan_mode_asks_for_mcp_tools_a_server_calls_read_only_unless_a_rule_allows_them() {
+    let (_work, _out, ctx) = setup();
+    let tool = Named("mcp__files__read", true);
+    let plan = Permissions::new(PermissionMode::Plan);
+    assert!(matches!(
+        evaluate_named(&plan, &ctx, &tool, json!({})),
+        PermissionDecision::Ask { .. }
+    ));
+    let ruled = Permissions::from_rules(PermissionMode::Plan, &["mcp__files"], &[], &[]).unwrap();
+    assert!(allowed(&evaluate_named(&ruled, &ctx, &tool, json!({}))));
+}

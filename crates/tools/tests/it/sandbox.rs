@@ -132,6 +132,8 @@ impl MarkedTree {
         let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
         socket.set_nonblocking(true).unwrap();
         let port = socket.local_addr().unwrap().port();
+        // A lesskey source whose preprocessor is the marker.
+        std::fs::write(dir.path().join("keys"), "#env\nLESSOPEN=|./marker %s\n").unwrap();
         let marker = dir.path().join("marker");
         std::fs::write(
             &marker,
@@ -164,59 +166,93 @@ impl MarkedTree {
     }
 }
 
+/// The shapes issue #29 found plan mode running other programs with, or rules
+/// missing: xargs, lesskey files, braces, trap/eval/coproc, network redirections.
+const ISSUE_29_SHAPES: &[&str] = &[
+    // xargs runs what its input names.
+    "echo -delete | xargs find .",
+    "echo ./marker | xargs env",
+    "echo data.txt | xargs cat",
+    "xargs -a data.txt ls",
+    // lesskey files bind keys to commands and set LESSOPEN.
+    "less --lesskey-src=keys data.txt",
+    "less -k keys data.txt",
+    // Braces become several words.
+    "sort {-o,out.txt} data.txt",
+    "rg {--pre=./marker,a} data.txt",
+    "cat {data.txt,src/lib.rs}",
+    // Scripts handed to trap, eval and coproc.
+    "trap ./marker EXIT",
+    "trap 'cat data.txt' EXIT",
+    "eval ./marker",
+    "eval cat data.txt",
+    "coproc ./marker",
+    // bash's network redirections.
+    "cat < /dev/tcp/127.0.0.1/9",
+    "ls < /dev/udp/127.0.0.1/9",
+    "git --attr-source=HEAD status",
+    "env -C src cat lib.rs",
+    "rg -z a",
+];
+
 /// Commands of a small bash grammar over a fixed tree: readers, writers, programs that
 /// run other programs (the marker), joined by lists, pipes, substitutions, wrappers and
 /// redirections.
 fn command() -> impl Strategy<Value = String> {
-    let simple = prop::sample::select(vec![
-        "cat data.txt",
-        "ls -la src",
-        "sort data.txt",
-        "head -n 1 data.txt",
-        "grep -r a .",
-        "wc -l data.txt src/lib.rs",
-        "sort -o data.txt data.txt",
-        "sort --output=out.txt data.txt",
-        "sort --compress-program=./marker -S 1 data.txt",
-        "uniq data.txt out.txt",
-        "rg --pre ./marker a",
-        "rg --pre=./marker a .",
-        "rg -n a",
-        "find . -name '*.rs'",
-        "find . -delete",
-        "find . '-fprint' out.txt",
-        "find . -name data.txt -exec ./marker {} ';'",
-        "find . -name data.txt '-exec' ./marker '{}' +",
-        "find . -name data.txt -okdir ./marker {} ';'",
-        "touch new.txt",
-        "rm data.txt",
-        "rm -rf src",
-        "mkdir d",
-        "cp data.txt copy.txt",
-        "mv data.txt moved.txt",
-        "tee out.txt",
-        "echo hi",
-        "git init -q",
-        "awk '{print $1}' data.txt",
-        "awk '{print > \"out.txt\"}' data.txt",
-        "awk 'BEGIN{system(\"./marker\")}'",
-        "awk 'BEGIN{\"./marker\" | getline x; print x}'",
-        "sed -n '1e ./marker' data.txt",
-        "ln -s data.txt link",
-        "truncate -s 0 data.txt",
-        "dd of=out.txt count=0",
-        "python3 -c 'open(\"out.txt\",\"w\")'",
-        "./marker",
-        "env ./marker",
-        "command ./marker",
-        "nice ./marker",
-        "xargs ./marker < data.txt",
-        "bash marker",
-        "less '+!./marker' data.txt",
-        "tar -cf /dev/null --to-command=./marker data.txt",
-        "date -f data.txt",
-        "file -C -m data.txt",
-    ]);
+    let simple = prop::sample::select(
+        vec![
+            "cat data.txt",
+            "ls -la src",
+            "sort data.txt",
+            "head -n 1 data.txt",
+            "grep -r a .",
+            "wc -l data.txt src/lib.rs",
+            "sort -o data.txt data.txt",
+            "sort --output=out.txt data.txt",
+            "sort --compress-program=./marker -S 1 data.txt",
+            "uniq data.txt out.txt",
+            "rg --pre ./marker a",
+            "rg --pre=./marker a .",
+            "rg -n a",
+            "find . -name '*.rs'",
+            "find . -delete",
+            "find . '-fprint' out.txt",
+            "find . -name data.txt -exec ./marker {} ';'",
+            "find . -name data.txt '-exec' ./marker '{}' +",
+            "find . -name data.txt -okdir ./marker {} ';'",
+            "touch new.txt",
+            "rm data.txt",
+            "rm -rf src",
+            "mkdir d",
+            "cp data.txt copy.txt",
+            "mv data.txt moved.txt",
+            "tee out.txt",
+            "echo hi",
+            "git init -q",
+            "awk '{print $1}' data.txt",
+            "awk '{print > \"out.txt\"}' data.txt",
+            "awk 'BEGIN{system(\"./marker\")}'",
+            "awk 'BEGIN{\"./marker\" | getline x; print x}'",
+            "sed -n '1e ./marker' data.txt",
+            "ln -s data.txt link",
+            "truncate -s 0 data.txt",
+            "dd of=out.txt count=0",
+            "python3 -c 'open(\"out.txt\",\"w\")'",
+            "./marker",
+            "env ./marker",
+            "command ./marker",
+            "nice ./marker",
+            "xargs ./marker < data.txt",
+            "bash marker",
+            "less '+!./marker' data.txt",
+            "tar -cf /dev/null --to-command=./marker data.txt",
+            "date -f data.txt",
+            "file -C -m data.txt",
+        ]
+        .into_iter()
+        .chain(ISSUE_29_SHAPES.iter().copied())
+        .collect::<Vec<_>>(),
+    );
     let wrapped = (simple, 0..8usize).prop_map(|(c, w)| match w {
         0 => format!("timeout 5 {c}"),
         1 => format!("echo $({c})"),
@@ -248,30 +284,57 @@ fn command() -> impl Strategy<Value = String> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 40, ..ProptestConfig::default() })]
 
-    /// Allowed by the classifier ⇒ no write and no program outside its allow-list, run
-    /// for real unconfined and in the plan-mode sandbox; and in the sandbox nothing
-    /// writes, whatever the classifier said.
+    /// [`classifier_holds`] for the commands of [`command`]'s grammar.
     #[test]
     fn classifier_allowed_commands_neither_write_nor_run_other_programs(command in command()) {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-        let read_only = is_read_only_command(&command);
+        classifier_holds(&command)?;
+    }
+}
+
+/// The property for one command: allowed by the classifier ⇒ no write and no program
+/// outside its allow-list, run for real unconfined and in the plan-mode sandbox; and in
+/// the sandbox nothing writes, whatever the classifier said.
+fn classifier_holds(command: &str) -> Result<(), TestCaseError> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let read_only = is_read_only_command(command);
+    if read_only {
+        let tree = MarkedTree::new();
+        let before = snapshot(tree.path());
+        let out = runtime.block_on(run(&ctx(tree.path()), "Bash", json!({"command": command})));
+        prop_assert_eq!(snapshot(tree.path()), before, "unconfined: {}", command);
+        prop_assert!(
+            !tree.marker_ran(&out.content),
+            "unconfined, the marker ran: {}",
+            command
+        );
+    }
+    if landlock_abi().is_some() {
+        let tree = MarkedTree::new();
+        let before = snapshot(tree.path());
+        let c = ctx(tree.path()).with_sandbox(READ_ONLY);
+        let out = runtime.block_on(run(&c, "Bash", json!({"command": command})));
+        prop_assert!(!out.content.contains("Failed to start"), "{}", out.content);
+        prop_assert_eq!(snapshot(tree.path()), before, "sandboxed: {}", command);
         if read_only {
-            let tree = MarkedTree::new();
-            let before = snapshot(tree.path());
-            let out = runtime.block_on(run(&ctx(tree.path()), "Bash", json!({"command": command})));
-            prop_assert_eq!(snapshot(tree.path()), before, "unconfined: {}", command);
-            prop_assert!(!tree.marker_ran(&out.content), "unconfined, the marker ran: {}", command);
+            prop_assert!(
+                !tree.marker_ran(&out.content),
+                "sandboxed, the marker ran: {}",
+                command
+            );
         }
-        if landlock_abi().is_some() {
-            let tree = MarkedTree::new();
-            let before = snapshot(tree.path());
-            let c = ctx(tree.path()).with_sandbox(READ_ONLY);
-            let out = runtime.block_on(run(&c, "Bash", json!({"command": command})));
-            prop_assert!(!out.content.contains("Failed to start"), "{}", out.content);
-            prop_assert_eq!(snapshot(tree.path()), before, "sandboxed: {}", command);
-            if read_only {
-                prop_assert!(!tree.marker_ran(&out.content), "sandboxed, the marker ran: {}", command);
-            }
+    }
+    Ok(())
+}
+
+/// Every issue #29 shape, alone, holds the property (the sampled run may miss some).
+#[test]
+fn the_classifier_property_holds_for_every_issue_29_shape() {
+    for command in ISSUE_29_SHAPES {
+        if let Err(e) = classifier_holds(command) {
+            panic!("{command}: {e}");
         }
     }
 }
