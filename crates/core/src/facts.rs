@@ -6,7 +6,6 @@ use std::collections::BTreeMap;
 
 use gyre_loop::{ModelTotals, UsageMeter};
 use gyre_protocol::Usage;
-use serde_json::Value;
 
 use crate::structured;
 
@@ -20,8 +19,8 @@ pub struct SessionFacts {
     pub meter: UsageMeter,
     pub tools: Vec<String>,
     pub permission_mode: String,
-    /// `[{"name", "status"}]` of the session's MCP servers.
-    pub mcp_servers: Vec<Value>,
+    /// The session's MCP servers as they were at start.
+    pub mcp_servers: Vec<gyre_mcp::ServerStatus>,
     /// Where `--json-schema`'s StructuredOutput tool leaves its answer.
     pub structured: Option<structured::Slot>,
     /// The usage of the last response: its input side is the context now in use.

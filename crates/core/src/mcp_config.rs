@@ -211,38 +211,6 @@ fn rpc_error(id: &Value, message: &str) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}})
 }
 
-/// The init line's `mcp_servers`: `[{"name", "status"}]`.
-#[must_use]
-pub fn init_entries(servers: &McpServers) -> Vec<Value> {
-    servers
-        .status()
-        .iter()
-        .map(|s| json!({"name": s.name, "status": s.state.as_str()}))
-        .collect()
-}
-
-/// The servers as the SDK's `mcp_status` answer lists them: name, status, transport,
-/// tools, and the error of a failed one.
-#[must_use]
-pub fn sdk_status_entries(servers: &McpServers) -> Vec<Value> {
-    servers
-        .status()
-        .iter()
-        .map(|s| {
-            let mut entry = json!({
-                "name": s.name,
-                "status": s.state.as_str(),
-                "config": {"type": s.transport},
-                "tools": s.tools.iter().map(|t| json!({"name": t})).collect::<Vec<_>>(),
-            });
-            if let gyre_mcp::ServerState::Failed { error } = &s.state {
-                entry["error"] = json!(error);
-            }
-            entry
-        })
-        .collect()
-}
-
 /// What `/mcp` prints: each server, its transport and state, and its tools.
 #[must_use]
 pub fn status_report(servers: &[ServerStatus]) -> String {

@@ -490,7 +490,7 @@ pub fn build(
         meter: engine.meter(),
         tools: registry.names().into_iter().map(Cow::into_owned).collect(),
         permission_mode,
-        mcp_servers: crate::mcp_config::init_entries(&mcp),
+        mcp_servers: mcp.status(),
         structured: cli.json_schema.is_some().then_some(structured_slot),
         last_usage: gyre_protocol::Usage::default(),
         context,

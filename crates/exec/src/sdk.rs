@@ -279,7 +279,7 @@ impl Dispatcher {
                 Ok(empty())
             }
             ControlRequest::McpStatus => body(&McpStatusResponse {
-                mcp_servers: gyre_core::mcp_config::sdk_status_entries(&self.mcp),
+                mcp_servers: self.mcp.status().iter().map(SdkServerStatus::of).collect(),
             }),
             ControlRequest::GetContextUsage => {
                 let model = self.model_now();
@@ -437,11 +437,55 @@ struct ModelInfo {
     description: String,
 }
 
-/// The answer to `mcp_status`: the entries of gyre-core's `sdk_status_entries`.
+/// The answer to `mcp_status`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct McpStatusResponse {
-    mcp_servers: Vec<Value>,
+    mcp_servers: Vec<SdkServerStatus>,
+}
+
+/// One server as `mcp_status` lists it: name, status, transport, tools, and the error
+/// of a failed one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct SdkServerStatus {
+    name: String,
+    status: String,
+    config: ServerTransport,
+    tools: Vec<ToolName>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ServerTransport {
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct ToolName {
+    name: String,
+}
+
+impl SdkServerStatus {
+    fn of(status: &gyre_mcp::ServerStatus) -> Self {
+        Self {
+            name: status.name.clone(),
+            status: status.state.as_str().to_owned(),
+            config: ServerTransport {
+                kind: status.transport.to_owned(),
+            },
+            tools: status
+                .tools
+                .iter()
+                .map(|t| ToolName { name: t.clone() })
+                .collect(),
+            error: match &status.state {
+                gyre_mcp::ServerState::Failed { error } => Some(error.clone()),
+                _ => None,
+            },
+        }
+    }
 }
 
 /// The answer to `get_context_usage`. gyre knows the total only: the breakdowns are
@@ -790,11 +834,26 @@ mod tests {
         );
         round_trip(
             &McpStatusResponse {
-                mcp_servers: vec![
-                    json!({"name": "calc", "status": "connected", "config": {"type": "sdk"}, "tools": [{"name": "add"}]}),
-                ],
+                mcp_servers: vec![SdkServerStatus::of(&gyre_mcp::ServerStatus {
+                    name: "calc".into(),
+                    transport: "sdk",
+                    state: gyre_mcp::ServerState::Connected,
+                    tools: vec!["add".into()],
+                })],
             },
             &json!({"mcpServers": [{"name": "calc", "status": "connected", "config": {"type": "sdk"}, "tools": [{"name": "add"}]}]}),
+        );
+        let failed = SdkServerStatus::of(&gyre_mcp::ServerStatus {
+            name: "x".into(),
+            transport: "stdio",
+            state: gyre_mcp::ServerState::Failed {
+                error: "exited".into(),
+            },
+            tools: Vec::new(),
+        });
+        round_trip(
+            &failed,
+            &json!({"name": "x", "status": "failed", "config": {"type": "stdio"}, "tools": [], "error": "exited"}),
         );
         round_trip(
             &ContextUsage::new(50_000, 200_000, "claude-sonnet-4-5".into(), true),

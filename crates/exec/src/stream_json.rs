@@ -119,7 +119,7 @@ pub struct InitLine {
     cwd: String,
     session_id: String,
     tools: Vec<String>,
-    mcp_servers: Vec<Value>,
+    mcp_servers: Vec<InitServer>,
     model: String,
     #[serde(rename = "permissionMode")]
     permission_mode: String,
@@ -131,6 +131,13 @@ pub struct InitLine {
     claude_code_version: &'static str,
     gyre_version: &'static str,
     uuid: String,
+}
+
+/// One of the init line's `mcp_servers`.
+#[derive(Debug, Clone, Serialize)]
+struct InitServer {
+    name: String,
+    status: &'static str,
 }
 
 /// `compact_boundary`'s metadata.
@@ -206,7 +213,14 @@ pub fn init(facts: &SessionFacts, uuid: &str) -> Line {
         cwd: facts.cwd.clone(),
         session_id: facts.session_id.clone(),
         tools: facts.tools.clone(),
-        mcp_servers: facts.mcp_servers.clone(),
+        mcp_servers: facts
+            .mcp_servers
+            .iter()
+            .map(|s| InitServer {
+                name: s.name.clone(),
+                status: s.state.as_str(),
+            })
+            .collect(),
         model: facts.model(),
         permission_mode: facts.permission_mode.clone(),
         slash_commands: ["compact", "clear", "cost", "model", "help"],
