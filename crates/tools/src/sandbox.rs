@@ -552,6 +552,41 @@ pub(crate) fn confine_child(command: &mut tokio::process::Command, ruleset: Rule
     }
 }
 
+/// Marks every descriptor above 2 close-on-exec, so what gyre inherited from its parent
+/// (an open file, a socket) reaches no command, hook or server it starts. Descriptors
+/// gyre opens itself are close-on-exec already. Call first thing in `main`.
+#[allow(unsafe_code)]
+pub fn close_inherited_descriptors() {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors; it
+    // closes none and touches no memory of this process.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc == 0 {
+        return;
+    }
+    // Kernels before 5.11: one descriptor at a time.
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_GETFD/F_SETFD on a number that may be closed by now (the listing's
+        // own descriptor) fail with EBADF and touch no memory.
+        let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        let _ = rc;
+    }
+}
+
 /// Environment variables that hold gyre's own credentials.
 pub const SECRET_ENV: &[&str] = &[
     "ANTHROPIC_API_KEY",

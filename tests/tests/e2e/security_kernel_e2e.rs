@@ -3,24 +3,10 @@
 //! run, and where the kernel has no Landlock, gyre says so once and asks instead.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use gyre_e2e::{Run, Sandbox, TEST_API_KEY, run};
-use gyre_testkit::{Script, TestServer, Turn};
-use serde_json::json;
+use gyre_e2e::{Run, Sandbox, TEST_API_KEY};
 
-/// Runs one Bash call per turn headless in stream-json, with `args` and `env`.
 fn bash_session(sandbox: &Sandbox, commands: &[&str], args: &[&str], env: &[(&str, &str)]) -> Run {
-    let turns = commands
-        .iter()
-        .map(|c| Turn::tool_use("Bash", json!({"command": c})))
-        .chain([Turn::text("done")]);
-    let server = TestServer::spawn(Script::new(turns)).unwrap();
-    let mut cmd = sandbox.gyre(&server).unwrap();
-    cmd.args(["-p", "go", "--output-format", "stream-json", "--verbose"])
-        .args(args);
-    for (key, value) in env {
-        cmd.env(key, value);
-    }
-    run(&mut cmd).unwrap()
+    gyre_e2e::bash_session(sandbox, commands, args, env).unwrap()
 }
 
 /// The Bash results in call order: (is_error, text).
