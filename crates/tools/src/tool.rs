@@ -151,6 +151,9 @@ pub struct ToolContext {
     pub child_env: Arc<[(String, String)]>,
     /// How many concurrency-safe calls run at once; `None` is the executor's default.
     pub max_tool_concurrency: Option<usize>,
+    /// What sandboxed commands may read besides the working dirs, and whether they may
+    /// open Unix sockets.
+    pub sandbox_access: crate::sandbox::SandboxAccess,
 }
 
 /// `path` made absolute against the current directory (lexically: symlinks are resolved
@@ -177,6 +180,7 @@ impl ToolContext {
             tool_use_id: None,
             child_env: Arc::from([]),
             max_tool_concurrency: None,
+            sandbox_access: crate::sandbox::SandboxAccess::from_env(),
         }
     }
 
@@ -225,7 +229,13 @@ impl ToolContext {
             Some(by_mode) if policy.is_some() => by_mode.read_denied.now().resolve()?,
             _ => std::collections::BTreeSet::new(),
         };
-        crate::sandbox::confinement(policy.as_ref(), &self.working_dirs, &denied)
+        crate::sandbox::confinement(
+            policy.as_ref(),
+            &self.cwd,
+            &self.working_dirs,
+            &denied,
+            &self.sandbox_access,
+        )
     }
 
     /// Runs Bash under `policy` (see [`crate::sandbox`]).
