@@ -41,7 +41,8 @@ pub mod namespace;
 pub mod seccomp;
 
 pub use access::{
-    HOME_NEVER_READ, HOME_READ_ROOTS, SYSTEM_READ_ROOTS, SandboxAccess, protected_paths,
+    GIT_PROTECTED, HOME_NEVER_READ, HOME_READ_ROOTS, SYSTEM_READ_ROOTS, SandboxAccess,
+    pinned_parents, protected_paths,
 };
 pub use namespace::available as namespaces_available;
 
@@ -654,7 +655,10 @@ pub fn confinement(
             }
         }
     }
-    let pinned = pinned_paths(&writable, &denied);
+    let mut pinned = pinned_paths(&writable, &denied);
+    if matches!(policy, SandboxPolicy::Workspace { .. }) {
+        pinned.extend(working_dirs.iter().flat_map(|dir| pinned_parents(dir)));
+    }
     let mounts = namespace::MountPlan::new(cwd, &writable, &read_only, &pinned, temp_dir.path())?;
     let filter = seccomp::filter(seccomp::SocketPolicy {
         network: policy.allow_network(),

@@ -65,6 +65,7 @@ fn a_sandboxed_command_cannot_write_config_hooks_or_mcp_files_existing_or_not() 
         "mkdir -p .claude && echo '{}' > .claude/settings.json",
         "echo '{\"mcpServers\":{}}' > .mcp.json",
         "ln -s /tmp/x .mcp.json; mv .git/config .git/config.old",
+        "mv .git .git-old; echo /tmp/elsewhere > .git/commondir",
         "echo fine > notes.txt && cat notes.txt",
     ];
     let out = bash_session(&sandbox, &commands, ALLOWED, &[]);
@@ -78,7 +79,9 @@ fn a_sandboxed_command_cannot_write_config_hooks_or_mcp_files_existing_or_not() 
     assert_eq!(read(&project.join(".gyre/settings.json")), "{}");
     assert!(!project.join(".claude").exists(), "{results:?}");
     assert!(project.join(".mcp.json").symlink_metadata().is_err());
-    assert_eq!(results[7], (false, "fine".to_owned()));
+    assert!(!project.join(".git-old").exists());
+    assert!(!project.join(".git/commondir").exists());
+    assert_eq!(results[8], (false, "fine".to_owned()));
 }
 
 #[test]

@@ -126,10 +126,22 @@ impl SandboxAccess {
     }
 }
 
+/// What under `.git/` decides which code git runs: its config, hooks, the config and
+/// hooks of submodules and worktrees, and the files that point git at another
+/// repository's config (`commondir`) or add to it (`config.worktree`).
+pub const GIT_PROTECTED: &[&str] = &[
+    "config",
+    "hooks",
+    "modules",
+    "worktrees",
+    "commondir",
+    "config.worktree",
+];
+
 /// The paths inside a writable directory that a sandboxed command may not write,
 /// because the next session or the user's next git command would run what they hold:
-/// gyre's and Claude's settings, the project's MCP servers, git's config and hooks (a
-/// `.git` file, a worktree's pointer, as a whole).
+/// gyre's and Claude's settings, the project's MCP servers, git's config and hooks
+/// ([`GIT_PROTECTED`]; a `.git` file, a worktree's pointer, as a whole).
 #[must_use]
 pub fn protected_paths(dir: &Path) -> Vec<PathBuf> {
     let git = dir.join(".git");
@@ -139,9 +151,18 @@ pub fn protected_paths(dir: &Path) -> Vec<PathBuf> {
         dir.join(".mcp.json"),
     ];
     if git.is_dir() {
-        out.extend([git.join("config"), git.join("hooks")]);
+        out.extend(GIT_PROTECTED.iter().map(|name| git.join(name)));
     } else {
         out.push(git);
     }
     out
+}
+
+/// The directories that hold protected paths and must stay where they are: a `.git`
+/// directory moved aside (its protected files with it) and replaced by a new one would
+/// bring its own config.
+#[must_use]
+pub fn pinned_parents(dir: &Path) -> Vec<PathBuf> {
+    let git = dir.join(".git");
+    if git.is_dir() { vec![git] } else { Vec::new() }
 }
