@@ -41,8 +41,8 @@ pub mod namespace;
 pub mod seccomp;
 
 pub use access::{
-    GIT_PROTECTED, HOME_NEVER_READ, HOME_READ_ROOTS, SYSTEM_READ_ROOTS, SandboxAccess,
-    pinned_parents, protected_paths,
+    GIT_PROTECTED, HOME_NEVER_READ, HOME_READ_ROOTS, SYSTEM_NEVER_READ, SYSTEM_READ_ROOTS,
+    SandboxAccess, pinned_parents, protected_paths,
 };
 pub use namespace::available as namespaces_available;
 

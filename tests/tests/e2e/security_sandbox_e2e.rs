@@ -212,6 +212,7 @@ fn plan_mode_reads_nothing_outside_the_allowed_roots() {
         format!("cat {}/notes.txt", home.display()),
         format!("cat {}/other.txt", elsewhere.path().display()),
         format!("cat {}/credentials.json", sandbox.home().display()),
+        "cat /etc/shadow".to_owned(),
         format!("cat {}/.cargo/env", home.display()),
         "cat mine.txt && head -c 4 /etc/passwd && echo".to_owned(),
     ];
@@ -219,14 +220,14 @@ fn plan_mode_reads_nothing_outside_the_allowed_roots() {
     let home_env = home.to_str().unwrap();
     let out = bash_session(&sandbox, &commands, PLAN, &[("HOME", home_env)]);
     let results = ran(&out, commands.len());
-    for (command, (is_error, text)) in commands.iter().zip(&results).take(6) {
+    for (command, (is_error, text)) in commands.iter().zip(&results).take(7) {
         assert!(
             *is_error && text.contains("Permission denied"),
             "`{command}` read: {text}"
         );
     }
-    assert_eq!(results[6], (false, "cargo-env".to_owned()));
-    assert_eq!(results[7], (false, "mineroot".to_owned()));
+    assert_eq!(results[7], (false, "cargo-env".to_owned()));
+    assert_eq!(results[8], (false, "mineroot".to_owned()));
 }
 
 #[test]

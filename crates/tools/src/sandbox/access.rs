@@ -22,6 +22,19 @@ pub const SYSTEM_READ_ROOTS: &[&str] = &[
     "/run/systemd/resolve",
 ];
 
+/// Secrets under the system roots: never readable, even by root.
+pub const SYSTEM_NEVER_READ: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+    "/etc/ssh/ssh_host_rsa_key",
+    "/etc/ssh/ssh_host_dsa_key",
+    "/etc/ssh/ssh_host_ecdsa_key",
+    "/etc/ssh/ssh_host_ed25519_key",
+    "/etc/ssl/private",
+];
+
 /// Toolchains and caches under the home directory that programs need to run.
 pub const HOME_READ_ROOTS: &[&str] = &[
     ".cargo",
@@ -112,15 +125,16 @@ impl SandboxAccess {
         roots
     }
 
-    /// What no grant covers, whatever the roots: the home directory's secrets and
-    /// gyre's own home.
+    /// What no grant covers, whatever the roots: the system's and the home directory's
+    /// secrets and gyre's own home.
     #[must_use]
     pub fn never_read(&self) -> Vec<PathBuf> {
-        let mut out: Vec<PathBuf> = self
-            .home
-            .iter()
-            .flat_map(|home| HOME_NEVER_READ.iter().map(move |p| home.join(p)))
-            .collect();
+        let mut out: Vec<PathBuf> = SYSTEM_NEVER_READ.iter().map(PathBuf::from).collect();
+        out.extend(
+            self.home
+                .iter()
+                .flat_map(|home| HOME_NEVER_READ.iter().map(move |p| home.join(p))),
+        );
         out.extend(self.gyre_home.iter().cloned());
         out
     }
