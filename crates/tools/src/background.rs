@@ -136,6 +136,8 @@ struct Shell {
     ended: Option<std::time::Instant>,
     /// The sandbox's private temp dir, removed with the shell.
     _temp_dir: Option<tempfile::TempDir>,
+    /// What covers the denied paths of an unsandboxed shell, removed with the shell.
+    _placeholders: Option<tempfile::TempDir>,
 }
 
 /// One background shell as a UI lists it.
@@ -201,12 +203,14 @@ impl ShellTable {
         }
         let confinement = ctx.confinement()?;
         let mut temp_dir = None;
+        let mut placeholders = None;
         let mut sweep = None;
         if let Some(c) = confinement {
             if let Some(dir) = &c.temp_dir {
                 bash.env("TMPDIR", dir.path());
             }
             temp_dir = c.temp_dir;
+            placeholders = c.placeholders;
             sweep = Some(c.sweep);
             crate::sandbox::confine_child(&mut bash, c.child);
         }
@@ -222,6 +226,7 @@ impl ShellTable {
             started: std::time::Instant::now(),
             ended: None,
             _temp_dir: temp_dir,
+            _placeholders: placeholders,
         }));
         let out = child
             .stdout

@@ -174,6 +174,7 @@ async fn run_command(
     };
     // Kept until the command is done: the sandbox's temp dir, removed on drop.
     let mut _temp_dir = None;
+    let mut _placeholders = None;
     let mut sweep = None;
     let confined = confinement.is_some();
     if let Some(c) = confinement {
@@ -181,6 +182,7 @@ async fn run_command(
             bash.env("TMPDIR", dir.path());
         }
         _temp_dir = c.temp_dir;
+        _placeholders = c.placeholders;
         sweep = Some(c.sweep);
         sandbox::confine_child(&mut bash, c.child);
     }

@@ -508,7 +508,17 @@ pub fn network_rules_supported() -> bool {
 
 /// Everything the child applies between fork and exec, prepared in gyre.
 #[derive(Debug)]
-pub struct ChildSetup {
+pub enum ChildSetup {
+    /// The sandbox of a policy: namespaces, mounts, Landlock, seccomp.
+    Sandbox(Box<SandboxSetup>),
+    /// An unsandboxed command of a session with `Read(…)` deny rules: the denied paths
+    /// covered in a private mount namespace.
+    Masks(namespace::MaskPlan),
+}
+
+/// What the child of a sandboxed command applies.
+#[derive(Debug)]
+pub struct SandboxSetup {
     ruleset: RulesetCreated,
     mounts: namespace::MountPlan,
     filter: seccompiler::BpfProgram,
@@ -527,6 +537,9 @@ pub struct Confinement {
     pub child: ChildSetup,
     /// Removed when the command is done.
     pub temp_dir: Option<tempfile::TempDir>,
+    /// The empty files and directories that cover denied paths, removed when the
+    /// command is done.
+    pub placeholders: Option<tempfile::TempDir>,
     /// Protected paths that did not exist when the command started.
     pub sweep: ProtectedSweep,
 }
@@ -666,17 +679,55 @@ pub fn confinement(
     })?;
     let dev = AccessFs::WriteFile | AccessFs::IoctlDev;
     Ok(Some(Confinement {
-        child: ChildSetup {
+        child: ChildSetup::Sandbox(Box::new(SandboxSetup {
             ruleset: created,
             mounts,
             filter,
             proc_access: read,
             dev_access: (read | dev) & all,
             shm_access: no_devices(all),
-        },
+        })),
         temp_dir: Some(temp_dir),
+        placeholders: None,
         sweep: ProtectedSweep { missing },
     }))
+}
+
+/// For a command that runs unsandboxed: the paths `read_denied` names (canonical) that
+/// exist, covered by empty read-only files and directories in a private mount
+/// namespace, so the kernel holds the deny rules in every mode; `None` when none
+/// exists, or when this system cannot create the namespace (the permission check then
+/// asked, and the user let the command run as it is).
+///
+/// # Errors
+/// A placeholder that cannot be made.
+pub fn masks(
+    cwd: &Path,
+    read_denied: &BTreeSet<PathBuf>,
+) -> Result<Option<Confinement>, SandboxError> {
+    if read_denied.is_empty() || !namespaces_available() {
+        return Ok(None);
+    }
+    let placeholders = tempfile::Builder::new()
+        .prefix("gyre-masks-")
+        .tempdir()
+        .map_err(SandboxError::TempDir)?;
+    let Some(plan) = namespace::MaskPlan::new(cwd, read_denied, placeholders.path())? else {
+        return Ok(None);
+    };
+    Ok(Some(Confinement {
+        child: ChildSetup::Masks(plan),
+        temp_dir: None,
+        placeholders: Some(placeholders),
+        sweep: ProtectedSweep::default(),
+    }))
+}
+
+/// Whether the kernel cannot hold `read_denied` for an unsandboxed command: some denied
+/// path exists and this system cannot create the namespace that covers it.
+#[must_use]
+pub fn masks_unenforceable(read_denied: &BTreeSet<PathBuf>) -> bool {
+    !namespaces_available() && read_denied.iter().any(|p| p.symlink_metadata().is_ok())
 }
 
 /// The denied paths inside the writable directories, and their ancestors up to those
@@ -746,8 +797,14 @@ fn grant_in_child(
 pub fn confine_child(command: &mut tokio::process::Command, setup: ChildSetup) {
     let mut setup = Some(setup);
     let restrict = move || -> std::io::Result<()> {
-        let Some(setup) = setup.take() else {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        let setup = match setup.take() {
+            Some(ChildSetup::Sandbox(setup)) => setup,
+            Some(ChildSetup::Masks(plan)) => {
+                namespace::enter_masked(&plan)?;
+                drop_mount_capabilities();
+                return Ok(());
+            }
+            None => return Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
         };
         namespace::enter(&setup.mounts)?;
         drop_ptrace_capability();
@@ -897,6 +954,18 @@ fn drop_ptrace_capability() {
     let _ = rustix::thread::remove_capability_from_bounding_set(
         rustix::thread::CapabilitySet::SYS_PTRACE,
     );
+}
+
+/// Removes from the bounding set of an unsandboxed root command the capabilities that
+/// would undo or get past the masks over denied paths: `CAP_SYS_ADMIN` (unmount them)
+/// and `CAP_DAC_READ_SEARCH` (`open_by_handle_at`). As in [`drop_ptrace_capability`],
+/// exec recomputes root's sets from the bounding set; a user who is not root has
+/// neither to lose.
+fn drop_mount_capabilities() {
+    use rustix::thread::CapabilitySet;
+    for capability in [CapabilitySet::SYS_ADMIN, CapabilitySet::DAC_READ_SEARCH] {
+        let _ = rustix::thread::remove_capability_from_bounding_set(capability);
+    }
 }
 
 fn set_non_dumpable() {

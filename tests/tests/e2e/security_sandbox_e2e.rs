@@ -455,3 +455,64 @@ fn without_user_namespaces_plan_mode_asks_before_every_command_and_says_so_once(
     );
     assert!(!sandbox.project().join("made.txt").exists());
 }
+
+/// Read deny rules hold in the kernel for commands that run unsandboxed too: in a
+/// private mount namespace the denied paths are covered by empty read-only files, so
+/// neither a command the string checks cannot see through nor a copy or move reads
+/// them.
+#[test]
+fn an_unsandboxed_command_reads_nothing_a_read_deny_rule_names() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox
+        .write("config/secret.env", "TOKEN=hunter2\n")
+        .unwrap();
+    sandbox.write("config/app.toml", "name = 1\n").unwrap();
+    let commands = [
+        "cat $(echo config/secret.env)",
+        "f=config/secret; cp \"$f.env\" copy.env; cat copy.env",
+        "f=config/secret; mv \"$f.env\" moved.env; cat moved.env",
+        "cat config/app.toml",
+    ];
+    let args = [
+        "--allowedTools",
+        "Bash",
+        "--disallowedTools",
+        "Read(config/secret.env)",
+    ];
+    let out = bash_session(&sandbox, &commands, &args, &[]);
+    let results = ran(&out, commands.len());
+    for (command, (_, text)) in commands.iter().zip(&results) {
+        assert!(!text.contains("hunter2"), "`{command}`: {text}");
+    }
+    assert_eq!(results[3], (false, "name = 1".to_owned()));
+    assert_eq!(
+        read(&sandbox.project().join("config/secret.env")),
+        "TOKEN=hunter2\n"
+    );
+    // Where the namespace cannot be made, each such command is asked about instead.
+    let out = bash_session(
+        &sandbox,
+        &commands[..1],
+        &args,
+        &[("GYRE_TEST_NO_NAMESPACES", "1")],
+    );
+    let results = ran(&out, 1);
+    assert!(
+        results[0].0 && !results[0].1.contains("hunter2"),
+        "{results:?}"
+    );
+    assert!(
+        out.stderr
+            .contains("does not let gyre create user namespaces"),
+        "{}",
+        out.stderr
+    );
+    // Without deny rules an unsandboxed command needs no namespace.
+    let out = bash_session(
+        &sandbox,
+        &["cat config/app.toml"],
+        ALLOWED,
+        &[("GYRE_TEST_NO_NAMESPACES", "1")],
+    );
+    assert_eq!(ran(&out, 1)[0], (false, "name = 1".to_owned()));
+}

@@ -67,6 +67,9 @@ pub enum PlanError {
     /// The staging dir for `/dev` could not be made.
     #[error("could not prepare the sandbox's /dev: {0}")]
     Staging(io::Error),
+    /// The empty file or directory that covers a denied path could not be made.
+    #[error("could not make what covers a Read-denied path: {0}")]
+    Placeholder(io::Error),
 }
 
 fn c_path(path: &Path) -> Result<CString, PlanError> {
@@ -130,6 +133,72 @@ fn id_maps() -> Option<(CString, CString)> {
             CString::new(format!("{gid} {gid} 1\n")).unwrap_or_default(),
         )
     })
+}
+
+/// What an unsandboxed command's child mounts so that the paths `Read(…)` deny rules
+/// name read as empty: an empty read-only file or directory over each.
+#[derive(Debug)]
+pub struct MaskPlan {
+    user_maps: Option<(CString, CString)>,
+    /// Placeholder, denied path.
+    masks: Vec<(CString, CString)>,
+    cwd: CString,
+}
+
+impl MaskPlan {
+    /// Masks for the `denied` paths that exist, with placeholders made in `temp_dir`;
+    /// `None` when none exists.
+    ///
+    /// # Errors
+    /// A path with a NUL byte, or a placeholder that cannot be made.
+    pub fn new(
+        cwd: &Path,
+        denied: &std::collections::BTreeSet<PathBuf>,
+        temp_dir: &Path,
+    ) -> Result<Option<Self>, PlanError> {
+        let mut masks = Vec::new();
+        for (n, path) in denied.iter().enumerate() {
+            let Ok(meta) = std::fs::metadata(path) else {
+                continue;
+            };
+            let placeholder = temp_dir.join(format!("mask-{n}"));
+            let made = if meta.is_dir() {
+                std::fs::create_dir(&placeholder)
+            } else {
+                std::fs::write(&placeholder, b"")
+            };
+            made.map_err(PlanError::Placeholder)?;
+            masks.push((c_path(&placeholder)?, c_path(path)?));
+        }
+        if masks.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(Self {
+            user_maps: id_maps(),
+            masks,
+            cwd: c_path(cwd)?,
+        }))
+    }
+}
+
+/// In the forked child before exec of a command that runs unsandboxed: a private mount
+/// namespace (with a user namespace when gyre is not root) in which each denied path is
+/// covered by an empty read-only file or directory.
+///
+/// # Errors
+/// A namespace or a mount the kernel refused: the command must not run.
+pub fn enter_masked(plan: &MaskPlan) -> io::Result<()> {
+    unshare(plan.user_maps.as_ref(), false)?;
+    rustix::mount::mount_change(
+        c"/",
+        MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
+    )?;
+    for (placeholder, path) in &plan.masks {
+        rustix::mount::mount_bind(placeholder.as_c_str(), path.as_c_str())?;
+        set_mount_attr(path, false, MOUNT_ATTR_RDONLY, 0)?;
+    }
+    rustix::process::chdir(plan.cwd.as_c_str())?;
+    Ok(())
 }
 
 /// `mount_setattr(2)` flags (linux/mount.h); rustix has no wrapper for the call.
@@ -204,8 +273,11 @@ fn write_id_maps(uid_map: &CStr, gid_map: &CStr) -> io::Result<()> {
     Ok(())
 }
 
-fn unshare_flags(user: bool) -> UnshareFlags {
-    let flags = UnshareFlags::NEWNS | UnshareFlags::NEWPID;
+fn unshare_flags(user: bool, pid: bool) -> UnshareFlags {
+    let mut flags = UnshareFlags::NEWNS;
+    if pid {
+        flags |= UnshareFlags::NEWPID;
+    }
     if user {
         flags | UnshareFlags::NEWUSER
     } else {
@@ -215,10 +287,10 @@ fn unshare_flags(user: bool) -> UnshareFlags {
 
 /// Enters new namespaces; with `maps`, a user namespace mapping gyre's ids to themselves.
 #[allow(unsafe_code)]
-fn unshare(maps: Option<&(CString, CString)>) -> io::Result<()> {
+fn unshare(maps: Option<&(CString, CString)>, pid: bool) -> io::Result<()> {
     // SAFETY: called in the forked child of a Command before exec, a single-threaded
     // process, so no other thread shares the namespaces or file table being changed.
-    unsafe { rustix::thread::unshare_unsafe(unshare_flags(maps.is_some()))? };
+    unsafe { rustix::thread::unshare_unsafe(unshare_flags(maps.is_some(), pid))? };
     if let Some((uid_map, gid_map)) = maps {
         write_id_maps(uid_map, gid_map)?;
     }
@@ -233,7 +305,7 @@ fn unshare(maps: Option<&(CString, CString)>) -> io::Result<()> {
 /// A namespace or a mount the kernel refused: the command must not run.
 #[allow(unsafe_code)]
 pub fn enter(plan: &MountPlan) -> io::Result<()> {
-    unshare(plan.user_maps.as_ref())?;
+    unshare(plan.user_maps.as_ref(), true)?;
     // SAFETY: the forked child of a Command is single-threaded, so forking again is
     // as safe as the first fork; both sides only make syscalls from here on.
     let pid = unsafe { libc::fork() };
@@ -392,7 +464,7 @@ fn probe() -> bool {
     // and open/write/close on the prepared id maps).
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
-            unshare(maps.as_ref())?;
+            unshare(maps.as_ref(), true)?;
             rustix::mount::mount_change(
                 c"/",
                 MountPropagationFlags::REC | MountPropagationFlags::PRIVATE,
