@@ -164,6 +164,31 @@ impl Sandbox {
     }
 }
 
+/// Runs one Bash call per scripted turn, headless in stream-json, with `args` and `env`
+/// on top of the sandbox's.
+///
+/// # Errors
+/// When the server or gyre cannot be started.
+pub fn bash_session(
+    sandbox: &Sandbox,
+    commands: &[&str],
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Result<Run> {
+    let turns = commands
+        .iter()
+        .map(|c| gyre_testkit::Turn::tool_use("Bash", serde_json::json!({"command": c})))
+        .chain([gyre_testkit::Turn::text("done")]);
+    let server = TestServer::spawn(gyre_testkit::Script::new(turns))?;
+    let mut cmd = sandbox.gyre(&server)?;
+    cmd.args(["-p", "go", "--output-format", "stream-json", "--verbose"])
+        .args(args);
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    run(&mut cmd)
+}
+
 /// What a run printed.
 #[derive(Debug)]
 pub struct Run {

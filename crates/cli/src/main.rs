@@ -29,6 +29,8 @@ fn main() -> ExitCode {
     // First, while this is the only thread: keep the API key out of /proc/<pid>/environ,
     // which any Bash command could otherwise read.
     gyre_tools::sandbox::hide_process_environment(gyre_tools::sandbox::SECRET_ENV);
+    // Nothing gyre's parent left open reaches a command, hook or server gyre starts.
+    gyre_tools::sandbox::close_inherited_descriptors();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

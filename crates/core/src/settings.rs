@@ -25,15 +25,46 @@ pub struct PermissionSettings {
     pub default_mode: Option<String>,
 }
 
-/// `"sandbox": {"enabled": true, "allowNetwork": false}`: run every Bash command under
-/// Landlock, writing only inside the working directories and a private temp dir.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+/// `"sandbox": {"enabled": true, "allowNetwork": false, "allowUnixSockets": false,
+/// "readRoots": ["~/.local/share/mytool"]}`: run every Bash command under Landlock,
+/// writing only inside the working directories and a private temp dir, reading only
+/// under the allowed roots (the default ones and `readRoots`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SandboxSettings {
     #[serde(default)]
     pub enabled: bool,
     #[serde(default)]
     pub allow_network: bool,
+    #[serde(default)]
+    pub allow_unix_sockets: bool,
+    /// Directories sandboxed commands may read besides the default roots (`~/` is the
+    /// home directory).
+    #[serde(default)]
+    pub read_roots: Vec<String>,
+}
+
+impl SandboxSettings {
+    /// What sandboxed commands may reach: the defaults of this process plus these
+    /// settings' roots and sockets.
+    #[must_use]
+    pub fn access(&self) -> gyre_tools::sandbox::SandboxAccess {
+        let mut access = gyre_tools::sandbox::SandboxAccess::from_env();
+        let home = access.home.clone();
+        let roots: Vec<std::path::PathBuf> = self
+            .read_roots
+            .iter()
+            .filter_map(|root| match (root.strip_prefix("~/"), &home) {
+                (Some(rest), Some(home)) => Some(home.join(rest)),
+                (Some(_), None) => None,
+                (None, _) => Some(std::path::PathBuf::from(root)),
+            })
+            .filter(|root| root.is_absolute())
+            .collect();
+        access = access.with_read_roots(roots);
+        access.allow_unix_sockets = self.allow_unix_sockets;
+        access
+    }
 }
 
 /// The merged settings of a session.
@@ -183,6 +214,20 @@ impl Settings {
                 path.display()
             ));
         }
+        if self.sandbox.allow_unix_sockets {
+            self.sandbox.allow_unix_sockets = false;
+            self.ignored.push(format!(
+                "warning: {}: ignored sandbox.allowUnixSockets: a project settings file may not open the sandbox to Unix sockets (set it in ~/.gyre/settings.json)",
+                path.display()
+            ));
+        }
+        if !self.sandbox.read_roots.is_empty() {
+            self.sandbox.read_roots.clear();
+            self.ignored.push(format!(
+                "warning: {}: ignored sandbox.readRoots: a project settings file may not widen what the sandbox reads (set it in ~/.gyre/settings.json)",
+                path.display()
+            ));
+        }
         if self.permissions.default_mode.as_deref() == Some("bypassPermissions") {
             self.permissions.default_mode = None;
             self.ignored.push(format!(
@@ -233,6 +278,8 @@ impl Settings {
         // Any file may turn the sandbox on; none may turn it off for another.
         self.sandbox.enabled |= other.sandbox.enabled;
         self.sandbox.allow_network |= other.sandbox.allow_network;
+        self.sandbox.allow_unix_sockets |= other.sandbox.allow_unix_sockets;
+        self.sandbox.read_roots.extend(other.sandbox.read_roots);
         for (event, matchers) in other.hooks {
             self.hooks.entry(event).or_default().extend(matchers);
         }
@@ -257,7 +304,8 @@ impl Settings {
         read_denied: gyre_tools::sandbox::ReadDeniedSource,
     ) -> SandboxByMode {
         let allow_network = self.sandbox.allow_network;
-        let available = gyre_tools::sandbox::landlock_abi().is_some();
+        let available = gyre_tools::sandbox::landlock_abi().is_some()
+            && gyre_tools::sandbox::namespaces_available();
         let needed = self.sandbox.enabled || mode.get() == PermissionMode::Plan;
         let by_mode = SandboxByMode::new(
             mode,

@@ -136,6 +136,8 @@ struct Shell {
     ended: Option<std::time::Instant>,
     /// The sandbox's private temp dir, removed with the shell.
     _temp_dir: Option<tempfile::TempDir>,
+    /// What covers the denied paths of an unsandboxed shell, removed with the shell.
+    _placeholders: Option<tempfile::TempDir>,
 }
 
 /// One background shell as a UI lists it.
@@ -201,12 +203,16 @@ impl ShellTable {
         }
         let confinement = ctx.confinement()?;
         let mut temp_dir = None;
+        let mut placeholders = None;
+        let mut sweep = None;
         if let Some(c) = confinement {
             if let Some(dir) = &c.temp_dir {
                 bash.env("TMPDIR", dir.path());
             }
             temp_dir = c.temp_dir;
-            crate::sandbox::confine_child(&mut bash, c.ruleset);
+            placeholders = c.placeholders;
+            sweep = Some(c.sweep);
+            crate::sandbox::confine_child(&mut bash, c.child);
         }
         let mut child = bash.spawn().map_err(ShellError::Start)?;
         let pgid = child.id().ok_or(ShellError::EndedBeforeStart)?;
@@ -220,6 +226,7 @@ impl ShellTable {
             started: std::time::Instant::now(),
             ended: None,
             _temp_dir: temp_dir,
+            _placeholders: placeholders,
         }));
         let out = child
             .stdout
@@ -236,7 +243,13 @@ impl ShellTable {
             for task in [out, err].into_iter().flatten() {
                 let _ = task.await;
             }
+            // Its PID namespace is gone with the shell: nothing of it can create
+            // anything after this.
+            let removed = sweep.map(crate::sandbox::ProtectedSweep::sweep);
             let mut shell = lock(&waited);
+            if let Some(note) = removed.and_then(|r| crate::sandbox::ProtectedSweep::note(&r)) {
+                shell.stderr.push(&note);
+            }
             if shell.status == ShellStatus::Running {
                 shell.status = ShellStatus::Completed {
                     exit_code: status.ok().and_then(|s| s.code()),

@@ -174,13 +174,17 @@ async fn run_command(
     };
     // Kept until the command is done: the sandbox's temp dir, removed on drop.
     let mut _temp_dir = None;
+    let mut _placeholders = None;
+    let mut sweep = None;
     let confined = confinement.is_some();
     if let Some(c) = confinement {
         if let Some(dir) = &c.temp_dir {
             bash.env("TMPDIR", dir.path());
         }
         _temp_dir = c.temp_dir;
-        sandbox::confine_child(&mut bash, c.ruleset);
+        _placeholders = c.placeholders;
+        sweep = Some(c.sweep);
+        sandbox::confine_child(&mut bash, c.child);
     }
     let mut child = match bash.spawn() {
         Ok(c) => c,
@@ -268,6 +272,11 @@ async fn run_command(
 
     let text = String::from_utf8_lossy(&captured).into_owned();
     let mut body = shorten_output(&text, dropped_bytes, ctx).await;
+    // The command's PID namespace is gone with its shell: nothing of it can create
+    // anything after this.
+    if let Some(note) = sweep.and_then(|s| sandbox::ProtectedSweep::note(&s.sweep())) {
+        body = with_note(&body, &note);
+    }
     match ending {
         Ending::Exited(status) => {
             let code = exit_code(status);

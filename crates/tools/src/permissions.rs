@@ -447,7 +447,7 @@ impl Permissions {
         // confine it: the user decides.
         if name == "Bash" && ctx.sandbox_unenforceable_now() {
             return PermissionDecision::Ask {
-                reason: "this kernel has no Landlock, so Bash cannot run in the sandbox this session asks for".to_owned(),
+                reason: crate::sandbox::unenforceable_reason().to_owned(),
             };
         }
         let session = self.session_rules();

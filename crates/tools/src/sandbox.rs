@@ -1,24 +1,30 @@
-//! The kernel holds the line: Bash commands run under a Landlock ruleset.
+//! The kernel holds the line: Bash commands run in namespaces of their own, under a
+//! Landlock ruleset and a seccomp filter.
 //!
-//! - [`SandboxPolicy::ReadOnly`] (plan mode): the whole filesystem may be read and
-//!   executed; writes only to `/dev/null` and a private temp dir (`TMPDIR`).
+//! - [`SandboxPolicy::ReadOnly`] (plan mode): reads only under the allowed roots (the
+//!   working directories, the system's directories, toolchains under the home directory
+//!   and `sandbox.readRoots`, see [`SandboxAccess`]); writes only to a private temp dir
+//!   (`TMPDIR`) and the few devices of its `/dev`.
 //! - [`SandboxPolicy::Workspace`] (`"sandbox": {"enabled": true}` in settings): also
-//!   writes inside the working directories.
-//! - TCP connect and bind are refused unless the network is allowed (Landlock ABI 4+).
-//! - A sandboxed command runs in a Landlock domain of its own. Landlock forbids a domain
-//!   to attach to processes outside it, and the kernel checks that before opening
-//!   `/proc/<pid>/mem`: it cannot read gyre's memory even as root. Its `environ` (a
-//!   ptrace-read check, which Landlock lets through) holds no secret:
-//!   [`hide_process_environment`] scrubs them from the block it shows at start and
-//!   makes gyre non-dumpable.
+//!   writes inside the working directories, except the [`protected_paths`] in them.
+//! - A private mount namespace ([`namespace`]) makes the rest of the filesystem
+//!   read-only (so chmod, chown and timestamps outside are refused too), mounts a `/dev`
+//!   of `null`, `zero`, `full`, `random`, `urandom`, `tty`, a private `pts` and `shm`,
+//!   and pins denied paths so they cannot be renamed or linked. A new PID namespace with
+//!   its own `/proc` shows the command only its own processes.
+//! - A seccomp filter ([`seccomp`]) refuses sockets the policy does not allow (no
+//!   network, no `AF_UNIX` unless `sandbox.allowUnixSockets`), device nodes, mounts,
+//!   namespaces, kernel modules and the like. Landlock refuses TCP connect and bind too
+//!   (ABI 4+) and signals and abstract sockets outside the sandbox (ABI 6).
 //! - Paths that `Read(…)` deny rules name ([`ReadDenied`]) cannot be read: Landlock only
-//!   grants, so instead of read on `/` the ruleset grants read on every entry of each
+//!   grants, so instead of read on a root the ruleset grants read on every entry of each
 //!   ancestor of a denied path except the one leading to it (see [`read_grants`]).
 //!
 //! The parser and classifier only decide when to ask; this decides what can happen.
-//! Where the kernel has no Landlock, [`landlock_abi`] is `None`: a policy is then
-//! [`unenforceable`], the session says so once, and the permission check asks before
-//! every Bash command the sandbox would have confined.
+//! Where the kernel has no Landlock ([`landlock_abi`] is `None`), or this process may not
+//! create the namespaces ([`namespaces_available`]), a policy is [`unenforceable`]: the
+//! session says so once, and the permission check asks before every Bash command the
+//! sandbox would have confined.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -26,9 +32,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset,
-    RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
+    ABI, Access, AccessFs, AccessNet, BitFlags, CompatLevel, Compatible, PathBeneath, PathFd,
+    Ruleset, RulesetAttr, RulesetCreated, RulesetCreatedAttr, Scope,
 };
+
+mod access;
+pub mod namespace;
+pub mod seccomp;
+
+pub use access::{
+    GIT_PROTECTED, HOME_NEVER_READ, HOME_READ_ROOTS, SYSTEM_NEVER_READ, SYSTEM_READ_ROOTS,
+    SandboxAccess, pinned_parents, protected_paths,
+};
+pub use namespace::available as namespaces_available;
 
 /// What a sandboxed command may write.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,10 +116,15 @@ impl SandboxByMode {
         self.told_unenforceable.store(true, Ordering::SeqCst);
     }
 
-    /// Says once per session that this kernel has no Landlock.
+    /// Says once per session that this kernel has no Landlock, or that this process may
+    /// not create the namespaces the sandbox needs.
     pub fn tell_unenforceable(&self) {
         if !self.told_unenforceable.swap(true, Ordering::SeqCst) {
-            eprintln!("{NO_LANDLOCK_WARNING}");
+            if landlock_abi().is_none() {
+                eprintln!("{NO_LANDLOCK_WARNING}");
+            } else {
+                eprintln!("{NO_NAMESPACES_WARNING}");
+            }
         }
     }
 
@@ -211,6 +232,9 @@ impl std::fmt::Debug for ReadDeniedSource {
 
 /// What a session says once when its sandbox cannot be enforced.
 pub const NO_LANDLOCK_WARNING: &str = "warning: this kernel has no Landlock, so Bash cannot be sandboxed; every command the sandbox would confine will be asked about instead";
+/// What a session says once when it may not create the sandbox's namespaces (not root,
+/// and unprivileged user namespaces are off).
+pub const NO_NAMESPACES_WARNING: &str = "warning: this system does not let gyre create user namespaces (unprivileged user namespaces are off), so Bash cannot be sandboxed; every command the sandbox would confine will be asked about instead";
 
 /// Entries a pattern rule may search through per command before gyre gives up on
 /// enforcing it (and refuses to run the command).
@@ -306,19 +330,38 @@ pub struct ReadGrant {
 /// More than [`MAX_READ_RULES`] rules (a denied path under a directory with that many
 /// entries), or a split directory that cannot be listed.
 pub fn read_grants(denied: &BTreeSet<PathBuf>) -> Result<Vec<ReadGrant>, SandboxError> {
-    let root = Path::new("/");
+    read_grants_under(&[PathBuf::from("/")], denied)
+}
+
+/// The read rules that cover `roots` but `denied` (canonical paths), split as
+/// [`read_grants`] says. A root beneath a denied path, or that does not exist, gets none.
+///
+/// # Errors
+/// As [`read_grants`].
+pub fn read_grants_under(
+    roots: &[PathBuf],
+    denied: &BTreeSet<PathBuf>,
+) -> Result<Vec<ReadGrant>, SandboxError> {
     let mut grants = Vec::new();
-    if denied.is_empty() {
-        grants.push(ReadGrant {
-            path: root.to_path_buf(),
-            list_only: false,
-        });
-        return Ok(grants);
+    let roots: BTreeSet<PathBuf> = roots
+        .iter()
+        .filter_map(|root| root.canonicalize().ok())
+        .collect();
+    for root in &roots {
+        if denied.iter().any(|d| root.starts_with(d))
+            || roots.iter().any(|r| r != root && root.starts_with(r))
+        {
+            continue;
+        }
+        if !root.is_dir() || !denied.iter().any(|d| d.starts_with(root)) {
+            grants.push(ReadGrant {
+                path: root.clone(),
+                list_only: false,
+            });
+        } else {
+            split(root, denied, &mut grants)?;
+        }
     }
-    if denied.contains(root) {
-        return Ok(grants);
-    }
-    split(root, denied, &mut grants)?;
     Ok(grants)
 }
 
@@ -363,11 +406,22 @@ fn split(
     Ok(())
 }
 
-/// Whether `policy` asks for a sandbox this kernel cannot give (no Landlock): such a
-/// command must be asked about, never run as if confined.
+/// Whether `policy` asks for a sandbox this system cannot give (no Landlock, or no
+/// namespaces for this process): such a command must be asked about, never run as if
+/// confined.
 #[must_use]
 pub fn unenforceable(policy: Option<&SandboxPolicy>) -> bool {
-    policy.is_some() && landlock_abi().is_none()
+    policy.is_some() && (landlock_abi().is_none() || !namespaces_available())
+}
+
+/// Why this system cannot enforce the sandbox, for the question asked instead.
+#[must_use]
+pub fn unenforceable_reason() -> &'static str {
+    if landlock_abi().is_none() {
+        "this kernel has no Landlock, so Bash cannot run in the sandbox this session asks for"
+    } else {
+        "this system does not let gyre create user namespaces (unprivileged user namespaces are off), so Bash cannot run in the sandbox this session asks for"
+    }
 }
 
 /// Why a command could not be confined.
@@ -378,9 +432,20 @@ pub enum SandboxError {
         "this kernel has no Landlock, so the sandbox cannot be enforced; the command was not run"
     )]
     Unsupported,
+    /// This process may not create the namespaces the sandbox needs.
+    #[error(
+        "this system does not let gyre create user namespaces, so the sandbox cannot be enforced; the command was not run"
+    )]
+    NoNamespaces,
     /// The kernel refused the ruleset.
     #[error("could not build the sandbox: {0}")]
     Ruleset(#[from] landlock::RulesetError),
+    /// The mounts could not be prepared.
+    #[error(transparent)]
+    Mounts(#[from] namespace::PlanError),
+    /// The seccomp filter could not be built.
+    #[error(transparent)]
+    Filter(#[from] seccomp::FilterError),
     /// A directory of the rules could not be opened.
     #[error("could not open {path} for the sandbox rules: {message}")]
     Path {
@@ -441,29 +506,118 @@ pub fn network_rules_supported() -> bool {
     landlock_abi().is_some_and(|abi| abi >= ABI::V4)
 }
 
-/// A ruleset ready to be applied in the child, and the temp dir it may write.
+/// Everything the child applies between fork and exec, prepared in gyre.
 #[derive(Debug)]
-pub struct Confinement {
-    pub(crate) ruleset: RulesetCreated,
-    /// Removed when the command is done.
-    pub temp_dir: Option<tempfile::TempDir>,
+pub enum ChildSetup {
+    /// The sandbox of a policy: namespaces, mounts, Landlock, seccomp.
+    Sandbox(Box<SandboxSetup>),
+    /// An unsandboxed command of a session with `Read(…)` deny rules: the denied paths
+    /// covered in a private mount namespace.
+    Masks(namespace::MaskPlan),
 }
 
-/// The ruleset for one command; `None` without a policy. Reads are granted everywhere
-/// but under `read_denied` (canonical paths, see [`read_grants`]).
+/// What the child of a sandboxed command applies.
+#[derive(Debug)]
+pub struct SandboxSetup {
+    ruleset: RulesetCreated,
+    mounts: namespace::MountPlan,
+    filter: seccompiler::BpfProgram,
+    /// Rights on the command's own `/proc`, `/dev` and `/dev/shm`, granted in the
+    /// child once they are mounted.
+    proc_access: BitFlags<AccessFs>,
+    dev_access: BitFlags<AccessFs>,
+    shm_access: BitFlags<AccessFs>,
+}
+
+/// A command's sandbox: what the child applies, the temp dir it may write, and the
+/// protected paths to check when it is done.
+#[derive(Debug)]
+pub struct Confinement {
+    /// Applied in the child by [`confine_child`].
+    pub child: ChildSetup,
+    /// Removed when the command is done.
+    pub temp_dir: Option<tempfile::TempDir>,
+    /// The empty files and directories that cover denied paths, removed when the
+    /// command is done.
+    pub placeholders: Option<tempfile::TempDir>,
+    /// Protected paths that did not exist when the command started.
+    pub sweep: ProtectedSweep,
+}
+
+/// Protected paths that did not exist when a command started: the kernel cannot refuse
+/// creating a name that has nothing to mount over, so what the command created there is
+/// removed once its PID namespace, and everything it started, is gone.
+#[derive(Debug, Default)]
+pub struct ProtectedSweep {
+    missing: Vec<PathBuf>,
+}
+
+impl ProtectedSweep {
+    /// Removes what was created at the protected paths since the command started; the
+    /// paths removed, for the command's output.
+    #[must_use]
+    pub fn sweep(self) -> Vec<PathBuf> {
+        let mut removed = Vec::new();
+        for path in self.missing {
+            let Ok(meta) = path.symlink_metadata() else {
+                continue;
+            };
+            let gone = if meta.is_dir() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            if gone.is_ok() {
+                removed.push(path);
+            }
+        }
+        removed
+    }
+
+    /// The note for a command's output when `removed` is not empty.
+    #[must_use]
+    pub fn note(removed: &[PathBuf]) -> Option<String> {
+        (!removed.is_empty()).then(|| {
+            let names: Vec<String> = removed.iter().map(|p| p.display().to_string()).collect();
+            format!(
+                "The sandbox does not let commands create {}: removed. gyre's and git's settings, hooks and MCP servers are edited with Edit/Write, which ask.",
+                names.join(", ")
+            )
+        })
+    }
+}
+
+/// The rights no grant gives: device nodes (seccomp refuses them too).
+fn no_devices(access: BitFlags<AccessFs>) -> BitFlags<AccessFs> {
+    access & !(AccessFs::MakeChar | AccessFs::MakeBlock)
+}
+
+/// The sandbox for one command run in `cwd`; `None` without a policy. Reads are granted under the
+/// working directories and `access`'s roots but under `read_denied` (canonical paths,
+/// see [`read_grants`]) and `access`'s never-read paths.
 ///
 /// # Errors
-/// No Landlock while a policy is asked for, or a rule that cannot be built.
+/// No Landlock or no namespaces while a policy is asked for, or a rule that cannot be
+/// built.
 pub fn confinement(
     policy: Option<&SandboxPolicy>,
+    cwd: &Path,
     working_dirs: &[PathBuf],
     read_denied: &BTreeSet<PathBuf>,
+    access: &SandboxAccess,
 ) -> Result<Option<Confinement>, SandboxError> {
     let Some(policy) = policy else {
         return Ok(None);
     };
     let abi = landlock_abi().ok_or(SandboxError::Unsupported)?;
-    let grants = read_grants(read_denied)?;
+    if !namespaces_available() {
+        return Err(SandboxError::NoNamespaces);
+    }
+    let mut denied = read_denied.clone();
+    denied.extend(access.never_read().iter().map(|p| canonical(p)));
+    let mut roots: Vec<PathBuf> = working_dirs.to_vec();
+    roots.extend(access.roots());
+    let grants = read_grants_under(&roots, &denied)?;
     let temp_dir = tempfile::Builder::new()
         .prefix("gyre-sandbox-")
         .tempdir()
@@ -489,25 +643,116 @@ pub fn confinement(
             created = created.add_rule(rule)?;
         }
     }
-    created = created
-        .add_rule(path_rule(
-            Path::new("/dev/null"),
-            AccessFs::ReadFile | AccessFs::WriteFile,
-            abi,
-        )?)?
-        .add_rule(path_rule(temp_dir.path(), all, abi)?)?;
+    created = created.add_rule(path_rule(temp_dir.path(), no_devices(all), abi)?)?;
+    let mut writable = vec![temp_dir.path().to_path_buf()];
+    let mut read_only = Vec::new();
+    let mut missing = Vec::new();
     if matches!(policy, SandboxPolicy::Workspace { .. }) {
         // Writes in the working dirs; reading there is what the grants above say, so a
-        // denied file inside the project stays unreadable. A rename or link that would
-        // make a file readable (out of a denied directory) is refused by the kernel.
+        // denied file inside the project stays unreadable.
         for dir in working_dirs {
-            created = created.add_rule(path_rule(dir, all & !read, abi)?)?;
+            created = created.add_rule(path_rule(dir, no_devices(all & !read), abi)?)?;
+            writable.push(dir.clone());
+        }
+        for dir in working_dirs {
+            for path in protected_paths(dir) {
+                if path.symlink_metadata().is_err() {
+                    missing.push(path);
+                    continue;
+                }
+                // A protected name that links elsewhere protects what it leads to.
+                let real = canonical(&path);
+                if writable.iter().any(|w| real.starts_with(canonical(w))) {
+                    read_only.push(real);
+                }
+            }
         }
     }
+    let mut pinned = pinned_paths(&writable, &denied);
+    if matches!(policy, SandboxPolicy::Workspace { .. }) {
+        pinned.extend(working_dirs.iter().flat_map(|dir| pinned_parents(dir)));
+    }
+    let mounts = namespace::MountPlan::new(cwd, &writable, &read_only, &pinned, temp_dir.path())?;
+    let filter = seccomp::filter(seccomp::SocketPolicy {
+        network: policy.allow_network(),
+        unix: access.allow_unix_sockets,
+    })?;
+    let dev = AccessFs::WriteFile | AccessFs::IoctlDev;
     Ok(Some(Confinement {
-        ruleset: created,
+        child: ChildSetup::Sandbox(Box::new(SandboxSetup {
+            ruleset: created,
+            mounts,
+            filter,
+            proc_access: read,
+            dev_access: (read | dev) & all,
+            shm_access: no_devices(all),
+        })),
         temp_dir: Some(temp_dir),
+        placeholders: None,
+        sweep: ProtectedSweep { missing },
     }))
+}
+
+/// For a command that runs unsandboxed: the paths `read_denied` names (canonical) that
+/// exist, covered by empty read-only files and directories in a private mount
+/// namespace, so the kernel holds the deny rules in every mode; `None` when none
+/// exists, or when this system cannot create the namespace (the permission check then
+/// asked, and the user let the command run as it is).
+///
+/// # Errors
+/// A placeholder that cannot be made.
+pub fn masks(
+    cwd: &Path,
+    read_denied: &BTreeSet<PathBuf>,
+) -> Result<Option<Confinement>, SandboxError> {
+    if read_denied.is_empty() || !namespaces_available() {
+        return Ok(None);
+    }
+    let placeholders = tempfile::Builder::new()
+        .prefix("gyre-masks-")
+        .tempdir()
+        .map_err(SandboxError::TempDir)?;
+    let Some(plan) = namespace::MaskPlan::new(cwd, read_denied, placeholders.path())? else {
+        return Ok(None);
+    };
+    Ok(Some(Confinement {
+        child: ChildSetup::Masks(plan),
+        temp_dir: None,
+        placeholders: Some(placeholders),
+        sweep: ProtectedSweep::default(),
+    }))
+}
+
+/// Whether the kernel cannot hold `read_denied` for an unsandboxed command: some denied
+/// path exists and this system cannot create the namespace that covers it.
+#[must_use]
+pub fn masks_unenforceable(read_denied: &BTreeSet<PathBuf>) -> bool {
+    !namespaces_available() && read_denied.iter().any(|p| p.symlink_metadata().is_ok())
+}
+
+/// The denied paths inside the writable directories, and their ancestors up to those
+/// directories, outermost first: made mount points of their own, they cannot be renamed
+/// (`EBUSY`) or linked (`EXDEV`), so a denied file stays where its rule names it.
+fn pinned_paths(writable: &[PathBuf], denied: &BTreeSet<PathBuf>) -> Vec<PathBuf> {
+    let mut pinned = BTreeSet::new();
+    for dir in writable {
+        let dir = canonical(dir);
+        for path in denied {
+            if path == &dir || !path.starts_with(&dir) || path.symlink_metadata().is_err() {
+                continue;
+            }
+            let mut at = Some(path.as_path());
+            while let Some(p) = at {
+                if p == dir {
+                    break;
+                }
+                pinned.insert(p.to_path_buf());
+                at = p.parent();
+            }
+        }
+    }
+    // Sorted, a directory comes before what is beneath it.
+    pinned.into_iter().collect()
 }
 
 fn path_rule(
@@ -528,27 +773,97 @@ fn path_rule(
     Ok(PathBeneath::new(fd, access))
 }
 
-/// Applies `ruleset` to the child of `command` between fork and exec.
-pub(crate) fn confine_child(command: &mut tokio::process::Command, ruleset: RulesetCreated) {
-    let mut ruleset = Some(ruleset);
+/// Grants `access` beneath `path` in the child, where `path` was mounted after the
+/// ruleset was built. A path that does not open needs no rule.
+fn grant_in_child(
+    ruleset: RulesetCreated,
+    path: &std::ffi::CStr,
+    access: BitFlags<AccessFs>,
+) -> std::io::Result<RulesetCreated> {
+    let Ok(fd) = rustix::fs::open(
+        path,
+        rustix::fs::OFlags::PATH | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    ) else {
+        return Ok(ruleset);
+    };
+    ruleset
+        .add_rule(PathBeneath::new(fd, access))
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Applies `setup` to the child of `command` between fork and exec: the namespaces and
+/// mounts, then Landlock, then seccomp.
+pub fn confine_child(command: &mut tokio::process::Command, setup: ChildSetup) {
+    let mut setup = Some(setup);
     let restrict = move || -> std::io::Result<()> {
-        let Some(ruleset) = ruleset.take() else {
-            return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+        let setup = match setup.take() {
+            Some(ChildSetup::Sandbox(setup)) => setup,
+            Some(ChildSetup::Masks(plan)) => {
+                namespace::enter_masked(&plan)?;
+                drop_mount_capabilities();
+                return Ok(());
+            }
+            None => return Err(std::io::Error::from_raw_os_error(libc::EINVAL)),
         };
+        namespace::enter(&setup.mounts)?;
         drop_ptrace_capability();
+        let mut ruleset = grant_in_child(setup.ruleset, c"/proc", setup.proc_access)?;
+        ruleset = grant_in_child(ruleset, c"/dev", setup.dev_access)?;
+        ruleset = grant_in_child(ruleset, c"/dev/shm", setup.shm_access)?;
         // No allocation after fork: the errno says what failed.
         ruleset
             .restrict_self()
             .map(drop)
-            .map_err(|_| std::io::Error::last_os_error())
+            .map_err(|_| std::io::Error::last_os_error())?;
+        seccomp::apply(&setup.filter)
     };
     #[allow(unsafe_code)]
-    // SAFETY: the closure runs in the forked child before exec. It allocates nothing on
-    // the success path: restrict_self makes two syscalls (prctl NO_NEW_PRIVS and
-    // landlock_restrict_self) on a ruleset fd built in the parent and closes it. On
-    // failure the error is reported and the command does not run.
+    // SAFETY: the closure runs in the forked child before exec, a single-threaded copy
+    // of gyre. It allocates nothing on the success path: `namespace::enter` makes
+    // syscalls on C strings prepared in the parent (unshare, fork, mount, open, mkdir,
+    // symlink, waitpid, _exit); the Landlock rules added here open a path and make one
+    // syscall each; restrict_self makes two syscalls (prctl NO_NEW_PRIVS and
+    // landlock_restrict_self); the seccomp filter was compiled in the parent and is
+    // installed with one syscall. On failure the error is reported and the command
+    // does not run.
     unsafe {
         command.pre_exec(restrict);
+    }
+}
+
+/// Marks every descriptor above 2 close-on-exec, so what gyre inherited from its parent
+/// (an open file, a socket) reaches no command, hook or server it starts. Descriptors
+/// gyre opens itself are close-on-exec already. Call first thing in `main`.
+#[allow(unsafe_code)]
+pub fn close_inherited_descriptors() {
+    // SAFETY: close_range with CLOSE_RANGE_CLOEXEC only sets a flag on descriptors; it
+    // closes none and touches no memory of this process.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            3u32,
+            u32::MAX,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    };
+    if rc == 0 {
+        return;
+    }
+    // Kernels before 5.11: one descriptor at a time.
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        // SAFETY: F_GETFD/F_SETFD on a number that may be closed by now (the listing's
+        // own descriptor) fail with EBADF and touch no memory.
+        let rc = unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        let _ = rc;
     }
 }
 
@@ -639,6 +954,18 @@ fn drop_ptrace_capability() {
     let _ = rustix::thread::remove_capability_from_bounding_set(
         rustix::thread::CapabilitySet::SYS_PTRACE,
     );
+}
+
+/// Removes from the bounding set of an unsandboxed root command the capabilities that
+/// would undo or get past the masks over denied paths: `CAP_SYS_ADMIN` (unmount them)
+/// and `CAP_DAC_READ_SEARCH` (`open_by_handle_at`). As in [`drop_ptrace_capability`],
+/// exec recomputes root's sets from the bounding set; a user who is not root has
+/// neither to lose.
+fn drop_mount_capabilities() {
+    use rustix::thread::CapabilitySet;
+    for capability in [CapabilitySet::SYS_ADMIN, CapabilitySet::DAC_READ_SEARCH] {
+        let _ = rustix::thread::remove_capability_from_bounding_set(capability);
+    }
 }
 
 fn set_non_dumpable() {

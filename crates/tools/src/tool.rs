@@ -151,6 +151,9 @@ pub struct ToolContext {
     pub child_env: Arc<[(String, String)]>,
     /// How many concurrency-safe calls run at once; `None` is the executor's default.
     pub max_tool_concurrency: Option<usize>,
+    /// What sandboxed commands may read besides the working dirs, and whether they may
+    /// open Unix sockets.
+    pub sandbox_access: crate::sandbox::SandboxAccess,
 }
 
 /// `path` made absolute against the current directory (lexically: symlinks are resolved
@@ -177,6 +180,7 @@ impl ToolContext {
             tool_use_id: None,
             child_env: Arc::from([]),
             max_tool_concurrency: None,
+            sandbox_access: crate::sandbox::SandboxAccess::from_env(),
         }
     }
 
@@ -203,16 +207,34 @@ impl ToolContext {
     #[must_use]
     pub fn sandbox_unenforceable_now(&self) -> bool {
         match &self.sandbox_by_mode {
-            Some(by_mode) => by_mode.unenforceable_now(),
+            Some(by_mode) => {
+                if by_mode.unenforceable_now() {
+                    return true;
+                }
+                // Unsandboxed, the kernel still holds the Read deny rules where it can
+                // cover the denied paths; where it cannot, the command is asked about.
+                let masks_unenforceable = by_mode.now().is_none()
+                    && !crate::sandbox::namespaces_available()
+                    && by_mode
+                        .read_denied
+                        .now()
+                        .resolve()
+                        .is_ok_and(|denied| crate::sandbox::masks_unenforceable(&denied));
+                if masks_unenforceable {
+                    by_mode.tell_unenforceable();
+                }
+                masks_unenforceable
+            }
             None => crate::sandbox::unenforceable(self.sandbox.as_ref()),
         }
     }
 
     /// The ruleset for a command started now: the mode's policy, the working
-    /// directories, and what the session's `Read(…)` deny rules name.
+    /// directories, and what the session's `Read(…)` deny rules name; for a command
+    /// that runs unsandboxed, the masks over what the deny rules name.
     ///
     /// # Errors
-    /// As [`crate::sandbox::confinement`].
+    /// As [`crate::sandbox::confinement`] and [`crate::sandbox::masks`].
     pub fn confinement(
         &self,
     ) -> Result<Option<crate::sandbox::Confinement>, crate::sandbox::SandboxError> {
@@ -222,10 +244,19 @@ impl ToolContext {
             return Ok(None);
         }
         let denied = match &self.sandbox_by_mode {
-            Some(by_mode) if policy.is_some() => by_mode.read_denied.now().resolve()?,
-            _ => std::collections::BTreeSet::new(),
+            Some(by_mode) => by_mode.read_denied.now().resolve()?,
+            None => std::collections::BTreeSet::new(),
         };
-        crate::sandbox::confinement(policy.as_ref(), &self.working_dirs, &denied)
+        if policy.is_none() {
+            return crate::sandbox::masks(&self.cwd, &denied);
+        }
+        crate::sandbox::confinement(
+            policy.as_ref(),
+            &self.cwd,
+            &self.working_dirs,
+            &denied,
+            &self.sandbox_access,
+        )
     }
 
     /// Runs Bash under `policy` (see [`crate::sandbox`]).

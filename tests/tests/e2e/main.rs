@@ -30,6 +30,7 @@ mod sdk_protocol;
 mod secrets;
 mod security_e2e;
 mod security_kernel_e2e;
+mod security_sandbox_e2e;
 mod security_session_e2e;
 mod security_trust_e2e;
 mod sessions_e2e;
