@@ -40,7 +40,7 @@ fn canonical(dir: &Path) -> PathBuf {
 }
 
 fn read(path: &Path) -> Result<FolderRules, FolderRulesError> {
-    match std::fs::read_to_string(path) {
+    match gyre_tools::read_config_file(path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| FolderRulesError::Invalid {
             path: path.to_path_buf(),
             message: e.to_string(),

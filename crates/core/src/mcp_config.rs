@@ -42,7 +42,7 @@ impl ProjectApproval {
             cwd.join(".gyre").join("settings.local.json"),
         ] {
             // Unreadable or invalid files are reported when the settings are loaded.
-            let Some(file) = std::fs::read_to_string(&path)
+            let Some(file) = gyre_tools::read_config_file(&path)
                 .ok()
                 .and_then(|text| serde_json::from_str::<Self>(&text).ok())
             else {

@@ -323,7 +323,7 @@ pub fn build(
 
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),
-        (None, Some(path)) => std::fs::read_to_string(path)
+        (None, Some(path)) => gyre_tools::read_config_file(path)
             .map_err(CoreError::io("could not read --system-prompt-file", path))?,
         (None, None) => default_system_prompt(cwd, &registry.names(), SystemTime::now()),
     };

@@ -167,7 +167,7 @@ impl Settings {
             if !sources.contains(source) {
                 continue;
             }
-            let text = match std::fs::read_to_string(&path) {
+            let text = match gyre_tools::read_config_file(&path) {
                 Ok(t) => t,
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
                 Err(source) => return Err(SettingsError::Read { path, source }),

@@ -32,7 +32,7 @@ fn git_state(cwd: &Path) -> String {
         .ancestors()
         .map(|d| d.join(".git").join("HEAD"))
         .find(|p| p.is_file())
-        .and_then(|p| std::fs::read_to_string(p).ok())
+        .and_then(|p| gyre_tools::read_config_file(&p).ok())
         .and_then(|head| {
             head.trim()
                 .strip_prefix("ref: refs/heads/")
@@ -73,7 +73,7 @@ pub fn default_system_prompt<S: Borrow<str>>(
 pub fn project_memory(cwd: &Path) -> String {
     let mut out = String::new();
     for path in memory_files(cwd) {
-        if let Ok(text) = std::fs::read_to_string(&path) {
+        if let Ok(text) = gyre_tools::read_config_file(&path) {
             out.push_str(&format!(
                 "\n\n<project-memory path=\"{}\">\n{}\n</project-memory>",
                 path.display(),

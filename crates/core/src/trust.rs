@@ -50,7 +50,7 @@ fn canonical(dir: &Path) -> PathBuf {
 
 fn read(gyre_home: &Path) -> Result<TrustedFolders, TrustError> {
     let path = gyre_home.join(FILE);
-    match std::fs::read_to_string(&path) {
+    match gyre_tools::read_config_file(&path) {
         Ok(text) => serde_json::from_str(&text).map_err(|e| TrustError::Invalid {
             path,
             message: e.to_string(),
@@ -94,7 +94,7 @@ pub fn trust(gyre_home: &Path, dir: &Path) -> Result<PathBuf, TrustError> {
 /// The servers the project's `.mcp.json` defines (empty when there is none).
 #[must_use]
 pub fn project_mcp_servers(cwd: &Path) -> Vec<String> {
-    let Ok(text) = std::fs::read_to_string(cwd.join(".mcp.json")) else {
+    let Ok(text) = gyre_tools::read_config_file(&cwd.join(".mcp.json")) else {
         return Vec::new();
     };
     serde_json::from_str::<serde_json::Value>(&text)

@@ -177,7 +177,7 @@ pub fn load_agent_dirs(dirs: &[PathBuf]) -> (Vec<AgentDefinition>, Vec<AgentDefi
             .collect();
         paths.sort();
         for path in paths {
-            let parsed = std::fs::read_to_string(&path)
+            let parsed = gyre_tools::read_config_file(&path)
                 .map_err(|e| AgentDefinitionError::File {
                     path: path.clone(),
                     message: e.to_string(),

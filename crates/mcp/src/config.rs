@@ -195,7 +195,7 @@ impl McpConfig {
     /// An unreadable file or an invalid config.
     pub fn from_file(path: &Path) -> Result<Self, ConfigError> {
         let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        let text = gyre_tools::read_config_file(path).map_err(|source| ConfigError::Read {
             origin: origin.clone(),
             source,
         })?;

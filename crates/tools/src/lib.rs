@@ -70,7 +70,7 @@ pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus, max_concu
 pub use file_state::{FileState, FileStateCache};
 pub use mode::{ModeHandle, PermissionMode};
 pub use partition::{ToolBatch, partition};
-pub use paths::{PathChanged, PathFilter, resolve_path};
+pub use paths::{CONFIG_FILE_LIMIT, PathChanged, PathFilter, read_config_file, resolve_path};
 pub use permissions::{
     AllowAll, PermissionPrompt, PermissionRule, Permissions, PromptAnswer, RuleError, always_rule,
 };

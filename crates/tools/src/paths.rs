@@ -345,6 +345,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_config_file_is_a_bounded_regular_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("settings.json");
+        std::fs::write(&file, "{}").unwrap();
+        let linked = dir.path().join("linked.json");
+        std::os::unix::fs::symlink(&file, &linked).unwrap();
+        assert_eq!(read_config_file(&linked).unwrap(), "{}");
+        // A device, read forever, and a FIFO, which would wait for a writer.
+        let zero = dir.path().join("zero.json");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let err = read_config_file(&zero).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        let fifo = dir.path().join("fifo.json");
+        assert!(
+            std::process::Command::new("mkfifo")
+                .arg(&fifo)
+                .status()
+                .unwrap()
+                .success()
+        );
+        assert!(read_config_file(&fifo).is_err());
+        assert!(read_config_file(dir.path()).is_err());
+        let big = dir.path().join("big.json");
+        let f = std::fs::File::create(&big).unwrap();
+        f.set_len(CONFIG_FILE_LIMIT + 1).unwrap();
+        let err = read_config_file(&big).unwrap_err();
+        assert!(err.to_string().contains("too large"), "{err}");
+    }
+
+    #[test]
     fn dot_dot_is_folded() {
         let cwd = Path::new("/nonexistent-gyre/a/b");
         assert_eq!(resolve_path(cwd, "../../../etc/x"), PathBuf::from("/etc/x"));
@@ -363,4 +393,43 @@ mod tests {
         );
         assert!(!is_inside_any(&resolved, &[dir.path().to_path_buf()]));
     }
+}
+
+/// The most a configuration file (settings, `.mcp.json`, an agent, a memory file) may
+/// hold: more is a mistake or an attack, not configuration.
+pub const CONFIG_FILE_LIMIT: u64 = 10 << 20;
+
+/// Reads a configuration file: only a regular file (a symlink to one is followed), and
+/// at most [`CONFIG_FILE_LIMIT`] bytes. A device (`/dev/zero`), a FIFO or a directory
+/// is refused before anything is read, and opening does not wait for a FIFO's writer.
+///
+/// # Errors
+/// The file cannot be opened or read, is not a regular file, is larger than the limit,
+/// or is not UTF-8; the error's text says which.
+pub fn read_config_file(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    let mut text = String::new();
+    file.take(CONFIG_FILE_LIMIT + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > CONFIG_FILE_LIMIT {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "{} is larger than {} MiB, too large for a configuration file",
+                path.display(),
+                CONFIG_FILE_LIMIT >> 20
+            ),
+        ));
+    }
+    Ok(text)
 }

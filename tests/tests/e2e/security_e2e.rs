@@ -387,3 +387,30 @@ fn plan_mode_asks_before_commands_that_start_other_programs() {
     assert_eq!(denied_tools(&out).len(), commands.len() - 1);
     assert!(sandbox.project().join("data.txt").exists());
 }
+
+/// Issue 29, class 15: a configuration file that is a device (a symlink to
+/// `/dev/zero`) is refused before it is read, so start-up cannot exhaust memory.
+#[test]
+fn configuration_files_that_are_devices_are_refused_not_read() {
+    let sandbox = Sandbox::new().unwrap();
+    std::fs::create_dir_all(sandbox.project().join(".claude/agents")).unwrap();
+    for planted in [".mcp.json", ".claude/agents/zero.md", "CLAUDE.md"] {
+        std::os::unix::fs::symlink("/dev/zero", sandbox.project().join(planted)).unwrap();
+    }
+    // The agent file and .mcp.json are read once the folder is trusted.
+    let server = TestServer::spawn(Script::new([Turn::text("unused")])).unwrap();
+    let trusted = run(sandbox.gyre(&server).unwrap().arg("trust")).unwrap();
+    assert_eq!(trusted.code, Some(0), "{}", trusted.stderr);
+    let out = session(&sandbox, vec![Turn::text("Hello.")], &[]);
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("zero.md is not a regular file"),
+        "{}",
+        out.stderr
+    );
+    std::fs::create_dir_all(sandbox.project().join(".gyre")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", sandbox.project().join(".gyre/settings.json")).unwrap();
+    let out = session(&sandbox, vec![Turn::text("Hello.")], &[]);
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("not a regular file"), "{}", out.stderr);
+}
