@@ -340,6 +340,45 @@ pub fn display_relative(path: &Path, base: &Path) -> String {
         .to_string()
 }
 
+/// The most a configuration file (settings, `.mcp.json`, an agent, a memory file) may
+/// hold: more is a mistake or an attack, not configuration.
+pub const CONFIG_FILE_LIMIT: u64 = 10 << 20;
+
+/// Reads a configuration file: only a regular file (a symlink to one is followed), and
+/// at most [`CONFIG_FILE_LIMIT`] bytes. A device (`/dev/zero`), a FIFO or a directory
+/// is refused before anything is read, and opening does not wait for a FIFO's writer.
+///
+/// # Errors
+/// The file cannot be opened or read, is not a regular file, is larger than the limit,
+/// or is not UTF-8; the error's text says which.
+pub fn read_config_file(path: &Path) -> std::io::Result<String> {
+    use std::io::{Error, ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("{} is not a regular file", path.display()),
+        ));
+    }
+    let mut text = String::new();
+    file.take(CONFIG_FILE_LIMIT + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > CONFIG_FILE_LIMIT {
+        return Err(Error::new(
+            ErrorKind::InvalidData,
+            format!(
+                "{} is larger than {} MiB, too large for a configuration file",
+                path.display(),
+                CONFIG_FILE_LIMIT >> 20
+            ),
+        ));
+    }
+    Ok(text)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,43 +432,4 @@ mod tests {
         );
         assert!(!is_inside_any(&resolved, &[dir.path().to_path_buf()]));
     }
-}
-
-/// The most a configuration file (settings, `.mcp.json`, an agent, a memory file) may
-/// hold: more is a mistake or an attack, not configuration.
-pub const CONFIG_FILE_LIMIT: u64 = 10 << 20;
-
-/// Reads a configuration file: only a regular file (a symlink to one is followed), and
-/// at most [`CONFIG_FILE_LIMIT`] bytes. A device (`/dev/zero`), a FIFO or a directory
-/// is refused before anything is read, and opening does not wait for a FIFO's writer.
-///
-/// # Errors
-/// The file cannot be opened or read, is not a regular file, is larger than the limit,
-/// or is not UTF-8; the error's text says which.
-pub fn read_config_file(path: &Path) -> std::io::Result<String> {
-    use std::io::{Error, ErrorKind, Read};
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    if !file.metadata()?.is_file() {
-        return Err(Error::new(
-            ErrorKind::InvalidInput,
-            format!("{} is not a regular file", path.display()),
-        ));
-    }
-    let mut text = String::new();
-    file.take(CONFIG_FILE_LIMIT + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > CONFIG_FILE_LIMIT {
-        return Err(Error::new(
-            ErrorKind::InvalidData,
-            format!(
-                "{} is larger than {} MiB, too large for a configuration file",
-                path.display(),
-                CONFIG_FILE_LIMIT >> 20
-            ),
-        ));
-    }
-    Ok(text)
 }
