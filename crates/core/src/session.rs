@@ -291,7 +291,9 @@ pub fn build(
     }
 
     let session_dir = project_dir(&home, cwd).join(&session_id);
+    // gyre's home is protected by where it is, whatever its name.
     let mut tool_context = ToolContext::new(cwd.to_path_buf())
+        .with_protected_root(&home)
         .with_output_dir(session_dir.join("tool-outputs"))
         .with_child_env(env.child_vars());
     tool_context.max_tool_concurrency = gyre_tools::max_concurrency_from(|name| env.var(name));

@@ -16,7 +16,6 @@ use serde_json::Value;
 
 use crate::bash_rules;
 use crate::mode::{ModeHandle, PermissionMode};
-use crate::protected::protected_reason;
 use crate::{BoxFuture, CanUseTool, PathFilter, PermissionDecision, Tool, ToolCall, ToolContext};
 
 /// Reads the names `--permission-mode` and settings files use.
@@ -439,7 +438,7 @@ impl Permissions {
         // not let it rewrite the settings that decide its next session.
         if self.mode.get() != PermissionMode::BypassPermissions
             && !tool.is_read_only(input)
-            && let Some(reason) = path.as_deref().and_then(protected_reason)
+            && let Some(reason) = path.as_deref().and_then(|p| ctx.protected_reason(p))
         {
             return PermissionDecision::Ask { reason };
         }
@@ -535,7 +534,7 @@ impl Permissions {
                         .as_deref()
                         .is_some_and(|s| path_rule_matches(s, &path, ctx))
             });
-            ctx.is_inside_working_dirs(&path) && protected_reason(&path).is_none() && !ruled
+            ctx.is_inside_working_dirs(&path) && ctx.protected_reason(&path).is_none() && !ruled
         })
     }
 
@@ -675,7 +674,7 @@ impl Permissions {
             .map(|field| ctx.resolve(call.input.get(field).and_then(Value::as_str).unwrap_or(".")));
         if let Some(p) = &path
             && !tool.is_read_only(&call.input)
-            && protected_reason(p).is_some()
+            && ctx.protected_reason(p).is_some()
         {
             return format!(
                 "Permission to use {name} was denied: {reason}. Protected paths always need the user's confirmation; no allow rule or mode but bypassPermissions lifts that. Ask the user to make this change."

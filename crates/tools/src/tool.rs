@@ -154,6 +154,10 @@ pub struct ToolContext {
     /// What sandboxed commands may read besides the working dirs, and whether they may
     /// open Unix sockets.
     pub sandbox_access: crate::sandbox::SandboxAccess,
+    /// Directories protected as a whole wherever they are (gyre's own home: its
+    /// settings, trust file and folder rules), besides the names [`crate::protected`]
+    /// protects everywhere.
+    pub protected_roots: Arc<[PathBuf]>,
 }
 
 /// `path` made absolute against the current directory (lexically: symlinks are resolved
@@ -181,7 +185,37 @@ impl ToolContext {
             child_env: Arc::from([]),
             max_tool_concurrency: None,
             sandbox_access: crate::sandbox::SandboxAccess::from_env(),
+            protected_roots: Arc::from([]),
         }
+    }
+
+    /// Protects everything under `dir` as [`ToolContext::protected_roots`] says (both
+    /// as given and with its symlinks resolved, since tools check resolved paths).
+    #[must_use]
+    pub fn with_protected_root(mut self, dir: impl Into<PathBuf>) -> Self {
+        let dir = absolute(dir.into());
+        let mut roots: Vec<PathBuf> = self.protected_roots.iter().cloned().collect();
+        if let Ok(real) = dir.canonicalize()
+            && real != dir
+        {
+            roots.push(real);
+        }
+        roots.push(dir);
+        self.protected_roots = roots.into();
+        self
+    }
+
+    /// Why a change to `path` must always ask (see [`crate::protected`]), or `None`.
+    #[must_use]
+    pub fn protected_reason(&self, path: &Path) -> Option<String> {
+        if let Some(root) = self.protected_roots.iter().find(|r| path.starts_with(r)) {
+            return Some(format!(
+                "{} is inside gyre's home {}, which holds its settings, trust and rules",
+                path.display(),
+                root.display()
+            ));
+        }
+        crate::protected::protected_reason(path)
     }
 
     /// Gives the commands tools start these variables (see [`ToolContext::child_env`]).

@@ -985,3 +985,34 @@ async fn plan_mode_asks_for_mcp_tools_a_server_calls_read_only_unless_a_rule_all
     let ruled = Permissions::from_rules(PermissionMode::Plan, &["mcp__files"], &[], &[]).unwrap();
     assert!(allowed(&evaluate_named(&ruled, &ctx, &tool, json!({}))));
 }
+
+/// Issue 29, class 17: gyre's home is protected where it is, whatever its name: in
+/// acceptEdits, Edit/Write and the file commands acceptEdits runs still ask there.
+#[tokio::test]
+async fn gyre_home_under_any_name_is_protected_in_accept_edits() {
+    let (work, _outside, ctx) = setup();
+    let home = work.path().canonicalize().unwrap().join("my-config");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(home.join("trust.json"), "{}").unwrap();
+    let perms = Permissions::new(PermissionMode::AcceptEdits);
+    let write = json!({"file_path": home.join("settings.json"), "content": "{}"});
+    let mv = json!({"command": format!("mv {} x.json", home.join("trust.json").display())});
+    // Without the home known, the folder is just part of the project.
+    assert!(allowed(&decide(&perms, &ctx, "Write", write.clone()).await));
+    assert!(allowed(&decide(&perms, &ctx, "Bash", mv.clone()).await));
+    let ctx = ctx.with_protected_root(&home);
+    // Asked about; with no one to ask (this policy has no prompt), refused.
+    let decision = decide(&perms, &ctx, "Write", write).await;
+    let PermissionDecision::Deny { reason } = &decision else {
+        panic!("{decision:?}")
+    };
+    assert!(reason.contains("gyre's home"), "{reason}");
+    let decision = decide(&perms, &ctx, "Bash", mv).await;
+    assert!(
+        matches!(decision, PermissionDecision::Deny { .. }),
+        "{decision:?}"
+    );
+    // The rest of the project is edited without asking, as before.
+    let elsewhere = json!({"file_path": work.path().join("in.txt"), "content": "x"});
+    assert!(allowed(&decide(&perms, &ctx, "Write", elsewhere).await));
+}
