@@ -72,6 +72,9 @@ mod error;
 mod fixture;
 #[cfg(feature = "client")]
 mod http_client;
+#[cfg(feature = "client")]
+mod key_helper;
+mod network;
 mod retry;
 mod sse;
 mod stream;
@@ -82,7 +85,8 @@ pub use assemble::{
 };
 pub use cache::add_cache_markers;
 pub use client::{
-    ANTHROPIC_VERSION, ClientConfig, DEFAULT_BASE_URL, EventStream, ModelClient, default_user_agent,
+    ANTHROPIC_VERSION, Backend, ClientConfig, Credential, DEFAULT_BASE_URL, EventStream, KeyHelper,
+    ModelClient, default_user_agent,
 };
 pub use encode::BodyEncoder;
 pub use error::{
@@ -92,6 +96,9 @@ pub use error::{
 pub use fixture::{FixtureEntry, RecordingClient, ReplayClient};
 #[cfg(feature = "client")]
 pub use http_client::AnthropicClient;
+#[cfg(feature = "client")]
+pub use network::ensure_crypto_provider;
+pub use network::{CA_BUNDLE_VARS, CaBundle, NetworkError, NetworkOptions, redact_proxy};
 pub use retry::{
     ApiErrorClassifier, BASE_DELAY, DEFAULT_MAX_RETRIES, DEFAULT_STREAM_IDLE_TIMEOUT,
     HEARTBEAT_INTERVAL, MAX_CONSECUTIVE_OVERLOADED, MAX_DELAY, MAX_RETRIES_LIMIT,

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdTcpListener};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
 use crate::TestkitError;
+use crate::background::{Background, bind};
 use crate::render::{self, RenderContext};
 use crate::script::{CutMode, HttpErrorTurn, ResponseTurn, Script, Turn, WhenExhausted};
 
@@ -190,19 +191,7 @@ enum Run {
     /// Serving on a task of the caller's runtime.
     Task(tokio::task::JoinHandle<()>),
     /// Serving on a runtime of its own, on a background thread.
-    Thread {
-        shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-        thread: Option<std::thread::JoinHandle<()>>,
-    },
-}
-
-fn bind(port: u16) -> Result<(StdTcpListener, SocketAddr), TestkitError> {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let bind_error = |error| TestkitError::Bind { addr, error };
-    let listener = StdTcpListener::bind(addr).map_err(bind_error)?;
-    listener.set_nonblocking(true).map_err(bind_error)?;
-    let local = listener.local_addr().map_err(bind_error)?;
-    Ok((listener, local))
+    Thread(#[expect(dead_code, reason = "held for its Drop, which stops the thread")] Background),
 }
 
 impl TestServer {
@@ -261,40 +250,18 @@ impl TestServer {
     /// As [`TestServer::spawn`].
     pub fn spawn_on(script: Script, port: u16) -> Result<Self, TestkitError> {
         script.validate()?;
-        let (std_listener, addr) = bind(port)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(TestkitError::Runtime)?;
-        let listener = {
-            let _entered = runtime.enter();
-            TcpListener::from_std(std_listener)
-                .map_err(|error| TestkitError::Bind { addr, error })?
-        };
         let state = Arc::new(State {
             script,
             log: Mutex::default(),
         });
-        let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
         let served_state = Arc::clone(&state);
-        let thread = std::thread::Builder::new()
-            .name(format!("gyre-testkit-{}", addr.port()))
-            .spawn(move || {
-                runtime.block_on(async move {
-                    tokio::select! {
-                        () = serve(listener, served_state) => {}
-                        _ = stop => {}
-                    }
-                });
-            })
-            .map_err(TestkitError::Runtime)?;
+        let run = Background::spawn("testkit", port, move |listener| {
+            serve(listener, served_state)
+        })?;
         Ok(Self {
-            addr,
+            addr: run.addr(),
             state,
-            run: Run::Thread {
-                shutdown: Some(shutdown),
-                thread: Some(thread),
-            },
+            run: Run::Thread(run),
         })
     }
 
@@ -346,15 +313,8 @@ impl Drop for TestServer {
         match &mut self.run {
             // Dropping the serve task drops its JoinSet, which aborts every connection.
             Run::Task(task) => task.abort(),
-            Run::Thread { shutdown, thread } => {
-                if let Some(shutdown) = shutdown.take() {
-                    // The thread may already be gone; then there is nothing to stop.
-                    let _ = shutdown.send(());
-                }
-                if let Some(thread) = thread.take() {
-                    let _ = thread.join();
-                }
-            }
+            // Dropping it stops its thread.
+            Run::Thread(_) => {}
         }
     }
 }

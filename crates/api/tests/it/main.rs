@@ -1,7 +1,9 @@
 //! gyre-api's integration tests, one module per area, linked into one test binary
 //! (one link step instead of one per file).
 
+mod auth;
 mod fixtures;
 mod http_retry;
 mod lossless;
+mod network;
 mod retry_props;

@@ -1,0 +1,141 @@
+//! Enterprise backends through the `gyre` binary: a session through a CONNECT proxy to a
+//! TLS server whose CA only `NODE_EXTRA_CA_CERTS` names, the same server refused without
+//! it, a bearer token, and a settings `apiKeyHelper` whose key never reaches a tool.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use gyre_e2e::{Sandbox, run};
+use gyre_testkit::{ConnectProxy, Script, TestServer, TlsFront, Turn};
+use serde_json::json;
+
+#[test]
+fn a_session_through_a_proxy_to_a_tls_inspecting_ca_runs_with_the_extra_ca() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("through the proxy")])).unwrap();
+    let front = TlsFront::spawn(server.addr()).unwrap();
+    let proxy = ConnectProxy::spawn().unwrap();
+    let ca = sandbox.home().join("corp-ca.pem");
+    std::fs::write(&ca, front.ca_pem()).unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .env("ANTHROPIC_BASE_URL", front.url())
+        .env("HTTPS_PROXY", proxy.url())
+        .env("NODE_EXTRA_CA_CERTS", &ca)
+        .args(["-p", "hi", "--verbose"]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "through the proxy");
+    assert_eq!(proxy.targets().len(), 1);
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("gyre: backend:"))
+        .unwrap_or_else(|| panic!("no backend line in {}", out.stderr));
+    assert!(line.contains(&front.url()), "{line}");
+    assert!(line.contains(&format!("proxy: {}", proxy.url())), "{line}");
+    assert!(line.contains("credentials: ANTHROPIC_API_KEY"), "{line}");
+    assert!(line.contains("NODE_EXTRA_CA_CERTS="), "{line}");
+}
+
+#[test]
+fn without_the_extra_ca_the_session_fails_at_once_saying_what_to_set() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("never")])).unwrap();
+    let front = TlsFront::spawn(server.addr()).unwrap();
+    let started = std::time::Instant::now();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .env("ANTHROPIC_BASE_URL", front.url())
+        .args(["-p", "hi"]))
+    .unwrap();
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("NODE_EXTRA_CA_CERTS"), "{}", out.stderr);
+    assert!(!out.stderr.contains("retrying"), "{}", out.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(server.request_count(), 0);
+}
+
+#[test]
+fn a_bearer_token_session_sends_authorization_and_no_api_key() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")])).unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .env_remove("ANTHROPIC_API_KEY")
+        .env("ANTHROPIC_AUTH_TOKEN", "gateway-token")
+        .args(["-p", "hi"]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer gateway-token")
+    );
+    assert_eq!(requests[0].header("x-api-key"), None);
+}
+
+#[test]
+fn a_key_helper_session_runs_and_its_key_never_reaches_a_tool() {
+    let sandbox = Sandbox::new().unwrap();
+    let key = format!("sk-helper-{}", std::process::id());
+    std::fs::write(
+        sandbox.home().join("settings.json"),
+        json!({ "apiKeyHelper": format!("echo {key}") }).to_string(),
+    )
+    .unwrap();
+    let server = TestServer::spawn(
+        Script::new([
+            Turn::tool_use("Bash", json!({"command": "env"})),
+            Turn::text("done"),
+        ])
+        .require_api_key(key.clone()),
+    )
+    .unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .env_remove("ANTHROPIC_API_KEY")
+        .args(["-p", "look", "--allowedTools", "Bash", "--verbose"]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("credentials: apiKeyHelper (settings)"),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains(&key), "{}", out.stderr);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    // The second request carries Bash's `env` output: the key is not in it.
+    let body = requests[1].body.to_string();
+    assert!(
+        body.contains("GYRE_HOME"),
+        "the env output was sent back: {body}"
+    );
+    assert!(
+        !body.contains(&key),
+        "the helper's key reached the Bash tool"
+    );
+}
+
+#[test]
+fn an_untrusted_projects_key_helper_is_not_run() {
+    let sandbox = Sandbox::untrusted().unwrap();
+    let marker = sandbox.home().join("helper-ran");
+    sandbox
+        .write(
+            ".gyre/settings.json",
+            &json!({ "apiKeyHelper": format!("touch {}; echo k", marker.display()) }).to_string(),
+        )
+        .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")])).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args(["-p", "hi"])).unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!marker.exists(), "an untrusted project's apiKeyHelper ran");
+    assert_eq!(
+        server.requests()[0].header("x-api-key"),
+        Some(gyre_e2e::TEST_API_KEY)
+    );
+}
