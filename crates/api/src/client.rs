@@ -134,6 +134,69 @@ impl KeyHelper {
 pub enum Backend {
     /// The Anthropic Messages API, or a gateway that speaks it.
     Anthropic(Credential),
+    /// Amazon Bedrock's `InvokeModelWithResponseStream` (`CLAUDE_CODE_USE_BEDROCK=1`).
+    Bedrock(BedrockOptions),
+}
+
+/// Where Bedrock runs and how its requests are signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BedrockOptions {
+    /// The AWS region (`AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's, or `us-east-1`).
+    pub region: String,
+    /// The credentials that sign requests.
+    pub credentials: AwsCredentialSource,
+}
+
+/// Where the AWS credentials that sign Bedrock requests come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AwsCredentialSource {
+    /// None: requests go unsigned, for a gateway that signs them
+    /// (`CLAUDE_CODE_SKIP_BEDROCK_AUTH=1`).
+    Skip,
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`.
+    Environment(AwsCredentials),
+    /// A profile of the shared `credentials` and `config` files (`AWS_PROFILE`).
+    Profile(AwsProfile),
+}
+
+/// An AWS access key. `Debug` shows the key id only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AwsCredentials {
+    /// `AKIA…` / `ASIA…`.
+    pub access_key_id: String,
+    /// The secret key.
+    pub secret_access_key: String,
+    /// The session token of temporary credentials.
+    pub session_token: Option<String>,
+}
+
+impl fmt::Debug for AwsCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AwsCredentials")
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A named profile of the AWS shared files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsProfile {
+    /// `AWS_PROFILE`, else `default`.
+    pub name: String,
+    /// `AWS_SHARED_CREDENTIALS_FILE`, else `~/.aws/credentials`.
+    pub credentials_file: PathBuf,
+    /// `AWS_CONFIG_FILE`, else `~/.aws/config`.
+    pub config_file: PathBuf,
+}
+
+/// Whether a `CLAUDE_CODE_USE_…`-style switch is on: `1`, `true`, `yes`, `on`.
+fn switched_on(value: Option<String>) -> bool {
+    value.is_some_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
 }
 
 impl Backend {
@@ -142,6 +205,7 @@ impl Backend {
     pub fn name(&self) -> &'static str {
         match self {
             Self::Anthropic(_) => "Anthropic API",
+            Self::Bedrock(_) => "Amazon Bedrock",
         }
     }
 
@@ -150,6 +214,18 @@ impl Backend {
     pub fn credential_source(&self) -> String {
         match self {
             Self::Anthropic(credential) => credential.source(),
+            Self::Bedrock(options) => match &options.credentials {
+                AwsCredentialSource::Skip => "none (CLAUDE_CODE_SKIP_BEDROCK_AUTH)".to_owned(),
+                AwsCredentialSource::Environment(c) => {
+                    format!("AWS_ACCESS_KEY_ID {}", c.access_key_id)
+                }
+                AwsCredentialSource::Profile(p) => format!(
+                    "AWS profile {} ({}, {})",
+                    p.name,
+                    p.credentials_file.display(),
+                    p.config_file.display()
+                ),
+            },
         }
     }
 
@@ -158,6 +234,50 @@ impl Backend {
     pub fn static_secret(&self) -> Option<&str> {
         match self {
             Self::Anthropic(credential) => credential.static_secret(),
+            Self::Bedrock(options) => match &options.credentials {
+                AwsCredentialSource::Environment(c) => Some(&c.secret_access_key),
+                AwsCredentialSource::Skip | AwsCredentialSource::Profile(_) => None,
+            },
+        }
+    }
+}
+
+impl BedrockOptions {
+    /// Reads `AWS_REGION`/`AWS_DEFAULT_REGION`, `CLAUDE_CODE_SKIP_BEDROCK_AUTH`, the
+    /// `AWS_ACCESS_KEY_ID` trio, `AWS_PROFILE`, `AWS_SHARED_CREDENTIALS_FILE`,
+    /// `AWS_CONFIG_FILE` and `HOME` through `var` (blank counts as unset). Without a
+    /// region variable the profile's `region` in the config file is used, else
+    /// `us-east-1`.
+    #[must_use]
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
+        let home = var("HOME").map(PathBuf::from).unwrap_or_default();
+        let profile = AwsProfile {
+            name: var("AWS_PROFILE").unwrap_or_else(|| "default".to_owned()),
+            credentials_file: var("AWS_SHARED_CREDENTIALS_FILE")
+                .map_or_else(|| home.join(".aws").join("credentials"), PathBuf::from),
+            config_file: var("AWS_CONFIG_FILE")
+                .map_or_else(|| home.join(".aws").join("config"), PathBuf::from),
+        };
+        let region = var("AWS_REGION")
+            .or_else(|| var("AWS_DEFAULT_REGION"))
+            .or_else(|| crate::aws_profile::region(&profile))
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        let credentials = if switched_on(var("CLAUDE_CODE_SKIP_BEDROCK_AUTH")) {
+            AwsCredentialSource::Skip
+        } else if let (Some(access_key_id), Some(secret_access_key)) =
+            (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
+        {
+            AwsCredentialSource::Environment(AwsCredentials {
+                access_key_id,
+                secret_access_key,
+                session_token: var("AWS_SESSION_TOKEN"),
+            })
+        } else {
+            AwsCredentialSource::Profile(profile)
+        };
+        Self {
+            region,
+            credentials,
         }
     }
 }
@@ -187,9 +307,16 @@ impl ClientConfig {
     /// A configuration for the public API with this credential.
     #[must_use]
     pub fn with_credential(credential: Credential) -> Self {
+        Self::for_backend(Backend::Anthropic(credential))
+    }
+
+    /// A configuration for `backend`, at the public API's URL until
+    /// [`ClientConfig::with_base_url`] says otherwise.
+    #[must_use]
+    pub fn for_backend(backend: Backend) -> Self {
         Self {
             base_url: DEFAULT_BASE_URL.to_owned(),
-            backend: Backend::Anthropic(credential),
+            backend,
             network: NetworkOptions::default(),
             user_agent: default_user_agent(),
             connect_timeout: Duration::from_secs(30),
@@ -242,6 +369,16 @@ impl ClientConfig {
                 .map(|v| v.trim().to_owned())
                 .filter(|v| !v.is_empty())
         };
+        if switched_on(var("CLAUDE_CODE_USE_BEDROCK")) {
+            let options = BedrockOptions::from_lookup(var);
+            let base_url = var("ANTHROPIC_BEDROCK_BASE_URL").unwrap_or_else(|| {
+                format!("https://bedrock-runtime.{}.amazonaws.com", options.region)
+            });
+            let mut config = Self::for_backend(Backend::Bedrock(options));
+            config.base_url = base_url;
+            config.network = NetworkOptions::from_lookup(&lookup);
+            return Ok(config);
+        }
         let credential = var("ANTHROPIC_AUTH_TOKEN")
             .map(Credential::BearerToken)
             .or_else(|| helper.map(Credential::KeyHelper))
@@ -255,7 +392,7 @@ impl ClientConfig {
         Ok(config)
     }
 
-    /// `{base_url}/v1/messages`.
+    /// `{base_url}/v1/messages` (the Anthropic API's path).
     #[must_use]
     pub fn messages_url(&self) -> String {
         format!("{}/v1/messages", self.base_url.trim_end_matches('/'))

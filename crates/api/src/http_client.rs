@@ -3,11 +3,12 @@
 //! taxonomy, the stream assembly and the `ModelClient` seam, with no HTTP client.
 
 use std::fmt;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::SystemTime;
 
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{Stream, StreamExt};
 use gyre_protocol::{MessagesRequest, StreamEvent};
 use reqwest::header::{
     AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, USER_AGENT,
@@ -53,6 +54,15 @@ enum Provider {
         /// `anthropic-version`, content type, user agent.
         headers: HeaderMap,
         auth: AnthropicAuth,
+    },
+    /// Amazon Bedrock: `POST {base}/model/{model}/invoke-with-response-stream`, SigV4,
+    /// event-stream frames back.
+    #[cfg(feature = "bedrock")]
+    Bedrock {
+        base_url: String,
+        /// Content type, accept, user agent.
+        headers: HeaderMap,
+        signer: crate::bedrock::BedrockSigner,
     },
 }
 
@@ -117,6 +127,24 @@ impl Provider {
                     auth,
                 })
             }
+            #[cfg(feature = "bedrock")]
+            Backend::Bedrock(options) => {
+                headers.insert(
+                    reqwest::header::ACCEPT,
+                    HeaderValue::from_static("application/vnd.amazon.eventstream"),
+                );
+                Ok(Self::Bedrock {
+                    base_url: config.base_url.clone(),
+                    headers,
+                    signer: crate::bedrock::BedrockSigner::new(options)?,
+                })
+            }
+            #[cfg(not(feature = "bedrock"))]
+            Backend::Bedrock(_) => Err(ApiError::InvalidConfig {
+                message: "this gyre was built without Amazon Bedrock support (the `bedrock` \
+                          feature of gyre-api)"
+                    .to_owned(),
+            }),
         }
     }
 
@@ -145,6 +173,51 @@ impl Provider {
                     body: body.into(),
                 })
             }
+            #[cfg(feature = "bedrock")]
+            Self::Bedrock {
+                base_url,
+                headers,
+                signer,
+            } => {
+                let url = crate::bedrock::url(base_url, &request.model);
+                let body = crate::bedrock::body(request)?;
+                let mut headers = headers.clone();
+                signer.sign(&url, &mut headers, &body)?;
+                Ok(Prepared {
+                    url,
+                    headers,
+                    body: body.into(),
+                })
+            }
+        }
+    }
+
+    /// The error of a non-2xx response.
+    fn error(
+        &self,
+        status: u16,
+        headers: &HeaderMap,
+        body: &str,
+        model: &str,
+        url: &str,
+    ) -> ApiError {
+        let hints = ServerHints::from_headers(headers, SystemTime::now());
+        match self {
+            Self::Anthropic { .. } => ApiError::from_response(status, hints, body, model, url),
+            #[cfg(feature = "bedrock")]
+            Self::Bedrock { .. } => crate::bedrock::error(status, headers, hints, body, model, url),
+        }
+    }
+
+    /// The stream events of a 2xx response's body.
+    fn events(
+        &self,
+        response: reqwest::Response,
+    ) -> Pin<Box<dyn Stream<Item = Result<StreamEvent, ApiError>> + Send>> {
+        match self {
+            Self::Anthropic { .. } => Box::pin(sse_events(response.bytes_stream())),
+            #[cfg(feature = "bedrock")]
+            Self::Bedrock { .. } => Box::pin(crate::bedrock::events(response.bytes_stream())),
         }
     }
 
@@ -160,6 +233,8 @@ impl Provider {
                 auth: AnthropicAuth::Fixed(..),
                 ..
             } => {}
+            #[cfg(feature = "bedrock")]
+            Self::Bedrock { .. } => {}
         }
     }
 }
@@ -264,19 +339,19 @@ impl ModelClient for AnthropicClient {
                 if status == reqwest::StatusCode::UNAUTHORIZED {
                     provider.refused().await;
                 }
-                let hints = ServerHints::from_headers(response.headers(), SystemTime::now());
+                let response_headers = response.headers().clone();
                 let body = tokio::select! {
                     biased;
                     () = cancel.cancelled() => Err(ApiError::Aborted),
                     b = response.text() => Ok(b.unwrap_or_default()),
                 };
                 yield Err(match body {
-                    Ok(body) => ApiError::from_response(status.as_u16(), hints, &body, &request.model, &url),
+                    Ok(body) => provider.error(status.as_u16(), &response_headers, &body, &request.model, &url),
                     Err(e) => e,
                 });
                 return;
             }
-            let mut events = std::pin::pin!(sse_events(response.bytes_stream()));
+            let mut events = provider.events(response);
             let mut received = 0u64;
             loop {
                 let next = tokio::select! {

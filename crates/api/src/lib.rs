@@ -65,6 +65,9 @@
 #![warn(missing_docs)]
 
 mod assemble;
+mod aws_profile;
+#[cfg(feature = "bedrock")]
+mod bedrock;
 mod cache;
 mod client;
 mod encode;
@@ -83,10 +86,13 @@ pub use assemble::{
     Assembled, INVALID_JSON_ERROR_KEY, INVALID_JSON_KEY, InvalidToolInput, MessageAssembler,
     invalid_tool_input,
 };
+#[cfg(feature = "bedrock")]
+pub use bedrock::BEDROCK_ANTHROPIC_VERSION;
 pub use cache::add_cache_markers;
 pub use client::{
-    ANTHROPIC_VERSION, Backend, ClientConfig, Credential, DEFAULT_BASE_URL, EventStream, KeyHelper,
-    ModelClient, default_user_agent,
+    ANTHROPIC_VERSION, AwsCredentialSource, AwsCredentials, AwsProfile, Backend, BedrockOptions,
+    ClientConfig, Credential, DEFAULT_BASE_URL, EventStream, KeyHelper, ModelClient,
+    default_user_agent,
 };
 pub use encode::BodyEncoder;
 pub use error::{

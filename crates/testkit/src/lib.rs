@@ -154,6 +154,7 @@
 //!   `request-id: req_testkit_<request number>` header.
 
 mod background;
+mod bedrock;
 pub mod cargo;
 pub mod corpus;
 mod error;
@@ -161,6 +162,7 @@ mod relay;
 mod render;
 mod script;
 mod server;
+mod sigv4;
 mod summary;
 
 pub use error::TestkitError;
@@ -170,6 +172,7 @@ pub use script::{
     Script, Stall, SummaryAnswer, Turn, WhenExhausted,
 };
 pub use server::{CapturedRequest, TestServer};
+pub use sigv4::SigV4Check;
 
 /// Usage and error types from `gyre-protocol`, as they appear in scripts.
 pub use gyre_protocol::{ErrorDetail, Usage};

@@ -289,6 +289,13 @@ impl TestServer {
         self.state.requests(true)
     }
 
+    /// The body of the `index`-th request (except `/_testkit/*`) exactly as it arrived:
+    /// what a signature covers.
+    #[must_use]
+    pub fn raw_body(&self, index: usize) -> Option<Bytes> {
+        self.state.log().requests.get(index).map(|r| r.body.clone())
+    }
+
     /// How many requests were received so far (except `/_testkit/*`).
     #[must_use]
     pub fn request_count(&self) -> usize {
@@ -421,12 +428,24 @@ async fn handle(
     let arrived = Instant::now();
     let body = collected.map(kept_copy).unwrap_or_default();
     let headers = header_map(&parts.headers);
-    let is_messages = parts.method == Method::POST && path == "/v1/messages";
+    let bedrock_model = (parts.method == Method::POST)
+        .then(|| crate::bedrock::invoke_model(path))
+        .flatten();
+    let is_messages =
+        parts.method == Method::POST && (path == "/v1/messages" || bedrock_model.is_some());
+    // Bedrock requests are signed, not keyed: tests check their signatures.
     let key_ok = match &state.script.require_api_key {
-        Some(key) => headers.get("x-api-key") == Some(key),
+        Some(key) => bedrock_model.is_some() || headers.get("x-api-key") == Some(key),
         None => true,
     };
-    let probe = serde_json::from_slice::<Probe>(&body);
+    let probe = serde_json::from_slice::<Probe>(&body).map(|mut probe| {
+        if bedrock_model.is_some() {
+            // The model is in the path, and every invoke-with-response-stream streams.
+            probe.model.clone_from(&bedrock_model);
+            probe.stream = Some(true);
+        }
+        probe
+    });
     let answerable = is_messages && key_ok && probe.is_ok();
     // A summary request is answered on the side and takes no turn.
     let summary = state
@@ -465,9 +484,13 @@ async fn handle(
                 .or_else(|| turn.and_then(|i| state.script.turns.get(i)))
             {
                 Some(Turn::Response(turn)) => {
-                    respond(turn, &probe, number, state.script.chunk_chars, body.len()).await
+                    let dialect = Dialect::of(bedrock_model.is_some());
+                    let sizes = (state.script.chunk_chars, body.len());
+                    respond(turn, &probe, number, sizes, dialect).await
                 }
-                Some(Turn::HttpError(turn)) => http_error(turn).await,
+                Some(Turn::HttpError(turn)) => {
+                    http_error(turn, Dialect::of(bedrock_model.is_some())).await
+                }
                 None => exhausted(state.script.turns.len()),
             },
         }
@@ -508,9 +531,42 @@ async fn delay(ms: Option<u64>) {
     }
 }
 
-async fn http_error(turn: &HttpErrorTurn) -> Response<Body> {
+/// How an answer is framed: as the Anthropic API sends it, or as Bedrock does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Anthropic,
+    Bedrock,
+}
+
+impl Dialect {
+    fn of(bedrock: bool) -> Self {
+        if bedrock {
+            Self::Bedrock
+        } else {
+            Self::Anthropic
+        }
+    }
+}
+
+async fn http_error(turn: &HttpErrorTurn, dialect: Dialect) -> Response<Body> {
     delay(turn.delay_ms).await;
     let error = &turn.http_error;
+    if dialect == Dialect::Bedrock {
+        let (status, exception) = crate::bedrock::error_status(error.status);
+        let anthropic = match &error.body {
+            Some(Value::String(text)) => text.clone(),
+            Some(body) => body.to_string(),
+            None => render::default_error_body(error.status),
+        };
+        let mut response = json_response(status, crate::bedrock::error_body(&anthropic));
+        if let Ok(value) = HeaderValue::from_str(&format!(
+            "{exception}:http://internal.amazon.com/coral/com.amazon.bedrock/"
+        )) {
+            response.headers_mut().insert("x-amzn-errortype", value);
+        }
+        add_headers(&mut response, &error.headers);
+        return response;
+    }
     let mut response = match &error.body {
         Some(Value::String(text)) => response(
             error.status,
@@ -528,8 +584,8 @@ async fn respond(
     turn: &ResponseTurn,
     probe: &Probe,
     number: usize,
-    chunk_chars: usize,
-    body_len: usize,
+    (chunk_chars, body_len): (usize, usize),
+    dialect: Dialect,
 ) -> Response<Body> {
     delay(turn.delay_ms).await;
     let ctx = RenderContext {
@@ -543,11 +599,19 @@ async fn respond(
     } else if probe.stream == Some(false) && turn.raw_events.is_none() {
         json_response(200, render::message_json(turn, &ctx))
     } else {
-        let playback = Playback::new(turn, render::stream_events(turn, &ctx));
+        let mut events = render::stream_events(turn, &ctx);
+        if dialect == Dialect::Bedrock {
+            events = events.iter().map(crate::bedrock::reframe).collect();
+        }
+        let playback = Playback::new(turn, events);
         let stream = futures::stream::unfold(playback, |mut playback| async move {
             playback.next_frame().await.map(|frame| (frame, playback))
         });
-        sse_response(StreamBody::new(stream).boxed_unsync())
+        let body = StreamBody::new(stream).boxed_unsync();
+        match dialect {
+            Dialect::Anthropic => sse_response(body),
+            Dialect::Bedrock => response(200, "application/vnd.amazon.eventstream", body),
+        }
     };
     add_headers(&mut response, &turn.headers);
     response

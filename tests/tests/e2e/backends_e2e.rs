@@ -139,3 +139,106 @@ fn an_untrusted_projects_key_helper_is_not_run() {
         Some(gyre_e2e::TEST_API_KEY)
     );
 }
+
+const BEDROCK_MODEL: &str = "us.anthropic.claude-sonnet-4-5-20250929-v1:0";
+
+/// A `gyre` command for Bedrock at `server`, with the `work` profile of AWS files
+/// written under the sandbox's home; no metadata endpoint is ever asked.
+fn bedrock_gyre(sandbox: &Sandbox, server: &TestServer) -> std::process::Command {
+    let aws = sandbox.home().join("aws");
+    std::fs::create_dir_all(&aws).unwrap();
+    std::fs::write(
+        aws.join("credentials"),
+        "[default]\naws_access_key_id = AKIDWRONG\naws_secret_access_key = wrong\n\
+         [work]\naws_access_key_id = AKIDWORK\naws_secret_access_key = work/secret+key\n",
+    )
+    .unwrap();
+    std::fs::write(
+        aws.join("config"),
+        "[profile work]\nregion = ap-southeast-2\n",
+    )
+    .unwrap();
+    let mut cmd = sandbox.gyre(server).unwrap();
+    cmd.env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env("CLAUDE_CODE_USE_BEDROCK", "1")
+        .env("ANTHROPIC_BEDROCK_BASE_URL", server.url())
+        .env("ANTHROPIC_MODEL", BEDROCK_MODEL)
+        .env("AWS_PROFILE", "work")
+        .env("AWS_SHARED_CREDENTIALS_FILE", aws.join("credentials"))
+        .env("AWS_CONFIG_FILE", aws.join("config"))
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("GCE_METADATA_HOST", "127.0.0.1:1");
+    cmd
+}
+
+#[test]
+fn a_bedrock_session_runs_end_to_end_through_overload_throttling_and_a_cut_stream() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox.write("notes.txt", "bedrock notes\n").unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::http_error(529).with_header("retry-after-ms", "1"),
+        Turn::tool_use("Read", json!({"file_path": "notes.txt"})),
+        Turn::http_error(429).with_header("retry-after-ms", "1"),
+        Turn::text("a partial answer that gets cut").cut_after(3),
+        Turn::text("read it over Bedrock"),
+    ]))
+    .unwrap();
+    let out =
+        run(bedrock_gyre(&sandbox, &server).args(["-p", "read the notes", "--verbose"])).unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "read it over Bedrock");
+    let line = out
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("gyre: backend:"))
+        .unwrap_or_else(|| panic!("no backend line in {}", out.stderr));
+    assert!(line.contains("Amazon Bedrock"), "{line}");
+    assert!(line.contains("AWS profile work"), "{line}");
+    assert!(!line.contains("work/secret"), "{line}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 5);
+    for r in &requests {
+        assert_eq!(
+            r.path,
+            "/model/us.anthropic.claude-sonnet-4-5-20250929-v1%3A0/invoke-with-response-stream"
+        );
+    }
+    // The tool result went back in the next request.
+    assert!(requests[2].body.to_string().contains("bedrock notes"));
+    let check = gyre_testkit::SigV4Check {
+        access_key_id: "AKIDWORK",
+        secret_access_key: "work/secret+key",
+        session_token: None,
+        region: "ap-southeast-2",
+        service: "bedrock",
+    };
+    assert_eq!(check.verify(&server), Ok(5));
+}
+
+#[test]
+fn a_bedrock_gateway_with_skip_auth_gets_unsigned_requests() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("via the gateway")])).unwrap();
+    let out = run(bedrock_gyre(&sandbox, &server)
+        .env("CLAUDE_CODE_SKIP_BEDROCK_AUTH", "1")
+        .args(["-p", "hi"]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "via the gateway");
+    assert_eq!(server.requests()[0].header("authorization"), None);
+}
+
+#[test]
+fn a_bedrock_profile_without_keys_fails_before_sending_and_says_what_to_set() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("never")])).unwrap();
+    let out = run(bedrock_gyre(&sandbox, &server)
+        .env("AWS_PROFILE", "missing")
+        .args(["-p", "hi"]))
+    .unwrap();
+    assert_ne!(out.code, Some(0));
+    assert!(out.stderr.contains("AWS_ACCESS_KEY_ID"), "{}", out.stderr);
+    assert!(out.stderr.contains("`missing`"), "{}", out.stderr);
+    assert_eq!(server.request_count(), 0);
+}

@@ -2,6 +2,7 @@
 //! (one link step instead of one per file).
 
 mod auth;
+mod bedrock;
 mod fixtures;
 mod http_retry;
 mod lossless;
