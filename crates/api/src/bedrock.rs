@@ -115,37 +115,21 @@ impl BedrockSigner {
 /// (`:` in `…-v1:0` becomes `%3A`, as the AWS SDKs send it).
 #[must_use]
 pub(crate) fn url(base_url: &str, model: &str) -> String {
-    let mut encoded = String::with_capacity(model.len());
-    for byte in model.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            encoded.push(char::from(byte));
-        } else {
-            encoded.push_str(&format!("%{byte:02X}"));
-        }
-    }
     format!(
-        "{}/model/{encoded}/invoke-with-response-stream",
-        base_url.trim_end_matches('/')
+        "{}/model/{}/invoke-with-response-stream",
+        base_url.trim_end_matches('/'),
+        crate::encode::percent_encode(model)
     )
 }
 
 /// The request body Bedrock takes: the Messages API's without `model`, `stream` and
 /// `metadata`, with `anthropic_version`.
 pub(crate) fn body(request: &MessagesRequest) -> Result<Vec<u8>, ApiError> {
-    let encode_error = |e: serde_json::Error| ApiError::InvalidConfig {
-        message: format!("request could not be encoded: {e}"),
-    };
-    let mut value = serde_json::to_value(request).map_err(encode_error)?;
-    if let Some(object) = value.as_object_mut() {
-        object.remove("model");
-        object.remove("stream");
-        object.remove("metadata");
-        object.insert(
-            "anthropic_version".to_owned(),
-            BEDROCK_ANTHROPIC_VERSION.into(),
-        );
-    }
-    serde_json::to_vec(&value).map_err(encode_error)
+    crate::encode::provider_body(
+        request,
+        &["model", "stream", "metadata"],
+        BEDROCK_ANTHROPIC_VERSION,
+    )
 }
 
 fn header_str<'a>(message: &'a Message, name: &str) -> Option<&'a str> {

@@ -136,6 +136,20 @@ pub enum Backend {
     Anthropic(Credential),
     /// Amazon Bedrock's `InvokeModelWithResponseStream` (`CLAUDE_CODE_USE_BEDROCK=1`).
     Bedrock(BedrockOptions),
+    /// Google Vertex AI's `streamRawPredict` (`CLAUDE_CODE_USE_VERTEX=1`).
+    Vertex(VertexOptions),
+}
+
+/// Where Vertex AI runs and how its requests are authorised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VertexOptions {
+    /// `CLOUD_ML_REGION` (default `us-east5`); `global` for the global endpoint.
+    pub region: String,
+    /// `ANTHROPIC_VERTEX_PROJECT_ID` (else `GOOGLE_CLOUD_PROJECT`, `GCLOUD_PROJECT`).
+    pub project_id: String,
+    /// The Application Default Credentials file, or none for a gateway
+    /// (`CLAUDE_CODE_SKIP_VERTEX_AUTH=1`).
+    pub credentials: Option<PathBuf>,
 }
 
 /// Where Bedrock runs and how its requests are signed.
@@ -206,6 +220,7 @@ impl Backend {
         match self {
             Self::Anthropic(_) => "Anthropic API",
             Self::Bedrock(_) => "Amazon Bedrock",
+            Self::Vertex(_) => "Google Vertex AI",
         }
     }
 
@@ -226,6 +241,10 @@ impl Backend {
                     p.config_file.display()
                 ),
             },
+            Self::Vertex(options) => match &options.credentials {
+                Some(file) => format!("Google credentials {}", file.display()),
+                None => "none (CLAUDE_CODE_SKIP_VERTEX_AUTH)".to_owned(),
+            },
         }
     }
 
@@ -238,6 +257,7 @@ impl Backend {
                 AwsCredentialSource::Environment(c) => Some(&c.secret_access_key),
                 AwsCredentialSource::Skip | AwsCredentialSource::Profile(_) => None,
             },
+            Self::Vertex(_) => None,
         }
     }
 }
@@ -277,6 +297,41 @@ impl BedrockOptions {
         };
         Self {
             region,
+            credentials,
+        }
+    }
+}
+
+impl VertexOptions {
+    /// Reads `CLOUD_ML_REGION`, `ANTHROPIC_VERTEX_PROJECT_ID` (or `GOOGLE_CLOUD_PROJECT`,
+    /// `GCLOUD_PROJECT`), `CLAUDE_CODE_SKIP_VERTEX_AUTH`, `GOOGLE_APPLICATION_CREDENTIALS`
+    /// and, without it, gcloud's `~/.config/gcloud/application_default_credentials.json`
+    /// (`CLOUDSDK_CONFIG` moves `~/.config/gcloud`).
+    #[must_use]
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
+        let credentials = if switched_on(var("CLAUDE_CODE_SKIP_VERTEX_AUTH")) {
+            None
+        } else {
+            Some(var("GOOGLE_APPLICATION_CREDENTIALS").map_or_else(
+                || {
+                    var("CLOUDSDK_CONFIG")
+                        .map(PathBuf::from)
+                        .unwrap_or_else(|| {
+                            PathBuf::from(var("HOME").unwrap_or_default())
+                                .join(".config")
+                                .join("gcloud")
+                        })
+                        .join("application_default_credentials.json")
+                },
+                PathBuf::from,
+            ))
+        };
+        Self {
+            region: var("CLOUD_ML_REGION").unwrap_or_else(|| "us-east5".to_owned()),
+            project_id: var("ANTHROPIC_VERTEX_PROJECT_ID")
+                .or_else(|| var("GOOGLE_CLOUD_PROJECT"))
+                .or_else(|| var("GCLOUD_PROJECT"))
+                .unwrap_or_default(),
             credentials,
         }
     }
@@ -375,6 +430,20 @@ impl ClientConfig {
                 format!("https://bedrock-runtime.{}.amazonaws.com", options.region)
             });
             let mut config = Self::for_backend(Backend::Bedrock(options));
+            config.base_url = base_url;
+            config.network = NetworkOptions::from_lookup(&lookup);
+            return Ok(config);
+        }
+        if switched_on(var("CLAUDE_CODE_USE_VERTEX")) {
+            let options = VertexOptions::from_lookup(var);
+            let base_url = var("ANTHROPIC_VERTEX_BASE_URL").unwrap_or_else(|| {
+                if options.region == "global" {
+                    "https://aiplatform.googleapis.com/v1".to_owned()
+                } else {
+                    format!("https://{}-aiplatform.googleapis.com/v1", options.region)
+                }
+            });
+            let mut config = Self::for_backend(Backend::Vertex(options));
             config.base_url = base_url;
             config.network = NetworkOptions::from_lookup(&lookup);
             return Ok(config);

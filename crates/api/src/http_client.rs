@@ -64,6 +64,19 @@ enum Provider {
         headers: HeaderMap,
         signer: crate::bedrock::BedrockSigner,
     },
+    /// Google Vertex AI: `POST …/models/{model}:streamRawPredict`, a Google OAuth bearer
+    /// token, SSE back.
+    #[cfg(feature = "vertex")]
+    Vertex {
+        base_url: String,
+        project_id: String,
+        region: String,
+        /// Content type, user agent.
+        headers: HeaderMap,
+        /// `None` for a gateway that authorises the requests itself. Boxed: a key pair
+        /// is large, and the other variants are not.
+        tokens: Option<Box<crate::vertex::TokenSource>>,
+    },
 }
 
 /// How an Anthropic API request is authorised.
@@ -139,6 +152,33 @@ impl Provider {
                     signer: crate::bedrock::BedrockSigner::new(options)?,
                 })
             }
+            #[cfg(feature = "vertex")]
+            Backend::Vertex(options) => {
+                if options.project_id.is_empty() {
+                    return Err(ApiError::InvalidConfig {
+                        message: "Vertex AI needs a project: set ANTHROPIC_VERTEX_PROJECT_ID"
+                            .to_owned(),
+                    });
+                }
+                Ok(Self::Vertex {
+                    base_url: config.base_url.clone(),
+                    project_id: options.project_id.clone(),
+                    region: options.region.clone(),
+                    headers,
+                    tokens: options
+                        .credentials
+                        .as_deref()
+                        .map(crate::vertex::TokenSource::new)
+                        .transpose()?
+                        .map(Box::new),
+                })
+            }
+            #[cfg(not(feature = "vertex"))]
+            Backend::Vertex(_) => Err(ApiError::InvalidConfig {
+                message: "this gyre was built without Google Vertex AI support (the `vertex` \
+                          feature of gyre-api)"
+                    .to_owned(),
+            }),
             #[cfg(not(feature = "bedrock"))]
             Backend::Bedrock(_) => Err(ApiError::InvalidConfig {
                 message: "this gyre was built without Amazon Bedrock support (the `bedrock` \
@@ -153,6 +193,8 @@ impl Provider {
         &self,
         request: &MessagesRequest,
         encoder: &Mutex<BodyEncoder>,
+        // Only Vertex fetches a token over it first.
+        #[cfg_attr(not(feature = "vertex"), allow(unused_variables))] http: &reqwest::Client,
     ) -> Result<Prepared, ApiError> {
         match self {
             Self::Anthropic { url, headers, auth } => {
@@ -189,6 +231,30 @@ impl Provider {
                     body: body.into(),
                 })
             }
+            #[cfg(feature = "vertex")]
+            Self::Vertex {
+                base_url,
+                project_id,
+                region,
+                headers,
+                tokens,
+            } => {
+                let url = crate::vertex::url(base_url, project_id, region, &request.model);
+                let body = crate::vertex::body(request)?;
+                let mut headers = headers.clone();
+                if let Some(tokens) = tokens {
+                    let token = tokens.token(http).await?;
+                    headers.insert(
+                        AUTHORIZATION,
+                        secret_header(&format!("Bearer {token}"), "the Google access token")?,
+                    );
+                }
+                Ok(Prepared {
+                    url,
+                    headers,
+                    body: body.into(),
+                })
+            }
         }
     }
 
@@ -204,6 +270,8 @@ impl Provider {
         let hints = ServerHints::from_headers(headers, SystemTime::now());
         match self {
             Self::Anthropic { .. } => ApiError::from_response(status, hints, body, model, url),
+            #[cfg(feature = "vertex")]
+            Self::Vertex { .. } => ApiError::from_response(status, hints, body, model, url),
             #[cfg(feature = "bedrock")]
             Self::Bedrock { .. } => crate::bedrock::error(status, headers, hints, body, model, url),
         }
@@ -216,6 +284,8 @@ impl Provider {
     ) -> Pin<Box<dyn Stream<Item = Result<StreamEvent, ApiError>> + Send>> {
         match self {
             Self::Anthropic { .. } => Box::pin(sse_events(response.bytes_stream())),
+            #[cfg(feature = "vertex")]
+            Self::Vertex { .. } => Box::pin(sse_events(response.bytes_stream())),
             #[cfg(feature = "bedrock")]
             Self::Bedrock { .. } => Box::pin(crate::bedrock::events(response.bytes_stream())),
         }
@@ -235,6 +305,13 @@ impl Provider {
             } => {}
             #[cfg(feature = "bedrock")]
             Self::Bedrock { .. } => {}
+            #[cfg(feature = "vertex")]
+            Self::Vertex {
+                tokens: Some(tokens),
+                ..
+            } => tokens.invalidate().await,
+            #[cfg(feature = "vertex")]
+            Self::Vertex { tokens: None, .. } => {}
         }
     }
 }
@@ -312,7 +389,7 @@ impl ModelClient for AnthropicClient {
             let prepared = tokio::select! {
                 biased;
                 () = cancel.cancelled() => Err(ApiError::Aborted),
-                p = provider.prepare(&request, &encoder) => p,
+                p = provider.prepare(&request, &encoder, &http) => p,
             };
             let Prepared { url, headers, body } = match prepared {
                 Ok(p) => p,

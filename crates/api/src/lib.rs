@@ -81,6 +81,8 @@ mod network;
 mod retry;
 mod sse;
 mod stream;
+#[cfg(feature = "vertex")]
+mod vertex;
 
 pub use assemble::{
     Assembled, INVALID_JSON_ERROR_KEY, INVALID_JSON_KEY, InvalidToolInput, MessageAssembler,
@@ -91,7 +93,7 @@ pub use bedrock::BEDROCK_ANTHROPIC_VERSION;
 pub use cache::add_cache_markers;
 pub use client::{
     ANTHROPIC_VERSION, AwsCredentialSource, AwsCredentials, AwsProfile, Backend, BedrockOptions,
-    ClientConfig, Credential, DEFAULT_BASE_URL, EventStream, KeyHelper, ModelClient,
+    ClientConfig, Credential, DEFAULT_BASE_URL, EventStream, KeyHelper, ModelClient, VertexOptions,
     default_user_agent,
 };
 pub use encode::BodyEncoder;
@@ -117,3 +119,5 @@ pub use sse::{
     sse_events,
 };
 pub use stream::{ModelEvent, ModelEventStream, stream_with_retry};
+#[cfg(feature = "vertex")]
+pub use vertex::{REFRESH_MARGIN, VERTEX_ANTHROPIC_VERSION};

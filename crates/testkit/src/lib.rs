@@ -158,6 +158,7 @@ mod bedrock;
 pub mod cargo;
 pub mod corpus;
 mod error;
+mod google;
 mod relay;
 mod render;
 mod script;
@@ -166,6 +167,7 @@ mod sigv4;
 mod summary;
 
 pub use error::TestkitError;
+pub use google::GoogleTokenServer;
 pub use relay::{ConnectProxy, TlsFront};
 pub use script::{
     Block, CutMode, DEFAULT_CHUNK_CHARS, ErrorEvent, HttpError, HttpErrorTurn, ResponseTurn,

@@ -431,10 +431,18 @@ async fn handle(
     let bedrock_model = (parts.method == Method::POST)
         .then(|| crate::bedrock::invoke_model(path))
         .flatten();
-    let is_messages =
-        parts.method == Method::POST && (path == "/v1/messages" || bedrock_model.is_some());
-    // Bedrock requests are signed, not keyed: tests check their signatures.
+    // Vertex AI's streamRawPredict speaks the Messages API's SSE; the model is in the path.
+    let vertex_model = (parts.method == Method::POST)
+        .then(|| crate::google::stream_raw_predict_model(path))
+        .flatten();
+    let is_messages = parts.method == Method::POST
+        && (path == "/v1/messages" || bedrock_model.is_some() || vertex_model.is_some());
+    // Bedrock requests are signed, not keyed: tests check their signatures. Vertex
+    // requests carry a bearer token: `require_api_key` names it.
     let key_ok = match &state.script.require_api_key {
+        Some(key) if vertex_model.is_some() => {
+            headers.get("authorization") == Some(&format!("Bearer {key}"))
+        }
         Some(key) => bedrock_model.is_some() || headers.get("x-api-key") == Some(key),
         None => true,
     };
@@ -443,6 +451,9 @@ async fn handle(
             // The model is in the path, and every invoke-with-response-stream streams.
             probe.model.clone_from(&bedrock_model);
             probe.stream = Some(true);
+        }
+        if vertex_model.is_some() {
+            probe.model.clone_from(&vertex_model);
         }
         probe
     });

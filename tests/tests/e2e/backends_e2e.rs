@@ -242,3 +242,58 @@ fn a_bedrock_profile_without_keys_fails_before_sending_and_says_what_to_set() {
     assert!(out.stderr.contains("`missing`"), "{}", out.stderr);
     assert_eq!(server.request_count(), 0);
 }
+
+#[test]
+fn a_vertex_session_runs_end_to_end_with_a_service_account_through_overload_and_a_cut_stream() {
+    let sandbox = Sandbox::new().unwrap();
+    sandbox.write("notes.txt", "vertex notes\n").unwrap();
+    let tokens = gyre_testkit::GoogleTokenServer::spawn(3600).unwrap();
+    let key = sandbox.home().join("service-account.json");
+    tokens
+        .write_service_account(&key, "gyre@test.iam.gserviceaccount.com")
+        .unwrap();
+    let server = TestServer::spawn(
+        Script::new([
+            Turn::http_error(529).with_header("retry-after-ms", "1"),
+            Turn::tool_use("Read", json!({"file_path": "notes.txt"})),
+            Turn::text("a partial answer that gets cut").cut_after(3),
+            Turn::text("read it over Vertex"),
+        ])
+        .require_api_key("ya29.gyre-test-1"),
+    )
+    .unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .env_remove("ANTHROPIC_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env("CLAUDE_CODE_USE_VERTEX", "1")
+        .env("ANTHROPIC_VERTEX_BASE_URL", server.url())
+        .env("ANTHROPIC_VERTEX_PROJECT_ID", "my-project")
+        .env("CLOUD_ML_REGION", "us-east5")
+        .env("ANTHROPIC_MODEL", "claude-sonnet-4-5@20250929")
+        .env("GOOGLE_APPLICATION_CREDENTIALS", &key)
+        .env("GCE_METADATA_HOST", "127.0.0.1:1")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .args(["-p", "read the notes", "--verbose"]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "read it over Vertex");
+    assert!(
+        out.stderr.contains("gyre: backend: Google Vertex AI at"),
+        "{}",
+        out.stderr
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    for r in &requests {
+        assert_eq!(
+            r.path,
+            "/projects/my-project/locations/us-east5/publishers/anthropic/models/\
+             claude-sonnet-4-5@20250929:streamRawPredict"
+        );
+    }
+    assert!(requests[2].body.to_string().contains("vertex notes"));
+    assert_eq!(tokens.minted(), 1);
+    assert_eq!(tokens.refused(), Vec::<String>::new());
+}

@@ -233,8 +233,8 @@ fn every_shell_line_in_the_readme_is_run_by_a_test_or_by_ci() {
             "gyre" => root().join("tests/tests/e2e/repl_tmux.rs").is_file(),
             // Environment only; the tests set these variables themselves.
             l if l.starts_with("export ANTHROPIC_") => true,
-            // The Bedrock section's: tests/tests/e2e/backends_e2e.rs sets them for its
-            // Bedrock sessions.
+            // The Bedrock and Vertex sections': tests/tests/e2e/backends_e2e.rs sets them
+            // for its sessions.
             l if l.starts_with("export CLAUDE_CODE_USE_BEDROCK")
                 || l.starts_with("export AWS_") =>
             {
