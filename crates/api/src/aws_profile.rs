@@ -4,11 +4,38 @@
 //! name]` (or `[default]`) in `config`, `key = value` lines, `#` and `;` comments.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
-#[cfg(feature = "bedrock")]
-use crate::client::AwsCredentials;
-use crate::client::AwsProfile;
+/// An AWS access key. `Debug` shows the key id only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AwsCredentials {
+    /// `AKIA…` / `ASIA…`.
+    pub access_key_id: String,
+    /// The secret key.
+    pub secret_access_key: String,
+    /// The session token of temporary credentials.
+    pub session_token: Option<String>,
+}
+
+impl fmt::Debug for AwsCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AwsCredentials")
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A named profile of the AWS shared files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsProfile {
+    /// `AWS_PROFILE`, else `default`.
+    pub name: String,
+    /// `AWS_SHARED_CREDENTIALS_FILE`, else `~/.aws/credentials`.
+    pub credentials_file: PathBuf,
+    /// `AWS_CONFIG_FILE`, else `~/.aws/config`.
+    pub config_file: PathBuf,
+}
 
 /// The `key = value` pairs of `section` in the INI file at `path`; `None` when the file
 /// cannot be read or has no such section.

@@ -11,6 +11,7 @@ use futures::Stream;
 use gyre_protocol::{MessagesRequest, StreamEvent};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::aws_profile::{AwsCredentials, AwsProfile};
 use crate::{ApiError, NetworkOptions};
 
 /// The raw events of one attempt, as they arrive.
@@ -171,36 +172,6 @@ pub enum AwsCredentialSource {
     Environment(AwsCredentials),
     /// A profile of the shared `credentials` and `config` files (`AWS_PROFILE`).
     Profile(AwsProfile),
-}
-
-/// An AWS access key. `Debug` shows the key id only.
-#[derive(Clone, PartialEq, Eq)]
-pub struct AwsCredentials {
-    /// `AKIA…` / `ASIA…`.
-    pub access_key_id: String,
-    /// The secret key.
-    pub secret_access_key: String,
-    /// The session token of temporary credentials.
-    pub session_token: Option<String>,
-}
-
-impl fmt::Debug for AwsCredentials {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AwsCredentials")
-            .field("access_key_id", &self.access_key_id)
-            .finish_non_exhaustive()
-    }
-}
-
-/// A named profile of the AWS shared files.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AwsProfile {
-    /// `AWS_PROFILE`, else `default`.
-    pub name: String,
-    /// `AWS_SHARED_CREDENTIALS_FILE`, else `~/.aws/credentials`.
-    pub credentials_file: PathBuf,
-    /// `AWS_CONFIG_FILE`, else `~/.aws/config`.
-    pub config_file: PathBuf,
 }
 
 /// Whether a `CLAUDE_CODE_USE_…`-style switch is on: `1`, `true`, `yes`, `on`.

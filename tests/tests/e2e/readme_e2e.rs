@@ -236,6 +236,8 @@ fn every_shell_line_in_the_readme_is_run_by_a_test_or_by_ci() {
             // The Bedrock and Vertex sections': tests/tests/e2e/backends_e2e.rs sets them
             // for its sessions.
             l if l.starts_with("export CLAUDE_CODE_USE_BEDROCK")
+                || l.starts_with("export CLAUDE_CODE_USE_VERTEX")
+                || l.starts_with("export CLOUD_ML_REGION")
                 || l.starts_with("export AWS_") =>
             {
                 root().join("tests/tests/e2e/backends_e2e.rs").is_file()
