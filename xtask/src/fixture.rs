@@ -379,8 +379,8 @@ fn record(args: RecordArgs) -> Result<()> {
             let config = ClientConfig::from_env().context(
                 "--live records against the API: set ANTHROPIC_API_KEY (and ANTHROPIC_BASE_URL if needed)",
             )?;
-            let key = config.api_key.clone();
-            (config, "live".to_owned(), Some(key))
+            let key = config.backend.static_secret().map(str::to_owned);
+            (config, "live".to_owned(), key)
         }
     };
     let upstream: Arc<dyn ModelClient> =

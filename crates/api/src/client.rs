@@ -2,6 +2,7 @@
 //! implementation, `AnthropicClient`, is in `http_client` (the `client` feature).
 
 use std::fmt;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,8 @@ use futures::Stream;
 use gyre_protocol::{MessagesRequest, StreamEvent};
 use tokio_util::sync::CancellationToken;
 
-use crate::ApiError;
+pub use crate::aws_profile::{AwsCredentials, AwsProfile};
+use crate::{ApiError, NetworkOptions};
 
 /// The raw events of one attempt, as they arrive.
 pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent, ApiError>> + Send>>;
@@ -49,37 +51,299 @@ pub fn default_user_agent() -> String {
     format!("gyre/{}", env!("CARGO_PKG_VERSION"))
 }
 
-/// Where and how to reach the API. `Debug` never shows the key.
-#[derive(Clone)]
+/// How requests to the Anthropic API are authorised. `Debug` never shows a secret.
+#[derive(Clone, PartialEq, Eq)]
+pub enum Credential {
+    /// An API key, sent as `x-api-key` (`ANTHROPIC_API_KEY`).
+    ApiKey(String),
+    /// A token sent as `Authorization: Bearer` (`ANTHROPIC_AUTH_TOKEN`), for gateways.
+    BearerToken(String),
+    /// A command whose output is the key (settings' `apiKeyHelper`), sent as
+    /// `x-api-key`: run when first needed, again when its TTL is up or after a 401.
+    KeyHelper(KeyHelper),
+}
+
+impl fmt::Debug for Credential {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ApiKey(_) => f.write_str("ApiKey([redacted])"),
+            Self::BearerToken(_) => f.write_str("BearerToken([redacted])"),
+            Self::KeyHelper(helper) => f.debug_tuple("KeyHelper").field(helper).finish(),
+        }
+    }
+}
+
+impl Credential {
+    /// Where the credential comes from, for `--verbose` and `/status`: never the secret.
+    #[must_use]
+    pub fn source(&self) -> String {
+        match self {
+            Self::ApiKey(_) => "ANTHROPIC_API_KEY".to_owned(),
+            Self::BearerToken(_) => "ANTHROPIC_AUTH_TOKEN (bearer)".to_owned(),
+            // Not the command: it may hold a secret of its own (a vault token, a path).
+            Self::KeyHelper(_) => "apiKeyHelper (settings)".to_owned(),
+        }
+    }
+
+    /// The secret itself when it is known up front (a fixture recording redacts it).
+    #[must_use]
+    pub fn static_secret(&self) -> Option<&str> {
+        match self {
+            Self::ApiKey(s) | Self::BearerToken(s) => Some(s),
+            Self::KeyHelper(_) => None,
+        }
+    }
+}
+
+/// A command that prints the API key (settings' `apiKeyHelper`), run with `sh -c`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyHelper {
+    /// The shell command.
+    pub command: String,
+    /// The directory it runs in.
+    pub cwd: PathBuf,
+    /// How long its output is used before it runs again
+    /// (`CLAUDE_CODE_API_KEY_HELPER_TTL_MS`; [`KeyHelper::DEFAULT_TTL`] without it).
+    pub ttl: Duration,
+}
+
+impl KeyHelper {
+    /// The reference reruns the helper every 5 minutes unless told otherwise.
+    pub const DEFAULT_TTL: Duration = Duration::from_secs(5 * 60);
+
+    /// A helper running `command` in `cwd`, with the TTL
+    /// `CLAUDE_CODE_API_KEY_HELPER_TTL_MS` from `lookup` gives (default 5 minutes).
+    #[must_use]
+    pub fn new(
+        command: impl Into<String>,
+        cwd: impl Into<PathBuf>,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Self {
+        let ttl = lookup("CLAUDE_CODE_API_KEY_HELPER_TTL_MS")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(Self::DEFAULT_TTL, Duration::from_millis);
+        Self {
+            command: command.into(),
+            cwd: cwd.into(),
+            ttl,
+        }
+    }
+}
+
+/// Which service answers the requests, and how they are authorised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Backend {
+    /// The Anthropic Messages API, or a gateway that speaks it.
+    Anthropic(Credential),
+    /// Amazon Bedrock's `InvokeModelWithResponseStream` (`CLAUDE_CODE_USE_BEDROCK=1`).
+    Bedrock(BedrockOptions),
+    /// Google Vertex AI's `streamRawPredict` (`CLAUDE_CODE_USE_VERTEX=1`).
+    Vertex(VertexOptions),
+}
+
+/// Where Vertex AI runs and how its requests are authorised.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VertexOptions {
+    /// `CLOUD_ML_REGION` (default `us-east5`); `global` for the global endpoint.
+    pub region: String,
+    /// `ANTHROPIC_VERTEX_PROJECT_ID` (else `GOOGLE_CLOUD_PROJECT`, `GCLOUD_PROJECT`).
+    pub project_id: String,
+    /// The Application Default Credentials file, or none for a gateway
+    /// (`CLAUDE_CODE_SKIP_VERTEX_AUTH=1`).
+    pub credentials: Option<PathBuf>,
+}
+
+/// Where Bedrock runs and how its requests are signed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BedrockOptions {
+    /// The AWS region (`AWS_REGION`, `AWS_DEFAULT_REGION`, the profile's, or `us-east-1`).
+    pub region: String,
+    /// The credentials that sign requests.
+    pub credentials: AwsCredentialSource,
+}
+
+/// Where the AWS credentials that sign Bedrock requests come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AwsCredentialSource {
+    /// None: requests go unsigned, for a gateway that signs them
+    /// (`CLAUDE_CODE_SKIP_BEDROCK_AUTH=1`).
+    Skip,
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`.
+    Environment(AwsCredentials),
+    /// A profile of the shared `credentials` and `config` files (`AWS_PROFILE`).
+    Profile(AwsProfile),
+}
+
+/// Whether a `CLAUDE_CODE_USE_…`-style switch is on: `1`, `true`, `yes`, `on`.
+fn switched_on(value: Option<String>) -> bool {
+    value.is_some_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
+}
+
+impl Backend {
+    /// The backend's name, for `--verbose` and `/status`.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Anthropic(_) => "Anthropic API",
+            Self::Bedrock(_) => "Amazon Bedrock",
+            Self::Vertex(_) => "Google Vertex AI",
+        }
+    }
+
+    /// Where its credentials come from (never the secret).
+    #[must_use]
+    pub fn credential_source(&self) -> String {
+        match self {
+            Self::Anthropic(credential) => credential.source(),
+            Self::Bedrock(options) => match &options.credentials {
+                AwsCredentialSource::Skip => "none (CLAUDE_CODE_SKIP_BEDROCK_AUTH)".to_owned(),
+                AwsCredentialSource::Environment(c) => {
+                    format!("AWS_ACCESS_KEY_ID {}", c.access_key_id)
+                }
+                AwsCredentialSource::Profile(p) => format!(
+                    "AWS profile {} ({}, {})",
+                    p.name,
+                    p.credentials_file.display(),
+                    p.config_file.display()
+                ),
+            },
+            Self::Vertex(options) => match &options.credentials {
+                Some(file) => format!("Google credentials {}", file.display()),
+                None => "none (CLAUDE_CODE_SKIP_VERTEX_AUTH)".to_owned(),
+            },
+        }
+    }
+
+    /// The secret when it is known up front (a fixture recording redacts it).
+    #[must_use]
+    pub fn static_secret(&self) -> Option<&str> {
+        match self {
+            Self::Anthropic(credential) => credential.static_secret(),
+            Self::Bedrock(options) => match &options.credentials {
+                AwsCredentialSource::Environment(c) => Some(&c.secret_access_key),
+                AwsCredentialSource::Skip | AwsCredentialSource::Profile(_) => None,
+            },
+            Self::Vertex(_) => None,
+        }
+    }
+}
+
+impl BedrockOptions {
+    /// Reads `AWS_REGION`/`AWS_DEFAULT_REGION`, `CLAUDE_CODE_SKIP_BEDROCK_AUTH`, the
+    /// `AWS_ACCESS_KEY_ID` trio, `AWS_PROFILE`, `AWS_SHARED_CREDENTIALS_FILE`,
+    /// `AWS_CONFIG_FILE` and `HOME` through `var` (blank counts as unset). Without a
+    /// region variable the profile's `region` in the config file is used, else
+    /// `us-east-1`.
+    #[must_use]
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
+        let home = var("HOME").map(PathBuf::from).unwrap_or_default();
+        let profile = AwsProfile {
+            name: var("AWS_PROFILE").unwrap_or_else(|| "default".to_owned()),
+            credentials_file: var("AWS_SHARED_CREDENTIALS_FILE")
+                .map_or_else(|| home.join(".aws").join("credentials"), PathBuf::from),
+            config_file: var("AWS_CONFIG_FILE")
+                .map_or_else(|| home.join(".aws").join("config"), PathBuf::from),
+        };
+        let region = var("AWS_REGION")
+            .or_else(|| var("AWS_DEFAULT_REGION"))
+            .or_else(|| crate::aws_profile::region(&profile))
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        let credentials = if switched_on(var("CLAUDE_CODE_SKIP_BEDROCK_AUTH")) {
+            AwsCredentialSource::Skip
+        } else if let (Some(access_key_id), Some(secret_access_key)) =
+            (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
+        {
+            AwsCredentialSource::Environment(AwsCredentials {
+                access_key_id,
+                secret_access_key,
+                session_token: var("AWS_SESSION_TOKEN"),
+            })
+        } else {
+            AwsCredentialSource::Profile(profile)
+        };
+        Self {
+            region,
+            credentials,
+        }
+    }
+}
+
+impl VertexOptions {
+    /// Reads `CLOUD_ML_REGION`, `ANTHROPIC_VERTEX_PROJECT_ID` (or `GOOGLE_CLOUD_PROJECT`,
+    /// `GCLOUD_PROJECT`), `CLAUDE_CODE_SKIP_VERTEX_AUTH`, `GOOGLE_APPLICATION_CREDENTIALS`
+    /// and, without it, gcloud's `~/.config/gcloud/application_default_credentials.json`
+    /// (`CLOUDSDK_CONFIG` moves `~/.config/gcloud`).
+    #[must_use]
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
+        let credentials = if switched_on(var("CLAUDE_CODE_SKIP_VERTEX_AUTH")) {
+            None
+        } else {
+            Some(var("GOOGLE_APPLICATION_CREDENTIALS").map_or_else(
+                || {
+                    var("CLOUDSDK_CONFIG")
+                        .map(PathBuf::from)
+                        .unwrap_or_else(|| {
+                            PathBuf::from(var("HOME").unwrap_or_default())
+                                .join(".config")
+                                .join("gcloud")
+                        })
+                        .join("application_default_credentials.json")
+                },
+                PathBuf::from,
+            ))
+        };
+        Self {
+            region: var("CLOUD_ML_REGION").unwrap_or_else(|| "us-east5".to_owned()),
+            project_id: var("ANTHROPIC_VERTEX_PROJECT_ID")
+                .or_else(|| var("GOOGLE_CLOUD_PROJECT"))
+                .or_else(|| var("GCLOUD_PROJECT"))
+                .unwrap_or_default(),
+            credentials,
+        }
+    }
+}
+
+/// Where and how to reach the API. `Debug` never shows a secret.
+#[derive(Debug, Clone)]
 pub struct ClientConfig {
     /// Scheme, host and optional path prefix; `/v1/messages` is appended.
     pub base_url: String,
-    /// The `x-api-key` header's value; never logged, never in `Debug`.
-    pub api_key: String,
+    /// The service, and its credentials.
+    pub backend: Backend,
+    /// Proxies and extra CA certificates.
+    pub network: NetworkOptions,
     /// The `user-agent` header (`gyre/<version>` by default).
     pub user_agent: String,
     /// How long to wait for a TCP/TLS connection.
     pub connect_timeout: Duration,
 }
 
-impl fmt::Debug for ClientConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ClientConfig")
-            .field("base_url", &self.base_url)
-            .field("api_key", &"[redacted]")
-            .field("user_agent", &self.user_agent)
-            .field("connect_timeout", &self.connect_timeout)
-            .finish()
-    }
-}
-
 impl ClientConfig {
     /// A configuration for the public API with this key.
     #[must_use]
     pub fn new(api_key: impl Into<String>) -> Self {
+        Self::with_credential(Credential::ApiKey(api_key.into()))
+    }
+
+    /// A configuration for the public API with this credential.
+    #[must_use]
+    pub fn with_credential(credential: Credential) -> Self {
+        Self::for_backend(Backend::Anthropic(credential))
+    }
+
+    /// A configuration for `backend`, at the public API's URL until
+    /// [`ClientConfig::with_base_url`] says otherwise.
+    #[must_use]
+    pub fn for_backend(backend: Backend) -> Self {
         Self {
             base_url: DEFAULT_BASE_URL.to_owned(),
-            api_key: api_key.into(),
+            backend,
+            network: NetworkOptions::default(),
             user_agent: default_user_agent(),
             connect_timeout: Duration::from_secs(30),
         }
@@ -92,25 +356,83 @@ impl ClientConfig {
         self
     }
 
-    /// Reads `ANTHROPIC_API_KEY` (required) and `ANTHROPIC_BASE_URL`.
+    /// Same, with these proxies and CAs.
+    #[must_use]
+    pub fn with_network(mut self, network: NetworkOptions) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// Reads the configuration from the process environment; see [`ClientConfig::from_lookup`].
+    ///
+    /// # Errors
+    /// As [`ClientConfig::from_lookup`].
     pub fn from_env() -> Result<Self, ApiError> {
         Self::from_lookup(|name| std::env::var(name).ok())
     }
 
-    /// [`ClientConfig::from_env`] over any variable lookup (tests, settings files).
+    /// The configuration these variables describe: `ANTHROPIC_AUTH_TOKEN` (a bearer
+    /// token) else `ANTHROPIC_API_KEY`, `ANTHROPIC_BASE_URL`, and the proxies and CA
+    /// bundles of [`NetworkOptions::from_lookup`].
+    ///
+    /// # Errors
+    /// [`ApiError::MissingApiKey`] when neither credential is set.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ApiError> {
-        let api_key = lookup("ANTHROPIC_API_KEY")
-            .map(|k| k.trim().to_owned())
-            .filter(|k| !k.is_empty())
-            .ok_or(ApiError::MissingApiKey)?;
-        let mut config = Self::new(api_key);
-        if let Some(base) = lookup("ANTHROPIC_BASE_URL").filter(|b| !b.trim().is_empty()) {
-            config.base_url = base.trim().to_owned();
+        Self::from_lookup_with_helper(lookup, None)
+    }
+
+    /// [`ClientConfig::from_lookup`], with an `apiKeyHelper` from settings: it comes
+    /// after `ANTHROPIC_AUTH_TOKEN` and before `ANTHROPIC_API_KEY`.
+    ///
+    /// # Errors
+    /// [`ApiError::MissingApiKey`] when no credential is set.
+    pub fn from_lookup_with_helper(
+        lookup: impl Fn(&str) -> Option<String>,
+        helper: Option<KeyHelper>,
+    ) -> Result<Self, ApiError> {
+        let var = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_owned())
+                .filter(|v| !v.is_empty())
+        };
+        if switched_on(var("CLAUDE_CODE_USE_BEDROCK")) {
+            let options = BedrockOptions::from_lookup(var);
+            let base_url = var("ANTHROPIC_BEDROCK_BASE_URL").unwrap_or_else(|| {
+                format!("https://bedrock-runtime.{}.amazonaws.com", options.region)
+            });
+            let mut config = Self::for_backend(Backend::Bedrock(options));
+            config.base_url = base_url;
+            config.network = NetworkOptions::from_lookup(&lookup);
+            return Ok(config);
         }
+        if switched_on(var("CLAUDE_CODE_USE_VERTEX")) {
+            let options = VertexOptions::from_lookup(var);
+            let base_url = var("ANTHROPIC_VERTEX_BASE_URL").unwrap_or_else(|| {
+                if options.region == "global" {
+                    "https://aiplatform.googleapis.com/v1".to_owned()
+                } else {
+                    format!("https://{}-aiplatform.googleapis.com/v1", options.region)
+                }
+            });
+            let mut config = Self::for_backend(Backend::Vertex(options));
+            config.base_url = base_url;
+            config.network = NetworkOptions::from_lookup(&lookup);
+            return Ok(config);
+        }
+        let credential = var("ANTHROPIC_AUTH_TOKEN")
+            .map(Credential::BearerToken)
+            .or_else(|| helper.map(Credential::KeyHelper))
+            .or_else(|| var("ANTHROPIC_API_KEY").map(Credential::ApiKey))
+            .ok_or(ApiError::MissingApiKey)?;
+        let mut config = Self::with_credential(credential);
+        if let Some(base) = var("ANTHROPIC_BASE_URL") {
+            config.base_url = base;
+        }
+        config.network = NetworkOptions::from_lookup(&lookup);
         Ok(config)
     }
 
-    /// `{base_url}/v1/messages`.
+    /// `{base_url}/v1/messages` (the Anthropic API's path).
     #[must_use]
     pub fn messages_url(&self) -> String {
         format!("{}/v1/messages", self.base_url.trim_end_matches('/'))
@@ -137,6 +459,10 @@ mod tests {
             ClientConfig::from_lookup(|k| (k == "ANTHROPIC_API_KEY").then(|| "sk-1".to_owned()))
                 .unwrap();
         assert_eq!(c.base_url, DEFAULT_BASE_URL);
+        assert_eq!(
+            c.backend,
+            Backend::Anthropic(Credential::ApiKey("sk-1".to_owned()))
+        );
         assert_eq!(c.messages_url(), "https://api.anthropic.com/v1/messages");
         let c = ClientConfig::from_lookup(|k| match k {
             "ANTHROPIC_API_KEY" => Some("sk-1".to_owned()),
@@ -148,9 +474,48 @@ mod tests {
     }
 
     #[test]
+    fn a_bearer_token_wins_over_the_helper_and_the_helper_over_the_key() {
+        let vars = |names: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                names
+                    .iter()
+                    .find(|(n, _)| *n == k)
+                    .map(|(_, v)| (*v).to_owned())
+            }
+        };
+        let helper = KeyHelper::new("vault read key", "/", |_| None);
+        const BOTH: &[(&str, &str)] =
+            &[("ANTHROPIC_AUTH_TOKEN", "tok"), ("ANTHROPIC_API_KEY", "sk")];
+        let c = ClientConfig::from_lookup_with_helper(vars(BOTH), Some(helper.clone())).unwrap();
+        assert_eq!(
+            c.backend,
+            Backend::Anthropic(Credential::BearerToken("tok".to_owned()))
+        );
+        assert_eq!(
+            c.backend.credential_source(),
+            "ANTHROPIC_AUTH_TOKEN (bearer)"
+        );
+        const KEY_ONLY: &[(&str, &str)] = &[("ANTHROPIC_API_KEY", "sk")];
+        let c =
+            ClientConfig::from_lookup_with_helper(vars(KEY_ONLY), Some(helper.clone())).unwrap();
+        assert_eq!(
+            c.backend,
+            Backend::Anthropic(Credential::KeyHelper(helper.clone()))
+        );
+        assert_eq!(c.backend.credential_source(), "apiKeyHelper (settings)");
+        assert_eq!(helper.ttl, KeyHelper::DEFAULT_TTL);
+        let ttl = KeyHelper::new("k", "/", |k| {
+            (k == "CLAUDE_CODE_API_KEY_HELPER_TTL_MS").then(|| "1500".to_owned())
+        });
+        assert_eq!(ttl.ttl, Duration::from_millis(1500));
+    }
+
+    #[test]
     fn debug_never_shows_the_key() {
         let c = ClientConfig::new("sk-ant-secret");
         assert!(!format!("{c:?}").contains("secret"));
+        let bearer = ClientConfig::with_credential(Credential::BearerToken("tok-secret".into()));
+        assert!(!format!("{bearer:?}").contains("secret"));
         #[cfg(feature = "client")]
         {
             let client = crate::AnthropicClient::new(c).unwrap();

@@ -156,6 +156,43 @@ impl BodyEncoder {
     }
 }
 
+/// A cloud provider's request body: the Messages API's without the fields it takes
+/// elsewhere (`drop`: the model goes in the URL), with its `anthropic_version`. Built
+/// whole each time: only the Anthropic API's path reuses the last body.
+#[cfg(any(feature = "bedrock", feature = "vertex"))]
+pub(crate) fn provider_body(
+    request: &MessagesRequest,
+    drop: &[&str],
+    anthropic_version: &str,
+) -> Result<Vec<u8>, crate::ApiError> {
+    let encode_error = |e: serde_json::Error| crate::ApiError::InvalidConfig {
+        message: format!("request could not be encoded: {e}"),
+    };
+    let mut value = serde_json::to_value(request).map_err(encode_error)?;
+    if let Some(object) = value.as_object_mut() {
+        for field in drop {
+            object.remove(*field);
+        }
+        object.insert("anthropic_version".to_owned(), anthropic_version.into());
+    }
+    serde_json::to_vec(&value).map_err(encode_error)
+}
+
+/// Percent-encodes every byte but the unreserved ones (`A-Z a-z 0-9 - . _ ~`): a URL
+/// path segment or a form value.
+#[cfg(any(feature = "bedrock", feature = "vertex"))]
+pub(crate) fn percent_encode(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -134,9 +134,20 @@ pub enum ApiError {
     /// No API key in the environment; nothing was sent.
     #[error(
         "ANTHROPIC_API_KEY is not set. Export your Anthropic API key \
-         (export ANTHROPIC_API_KEY=...) and run gyre again."
+         (export ANTHROPIC_API_KEY=...), set ANTHROPIC_AUTH_TOKEN for a gateway's bearer \
+         token, or an apiKeyHelper in ~/.gyre/settings.json, and run gyre again."
     )]
     MissingApiKey,
+
+    /// The credentials could not be obtained (a key helper failed, no cloud credentials);
+    /// nothing was sent.
+    #[error("Could not get credentials from {source_name}: {message}.")]
+    Credentials {
+        /// Where they were to come from (`apiKeyHelper \`…\``, `AWS profile default`, …).
+        source_name: String,
+        /// What went wrong, and what to do about it.
+        message: String,
+    },
 
     /// The client could not be built, or a request encoded (a bad base URL or header, …).
     #[error("Invalid API client configuration: {message}.")]
@@ -420,6 +431,9 @@ pub enum UnreachableReason {
     /// The TLS handshake failed: a bad or untrusted certificate, a handshake alert, or a
     /// server that does not speak TLS.
     Tls,
+    /// The server's certificate chains to no CA gyre trusts (a TLS-inspecting proxy's
+    /// own CA, a private gateway's): it will not heal by itself, so it is not retried.
+    UntrustedCertificate,
 }
 
 impl UnreachableReason {
@@ -430,6 +444,7 @@ impl UnreachableReason {
             Self::Refused => "connection refused",
             Self::Dns => "the host name does not resolve",
             Self::Tls => "the TLS handshake failed",
+            Self::UntrustedCertificate => "the server's certificate is issued by an unknown CA",
         }
     }
 
@@ -452,6 +467,11 @@ impl UnreachableReason {
                  speaks TLS (http:// otherwise), and that the server's certificate is valid \
                  for its host name and issued by a public CA (a proxy that re-signs TLS with \
                  its own CA is not trusted)"
+            }
+            Self::UntrustedCertificate => {
+                "If a proxy or gateway re-signs TLS with its own CA, set NODE_EXTRA_CA_CERTS \
+                 (or SSL_CERT_FILE) to a PEM file holding that CA's certificate; gyre trusts \
+                 it on top of the system's root certificates"
             }
         }
     }
@@ -514,6 +534,7 @@ impl ApiError {
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::MissingApiKey
+            | Self::Credentials { .. }
             | Self::InvalidConfig { .. }
             | Self::PermissionDenied { .. }
             | Self::NotFound { .. }
@@ -534,8 +555,8 @@ impl ApiError {
                 .should_retry
                 .unwrap_or(matches!(status, 408 | 409 | 429) || *status >= 500),
             Self::StreamError { error_type, .. } => error_type == "api_error",
+            Self::Unreachable { reason, .. } => *reason != UnreachableReason::UntrustedCertificate,
             Self::Connection { .. }
-            | Self::Unreachable { .. }
             | Self::Timeout { .. }
             | Self::StreamCut { .. }
             | Self::StreamIdle { .. }
@@ -558,6 +579,7 @@ impl ApiError {
             Self::Overloaded { status, .. } => *status,
             Self::Server { status, .. } | Self::Http { status, .. } => Some(*status),
             Self::MissingApiKey
+            | Self::Credentials { .. }
             | Self::InvalidConfig { .. }
             | Self::StreamError { .. }
             | Self::Connection { .. }
@@ -601,6 +623,7 @@ impl ApiError {
     pub fn category(&self) -> &'static str {
         match self {
             Self::MissingApiKey => "missing_api_key",
+            Self::Credentials { .. } => "credentials",
             Self::InvalidConfig { .. } => "invalid_config",
             Self::Authentication { .. } => "authentication_failed",
             Self::PermissionDenied { .. } => "permission_denied",
@@ -644,6 +667,7 @@ impl ApiError {
             | Self::Server { hints, .. }
             | Self::Http { hints, .. } => Some(hints),
             Self::MissingApiKey
+            | Self::Credentials { .. }
             | Self::InvalidConfig { .. }
             | Self::ContextOverflow { .. }
             | Self::StreamError { .. }
@@ -824,8 +848,13 @@ fn unreachable_reason(e: &reqwest::Error) -> Option<UnreachableReason> {
 /// [`unreachable_reason`] for one error of the chain and the causes under it.
 #[cfg(feature = "client")]
 fn unreachable_cause(e: &(dyn std::error::Error + 'static)) -> Option<UnreachableReason> {
-    if e.is::<rustls::Error>() {
-        return Some(UnreachableReason::Tls);
+    if let Some(tls) = e.downcast_ref::<rustls::Error>() {
+        return Some(match tls {
+            rustls::Error::InvalidCertificate(rustls::CertificateError::UnknownIssuer) => {
+                UnreachableReason::UntrustedCertificate
+            }
+            _ => UnreachableReason::Tls,
+        });
     }
     // hyper-util's `ConnectError` is private and carries no typed kind; a resolver
     // failure is the one whose `Display` is exactly "dns error" (`ConnectError::dns`), and

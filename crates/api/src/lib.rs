@@ -65,6 +65,9 @@
 #![warn(missing_docs)]
 
 mod assemble;
+mod aws_profile;
+#[cfg(feature = "bedrock")]
+mod bedrock;
 mod cache;
 mod client;
 mod encode;
@@ -72,17 +75,26 @@ mod error;
 mod fixture;
 #[cfg(feature = "client")]
 mod http_client;
+#[cfg(feature = "client")]
+mod key_helper;
+mod network;
 mod retry;
 mod sse;
 mod stream;
+#[cfg(feature = "vertex")]
+mod vertex;
 
 pub use assemble::{
     Assembled, INVALID_JSON_ERROR_KEY, INVALID_JSON_KEY, InvalidToolInput, MessageAssembler,
     invalid_tool_input,
 };
+#[cfg(feature = "bedrock")]
+pub use bedrock::BEDROCK_ANTHROPIC_VERSION;
 pub use cache::add_cache_markers;
 pub use client::{
-    ANTHROPIC_VERSION, ClientConfig, DEFAULT_BASE_URL, EventStream, ModelClient, default_user_agent,
+    ANTHROPIC_VERSION, AwsCredentialSource, AwsCredentials, AwsProfile, Backend, BedrockOptions,
+    ClientConfig, Credential, DEFAULT_BASE_URL, EventStream, KeyHelper, ModelClient, VertexOptions,
+    default_user_agent,
 };
 pub use encode::BodyEncoder;
 pub use error::{
@@ -92,6 +104,9 @@ pub use error::{
 pub use fixture::{FixtureEntry, RecordingClient, ReplayClient};
 #[cfg(feature = "client")]
 pub use http_client::AnthropicClient;
+#[cfg(feature = "client")]
+pub use network::ensure_crypto_provider;
+pub use network::{CA_BUNDLE_VARS, CaBundle, NetworkError, NetworkOptions, redact_proxy};
 pub use retry::{
     ApiErrorClassifier, BASE_DELAY, DEFAULT_MAX_RETRIES, DEFAULT_STREAM_IDLE_TIMEOUT,
     HEARTBEAT_INTERVAL, MAX_CONSECUTIVE_OVERLOADED, MAX_DELAY, MAX_RETRIES_LIMIT,
@@ -104,3 +119,5 @@ pub use sse::{
     sse_events,
 };
 pub use stream::{ModelEvent, ModelEventStream, stream_with_retry};
+#[cfg(feature = "vertex")]
+pub use vertex::{REFRESH_MARGIN, VERTEX_ANTHROPIC_VERSION};

@@ -27,6 +27,8 @@ pub struct SessionFacts {
     pub last_usage: Usage,
     /// The context window and compaction, as the session's compactor has them.
     pub context: ContextFacts,
+    /// Which service answers, where, through which proxy, with which credentials.
+    pub backend: crate::backend::BackendFacts,
 }
 
 impl SessionFacts {

@@ -12,6 +12,7 @@
 pub mod agents;
 pub mod approvals;
 pub mod auto_mode;
+pub mod backend;
 pub mod client;
 pub mod env;
 pub mod error;

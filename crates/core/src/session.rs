@@ -6,8 +6,7 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use gyre_api::{
-    AnthropicClient, ClientConfig, ModelClient, RecordingClient, ReplayClient, RetryOptions,
-    RetryPolicy,
+    AnthropicClient, ModelClient, RecordingClient, ReplayClient, RetryOptions, RetryPolicy,
 };
 use gyre_loop::{
     AgentCatalog, AgentSetup, ApiDeps, ContextCompactor, DEFAULT_SUBAGENT_MAX_TURNS, EngineConfig,
@@ -23,6 +22,7 @@ use futures::{Stream, StreamExt};
 use gyre_loop::{EngineEvent, LoopEvent};
 
 use crate::approvals::{ApprovalRequest, Approvals};
+use crate::backend::BackendFacts;
 use crate::env::Environment;
 use crate::error::CoreError;
 use crate::facts::SessionFacts;
@@ -61,24 +61,31 @@ pub fn latest_session(home: &Path, cwd: &Path) -> Option<String> {
 /// The model client: the Anthropic API, or a fixture (`GYRE_REPLAY_FIXTURE=path`
 /// serves a recording back, no key needed; `GYRE_RECORD_FIXTURE=path` records the
 /// session, secrets redacted). Used by `cargo xtask fixture`.
-fn model_client(env: &Environment) -> Result<Arc<dyn ModelClient>, CoreError> {
+fn model_client(
+    env: &Environment,
+    settings: &Settings,
+    cwd: &Path,
+) -> Result<(Arc<dyn ModelClient>, BackendFacts), CoreError> {
     let failed = |e: &dyn std::fmt::Display| CoreError::Client(e.to_string());
     if let Some(path) = env.var("GYRE_REPLAY_FIXTURE") {
         let replay = ReplayClient::from_file(&path).map_err(|e| failed(&e))?;
-        return Ok(Arc::new(replay));
+        return Ok((Arc::new(replay), BackendFacts::fixture(&path)));
     }
-    let config = ClientConfig::from_lookup(|name| env.var(name)).map_err(|e| failed(&e))?;
-    let key = config.api_key.clone();
+    let config = crate::backend::client_config(env, settings.api_key_helper.as_deref(), cwd)
+        .map_err(|e| failed(&e))?;
+    let facts = BackendFacts::of(&config);
+    let secret = config.backend.static_secret().map(str::to_owned);
     let client: Arc<dyn ModelClient> =
         Arc::new(AnthropicClient::new(config).map_err(|e| failed(&e))?);
     match env.var("GYRE_RECORD_FIXTURE") {
         Some(path) => {
-            let recorder = RecordingClient::create(client, &path)
-                .map_err(|e| failed(&e))?
-                .with_secret(key);
-            Ok(Arc::new(recorder))
+            let mut recorder = RecordingClient::create(client, &path).map_err(|e| failed(&e))?;
+            if let Some(secret) = secret {
+                recorder = recorder.with_secret(secret);
+            }
+            Ok((Arc::new(recorder), facts))
         }
-        None => Ok(client),
+        None => Ok((client, facts)),
     }
 }
 
@@ -131,7 +138,7 @@ pub fn build(
 ) -> Result<Session, CoreError> {
     let cli = options;
     let home = env.gyre_home();
-    let client = model_client(env)?;
+    let (client, backend) = model_client(env, settings, cwd)?;
     let retry = RetryOptions::new(RetryPolicy::from_lookup(|name| env.var(name)));
 
     let (session_id, resumed) = match (&cli.resume, &cli.session_id) {
@@ -381,11 +388,12 @@ pub fn build(
         side_events.clone(),
     ));
     if offered("WebFetch") {
-        let fetch =
-            crate::web_fetch::WebFetchTool::new(Arc::clone(&deps) as _, small, side_events.clone())
-                .map_err(|e| {
-                    CoreError::Client(format!("could not set up WebFetch's HTTP client: {e}"))
-                })?;
+        let fetch = crate::web_fetch::WebFetchTool::new(
+            Arc::clone(&deps) as _,
+            small,
+            side_events.clone(),
+            &crate::backend::network(env),
+        )?;
         registry.register(Arc::new(fetch));
     }
     // A bare tool name in --disallowedTools takes the tool out of the request; a rule
@@ -497,6 +505,7 @@ pub fn build(
         structured: cli.json_schema.is_some().then_some(structured_slot),
         last_usage: gyre_protocol::Usage::default(),
         context,
+        backend,
     };
     Ok(Session {
         asking: Asking::new(engine.model().to_owned()),

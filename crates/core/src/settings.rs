@@ -89,6 +89,10 @@ pub struct Settings {
     /// Hook commands by event, as Claude Code's settings write them (read by `hooks.rs`).
     #[serde(default)]
     pub hooks: BTreeMap<String, Vec<serde_json::Value>>,
+    /// A shell command that prints the API key (`backend`); it runs code, so a project
+    /// file's is kept only once the folder is trusted.
+    #[serde(default)]
+    pub api_key_helper: Option<String>,
 }
 
 /// The settings sources, in the order their files are merged (`--setting-sources`).
@@ -238,7 +242,8 @@ impl Settings {
     }
 
     /// Drops what would run code or skip a question, from a project file of a folder the
-    /// user has not trusted: allow rules, `defaultMode: acceptEdits`, hooks. Deny and
+    /// user has not trusted: allow rules, `defaultMode: acceptEdits`, hooks, the
+    /// `apiKeyHelper`. Deny and
     /// ask rules, plan mode and the sandbox only ever restrict, and stay.
     fn withhold_until_trusted(&mut self, name: &Path) {
         let name = name.display();
@@ -259,6 +264,10 @@ impl Settings {
                 .push(format!("hooks ({}) in {name}", events.join(", ")));
             self.hooks.clear();
         }
+        if let Some(command) = self.api_key_helper.take() {
+            self.untrusted
+                .push(format!("apiKeyHelper {command:?} in {name}"));
+        }
     }
 
     /// Layers `other` over `self`: scalars replace, rule lists and env accumulate.
@@ -268,6 +277,9 @@ impl Settings {
         }
         if other.permissions.default_mode.is_some() {
             self.permissions.default_mode = other.permissions.default_mode;
+        }
+        if other.api_key_helper.is_some() {
+            self.api_key_helper = other.api_key_helper;
         }
         self.permissions.allow.extend(other.permissions.allow);
         self.permissions.ask.extend(other.permissions.ask);
@@ -351,6 +363,7 @@ fn is_privileged_env(key: &str) -> bool {
         "RIPGREP_CONFIG_PATH",
         "SSL_CERT_FILE",
         "SSL_CERT_DIR",
+        "NODE_EXTRA_CA_CERTS",
         "CURL_CA_BUNDLE",
         "REQUESTS_CA_BUNDLE",
         "HTTP_PROXY",
@@ -369,6 +382,9 @@ fn is_privileged_env(key: &str) -> bool {
         "GYRE_",
         "CLAUDE_",
         "BASH_FUNC_",
+        "AWS_",
+        "GOOGLE_",
+        "CLOUD_ML_",
     ];
     let upper = key.to_ascii_uppercase();
     if upper.starts_with("ANTHROPIC_") {

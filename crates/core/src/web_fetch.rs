@@ -162,17 +162,24 @@ fn same_host(a: &Url, b: &Url) -> bool {
 
 impl WebFetchTool {
     /// # Errors
-    /// When the HTTP client cannot be built (TLS initialisation).
+    /// When the HTTP client cannot be built (TLS initialisation, a bad proxy or CA bundle).
     pub fn new(
         deps: Arc<dyn QueryDeps>,
         model: String,
         usage: SubagentSender,
-    ) -> Result<Self, reqwest::Error> {
-        let http = reqwest::Client::builder()
+        network: &gyre_api::NetworkOptions,
+    ) -> Result<Self, crate::error::CoreError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            crate::error::CoreError::Client(format!("could not set up WebFetch's HTTP client: {e}"))
+        };
+        let http = network
+            .client_builder()
+            .map_err(|e| failed(&e))?
             .redirect(reqwest::redirect::Policy::none())
             .timeout(FETCH_TIMEOUT)
             .user_agent(concat!("gyre/", env!("CARGO_PKG_VERSION"), " (WebFetch)"))
-            .build()?;
+            .build()
+            .map_err(|e| failed(&e))?;
         Ok(Self {
             http,
             deps,

@@ -168,6 +168,10 @@ pub async fn run(
     )
     .await?;
     let mut session = gyre_core::session::build(session_options, cwd, settings, false, env, mcp)?;
+    if options.verbose && !options.quiet {
+        // stderr, so that stdout stays the answer (or its JSON lines).
+        eprintln!("gyre: {}", session.facts.backend);
+    }
     let control = session.control();
     let ctrl_c = tokio_util::sync::CancellationToken::new();
     {

@@ -497,6 +497,7 @@ mod tests {
             structured: None,
             last_usage: Usage::default(),
             context: crate::stream_json::ContextFacts::of(&gyre_compact::CompactConfig::default()),
+            backend: gyre_core::backend::BackendFacts::fixture("test"),
         }
     }
 

@@ -151,12 +151,6 @@ pub struct Server {
     closed: Mutex<Option<String>>,
 }
 
-/// rustls needs a process-wide crypto provider before the HTTP client is built; gyre
-/// uses ring, like its API client. Installing twice is harmless (the first one stays).
-fn ensure_crypto_provider() {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-}
-
 impl Server {
     /// Connects to the server `config` describes and lists its tools, within `timeout`.
     ///
@@ -169,6 +163,7 @@ impl Server {
         cwd: &Path,
         timeout: Duration,
         call_timeout: Duration,
+        network: &gyre_api::NetworkOptions,
         sdk: Option<SdkChannel>,
     ) -> Result<Self, StartError> {
         let (service, child) = match config {
@@ -184,7 +179,10 @@ impl Server {
                 }
             }
             ServerConfig::Http { url, headers } => {
-                ensure_crypto_provider();
+                let client = network
+                    .client_builder()?
+                    .build()
+                    .map_err(|e| StartError::Client(e.to_string()))?;
                 let mut custom = std::collections::HashMap::new();
                 for (key, value) in headers {
                     let header_error = |message: String| StartError::Header {
@@ -197,16 +195,20 @@ impl Server {
                         .map_err(|e| header_error(e.to_string()))?;
                     custom.insert(name, value);
                 }
-                let transport = StreamableHttpClientTransport::from_config(
+                let transport = StreamableHttpClientTransport::with_client(
+                    client,
                     StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(custom),
                 );
                 (handshake(transport, timeout).await?, None)
             }
             ServerConfig::Sse { url, headers } => {
-                ensure_crypto_provider();
+                let client = network
+                    .client_builder()?
+                    .build()
+                    .map_err(|e| StartError::Client(e.to_string()))?;
                 let started = std::time::Instant::now();
-                let transport = crate::sse::connect(url, headers, timeout).await?;
+                let transport = crate::sse::connect(client, url, headers, timeout).await?;
                 let left = timeout.saturating_sub(started.elapsed());
                 (handshake(transport, left).await?, None)
             }

@@ -35,11 +35,14 @@ pub struct StartOptions {
     /// Variables every stdio server gets on top of gyre's environment (a session's
     /// settings `env`); a server's own `env` wins over them.
     pub env: Vec<(String, String)>,
+    /// Proxies and extra CAs for `http` and `sse` servers.
+    pub network: gyre_api::NetworkOptions,
 }
 
 impl StartOptions {
     /// The defaults, with `MCP_TIMEOUT` (start) and `MCP_TOOL_TIMEOUT` (each call) in
-    /// milliseconds from the environment, as Claude Code reads them.
+    /// milliseconds from the environment, as Claude Code reads them, and the proxies and
+    /// CA bundles of [`gyre_api::NetworkOptions::from_lookup`].
     #[must_use]
     pub fn from_env(cwd: &Path) -> Self {
         Self::from_lookup(cwd, |name| std::env::var(name).ok())
@@ -59,6 +62,7 @@ impl StartOptions {
             startup_timeout: millis("MCP_TIMEOUT").unwrap_or(DEFAULT_STARTUP_TIMEOUT),
             call_timeout: millis("MCP_TOOL_TIMEOUT").unwrap_or(DEFAULT_CALL_TIMEOUT),
             env: Vec::new(),
+            network: gyre_api::NetworkOptions::from_lookup(&lookup),
         }
     }
 }
@@ -135,6 +139,7 @@ async fn connect(
         &options.cwd,
         options.startup_timeout,
         options.call_timeout,
+        &options.network,
         sdk,
     )
     .await

@@ -122,13 +122,13 @@ pub(crate) fn header_map(headers: &BTreeMap<String, String>) -> Result<HeaderMap
 /// returns the sink that POSTs gyre's messages and the stream of the server's. The
 /// stream ends when the server closes its event stream.
 pub(crate) async fn connect(
+    client: reqwest::Client,
     url: &str,
     headers: &BTreeMap<String, String>,
     timeout: Duration,
 ) -> Result<(Posts, Messages), StartError> {
     let headers = header_map(headers)?;
     let base = Url::parse(url).map_err(|e| StartError::Sse(format!("invalid URL {url:?}: {e}")))?;
-    let client = reqwest::Client::new();
     let open = async {
         let response = client
             .get(base.clone())

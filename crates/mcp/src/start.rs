@@ -49,6 +49,12 @@ pub enum StartError {
     /// An `sse` server's event stream could not be opened, or sent no `endpoint`.
     #[error("the SSE connection failed: {0}")]
     Sse(String),
+    /// The proxy or CA settings cannot make an HTTP client.
+    #[error("{0}")]
+    Network(#[from] gyre_api::NetworkError),
+    /// The HTTP client could not be built.
+    #[error("the HTTP client could not be built: {0}")]
+    Client(String),
     /// An `sdk` server in a session without the SDK control protocol.
     #[error(
         "needs the SDK control protocol (mcp_message control requests), which this session does not carry"
@@ -94,6 +100,8 @@ impl StartError {
             | Self::Header { .. }
             | Self::ListTools(_)
             | Self::Sse(_)
+            | Self::Network(_)
+            | Self::Client(_)
             | Self::NeedsSdkControl) => other,
         }
     }

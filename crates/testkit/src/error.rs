@@ -10,6 +10,9 @@ use std::path::PathBuf;
 /// message), so the underlying error is part of `Display` rather than `source()`.
 #[derive(Debug, thiserror::Error)]
 pub enum TestkitError {
+    /// A TLS front's certificates or TLS config could not be made.
+    #[error("cannot set up TLS: {0}")]
+    Tls(String),
     /// The script file could not be read.
     #[error("cannot read script {}: {error}", path.display())]
     ReadScript {

@@ -19,6 +19,7 @@
 //! ]))
 //! .await?;
 //!
+//! # let _ = rustls::crypto::ring::default_provider().install_default();
 //! let sse = reqwest::Client::new()
 //!     .post(format!("{}/v1/messages", server.url()))
 //!     .header("x-api-key", "test")
@@ -152,20 +153,28 @@
 //! - Any other path is recorded and answered 404 `not_found_error`. Every response has a
 //!   `request-id: req_testkit_<request number>` header.
 
+mod background;
+mod bedrock;
 pub mod cargo;
 pub mod corpus;
 mod error;
+mod google;
+mod relay;
 mod render;
 mod script;
 mod server;
+mod sigv4;
 mod summary;
 
 pub use error::TestkitError;
+pub use google::GoogleTokenServer;
+pub use relay::{ConnectProxy, TlsFront};
 pub use script::{
     Block, CutMode, DEFAULT_CHUNK_CHARS, ErrorEvent, HttpError, HttpErrorTurn, ResponseTurn,
     Script, Stall, SummaryAnswer, Turn, WhenExhausted,
 };
 pub use server::{CapturedRequest, TestServer};
+pub use sigv4::SigV4Check;
 
 /// Usage and error types from `gyre-protocol`, as they appear in scripts.
 pub use gyre_protocol::{ErrorDetail, Usage};

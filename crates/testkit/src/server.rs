@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener as StdTcpListener};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -23,6 +23,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
 use crate::TestkitError;
+use crate::background::{Background, bind};
 use crate::render::{self, RenderContext};
 use crate::script::{CutMode, HttpErrorTurn, ResponseTurn, Script, Turn, WhenExhausted};
 
@@ -190,19 +191,7 @@ enum Run {
     /// Serving on a task of the caller's runtime.
     Task(tokio::task::JoinHandle<()>),
     /// Serving on a runtime of its own, on a background thread.
-    Thread {
-        shutdown: Option<tokio::sync::oneshot::Sender<()>>,
-        thread: Option<std::thread::JoinHandle<()>>,
-    },
-}
-
-fn bind(port: u16) -> Result<(StdTcpListener, SocketAddr), TestkitError> {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let bind_error = |error| TestkitError::Bind { addr, error };
-    let listener = StdTcpListener::bind(addr).map_err(bind_error)?;
-    listener.set_nonblocking(true).map_err(bind_error)?;
-    let local = listener.local_addr().map_err(bind_error)?;
-    Ok((listener, local))
+    Thread(#[expect(dead_code, reason = "held for its Drop, which stops the thread")] Background),
 }
 
 impl TestServer {
@@ -261,40 +250,18 @@ impl TestServer {
     /// As [`TestServer::spawn`].
     pub fn spawn_on(script: Script, port: u16) -> Result<Self, TestkitError> {
         script.validate()?;
-        let (std_listener, addr) = bind(port)?;
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(TestkitError::Runtime)?;
-        let listener = {
-            let _entered = runtime.enter();
-            TcpListener::from_std(std_listener)
-                .map_err(|error| TestkitError::Bind { addr, error })?
-        };
         let state = Arc::new(State {
             script,
             log: Mutex::default(),
         });
-        let (shutdown, stop) = tokio::sync::oneshot::channel::<()>();
         let served_state = Arc::clone(&state);
-        let thread = std::thread::Builder::new()
-            .name(format!("gyre-testkit-{}", addr.port()))
-            .spawn(move || {
-                runtime.block_on(async move {
-                    tokio::select! {
-                        () = serve(listener, served_state) => {}
-                        _ = stop => {}
-                    }
-                });
-            })
-            .map_err(TestkitError::Runtime)?;
+        let run = Background::spawn("testkit", port, move |listener| {
+            serve(listener, served_state)
+        })?;
         Ok(Self {
-            addr,
+            addr: run.addr(),
             state,
-            run: Run::Thread {
-                shutdown: Some(shutdown),
-                thread: Some(thread),
-            },
+            run: Run::Thread(run),
         })
     }
 
@@ -322,6 +289,13 @@ impl TestServer {
         self.state.requests(true)
     }
 
+    /// The body of the `index`-th request (except `/_testkit/*`) exactly as it arrived:
+    /// what a signature covers.
+    #[must_use]
+    pub fn raw_body(&self, index: usize) -> Option<Bytes> {
+        self.state.log().requests.get(index).map(|r| r.body.clone())
+    }
+
     /// How many requests were received so far (except `/_testkit/*`).
     #[must_use]
     pub fn request_count(&self) -> usize {
@@ -346,15 +320,8 @@ impl Drop for TestServer {
         match &mut self.run {
             // Dropping the serve task drops its JoinSet, which aborts every connection.
             Run::Task(task) => task.abort(),
-            Run::Thread { shutdown, thread } => {
-                if let Some(shutdown) = shutdown.take() {
-                    // The thread may already be gone; then there is nothing to stop.
-                    let _ = shutdown.send(());
-                }
-                if let Some(thread) = thread.take() {
-                    let _ = thread.join();
-                }
-            }
+            // Dropping it stops its thread.
+            Run::Thread(_) => {}
         }
     }
 }
@@ -461,12 +428,35 @@ async fn handle(
     let arrived = Instant::now();
     let body = collected.map(kept_copy).unwrap_or_default();
     let headers = header_map(&parts.headers);
-    let is_messages = parts.method == Method::POST && path == "/v1/messages";
+    let bedrock_model = (parts.method == Method::POST)
+        .then(|| crate::bedrock::invoke_model(path))
+        .flatten();
+    // Vertex AI's streamRawPredict speaks the Messages API's SSE; the model is in the path.
+    let vertex_model = (parts.method == Method::POST)
+        .then(|| crate::google::stream_raw_predict_model(path))
+        .flatten();
+    let is_messages = parts.method == Method::POST
+        && (path == "/v1/messages" || bedrock_model.is_some() || vertex_model.is_some());
+    // Bedrock requests are signed, not keyed: tests check their signatures. Vertex
+    // requests carry a bearer token: `require_api_key` names it.
     let key_ok = match &state.script.require_api_key {
-        Some(key) => headers.get("x-api-key") == Some(key),
+        Some(key) if vertex_model.is_some() => {
+            headers.get("authorization") == Some(&format!("Bearer {key}"))
+        }
+        Some(key) => bedrock_model.is_some() || headers.get("x-api-key") == Some(key),
         None => true,
     };
-    let probe = serde_json::from_slice::<Probe>(&body);
+    let probe = serde_json::from_slice::<Probe>(&body).map(|mut probe| {
+        if bedrock_model.is_some() {
+            // The model is in the path, and every invoke-with-response-stream streams.
+            probe.model.clone_from(&bedrock_model);
+            probe.stream = Some(true);
+        }
+        if vertex_model.is_some() {
+            probe.model.clone_from(&vertex_model);
+        }
+        probe
+    });
     let answerable = is_messages && key_ok && probe.is_ok();
     // A summary request is answered on the side and takes no turn.
     let summary = state
@@ -505,9 +495,13 @@ async fn handle(
                 .or_else(|| turn.and_then(|i| state.script.turns.get(i)))
             {
                 Some(Turn::Response(turn)) => {
-                    respond(turn, &probe, number, state.script.chunk_chars, body.len()).await
+                    let dialect = Dialect::of(bedrock_model.is_some());
+                    let sizes = (state.script.chunk_chars, body.len());
+                    respond(turn, &probe, number, sizes, dialect).await
                 }
-                Some(Turn::HttpError(turn)) => http_error(turn).await,
+                Some(Turn::HttpError(turn)) => {
+                    http_error(turn, Dialect::of(bedrock_model.is_some())).await
+                }
                 None => exhausted(state.script.turns.len()),
             },
         }
@@ -548,9 +542,42 @@ async fn delay(ms: Option<u64>) {
     }
 }
 
-async fn http_error(turn: &HttpErrorTurn) -> Response<Body> {
+/// How an answer is framed: as the Anthropic API sends it, or as Bedrock does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Anthropic,
+    Bedrock,
+}
+
+impl Dialect {
+    fn of(bedrock: bool) -> Self {
+        if bedrock {
+            Self::Bedrock
+        } else {
+            Self::Anthropic
+        }
+    }
+}
+
+async fn http_error(turn: &HttpErrorTurn, dialect: Dialect) -> Response<Body> {
     delay(turn.delay_ms).await;
     let error = &turn.http_error;
+    if dialect == Dialect::Bedrock {
+        let (status, exception) = crate::bedrock::error_status(error.status);
+        let anthropic = match &error.body {
+            Some(Value::String(text)) => text.clone(),
+            Some(body) => body.to_string(),
+            None => render::default_error_body(error.status),
+        };
+        let mut response = json_response(status, crate::bedrock::error_body(&anthropic));
+        if let Ok(value) = HeaderValue::from_str(&format!(
+            "{exception}:http://internal.amazon.com/coral/com.amazon.bedrock/"
+        )) {
+            response.headers_mut().insert("x-amzn-errortype", value);
+        }
+        add_headers(&mut response, &error.headers);
+        return response;
+    }
     let mut response = match &error.body {
         Some(Value::String(text)) => response(
             error.status,
@@ -568,8 +595,8 @@ async fn respond(
     turn: &ResponseTurn,
     probe: &Probe,
     number: usize,
-    chunk_chars: usize,
-    body_len: usize,
+    (chunk_chars, body_len): (usize, usize),
+    dialect: Dialect,
 ) -> Response<Body> {
     delay(turn.delay_ms).await;
     let ctx = RenderContext {
@@ -583,11 +610,19 @@ async fn respond(
     } else if probe.stream == Some(false) && turn.raw_events.is_none() {
         json_response(200, render::message_json(turn, &ctx))
     } else {
-        let playback = Playback::new(turn, render::stream_events(turn, &ctx));
+        let mut events = render::stream_events(turn, &ctx);
+        if dialect == Dialect::Bedrock {
+            events = events.iter().map(crate::bedrock::reframe).collect();
+        }
+        let playback = Playback::new(turn, events);
         let stream = futures::stream::unfold(playback, |mut playback| async move {
             playback.next_frame().await.map(|frame| (frame, playback))
         });
-        sse_response(StreamBody::new(stream).boxed_unsync())
+        let body = StreamBody::new(stream).boxed_unsync();
+        match dialect {
+            Dialect::Anthropic => sse_response(body),
+            Dialect::Bedrock => response(200, "application/vnd.amazon.eventstream", body),
+        }
     };
     add_headers(&mut response, &turn.headers);
     response

@@ -4,6 +4,7 @@
 mod agent_sdk;
 mod agents_e2e;
 mod architecture_doc;
+mod backends_e2e;
 mod background_e2e;
 mod bounded_ops;
 mod compaction_e2e;

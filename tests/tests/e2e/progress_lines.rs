@@ -274,7 +274,15 @@ fn verbose_text_mode_adds_a_line_per_tool_call_and_outcome() {
     .unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stdout, "Two lines.\n");
-    assert_eq!(out.stderr, "● Read notes.txt\n  ⎿ 2 lines\n\n");
+    // The backend line, then the call and its outcome.
+    assert_eq!(
+        out.stderr,
+        format!(
+            "gyre: backend: Anthropic API at {}, proxy: none, credentials: ANTHROPIC_API_KEY\n\
+             ● Read notes.txt\n  ⎿ 2 lines\n\n",
+            server.url()
+        )
+    );
 }
 
 /// `--verbose` shows every call the model makes, whichever way it went: a read-only call

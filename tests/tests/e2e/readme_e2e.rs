@@ -233,6 +233,15 @@ fn every_shell_line_in_the_readme_is_run_by_a_test_or_by_ci() {
             "gyre" => root().join("tests/tests/e2e/repl_tmux.rs").is_file(),
             // Environment only; the tests set these variables themselves.
             l if l.starts_with("export ANTHROPIC_") => true,
+            // The Bedrock and Vertex sections': tests/tests/e2e/backends_e2e.rs sets them
+            // for its sessions.
+            l if l.starts_with("export CLAUDE_CODE_USE_BEDROCK")
+                || l.starts_with("export CLAUDE_CODE_USE_VERTEX")
+                || l.starts_with("export CLOUD_ML_REGION")
+                || l.starts_with("export AWS_") =>
+            {
+                root().join("tests/tests/e2e/backends_e2e.rs").is_file()
+            }
             // the_readme_s_headless_examples_run_as_written.
             l if l.starts_with("gyre -p ") => true,
             // the_offline_walk_through_runs_as_written.
@@ -398,12 +407,18 @@ fn the_demo_session_shows_gyre_s_own_lines_and_no_cost() {
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(server.request_count(), turns);
     let stderr: Vec<&str> = out.stderr.lines().collect();
+    // --verbose names the backend first, then the overload is waited through.
     assert!(
-        stderr[0].starts_with("gyre: The API is overloaded"),
+        stderr[0].starts_with("gyre: backend: Anthropic API at http://127.0.0.1:"),
         "{}",
         out.stderr
     );
-    assert!(stderr[0].ends_with("(attempt 1/10)"), "{}", out.stderr);
+    assert!(
+        stderr[1].starts_with("gyre: The API is overloaded"),
+        "{}",
+        out.stderr
+    );
+    assert!(stderr[1].ends_with("(attempt 1/10)"), "{}", out.stderr);
     for call in [
         "● Read README.md",
         "● Read src/lib.rs",

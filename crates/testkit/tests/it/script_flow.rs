@@ -1,6 +1,6 @@
 //! Turn order, capture, exhaustion, API key, side endpoints and the sync `spawn` mode.
 
-use crate::common::{body, names, parse_sse, post, raw_http};
+use crate::common::{body, http, names, parse_sse, post, raw_http};
 use gyre_protocol::MessagesRequest;
 use gyre_testkit::{CapturedRequest, Script, TestServer, TestkitError, Turn, WhenExhausted};
 use serde_json::json;
@@ -112,7 +112,7 @@ async fn require_api_key_rejects_other_keys_without_consuming_a_turn() {
     assert_eq!(response.status(), 401);
     let error: serde_json::Value = serde_json::from_str(&response.text().await.unwrap()).unwrap();
     assert_eq!(error["error"]["type"], "authentication_error");
-    let ok = reqwest::Client::new()
+    let ok = http()
         .post(format!("{}/v1/messages", server.url()))
         .header("x-api-key", "sk-right")
         .body(body(true).to_string())
@@ -131,7 +131,7 @@ async fn invalid_json_body_is_a_400_and_consumes_no_turn() {
     let server = TestServer::start(Script::new([Turn::text("ok")]))
         .await
         .unwrap();
-    let response = reqwest::Client::new()
+    let response = http()
         .post(format!("{}/v1/messages", server.url()))
         .body("{oops")
         .send()
@@ -149,7 +149,7 @@ async fn side_endpoints_answer_and_unknown_paths_are_404() {
     let server = TestServer::start(Script::new([Turn::text("ok")]))
         .await
         .unwrap();
-    let client = reqwest::Client::new();
+    let client = http();
     let health = client
         .get(format!("{}/_testkit/health", server.url()))
         .send()

@@ -19,8 +19,15 @@ pub fn body(stream: bool) -> Value {
     })
 }
 
-pub async fn post(url: &str, body: &Value) -> reqwest::Response {
+/// A reqwest client; gyre builds reqwest without a TLS provider of its own, so ring is
+/// installed first (as gyre-api's `ensure_crypto_provider` does).
+pub fn http() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::new()
+}
+
+pub async fn post(url: &str, body: &Value) -> reqwest::Response {
+    http()
         .post(format!("{url}/v1/messages"))
         .header("x-api-key", "sk-test")
         .header("anthropic-version", "2023-06-01")

@@ -1,0 +1,161 @@
+//! The AWS shared `credentials` and `config` files: a profile's region and keys.
+//!
+//! The INI dialect the AWS CLI writes: `[name]` sections in `credentials`, `[profile
+//! name]` (or `[default]`) in `config`, `key = value` lines, `#` and `;` comments.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// An AWS access key. `Debug` shows the key id only.
+#[derive(Clone, PartialEq, Eq)]
+pub struct AwsCredentials {
+    /// `AKIA…` / `ASIA…`.
+    pub access_key_id: String,
+    /// The secret key.
+    pub secret_access_key: String,
+    /// The session token of temporary credentials.
+    pub session_token: Option<String>,
+}
+
+impl fmt::Debug for AwsCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AwsCredentials")
+            .field("access_key_id", &self.access_key_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A named profile of the AWS shared files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AwsProfile {
+    /// `AWS_PROFILE`, else `default`.
+    pub name: String,
+    /// `AWS_SHARED_CREDENTIALS_FILE`, else `~/.aws/credentials`.
+    pub credentials_file: PathBuf,
+    /// `AWS_CONFIG_FILE`, else `~/.aws/config`.
+    pub config_file: PathBuf,
+}
+
+/// The `key = value` pairs of `section` in the INI file at `path`; `None` when the file
+/// cannot be read or has no such section.
+fn section(path: &Path, section: &str) -> Option<BTreeMap<String, String>> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut found = None;
+    let mut current: Option<BTreeMap<String, String>> = None;
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
+            continue;
+        }
+        if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            if let Some(done) = current.take() {
+                found = Some(done);
+                break;
+            }
+            if name.trim() == section {
+                current = Some(BTreeMap::new());
+            }
+            continue;
+        }
+        if let (Some(pairs), Some((key, value))) = (current.as_mut(), line.split_once('=')) {
+            pairs.insert(key.trim().to_ascii_lowercase(), value.trim().to_owned());
+        }
+    }
+    found.or(current)
+}
+
+/// The profile's section of the config file: `[default]` or `[profile NAME]`.
+fn config_section(profile: &AwsProfile) -> Option<BTreeMap<String, String>> {
+    let name = if profile.name == "default" {
+        "default".to_owned()
+    } else {
+        format!("profile {}", profile.name)
+    };
+    section(&profile.config_file, &name)
+}
+
+/// The profile's `region` in the config file.
+#[must_use]
+pub(crate) fn region(profile: &AwsProfile) -> Option<String> {
+    config_section(profile)?
+        .remove("region")
+        .filter(|r| !r.is_empty())
+}
+
+#[cfg(feature = "bedrock")]
+/// The profile's static keys: the credentials file's section, else the config file's.
+///
+/// # Errors
+/// What to do when neither file has keys for the profile.
+pub(crate) fn credentials(profile: &AwsProfile) -> Result<AwsCredentials, String> {
+    let keys = |mut pairs: BTreeMap<String, String>| {
+        Some(AwsCredentials {
+            access_key_id: pairs.remove("aws_access_key_id")?,
+            secret_access_key: pairs.remove("aws_secret_access_key")?,
+            session_token: pairs.remove("aws_session_token"),
+        })
+    };
+    section(&profile.credentials_file, &profile.name)
+        .and_then(keys)
+        .or_else(|| config_section(profile).and_then(keys))
+        .ok_or_else(|| {
+            format!(
+                "no aws_access_key_id and aws_secret_access_key for profile `{}` in {} or {}; \
+                 set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE to a profile \
+                 that has them",
+                profile.name,
+                profile.credentials_file.display(),
+                profile.config_file.display()
+            )
+        })
+}
+
+#[cfg(all(test, feature = "bedrock"))]
+mod tests {
+    use super::*;
+
+    fn profile(name: &str, dir: &Path) -> AwsProfile {
+        AwsProfile {
+            name: name.to_owned(),
+            credentials_file: dir.join("credentials"),
+            config_file: dir.join("config"),
+        }
+    }
+
+    #[test]
+    fn keys_come_from_the_credentials_file_and_the_region_from_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("credentials"),
+            "[default]\naws_access_key_id = AKIDEFAULT\naws_secret_access_key = s1\n\n\
+             # work account\n[work]\naws_access_key_id=AKIWORK\naws_secret_access_key=s2\n\
+             aws_session_token = tok\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("config"),
+            "[default]\nregion = eu-west-1\n[profile work]\nregion = us-west-2\n\
+             [profile config-only]\naws_access_key_id = AKICONF\naws_secret_access_key = s3\n",
+        )
+        .unwrap();
+        let work = credentials(&profile("work", dir.path())).unwrap();
+        assert_eq!(work.access_key_id, "AKIWORK");
+        assert_eq!(work.session_token.as_deref(), Some("tok"));
+        assert_eq!(
+            region(&profile("work", dir.path())).as_deref(),
+            Some("us-west-2")
+        );
+        assert_eq!(
+            region(&profile("default", dir.path())).as_deref(),
+            Some("eu-west-1")
+        );
+        let default = credentials(&profile("default", dir.path())).unwrap();
+        assert_eq!(default.access_key_id, "AKIDEFAULT");
+        assert_eq!(default.session_token, None);
+        let conf = credentials(&profile("config-only", dir.path())).unwrap();
+        assert_eq!(conf.access_key_id, "AKICONF");
+        let missing = credentials(&profile("nope", dir.path())).unwrap_err();
+        assert!(missing.contains("profile `nope`"), "{missing}");
+    }
+}

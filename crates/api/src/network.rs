@@ -1,0 +1,319 @@
+//! [`NetworkOptions`]: how every HTTP client gyre builds reaches the network (the API
+//! client, WebFetch, MCP's HTTP and SSE transports): which proxy, which extra CAs.
+//!
+//! One function, [`NetworkOptions::client_builder`], turns them into a
+//! `reqwest::ClientBuilder`, so the three clients cannot drift apart. The options are
+//! read from a variable lookup (gyre-core's environment snapshot), never from the
+//! process: reqwest's own reading of `HTTPS_PROXY` is switched off.
+//!
+//! Trust: the platform's root certificates (rustls-platform-verifier, over the system
+//! store) plus every certificate of the PEM files named by `SSL_CERT_FILE` and
+//! `NODE_EXTRA_CA_CERTS`, the way a TLS-inspecting corporate proxy's CA gets in.
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// The variables that name extra CA bundles (PEM), in the order they are read.
+pub const CA_BUNDLE_VARS: [&str; 2] = ["SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"];
+
+/// Proxies and extra trust for gyre's HTTP clients. `Debug` hides proxy passwords.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct NetworkOptions {
+    /// The proxy for `https://` URLs (`HTTPS_PROXY`, else `https_proxy`).
+    pub https_proxy: Option<String>,
+    /// The proxy for `http://` URLs (`HTTP_PROXY`, else `http_proxy`).
+    pub http_proxy: Option<String>,
+    /// Hosts reached without a proxy (`NO_PROXY`, else `no_proxy`): comma-separated
+    /// names, `.suffix`es, IPs, CIDR blocks, or `*`.
+    pub no_proxy: Option<String>,
+    /// PEM files whose certificates are trusted on top of the platform's roots.
+    pub extra_cas: Vec<CaBundle>,
+}
+
+/// A PEM file of CA certificates, and the variable that named it (for error messages).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CaBundle {
+    /// `SSL_CERT_FILE`, `NODE_EXTRA_CA_CERTS`, or how else it was given.
+    pub var: String,
+    /// The file.
+    pub path: PathBuf,
+}
+
+impl fmt::Debug for NetworkOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NetworkOptions")
+            .field(
+                "https_proxy",
+                &self.https_proxy.as_deref().map(redact_proxy),
+            )
+            .field("http_proxy", &self.http_proxy.as_deref().map(redact_proxy))
+            .field("no_proxy", &self.no_proxy)
+            .field("extra_cas", &self.extra_cas)
+            .finish()
+    }
+}
+
+/// Why the network options cannot make a client.
+#[derive(Debug, thiserror::Error)]
+pub enum NetworkError {
+    /// A CA bundle that cannot be read or holds no certificate.
+    #[error("the CA bundle {path} ({var}) cannot be used: {message}")]
+    CaBundle {
+        /// The variable that named it.
+        var: String,
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// A proxy URL reqwest does not accept.
+    #[error("the proxy {var}={value} is not a valid proxy URL: {message}")]
+    Proxy {
+        /// `HTTPS_PROXY` or `HTTP_PROXY`.
+        var: &'static str,
+        /// The value, password hidden.
+        value: String,
+        /// What reqwest said.
+        message: String,
+    },
+}
+
+/// `scheme://user:***@host`: a proxy URL fit for a log line.
+#[must_use]
+pub fn redact_proxy(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((user_info, host)) => {
+                let user = user_info.split(':').next().unwrap_or_default();
+                format!("{scheme}://{user}:***@{host}")
+            }
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    }
+}
+
+impl NetworkOptions {
+    /// Reads `HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY` (each also lowercase), and the CA
+    /// bundles of [`CA_BUNDLE_VARS`] through `lookup`. Blank values count as unset.
+    #[must_use]
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let read = |names: [&str; 2]| {
+            names
+                .into_iter()
+                .filter_map(&lookup)
+                .map(|v| v.trim().to_owned())
+                .find(|v| !v.is_empty())
+        };
+        let extra_cas = CA_BUNDLE_VARS
+            .into_iter()
+            .filter_map(|var| {
+                read([var, var]).map(|path| CaBundle {
+                    var: var.to_owned(),
+                    path: PathBuf::from(path),
+                })
+            })
+            .collect();
+        Self {
+            https_proxy: read(["HTTPS_PROXY", "https_proxy"]),
+            http_proxy: read(["HTTP_PROXY", "http_proxy"]),
+            no_proxy: read(["NO_PROXY", "no_proxy"]),
+            extra_cas,
+        }
+    }
+
+    /// The proxy a request to `url` goes through, redacted; `None` for a direct one.
+    #[must_use]
+    pub fn proxy_for(&self, url: &str) -> Option<String> {
+        let proxy = if url.starts_with("https://") {
+            self.https_proxy.as_deref()
+        } else {
+            self.http_proxy.as_deref()
+        }?;
+        let host = url
+            .split_once("://")
+            .map_or(url, |(_, rest)| rest)
+            .split(['/', '?', '#'])
+            .next()
+            .unwrap_or_default();
+        let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+        let host = match host.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or_default(),
+            None => host.split(':').next().unwrap_or_default(),
+        };
+        let bypassed = self.no_proxy.as_deref().is_some_and(|list| {
+            list.split(',').map(str::trim).any(|entry| {
+                entry == "*"
+                    || entry.eq_ignore_ascii_case(host)
+                    || (!entry.is_empty()
+                        && host
+                            .to_ascii_lowercase()
+                            .ends_with(&format!(".{}", entry.trim_start_matches('.'))))
+            })
+        });
+        (!bypassed).then(|| redact_proxy(proxy))
+    }
+
+    #[cfg(feature = "client")]
+    /// A `reqwest::ClientBuilder` that uses exactly these proxies and trusts the
+    /// platform's roots plus the extra CAs; the caller adds its timeouts and user agent.
+    ///
+    /// # Errors
+    /// An unreadable or empty CA bundle, an invalid proxy URL.
+    pub fn client_builder(&self) -> Result<reqwest::ClientBuilder, NetworkError> {
+        ensure_crypto_provider();
+        // Proxies come from these options only, never from reqwest's own look at the
+        // process environment.
+        let mut builder = reqwest::Client::builder().no_proxy();
+        let no_proxy = self
+            .no_proxy
+            .as_deref()
+            .and_then(reqwest::NoProxy::from_string);
+        let proxies: [(&'static str, Option<&str>, ProxyFor); 2] = [
+            ("HTTPS_PROXY", self.https_proxy.as_deref(), |u| {
+                reqwest::Proxy::https(u)
+            }),
+            ("HTTP_PROXY", self.http_proxy.as_deref(), |u| {
+                reqwest::Proxy::http(u)
+            }),
+        ];
+        for (var, value, make) in proxies {
+            let Some(value) = value else { continue };
+            let proxy = make(value).map_err(|e| NetworkError::Proxy {
+                var,
+                value: redact_proxy(value),
+                message: e.to_string(),
+            })?;
+            builder = builder.proxy(proxy.no_proxy(no_proxy.clone()));
+        }
+        let mut certs = Vec::new();
+        for bundle in &self.extra_cas {
+            certs.extend(read_bundle(bundle)?);
+        }
+        if !certs.is_empty() {
+            builder = builder.tls_certs_merge(certs);
+        }
+        Ok(builder)
+    }
+}
+
+/// `reqwest::Proxy::https` or `::http`.
+#[cfg(feature = "client")]
+type ProxyFor = fn(&str) -> reqwest::Result<reqwest::Proxy>;
+
+#[cfg(feature = "client")]
+fn read_bundle(bundle: &CaBundle) -> Result<Vec<reqwest::Certificate>, NetworkError> {
+    let failed = |message: String| NetworkError::CaBundle {
+        var: bundle.var.clone(),
+        path: bundle.path.clone(),
+        message,
+    };
+    let pem = std::fs::read(&bundle.path).map_err(|e| failed(e.to_string()))?;
+    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| failed(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(failed("no PEM certificate in it".to_owned()));
+    }
+    Ok(certs)
+}
+
+#[cfg(feature = "client")]
+/// rustls needs a process-wide crypto provider before reqwest builds a client; gyre
+/// uses ring. Installing twice is harmless (the first one stays).
+pub fn ensure_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn options(vars: &[(&str, &str)]) -> NetworkOptions {
+        let env: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        NetworkOptions::from_lookup(|k| env.get(k).cloned())
+    }
+
+    #[test]
+    fn reads_proxies_uppercase_first_and_both_ca_bundles() {
+        let o = options(&[
+            ("HTTPS_PROXY", "http://proxy:3128"),
+            ("https_proxy", "http://other:1"),
+            ("http_proxy", "http://plain:8080"),
+            ("no_proxy", "localhost,.corp"),
+            ("SSL_CERT_FILE", "/a.pem"),
+            ("NODE_EXTRA_CA_CERTS", "/b.pem"),
+        ]);
+        assert_eq!(o.https_proxy.as_deref(), Some("http://proxy:3128"));
+        assert_eq!(o.http_proxy.as_deref(), Some("http://plain:8080"));
+        assert_eq!(o.no_proxy.as_deref(), Some("localhost,.corp"));
+        let files: Vec<_> = o
+            .extra_cas
+            .iter()
+            .map(|b| (b.var.as_str(), b.path.clone()))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                ("SSL_CERT_FILE", PathBuf::from("/a.pem")),
+                ("NODE_EXTRA_CA_CERTS", PathBuf::from("/b.pem"))
+            ]
+        );
+        assert_eq!(options(&[("HTTPS_PROXY", "  ")]), NetworkOptions::default());
+    }
+
+    #[test]
+    fn proxy_for_honours_no_proxy_and_hides_the_password() {
+        let o = options(&[
+            ("HTTPS_PROXY", "http://me:s3cret@proxy:3128"),
+            ("NO_PROXY", "localhost, .corp.example"),
+        ]);
+        assert_eq!(
+            o.proxy_for("https://api.anthropic.com/v1/messages")
+                .as_deref(),
+            Some("http://me:***@proxy:3128")
+        );
+        assert_eq!(o.proxy_for("https://localhost:8443/x"), None);
+        assert_eq!(o.proxy_for("https://git.corp.example/x"), None);
+        assert_eq!(o.proxy_for("http://example.com/"), None);
+        assert!(!format!("{o:?}").contains("s3cret"));
+    }
+
+    #[cfg(feature = "client")]
+    #[test]
+    fn a_missing_or_empty_ca_bundle_is_an_error_naming_the_variable() {
+        let missing = options(&[("NODE_EXTRA_CA_CERTS", "/nonexistent/ca.pem")]);
+        let err = missing.client_builder().err().map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("NODE_EXTRA_CA_CERTS") && e.contains("/nonexistent")),
+            "{err:?}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("empty.pem");
+        std::fs::write(&empty, "not a certificate\n").unwrap();
+        let empty = NetworkOptions {
+            extra_cas: vec![CaBundle {
+                var: "SSL_CERT_FILE".to_owned(),
+                path: empty,
+            }],
+            ..NetworkOptions::default()
+        };
+        assert!(empty.client_builder().is_err());
+    }
+
+    #[cfg(feature = "client")]
+    #[test]
+    fn a_bad_proxy_url_is_an_error() {
+        let o = options(&[("HTTPS_PROXY", "http://[::1")]);
+        assert!(matches!(
+            o.client_builder(),
+            Err(NetworkError::Proxy {
+                var: "HTTPS_PROXY",
+                ..
+            })
+        ));
+    }
+}
