@@ -1513,3 +1513,58 @@ fn settings_sent_in_initialize_apply_to_the_session() {
         "{reply}"
     );
 }
+
+/// Issue 29, class 13: `set_permission_mode` to bypassPermissions is refused unless the
+/// session was started to allow it, and then the mode really changes.
+#[test]
+fn set_permission_mode_reaches_bypass_only_when_the_session_allows_it() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "Write",
+            json!({"file_path": "/tmp/gyre-bypass-probe/x", "content": "x"}),
+        ),
+        Turn::text("Done."),
+    ]))
+    .unwrap();
+    let bypass = json!({"subtype": "set_permission_mode", "mode": "bypassPermissions"});
+    let refused = stream(
+        &sandbox,
+        &server,
+        &[],
+        &[control("m1", &bypass), user(&json!("write"))],
+    );
+    let reply = refused
+        .lines()
+        .unwrap()
+        .into_iter()
+        .find(|l| l["response"]["request_id"] == "m1")
+        .unwrap();
+    assert_eq!(reply["response"]["subtype"], "error", "{reply}");
+    assert!(
+        reply["response"]["error"]
+            .as_str()
+            .unwrap()
+            .contains("--allow-dangerously-skip-permissions"),
+        "{reply}"
+    );
+    let result = refused.result().unwrap();
+    assert_eq!(
+        result["permission_denials"].as_array().unwrap().len(),
+        1,
+        "{result}"
+    );
+    let allowed = stream(
+        &sandbox,
+        &server,
+        &["--allow-dangerously-skip-permissions"],
+        &[control("m2", &bypass)],
+    );
+    let reply = allowed
+        .lines()
+        .unwrap()
+        .into_iter()
+        .find(|l| l["response"]["request_id"] == "m2")
+        .unwrap();
+    assert_eq!(reply["response"]["subtype"], "success", "{reply}");
+}
