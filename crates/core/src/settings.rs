@@ -201,13 +201,13 @@ impl Settings {
         let refused: Vec<String> = self
             .env
             .keys()
-            .filter(|k| is_privileged_env(k))
+            .filter(|k| !project_may_set_env(k))
             .cloned()
             .collect();
         for key in refused {
             self.env.remove(&key);
             self.ignored.push(format!(
-                "warning: {}: ignored env.{key}: a project settings file may not set it (set it in ~/.gyre/settings.json or the environment if you mean it)",
+                "warning: {}: ignored env.{key}: a project settings file may set only variables that load no code (models, limits, timeouts, locale); set it in ~/.gyre/settings.json or the environment if you mean it",
                 path.display()
             ));
         }
@@ -243,10 +243,16 @@ impl Settings {
 
     /// Drops what would run code or skip a question, from a project file of a folder the
     /// user has not trusted: allow rules, `defaultMode: acceptEdits`, hooks, the
-    /// `apiKeyHelper`. Deny and
-    /// ask rules, plan mode and the sandbox only ever restrict, and stay.
+    /// `apiKeyHelper`, and any `env` (no variable at all until the folder is trusted).
+    /// Deny and ask rules, plan mode and the sandbox only ever restrict, and stay.
     fn withhold_until_trusted(&mut self, name: &Path) {
         let name = name.display();
+        if !self.env.is_empty() {
+            let keys: Vec<&str> = self.env.keys().map(String::as_str).collect();
+            self.untrusted
+                .push(format!("env ({}) in {name}", keys.join(", ")));
+            self.env.clear();
+        }
         if !self.permissions.allow.is_empty() {
             let rules = serde_json::to_string(&self.permissions.allow).unwrap_or_default();
             self.untrusted
@@ -337,66 +343,48 @@ impl Settings {
 /// Environment variables that redirect the API or its credentials, or make a program
 /// gyre starts (bash, git, rg, python, node, a pager) load code: only the user may set
 /// them, never a project file.
-fn is_privileged_env(key: &str) -> bool {
+fn project_may_set_env(key: &str) -> bool {
+    // Settings gyre and the reference read that choose a model, a limit or a timeout;
+    // locale and display. None of them names a program, a library, a path searched for
+    // code, an endpoint or a credential.
     const EXACT: &[&str] = &[
-        "BASH_ENV",
-        "ENV",
-        "SHELLOPTS",
-        "BASHOPTS",
-        "PROMPT_COMMAND",
-        "IFS",
-        "CDPATH",
-        "HOME",
-        "ZDOTDIR",
-        "NODE_OPTIONS",
-        "NODE_PATH",
-        "PERL5OPT",
-        "PERL5LIB",
-        "PERLLIB",
-        "RUBYOPT",
-        "RUBYLIB",
-        "LESSOPEN",
-        "LESSCLOSE",
-        "PAGER",
-        "EDITOR",
-        "VISUAL",
-        "RIPGREP_CONFIG_PATH",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "NODE_EXTRA_CA_CERTS",
-        "CURL_CA_BUNDLE",
-        "REQUESTS_CA_BUNDLE",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "NO_PROXY",
-        "RUSTC_WRAPPER",
-        "JAVA_TOOL_OPTIONS",
-        "_JAVA_OPTIONS",
+        "ANTHROPIC_MODEL",
+        "ANTHROPIC_SMALL_FAST_MODEL",
+        "ANTHROPIC_DEFAULT_OPUS_MODEL",
+        "ANTHROPIC_DEFAULT_SONNET_MODEL",
+        "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+        "CLAUDE_CODE_SUBAGENT_MODEL",
+        "CLAUDE_CODE_MAX_OUTPUT_TOKENS",
+        "MAX_THINKING_TOKENS",
+        "MAX_MCP_OUTPUT_TOKENS",
+        "BASH_DEFAULT_TIMEOUT_MS",
+        "BASH_MAX_TIMEOUT_MS",
+        "BASH_MAX_OUTPUT_LENGTH",
+        "MCP_TIMEOUT",
+        "MCP_TOOL_TIMEOUT",
+        "GYRE_CONTEXT_WINDOW",
+        "GYRE_DISABLE_AUTOCOMPACT",
+        "GYRE_AUTOCOMPACT_PCT_OVERRIDE",
+        "GYRE_MAX_OUTPUT_TOKENS",
+        "GYRE_MAX_RETRIES",
+        "GYRE_MAX_TOOL_CONCURRENCY",
+        "GYRE_STREAM_IDLE_TIMEOUT_MS",
+        "DISABLE_TELEMETRY",
+        "DISABLE_ERROR_REPORTING",
+        "DISABLE_AUTOUPDATER",
+        "DISABLE_PROMPT_CACHING",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "NODE_ENV",
+        "RUST_BACKTRACE",
+        "RUST_LOG",
+        "TZ",
+        "LANG",
+        "LANGUAGE",
+        "NO_COLOR",
+        "FORCE_COLOR",
+        "CI",
     ];
-    const PREFIXES: &[&str] = &[
-        "LD_",
-        "DYLD_",
-        "PYTHON",
-        "GIT_",
-        "GYRE_",
-        "CLAUDE_",
-        "BASH_FUNC_",
-        "AWS_",
-        "GOOGLE_",
-        "CLOUD_ML_",
-    ];
-    let upper = key.to_ascii_uppercase();
-    if upper.starts_with("ANTHROPIC_") {
-        // The model name is the one harmless ANTHROPIC_ setting.
-        return upper != "ANTHROPIC_MODEL";
-    }
-    EXACT.contains(&upper.as_str())
-        || PREFIXES.iter().any(|p| upper.starts_with(p))
-        || upper.ends_with("PATH")
-        || upper.ends_with("_API_KEY")
-        || upper.ends_with("_TOKEN")
-        || upper.ends_with("_SECRET")
+    EXACT.contains(&key) || key.starts_with("LC_")
 }
 
 #[cfg(test)]
@@ -421,7 +409,7 @@ mod tests {
         .unwrap();
         std::fs::write(
             cwd.path().join(".gyre/settings.local.json"),
-            r#"{"permissions":{"allow":["Edit"]},"env":{"X":"1"}}"#,
+            r#"{"permissions":{"allow":["Edit"]},"env":{"NODE_ENV":"test"}}"#,
         )
         .unwrap();
         let s = Settings::load(home.path(), cwd.path()).unwrap();
@@ -429,13 +417,66 @@ mod tests {
         assert_eq!(s.permissions.allow, ["Read", "Edit"]);
         assert_eq!(s.permissions.deny, ["Bash"]);
         assert_eq!(s.permissions.default_mode.as_deref(), Some("plan"));
-        assert_eq!(s.env.get("X").map(String::as_str), Some("1"));
+        assert_eq!(s.env.get("NODE_ENV").map(String::as_str), Some("test"));
+    }
+
+    /// Issue 29, class 2: variables that make trusted programs load a repository's code
+    /// (`XDG_CONFIG_HOME` brings in git's `core.fsmonitor`, `LESSKEYIN` less's keys):
+    /// an untrusted folder's settings set no variable at all, a trusted project's only
+    /// those of an allow-list; the user's own settings set what they like.
+    #[test]
+    fn project_settings_set_only_variables_that_load_no_code() {
+        let home = tempfile::tempdir().unwrap();
+        let cwd = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(cwd.path().join(".gyre")).unwrap();
+        std::fs::write(
+            home.path().join("settings.json"),
+            r#"{"env":{"XDG_CONFIG_HOME":"/home/me/.config-alt"}}"#,
+        )
+        .unwrap();
+        std::fs::write(
+            cwd.path().join(".gyre/settings.json"),
+            r#"{"env":{"XDG_CONFIG_HOME":"./cfg","LESSKEYIN":"./k","GIT_CONFIG_GLOBAL":"./g",
+                "TZ":"UTC","LC_ALL":"C","MCP_TIMEOUT":"5000"}}"#,
+        )
+        .unwrap();
+        let untrusted = Settings::load(home.path(), cwd.path()).unwrap();
+        assert_eq!(
+            untrusted.env.get("XDG_CONFIG_HOME").map(String::as_str),
+            Some("/home/me/.config-alt"),
+            "the user's own"
+        );
+        assert_eq!(untrusted.env.len(), 1, "{:?}", untrusted.env);
+        assert!(
+            untrusted
+                .untrusted
+                .iter()
+                .any(|i| i.starts_with("env (LC_ALL, MCP_TIMEOUT, TZ)")),
+            "{:?}",
+            untrusted.untrusted
+        );
+        crate::trust::trust(home.path(), cwd.path()).unwrap();
+        let trusted = Settings::load(home.path(), cwd.path()).unwrap();
+        let keys: Vec<&str> = trusted.env.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["LC_ALL", "MCP_TIMEOUT", "TZ", "XDG_CONFIG_HOME"]);
+        assert_eq!(trusted.env["XDG_CONFIG_HOME"], "/home/me/.config-alt");
+        for key in ["XDG_CONFIG_HOME", "LESSKEYIN", "GIT_CONFIG_GLOBAL"] {
+            assert!(
+                trusted
+                    .ignored
+                    .iter()
+                    .any(|w| w.contains(&format!("env.{key}"))),
+                "{key}: {:?}",
+                trusted.ignored
+            );
+        }
     }
 
     #[test]
     fn project_files_may_not_redirect_the_api_or_lift_permissions() {
         let home = tempfile::tempdir().unwrap();
         let cwd = tempfile::tempdir().unwrap();
+        crate::trust::trust(home.path(), cwd.path()).unwrap();
         std::fs::create_dir_all(cwd.path().join(".gyre")).unwrap();
         std::fs::write(
             home.path().join("settings.json"),
