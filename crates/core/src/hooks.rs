@@ -360,7 +360,15 @@ impl Hooks {
         timeout: Duration,
     ) -> Result<Value, HookError> {
         let command_name = || command.to_owned();
-        let mut child = tokio::process::Command::new("sh")
+        let mut sh = tokio::process::Command::new("sh");
+        // gyre's own credentials are not the hook's, unless the settings' env names
+        // them for the programs gyre starts.
+        for name in gyre_tools::sandbox::SECRET_ENV {
+            if !self.base.child_env.iter().any(|(k, _)| k.as_str() == *name) {
+                sh.env_remove(name);
+            }
+        }
+        let mut child = sh
             .arg("-c")
             .arg(command)
             .current_dir(&self.base.cwd)

@@ -52,6 +52,12 @@ impl ChildProcess {
         StartError,
     > {
         let mut cmd = Command::new(command);
+        // gyre's own credentials are not the server's, unless its config names them.
+        for name in gyre_tools::sandbox::SECRET_ENV {
+            if !env.contains_key(*name) {
+                cmd.env_remove(name);
+            }
+        }
         cmd.args(args)
             .envs(env)
             .current_dir(cwd)

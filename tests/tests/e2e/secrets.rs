@@ -162,3 +162,54 @@ fn a_planted_key_is_in_no_error_message_or_trace_log() {
         Vec::<String>::new()
     );
 }
+
+/// Issue 29, class 5: the programs gyre starts besides Bash — MCP servers and hook
+/// commands — get no API key either, unless the user names it for them.
+#[test]
+fn mcp_servers_and_hooks_get_no_api_key_unless_named_for_them() {
+    let sandbox = Sandbox::new().unwrap();
+    let key = planted_key("children");
+    let server_env = sandbox.home().join("server-env.txt");
+    let named_env = sandbox.home().join("named-env.txt");
+    let hook_env = sandbox.home().join("hook-env.txt");
+    let mcp = gyre_e2e::test_mcp_binary().unwrap();
+    let probe = |out: &Path| {
+        json!({"command": "sh", "args": ["-c",
+            format!("env > {}; exec {}", out.display(), mcp.display())]})
+    };
+    let mut named = probe(&named_env);
+    named["env"] = json!({"ANTHROPIC_API_KEY": key});
+    let config = json!({"mcpServers": {"probe": probe(&server_env), "named": named}});
+    sandbox
+        .write(
+            ".gyre/settings.local.json",
+            &json!({"hooks": {"UserPromptSubmit": [{"hooks": [
+                {"type": "command", "command": format!("env > {}", hook_env.display())}]}]}})
+            .to_string(),
+        )
+        .unwrap();
+    let trust = TestServer::spawn(Script::new([Turn::text("unused")])).unwrap();
+    assert_eq!(
+        run(sandbox.gyre(&trust).unwrap().arg("trust"))
+            .unwrap()
+            .code,
+        Some(0)
+    );
+    let server =
+        TestServer::spawn(Script::new([Turn::text("done")]).require_api_key(key.clone())).unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .env("ANTHROPIC_API_KEY", &key)
+        .args(["-p", "hi", "--mcp-config", &config.to_string()]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    for (what, file) in [("the MCP server", &server_env), ("the hook", &hook_env)] {
+        let env = std::fs::read_to_string(file)
+            .unwrap_or_else(|e| panic!("{what} did not run ({e}): {}", out.stderr));
+        assert!(env.contains("PATH="), "{what}: {env}");
+        assert!(!env.contains(&key), "{what} got the API key");
+    }
+    // The user named it for this server: it gets it.
+    assert!(std::fs::read_to_string(&named_env).unwrap().contains(&key));
+}
