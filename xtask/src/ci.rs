@@ -54,7 +54,7 @@ impl Step {
             Self::Clippy => "clippy",
             Self::LibrariesAlone => "libraries without default features",
             Self::FuzzCheck => "fuzz targets compile",
-            Self::Tools => "install tmux and rg if missing",
+            Self::Tools => "install tmux, rg, node and npm if missing",
             Self::Tests => "tests (ignored ones included)",
             Self::DocTests => "doc tests",
             Self::FixtureCheck => "fixture check",

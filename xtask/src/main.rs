@@ -36,7 +36,7 @@ enum Task {
     /// until you remove them; the demo prints both paths.
     Demo(demo::Args),
     /// What CI runs, in this order: fmt check, clippy, libraries without default features,
-    /// fuzz targets compile, install tmux and rg if missing, tests (ignored ones included),
+    /// fuzz targets compile, install tmux, rg, node and npm if missing, tests (ignored ones included),
     /// doc tests, fixture check, demo, bench --quick.
     Ci(ci::Args),
     /// Optimised build, tarball gyre-<version>-<target>.tar.gz and its .sha256.
