@@ -8,7 +8,9 @@
 //!
 //! Trust: the platform's root certificates (rustls-platform-verifier, over the system
 //! store) plus every certificate of the PEM files named by `SSL_CERT_FILE` and
-//! `NODE_EXTRA_CA_CERTS`, the way a TLS-inspecting corporate proxy's CA gets in.
+//! `NODE_EXTRA_CA_CERTS`, the way a TLS-inspecting corporate proxy's CA gets in. The
+//! roots are read once per process, at the first TLS handshake, and shared by every
+//! client: a session over plain HTTP never reads the system's store.
 
 use std::fmt;
 use std::path::PathBuf;
@@ -76,6 +78,9 @@ pub enum NetworkError {
         /// What reqwest said.
         message: String,
     },
+    /// The TLS configuration could not be made (the crypto provider refused it).
+    #[error("TLS could not be set up: {0}")]
+    Tls(String),
 }
 
 /// `scheme://user:***@host`: a proxy URL fit for a log line.
@@ -186,30 +191,182 @@ impl NetworkOptions {
             })?;
             builder = builder.proxy(proxy.no_proxy(no_proxy.clone()));
         }
-        let mut certs = Vec::new();
-        for bundle in &self.extra_cas {
-            certs.extend(read_bundle(bundle)?);
-        }
-        if !certs.is_empty() {
-            builder = builder.tls_certs_merge(certs);
-        }
-        Ok(builder)
+        let verifier = lazy_verifier(&self.extra_cas)?;
+        let mut tls = rustls::ClientConfig::builder_with_provider(verifier.provider.clone())
+            .with_safe_default_protocol_versions()
+            .map_err(|e| NetworkError::Tls(e.to_string()))?
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth();
+        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+        Ok(builder.tls_backend_preconfigured(tls))
     }
+}
+
+/// The platform's roots plus the extra CAs, loaded once per process and only at the
+/// first TLS handshake: every client shares one (the API's, WebFetch's, MCP's), and a
+/// session that speaks only plain HTTP (a local gateway, the testkit) never reads the
+/// system's certificate store. Signatures are checked with the crypto provider's own
+/// algorithms, which need no roots.
+#[cfg(feature = "client")]
+#[derive(Debug)]
+struct LazyVerifier {
+    /// The extra CA bundles, each checked to hold a certificate, read whole only when
+    /// the roots are loaded.
+    extra: Vec<CaBundle>,
+    provider: std::sync::Arc<rustls::crypto::CryptoProvider>,
+    loaded: std::sync::OnceLock<Result<rustls_platform_verifier::Verifier, String>>,
+}
+
+#[cfg(feature = "client")]
+impl LazyVerifier {
+    fn platform(&self) -> Result<&rustls_platform_verifier::Verifier, rustls::Error> {
+        self.loaded
+            .get_or_init(|| {
+                let mut extra = Vec::new();
+                for bundle in &self.extra {
+                    extra.extend(read_bundle(bundle).map_err(|e| e.to_string())?);
+                }
+                rustls_platform_verifier::Verifier::new_with_extra_roots(
+                    extra,
+                    self.provider.clone(),
+                )
+                .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| rustls::Error::General(e.clone()))
+    }
+}
+
+#[cfg(feature = "client")]
+impl rustls::client::danger::ServerCertVerifier for LazyVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls::pki_types::CertificateDer<'_>,
+        intermediates: &[rustls::pki_types::CertificateDer<'_>],
+        server_name: &rustls::pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        self.platform()?.verify_server_cert(
+            end_entity,
+            intermediates,
+            server_name,
+            ocsp_response,
+            now,
+        )
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls::pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// The shared verifier for these extra CA bundles (each checked now, so a missing or
+/// empty bundle is an error at once; read whole at the first handshake).
+#[cfg(feature = "client")]
+fn lazy_verifier(bundles: &[CaBundle]) -> Result<std::sync::Arc<LazyVerifier>, NetworkError> {
+    type Shared = Vec<(Vec<CaBundle>, std::sync::Arc<LazyVerifier>)>;
+    static SHARED: std::sync::Mutex<Shared> = std::sync::Mutex::new(Vec::new());
+    let mut shared = SHARED
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some((_, verifier)) = shared.iter().find(|(b, _)| b.as_slice() == bundles) {
+        return Ok(std::sync::Arc::clone(verifier));
+    }
+    // The same file named twice (SSL_CERT_FILE and NODE_EXTRA_CA_CERTS often are) is
+    // read once.
+    let mut extra: Vec<CaBundle> = Vec::new();
+    for bundle in bundles {
+        check_bundle(bundle)?;
+        if !extra.iter().any(|b| b.path == bundle.path) {
+            extra.push(bundle.clone());
+        }
+    }
+    let verifier = std::sync::Arc::new(LazyVerifier {
+        extra,
+        provider: std::sync::Arc::new(rustls::crypto::ring::default_provider()),
+        loaded: std::sync::OnceLock::new(),
+    });
+    shared.push((bundles.to_vec(), std::sync::Arc::clone(&verifier)));
+    Ok(verifier)
 }
 
 /// `reqwest::Proxy::https` or `::http`.
 #[cfg(feature = "client")]
 type ProxyFor = fn(&str) -> reqwest::Result<reqwest::Proxy>;
 
+/// A bundle that can be opened and starts a PEM certificate (only the first one is
+/// decoded here).
 #[cfg(feature = "client")]
-fn read_bundle(bundle: &CaBundle) -> Result<Vec<reqwest::Certificate>, NetworkError> {
+fn check_bundle(bundle: &CaBundle) -> Result<(), NetworkError> {
+    use rustls::pki_types::pem::PemObject;
+    let failed = |message: String| NetworkError::CaBundle {
+        var: bundle.var.clone(),
+        path: bundle.path.clone(),
+        message,
+    };
+    // The first certificate is near the start: no need to read a whole system bundle.
+    let mut pem = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(&bundle.path).map_err(|e| failed(e.to_string()))?,
+            1 << 16,
+        ),
+        &mut pem,
+    )
+    .map_err(|e| failed(e.to_string()))?;
+    match rustls::pki_types::CertificateDer::pem_slice_iter(&pem).next() {
+        Some(Ok(_)) => Ok(()),
+        Some(Err(e)) => Err(failed(e.to_string())),
+        None => Err(failed("no PEM certificate in it".to_owned())),
+    }
+}
+
+#[cfg(feature = "client")]
+fn read_bundle(
+    bundle: &CaBundle,
+) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, NetworkError> {
+    use rustls::pki_types::pem::PemObject;
     let failed = |message: String| NetworkError::CaBundle {
         var: bundle.var.clone(),
         path: bundle.path.clone(),
         message,
     };
     let pem = std::fs::read(&bundle.path).map_err(|e| failed(e.to_string()))?;
-    let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| failed(e.to_string()))?;
+    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| failed(e.to_string()))?;
     if certs.is_empty() {
         return Err(failed("no PEM certificate in it".to_owned()));
     }
