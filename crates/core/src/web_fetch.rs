@@ -57,7 +57,10 @@ enum Fetched {
 
 /// The WebFetch tool of a session.
 pub struct WebFetchTool {
-    http: reqwest::Client,
+    /// Made at the first fetch (most sessions never fetch; a client and its TLS setup
+    /// cost memory at start).
+    http: std::sync::OnceLock<reqwest::Client>,
+    network: gyre_api::NetworkOptions,
     deps: Arc<dyn QueryDeps>,
     model: String,
     cache: Mutex<HashMap<String, (Instant, String)>>,
@@ -118,6 +121,8 @@ enum FetchError {
     Convert { url: Url, source: std::io::Error },
     #[error("{start} redirected more than {MAX_REDIRECTS} times")]
     TooManyRedirects { start: Url },
+    #[error("could not set up WebFetch's HTTP client: {0}")]
+    Client(String),
 }
 
 /// `url` parsed, http upgraded to https unless the host is this machine.
@@ -169,24 +174,37 @@ impl WebFetchTool {
         usage: SubagentSender,
         network: &gyre_api::NetworkOptions,
     ) -> Result<Self, crate::error::CoreError> {
-        let failed = |e: &dyn std::fmt::Display| {
+        // A bad proxy or CA bundle is said at start; the client is made when first used.
+        let _checked = Self::client(network).map_err(|e| {
             crate::error::CoreError::Client(format!("could not set up WebFetch's HTTP client: {e}"))
-        };
-        let http = network
-            .client_builder()
-            .map_err(|e| failed(&e))?
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(FETCH_TIMEOUT)
-            .user_agent(concat!("gyre/", env!("CARGO_PKG_VERSION"), " (WebFetch)"))
-            .build()
-            .map_err(|e| failed(&e))?;
+        })?;
         Ok(Self {
-            http,
+            http: std::sync::OnceLock::new(),
+            network: network.clone(),
             deps,
             model,
             cache: Mutex::new(HashMap::new()),
             usage,
         })
+    }
+
+    fn client(network: &gyre_api::NetworkOptions) -> Result<reqwest::ClientBuilder, String> {
+        Ok(network
+            .client_builder()
+            .map_err(|e| e.to_string())?
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(FETCH_TIMEOUT)
+            .user_agent(concat!("gyre/", env!("CARGO_PKG_VERSION"), " (WebFetch)")))
+    }
+
+    fn http(&self) -> Result<&reqwest::Client, FetchError> {
+        if let Some(http) = self.http.get() {
+            return Ok(http);
+        }
+        let http = Self::client(&self.network)
+            .and_then(|b| b.build().map_err(|e| e.to_string()))
+            .map_err(FetchError::Client)?;
+        Ok(self.http.get_or_init(|| http))
     }
 
     fn cached(&self, url: &str) -> Option<String> {
@@ -200,15 +218,15 @@ impl WebFetchTool {
     async fn fetch(&self, start: Url) -> Result<Fetched, FetchError> {
         let mut url = start.clone();
         for _ in 0..=MAX_REDIRECTS {
-            let response =
-                self.http
-                    .get(url.clone())
-                    .send()
-                    .await
-                    .map_err(|source| FetchError::Request {
-                        url: url.clone(),
-                        source,
-                    })?;
+            let response = self
+                .http()?
+                .get(url.clone())
+                .send()
+                .await
+                .map_err(|source| FetchError::Request {
+                    url: url.clone(),
+                    source,
+                })?;
             let status = response.status();
             if status.is_redirection() {
                 let location = response
