@@ -328,7 +328,7 @@ pub fn build(
         by_mode.quiet_from_now();
     }
     tool_context.sandbox_by_mode = Some(by_mode);
-    tool_context.sandbox_access = settings.sandbox.access();
+    tool_context.sandbox_access = settings.sandbox.access(env);
 
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),

@@ -45,12 +45,17 @@ pub struct SandboxSettings {
 }
 
 impl SandboxSettings {
-    /// What sandboxed commands may reach: the defaults of this process plus these
-    /// settings' roots and sockets.
+    /// What sandboxed commands may reach: the user's home and gyre's (from the session's
+    /// environment snapshot) plus these settings' roots and sockets.
     #[must_use]
-    pub fn access(&self) -> gyre_tools::sandbox::SandboxAccess {
-        let mut access = gyre_tools::sandbox::SandboxAccess::from_env();
-        let home = access.home.clone();
+    pub fn access(&self, env: &crate::Environment) -> gyre_tools::sandbox::SandboxAccess {
+        let home = env.home().filter(|h| !h.as_os_str().is_empty());
+        let mut access = gyre_tools::sandbox::SandboxAccess {
+            read_roots: Vec::new(),
+            allow_unix_sockets: false,
+            home: home.clone(),
+            gyre_home: Some(env.gyre_home()),
+        };
         let roots: Vec<std::path::PathBuf> = self
             .read_roots
             .iter()
