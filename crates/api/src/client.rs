@@ -321,6 +321,8 @@ pub struct ClientConfig {
     pub user_agent: String,
     /// How long to wait for a TCP/TLS connection.
     pub connect_timeout: Duration,
+    /// Beta features to ask for (`--betas`): the `anthropic-beta` header.
+    pub betas: Vec<String>,
 }
 
 impl ClientConfig {
@@ -346,6 +348,7 @@ impl ClientConfig {
             network: NetworkOptions::default(),
             user_agent: default_user_agent(),
             connect_timeout: Duration::from_secs(30),
+            betas: Vec::new(),
         }
     }
 

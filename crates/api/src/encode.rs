@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use gyre_protocol::{
-    Message, MessagesRequest, Metadata, SystemBlock, ThinkingConfig, ToolDefinition,
+    Message, MessagesRequest, Metadata, OutputConfig, SystemBlock, ThinkingConfig, ToolDefinition,
 };
 use serde::Serialize;
 
@@ -66,6 +66,8 @@ struct Rest<'a> {
     temperature: Option<f32>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     stop_sequences: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    output_config: Option<&'a OutputConfig>,
 }
 
 /// A body handed to the HTTP client: a view of the encoder's buffer, no copy.
@@ -103,6 +105,7 @@ impl BodyEncoder {
             thinking,
             temperature,
             stop_sequences,
+            output_config,
         } = request;
         let rest = serde_json::to_vec(&Rest {
             model,
@@ -114,6 +117,7 @@ impl BodyEncoder {
             thinking: thinking.as_ref(),
             temperature: *temperature,
             stop_sequences,
+            output_config: output_config.as_ref(),
         })?;
         let kept = self
             .cached
@@ -225,6 +229,13 @@ mod tests {
             }),
             temperature: Some(0.5),
             stop_sequences: vec!["\n\nHuman:".into()],
+            output_config: Some(OutputConfig {
+                effort: Some("medium".into()),
+                task_budget: Some(gyre_protocol::TaskBudget {
+                    kind: "tokens".into(),
+                    total: 400_000,
+                }),
+            }),
         }
     }
 

@@ -115,6 +115,13 @@ impl Provider {
             HeaderValue::from_str(&config.user_agent)
                 .map_err(|_| header_error("the user agent"))?,
         );
+        if !config.betas.is_empty() {
+            headers.insert(
+                "anthropic-beta",
+                HeaderValue::from_str(&config.betas.join(","))
+                    .map_err(|_| header_error("--betas"))?,
+            );
+        }
         match &config.backend {
             Backend::Anthropic(credential) => {
                 headers.insert(

@@ -1,7 +1,8 @@
-//! `--max-thinking-tokens` / `--thinking`: extended thinking on every main-loop request.
+//! `--max-thinking-tokens` / `--thinking`: extended thinking on every main-loop request;
+//! `--effort` and `--task-budget`: its `output_config`.
 //!
-//! The loop builds requests without a `thinking` parameter; [`ThinkingDeps`] wraps the
-//! model seam and adds it to the request in place (the loop holds the only reference,
+//! The loop builds requests without these parameters; [`ThinkingDeps`] wraps the
+//! model seam and adds them to the request in place (the loop holds the only reference,
 //! so nothing is copied), with the budget kept below each request's `max_tokens` (the
 //! API refuses a budget at or above it). Thinking blocks and their signatures come back
 //! in the assistant message and are sent again as they were.
@@ -9,7 +10,7 @@
 use std::sync::Arc;
 
 use gyre_loop::{ModelStream, QueryDeps};
-use gyre_protocol::{MessagesRequest, ThinkingConfig};
+use gyre_protocol::{MessagesRequest, OutputConfig, TaskBudget, ThinkingConfig};
 use tokio_util::sync::CancellationToken;
 
 /// The smallest budget the API accepts.
@@ -24,6 +25,42 @@ const DEFAULT_BUDGET: u32 = 10_000;
 pub struct UnknownThinkingMode {
     /// The value given.
     pub mode: String,
+}
+
+/// An `--effort` value the API does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--effort {effort:?}: use low, medium, high, xhigh or max")]
+pub struct UnknownEffort {
+    /// The value given.
+    pub effort: String,
+}
+
+/// The request's `output_config` from `--effort` and `--task-budget`; `None` when
+/// neither is given.
+///
+/// # Errors
+/// [`UnknownEffort`] for an effort level the API does not take.
+pub fn output_config(
+    effort: Option<&str>,
+    task_budget: Option<u64>,
+) -> Result<Option<OutputConfig>, UnknownEffort> {
+    const LEVELS: [&str; 5] = ["low", "medium", "high", "xhigh", "max"];
+    if let Some(effort) = effort
+        && !LEVELS.contains(&effort)
+    {
+        return Err(UnknownEffort {
+            effort: effort.to_owned(),
+        });
+    }
+    Ok(
+        (effort.is_some() || task_budget.is_some()).then(|| OutputConfig {
+            effort: effort.map(str::to_owned),
+            task_budget: task_budget.map(|total| TaskBudget {
+                kind: "tokens".to_owned(),
+                total,
+            }),
+        }),
+    )
 }
 
 /// What the flags ask for.
@@ -75,16 +112,18 @@ impl Thinking {
     }
 }
 
-/// The model seam with thinking added to each request.
+/// The model seam with thinking and the output config added to each request.
 pub struct ThinkingDeps {
     inner: Arc<dyn QueryDeps>,
-    thinking: Thinking,
+    thinking: Option<Thinking>,
+    output: Option<OutputConfig>,
 }
 
 impl std::fmt::Debug for ThinkingDeps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ThinkingDeps")
             .field("thinking", &self.thinking)
+            .field("output", &self.output)
             .finish_non_exhaustive()
     }
 }
@@ -92,7 +131,28 @@ impl std::fmt::Debug for ThinkingDeps {
 impl ThinkingDeps {
     #[must_use]
     pub fn new(inner: Arc<dyn QueryDeps>, thinking: Thinking) -> Self {
-        Self { inner, thinking }
+        Self {
+            inner,
+            thinking: Some(thinking),
+            output: None,
+        }
+    }
+
+    /// `inner` unchanged when there is nothing to add.
+    #[must_use]
+    pub fn wrap(
+        inner: Arc<dyn QueryDeps>,
+        thinking: Option<Thinking>,
+        output: Option<OutputConfig>,
+    ) -> Arc<dyn QueryDeps> {
+        if thinking.is_none() && output.is_none() {
+            return inner;
+        }
+        Arc::new(Self {
+            inner,
+            thinking,
+            output,
+        })
     }
 }
 
@@ -104,7 +164,9 @@ impl QueryDeps for ThinkingDeps {
         cancel: CancellationToken,
     ) -> ModelStream {
         if request.thinking.is_none()
-            && let Some(config) = self.thinking.config(request.max_tokens)
+            && let Some(config) = self
+                .thinking
+                .and_then(|thinking| thinking.config(request.max_tokens))
         {
             // Copies the request only if someone else holds it too (the loop does not).
             let with = Arc::make_mut(request);
@@ -112,12 +174,17 @@ impl QueryDeps for ThinkingDeps {
             // Thinking does not combine with a custom temperature.
             with.temperature = None;
         }
+        if request.output_config.is_none() && self.output.is_some() {
+            Arc::make_mut(request)
+                .output_config
+                .clone_from(&self.output);
+        }
         self.inner.call_model(request, fallback_model, cancel)
     }
 
     fn fork(&self) -> Option<Arc<dyn QueryDeps>> {
         let inner = self.inner.fork()?;
-        Some(Arc::new(Self::new(inner, self.thinking)))
+        Some(Self::wrap(inner, self.thinking, self.output.clone()))
     }
 
     fn uuid(&self) -> String {
@@ -177,6 +244,24 @@ mod tests {
         // Sent again (a fallback), it is left as it is.
         drop(deps.call_model(&mut request, None, CancellationToken::new()));
         assert_eq!(Arc::as_ptr(&request), at);
+    }
+
+    #[test]
+    fn effort_and_task_budget_go_in_output_config() {
+        let sent = Arc::new(Sent::default());
+        let output = output_config(Some("high"), Some(400_000)).unwrap();
+        let deps = ThinkingDeps::wrap(Arc::clone(&sent) as Arc<dyn QueryDeps>, None, output);
+        let mut request = Arc::new(MessagesRequest::new("m", 32_000, vec![]));
+        drop(deps.call_model(&mut request, None, CancellationToken::new()));
+        let body = serde_json::to_value(&*request).unwrap();
+        assert_eq!(
+            body["output_config"],
+            serde_json::json!({"effort": "high", "task_budget": {"type": "tokens", "total": 400_000}})
+        );
+        assert_eq!(body.get("thinking"), None);
+        assert_eq!(output_config(None, None), Ok(None));
+        let wrong = output_config(Some("loud"), None).unwrap_err().to_string();
+        assert!(wrong.contains("xhigh"), "{wrong}");
     }
 
     #[test]

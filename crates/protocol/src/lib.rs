@@ -32,5 +32,8 @@ pub use event::{
     ContentDelta, ErrorDetail, ErrorResponse, MessageDeltaBody, MessageStart, StreamEvent,
 };
 pub use message::{AssistantResponse, Blocks, Message, Role, StopReason};
-pub use request::{MessagesRequest, Metadata, SystemBlock, ThinkingConfig, ToolDefinition};
+pub use request::{
+    MessagesRequest, Metadata, OutputConfig, SystemBlock, TaskBudget, ThinkingConfig,
+    ToolDefinition,
+};
 pub use usage::{CacheCreation, ServerToolUsage, Usage, UsageDelta};

@@ -109,6 +109,28 @@ pub struct ThinkingConfig {
     pub budget_tokens: Option<u32>,
 }
 
+/// `output_config`: how much effort the model spends (`--effort`) and the token budget
+/// it is told about for an agentic task (`--task-budget`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OutputConfig {
+    /// `low`, `medium`, `high`, `xhigh` or `max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effort: Option<String>,
+    /// `{"type":"tokens","total":N}`: advisory, the model sees it count down.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_budget: Option<TaskBudget>,
+}
+
+/// The `task_budget` of [`OutputConfig`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskBudget {
+    /// Always `"tokens"`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The budget in tokens.
+    pub total: u64,
+}
+
 /// The body of a Messages API request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MessagesRequest {
@@ -139,6 +161,9 @@ pub struct MessagesRequest {
     /// Extra sequences that end the answer when the model writes one.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stop_sequences: Vec<String>,
+    /// Effort and task budget, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_config: Option<OutputConfig>,
 }
 
 impl MessagesRequest {
@@ -156,6 +181,7 @@ impl MessagesRequest {
             thinking: None,
             temperature: None,
             stop_sequences: Vec::new(),
+            output_config: None,
         }
     }
 }
