@@ -114,6 +114,39 @@ const cases = {
     }
   },
 
+  async the_main_agent_effort_and_task_budget_shape_every_request() {
+    const c = await scratch([text("ok")]);
+    try {
+      const agents = {
+        terse: {
+          description: "Answers in one word",
+          prompt: "You answer in one word.",
+          tools: ["Read", "Grep"],
+          model: "haiku",
+        },
+      };
+      const messages = await collect(
+        query({
+          prompt: "hi",
+          options: c.options({ agent: "terse", agents, effort: "low", taskBudget: { total: 50000 } }),
+        }),
+      );
+      expect(resultOf(messages)?.result === "ok", `result ${JSON.stringify(resultOf(messages))}`);
+      const [sent] = await c.tk.requests();
+      const system = JSON.stringify(sent.system ?? "");
+      expect(system.includes("You answer in one word."), `system ${system}`);
+      expect(sent.model === "claude-haiku-4-5", `model ${sent.model}`);
+      const names = sent.tools.map((t) => t.name);
+      expect(names.includes("Grep") && !names.includes("Bash"), `tools ${names}`);
+      const config = JSON.stringify(sent.output_config);
+      expect(sent.output_config?.effort === "low", `output_config ${config}`);
+      expect(sent.output_config?.task_budget?.total === 50000, `output_config ${config}`);
+      expect(!c.stderr.join("").includes("ignored"), `stderr ${c.stderr.join("")}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
   async system_prompt_and_append_travel_in_initialize_and_reach_the_api() {
     const c = await scratch([text("ok")]);
     try {

@@ -201,13 +201,21 @@ pub struct Cli {
     #[arg(long)]
     pub strict_mcp_config: bool,
 
-    // Flags that Claude Code's Agent SDKs pass: accepted so drivers keep working.
-    #[arg(long, hide = true, num_args = 1..)]
-    pub betas: Vec<String>,
-    #[arg(long, hide = true)]
+    /// How much effort the model spends: low, medium, high, xhigh or max.
+    #[arg(long, value_name = "LEVEL")]
     pub effort: Option<String>,
-    #[arg(long, hide = true)]
+    /// A token budget the model is told about for the task (advisory).
+    #[arg(long, value_name = "TOKENS")]
     pub task_budget: Option<u64>,
+
+    /// Run the main thread as this agent (its prompt, tools and model).
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Beta features to ask the API for (the anthropic-beta header).
+    #[arg(long, num_args = 1.., value_name = "BETAS")]
+    pub betas: Vec<String>,
+
+    // Flags that Claude Code's Agent SDKs pass: accepted so drivers keep working.
     #[arg(long, hide = true)]
     pub resume_session_at: Option<String>,
     #[arg(long, hide = true, num_args = 1..)]
@@ -216,8 +224,6 @@ pub struct Cli {
     pub thinking_display: Option<String>,
     #[arg(long, hide = true)]
     pub permission_prompts: Option<String>,
-    #[arg(long, hide = true)]
-    pub agent: Option<String>,
     #[arg(long, hide = true)]
     pub session_mirror: bool,
     #[arg(long, hide = true)]
@@ -248,14 +254,10 @@ impl Cli {
                 out.push(name);
             }
         };
-        warn(!self.betas.is_empty(), "--betas");
-        warn(self.effort.is_some(), "--effort");
-        warn(self.task_budget.is_some(), "--task-budget");
         warn(self.resume_session_at.is_some(), "--resume-session-at");
         warn(!self.plugin_dir.is_empty(), "--plugin-dir");
         warn(self.thinking_display.is_some(), "--thinking-display");
         warn(self.permission_prompts.is_some(), "--permission-prompts");
-        warn(self.agent.is_some(), "--agent");
         warn(self.session_mirror, "--session-mirror");
         warn(self.project_config_root.is_some(), "--project-config-root");
         warn(!self.plugin_dir_no_mcp.is_empty(), "--plugin-dir-no-mcp");
@@ -303,6 +305,10 @@ impl Cli {
             json_schema: self.json_schema.clone(),
             max_thinking_tokens: self.max_thinking_tokens,
             thinking: self.thinking.clone(),
+            effort: self.effort.clone(),
+            task_budget: self.task_budget,
+            betas: self.betas.clone(),
+            agent: self.agent.clone(),
             mcp_config: self.mcp_config.clone(),
             strict_mcp_config: self.strict_mcp_config,
             initialize: InitializeOptions::default(),
@@ -351,13 +357,13 @@ mod tests {
             "x",
             "--setting-sources",
             "user",
-            "--betas",
+            "--channels",
             "a",
             "--plugin-dir",
             "p",
         ])
         .unwrap();
-        assert_eq!(cli.ignored_flag_warnings(), ["--betas", "--plugin-dir"]);
+        assert_eq!(cli.ignored_flag_warnings(), ["--plugin-dir", "--channels"]);
     }
 
     #[test]

@@ -45,6 +45,9 @@ pub struct InitializeOptions {
     /// `settings`: settings over the files', as `--settings` (the TypeScript SDK's
     /// `settingsDelivery: 'initialize'`).
     pub settings: Option<crate::settings::Settings>,
+    /// `agents`: `{name: {description, prompt, tools, model}}`, over `--agents` (so
+    /// `--agent` may name one of them).
+    pub agents: Option<serde_json::Map<String, Value>>,
 }
 
 impl InitializeOptions {
@@ -105,6 +108,15 @@ pub struct SessionOptions {
     pub max_thinking_tokens: Option<u32>,
     /// Thinking mode (`--thinking`).
     pub thinking: Option<String>,
+    /// Effort level (`--effort`): the requests' `output_config.effort`.
+    pub effort: Option<String>,
+    /// Task budget in tokens (`--task-budget`): `output_config.task_budget`.
+    pub task_budget: Option<u64>,
+    /// Beta features (`--betas`, comma- or space-separated): the `anthropic-beta` header.
+    pub betas: Vec<String>,
+    /// The agent the main thread runs as (`--agent`): its prompt replaces the default
+    /// system prompt, its tools and model apply unless `--tools`/`--model` say otherwise.
+    pub agent: Option<String>,
     /// MCP server configs, files or inline JSON (`--mcp-config`).
     pub mcp_config: Vec<String>,
     /// Only the `--mcp-config` servers, not the project's `.mcp.json`.
@@ -132,6 +144,15 @@ impl SessionOptions {
             .extend(init.disallowed_tools.iter().cloned());
         if let Some(schema) = &init.json_schema {
             self.json_schema = Some(schema.to_string());
+        }
+        if let Some(agents) = &init.agents {
+            let mut merged = self
+                .agents
+                .as_deref()
+                .and_then(|json| serde_json::from_str::<serde_json::Map<String, Value>>(json).ok())
+                .unwrap_or_default();
+            merged.extend(agents.clone());
+            self.agents = Some(Value::Object(merged).to_string());
         }
         self.initialize = init;
         self

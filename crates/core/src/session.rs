@@ -65,14 +65,16 @@ fn model_client(
     env: &Environment,
     settings: &Settings,
     cwd: &Path,
+    betas: &[String],
 ) -> Result<(Arc<dyn ModelClient>, BackendFacts), CoreError> {
     let failed = |e: &dyn std::fmt::Display| CoreError::Client(e.to_string());
     if let Some(path) = env.var("GYRE_REPLAY_FIXTURE") {
         let replay = ReplayClient::from_file(&path).map_err(|e| failed(&e))?;
         return Ok((Arc::new(replay), BackendFacts::fixture(&path)));
     }
-    let config = crate::backend::client_config(env, settings.api_key_helper.as_deref(), cwd)
+    let mut config = crate::backend::client_config(env, settings.api_key_helper.as_deref(), cwd)
         .map_err(|e| failed(&e))?;
+    config.betas = crate::options::split_tool_list(betas);
     let facts = BackendFacts::of(&config);
     let secret = config.backend.static_secret().map(str::to_owned);
     let client: Arc<dyn ModelClient> =
@@ -138,7 +140,7 @@ pub fn build(
 ) -> Result<Session, CoreError> {
     let cli = options;
     let home = env.gyre_home();
-    let (client, backend) = model_client(env, settings, cwd)?;
+    let (client, backend) = model_client(env, settings, cwd, &cli.betas)?;
     let retry = RetryOptions::new(RetryPolicy::from_lookup(|name| env.var(name)));
 
     let (session_id, resumed) = match (&cli.resume, &cli.session_id) {
@@ -199,17 +201,45 @@ pub fn build(
         session_id
     };
 
+    // A shared catalog: the SDK's `agents` from `initialize` are added to it.
+    let agents = AgentCatalog::new(crate::agents::definitions(
+        cli.agents.as_deref(),
+        env.home().as_deref(),
+        cwd,
+        crate::trust::is_trusted(&home, cwd),
+    )?);
+    // `--agent NAME`: the main thread runs as that agent (its prompt, tools and model).
+    let main_agent = match &cli.agent {
+        Some(name) => Some(agents.get(name).ok_or_else(|| {
+            CoreError::Invalid(format!(
+                "--agent {name:?}: no such agent; the agents are {}",
+                agents.names().join(", ")
+            ))
+        })?),
+        None => None,
+    };
     let model = cli
         .model
         .clone()
+        .or_else(|| {
+            main_agent
+                .as_ref()
+                .filter(|a| a.model.as_deref().is_some_and(|m| m.trim() != "inherit"))
+                .map(|a| a.model_or(""))
+        })
         .or_else(|| loaded.as_ref().and_then(|l| l.model.clone()))
         .or_else(|| settings.model.clone())
         .or_else(|| env.var("ANTHROPIC_MODEL"))
         .unwrap_or_else(|| DEFAULT_MODEL.to_owned());
 
     let mut registry = ToolRegistry::with_default_tools();
-    let only = split_tool_list(&cli.tools);
-    if !cli.tools.is_empty() && only != ["default"] {
+    let mut only = split_tool_list(&cli.tools);
+    if let Some(tools) = main_agent.as_ref().and_then(|a| a.tools.clone())
+        && (only.is_empty() || only == ["default"])
+    {
+        only = tools;
+    }
+    if !only.is_empty() && only != ["default"] {
         registry = registry.filtered(&only);
     }
     for tool in mcp.tools() {
@@ -282,7 +312,7 @@ pub fn build(
     );
     let permissions = gate.permissions();
     // `--tools default` (or no --tools) offers every tool.
-    let all_tools = cli.tools.is_empty() || only == ["default"];
+    let all_tools = only.is_empty() || only == ["default"];
     let offered = |name: &str| all_tools || only.iter().any(|t| t == name);
     if offered("ExitPlanMode") {
         registry.register(Arc::new(ExitPlanModeTool::new(gate.mode_handle())));
@@ -334,15 +364,21 @@ pub fn build(
         (Some(s), _) => s.clone(),
         (None, Some(path)) => gyre_tools::read_config_file(path)
             .map_err(CoreError::io("could not read --system-prompt-file", path))?,
-        (None, None) => default_system_prompt(cwd, &registry.names(), SystemTime::now()),
+        (None, None) => match &main_agent {
+            Some(agent) => agent.prompt.clone(),
+            None => default_system_prompt(cwd, &registry.names(), SystemTime::now()),
+        },
     };
     let from_sdk = env
         .var("CLAUDE_CODE_ENTRYPOINT")
         .is_some_and(|e| e.starts_with("sdk"));
-    let system_text = if system_text.trim().is_empty() && from_sdk {
-        SDK_SYSTEM_PROMPT.to_owned()
-    } else {
-        system_text
+    // An empty prompt (the SDKs send `[""]` when their user set none) gives way to the
+    // main agent's, else to the SDK's minimal prompt.
+    let system_text = match &main_agent {
+        _ if !system_text.trim().is_empty() => system_text,
+        Some(agent) => agent.prompt.clone(),
+        None if from_sdk => SDK_SYSTEM_PROMPT.to_owned(),
+        None => system_text,
     };
     // Project memory (AGENTS.md / CLAUDE.md) follows --setting-sources, with a custom
     // system prompt too; without the flag it goes with the default prompt only.
@@ -405,13 +441,6 @@ pub fn build(
         .filter(|n| !removed.iter().any(|r| r == n))
         .collect();
     registry = registry.filtered(&kept);
-    // A shared catalog: the SDK's `agents` from `initialize` are added to it.
-    let agents = AgentCatalog::new(crate::agents::definitions(
-        cli.agents.as_deref(),
-        env.home().as_deref(),
-        cwd,
-        crate::trust::is_trusted(&home, cwd),
-    )?);
     let agent_setup = AgentSetup {
         definitions: agents.clone(),
         tools: registry.clone(),
@@ -469,13 +498,12 @@ pub fn build(
         } else {
             (Box::new(Unrecorded), TranscriptHealth::default())
         };
-    // Thinking goes on the main loop's requests, not on compaction summaries.
+    // Thinking and effort go on the main loop's requests, not on compaction summaries.
     let thinking = Thinking::from_flags(cli.max_thinking_tokens, cli.thinking.as_deref())
         .map_err(|e| CoreError::Invalid(e.to_string()))?;
-    let loop_deps: Arc<dyn gyre_loop::QueryDeps> = match thinking {
-        Some(t) => Arc::new(ThinkingDeps::new(deps, t)),
-        None => deps,
-    };
+    let output = crate::thinking::output_config(cli.effort.as_deref(), cli.task_budget)
+        .map_err(|e| CoreError::Invalid(e.to_string()))?;
+    let loop_deps = ThinkingDeps::wrap(deps, thinking, output);
     let mut engine = QueryEngine::new(
         config,
         loop_deps,

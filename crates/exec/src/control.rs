@@ -223,7 +223,13 @@ impl Initialize {
         .map(|text| gyre_core::settings::Settings::parse(Path::new("initialize settings"), &text))
         .transpose()
         .map_err(|e| invalid("settings", &e.to_string()))?;
+        let agents = match present(&self.agents) {
+            None => None,
+            Some(Value::Object(agents)) => Some(agents),
+            Some(_) => return Err(invalid("agents", "expected an object of named agents")),
+        };
         Ok(InitializeOptions {
+            agents,
             settings,
             system_prompt: texts("systemPrompt", &self.system_prompt)?.map(joined),
             append_system_prompt: texts("appendSystemPrompt", &self.append_system_prompt)?

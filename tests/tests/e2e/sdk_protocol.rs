@@ -333,6 +333,114 @@ fn max_thinking_tokens_sends_a_budget_below_max_tokens_and_thinking_blocks_go_ba
 }
 
 #[test]
+fn effort_task_budget_and_betas_reach_every_main_loop_request() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")]).repeat_last()).unwrap();
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "go",
+        "--effort",
+        "high",
+        "--task-budget",
+        "400000",
+        "--betas",
+        "effort-2025-11-24,context-1m",
+        "interleaved-thinking",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stderr.contains("ignored"), "{}", out.stderr);
+    let request = &server.requests()[0];
+    assert_eq!(
+        request.body["output_config"],
+        json!({"effort": "high", "task_budget": {"type": "tokens", "total": 400000}})
+    );
+    assert_eq!(
+        request.header("anthropic-beta"),
+        Some("effort-2025-11-24,context-1m,interleaved-thinking")
+    );
+
+    // Without the flags, neither is sent; a level the API does not take is refused
+    // before any request, naming the levels.
+    let plain = run(sandbox.gyre(&server).unwrap().args(["-p", "go"])).unwrap();
+    assert_eq!(plain.code, Some(0), "{}", plain.stderr);
+    let request = server.requests().pop().unwrap();
+    assert_eq!(request.body.get("output_config"), None);
+    assert_eq!(request.header("anthropic-beta"), None);
+    let sent = server.request_count();
+    let wrong = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "go", "--effort", "huge"]))
+    .unwrap();
+    assert_ne!(wrong.code, Some(0));
+    assert!(
+        wrong.stderr.contains("low, medium, high, xhigh or max"),
+        "{}",
+        wrong.stderr
+    );
+    assert_eq!(server.request_count(), sent);
+}
+
+#[test]
+fn the_main_thread_runs_as_the_agent_named_with_its_prompt_tools_and_model() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")]).repeat_last()).unwrap();
+    let agents = r#"{"reviewer": {"description": "Reviews diffs", "prompt": "You review diffs and nothing else.", "tools": ["Read", "Grep"], "model": "haiku"}}"#;
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "go", "--agents", agents, "--agent", "reviewer"]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let request = &server.requests()[0];
+    let system = request.body["system"].to_string();
+    assert!(
+        system.contains("You review diffs and nothing else."),
+        "{system}"
+    );
+    assert!(
+        !system.contains("coding agent"),
+        "the default prompt is replaced: {system}"
+    );
+    assert_eq!(request.body["model"], "claude-haiku-4-5");
+    let tools: Vec<&str> = request.body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert_eq!(tools, ["Grep", "Read"]);
+
+    // --model and --tools still win; an unknown agent is refused, naming the agents.
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "go",
+        "--agents",
+        agents,
+        "--agent",
+        "reviewer",
+        "--model",
+        "claude-opus-4-1",
+        "--tools",
+        "Bash",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let request = server.requests().pop().unwrap();
+    assert_eq!(request.body["model"], "claude-opus-4-1");
+    assert_eq!(request.body["tools"][0]["name"], "Bash");
+    let wrong = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "go", "--agent", "nobody"]))
+    .unwrap();
+    assert_ne!(wrong.code, Some(0));
+    assert!(wrong.stderr.contains("no such agent"), "{}", wrong.stderr);
+    assert!(wrong.stderr.contains("general-purpose"), "{}", wrong.stderr);
+}
+
+#[test]
 fn project_memory_follows_setting_sources_even_with_a_custom_system_prompt() {
     let sandbox = Sandbox::new().unwrap();
     sandbox
