@@ -37,6 +37,22 @@ pub struct AwsProfile {
     pub config_file: PathBuf,
 }
 
+impl AwsProfile {
+    /// `AWS_PROFILE` (else `default`), `AWS_SHARED_CREDENTIALS_FILE` and
+    /// `AWS_CONFIG_FILE` (else under `$HOME/.aws`), through `var`.
+    #[must_use]
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
+        let home = var("HOME").map(PathBuf::from).unwrap_or_default();
+        Self {
+            name: var("AWS_PROFILE").unwrap_or_else(|| "default".to_owned()),
+            credentials_file: var("AWS_SHARED_CREDENTIALS_FILE")
+                .map_or_else(|| home.join(".aws").join("credentials"), PathBuf::from),
+            config_file: var("AWS_CONFIG_FILE")
+                .map_or_else(|| home.join(".aws").join("config"), PathBuf::from),
+        }
+    }
+}
+
 /// The `key = value` pairs of `section` in the INI file at `path`; `None` when the file
 /// cannot be read or has no such section.
 fn section(path: &Path, section: &str) -> Option<BTreeMap<String, String>> {
@@ -73,6 +89,26 @@ fn config_section(profile: &AwsProfile) -> Option<BTreeMap<String, String>> {
         format!("profile {}", profile.name)
     };
     section(&profile.config_file, &name)
+}
+
+/// Every `key = value` of the profile: the config file's section, overlaid by the
+/// credentials file's (which holds the keys). `None` when neither file has the profile.
+#[must_use]
+pub(crate) fn settings(profile: &AwsProfile) -> Option<BTreeMap<String, String>> {
+    let config = config_section(profile);
+    let credentials = section(&profile.credentials_file, &profile.name);
+    if config.is_none() && credentials.is_none() {
+        return None;
+    }
+    let mut all = config.unwrap_or_default();
+    all.extend(credentials.unwrap_or_default());
+    Some(all)
+}
+
+/// The `[sso-session NAME]` section of the profile's config file.
+#[must_use]
+pub(crate) fn sso_session(profile: &AwsProfile, name: &str) -> Option<BTreeMap<String, String>> {
+    section(&profile.config_file, &format!("sso-session {name}"))
 }
 
 /// The profile's `region` in the config file.

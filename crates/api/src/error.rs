@@ -123,6 +123,67 @@ impl ContextOverflow {
     }
 }
 
+/// Which service answered: an error's advice names that service's credentials and
+/// settings (an Amazon Bedrock user has no `ANTHROPIC_API_KEY` to check).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Service {
+    /// The Anthropic API, or a gateway that speaks it.
+    #[default]
+    Anthropic,
+    /// Amazon Bedrock.
+    Bedrock,
+    /// Google Vertex AI.
+    Vertex,
+}
+
+impl Service {
+    /// What to check when the service refuses the credentials.
+    #[must_use]
+    pub fn credentials_advice(self) -> &'static str {
+        match self {
+            Self::Anthropic => "Check that ANTHROPIC_API_KEY holds a valid, active API key",
+            Self::Bedrock => {
+                "Check the AWS credentials gyre signs with (AWS_PROFILE, AWS_ACCESS_KEY_ID and \
+                 AWS_SECRET_ACCESS_KEY, or run `aws sso login`) and that they have not expired"
+            }
+            Self::Vertex => {
+                "Check the Google credentials (GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud \
+                 auth application-default login`)"
+            }
+        }
+    }
+
+    /// Why the credentials may not use a model.
+    #[must_use]
+    pub fn access_advice(self) -> &'static str {
+        match self {
+            Self::Anthropic => "Your API key may not have access to this model",
+            Self::Bedrock => {
+                "Your AWS identity may not have access to this model: request model access in \
+                 the Bedrock console and check its IAM policy (bedrock:InvokeModelWithResponseStream)"
+            }
+            Self::Vertex => {
+                "Your Google identity may not have access to this model: enable it in Vertex AI's \
+                 Model Garden and check the project's IAM roles"
+            }
+        }
+    }
+
+    /// The settings that choose where requests go.
+    #[must_use]
+    pub fn endpoint_variables(self) -> &'static str {
+        match self {
+            Self::Anthropic => "ANTHROPIC_BASE_URL",
+            Self::Bedrock => "AWS_REGION (and ANTHROPIC_BEDROCK_BASE_URL if set)",
+            Self::Vertex => {
+                "CLOUD_ML_REGION and ANTHROPIC_VERTEX_PROJECT_ID (and ANTHROPIC_VERTEX_BASE_URL \
+                 if set)"
+            }
+        }
+    }
+}
+
 /// Every failure of a Messages API call.
 ///
 /// `Display` is the text shown to the user: what happened and what to do about it.
@@ -157,27 +218,31 @@ pub enum ApiError {
     },
 
     /// 401: the key is missing, wrong or revoked.
-    #[error(
-        "Authentication failed (401): {message}. Check that ANTHROPIC_API_KEY holds a valid, \
-         active API key."
-    )]
+    #[error("Authentication failed (401): {message}. {}.", .service.credentials_advice())]
     Authentication {
         /// The API's own explanation (or the transport's).
         message: String,
+        /// The service that refused: its credentials are the ones to check.
+        #[serde(default)]
+        service: Service,
         /// What the response headers said about retrying, and the request id.
         hints: ServerHints,
     },
 
     /// 403: the key may not use this model.
     #[error(
-        "Permission denied (403) for model `{model}`: {message}. Your API key may not have \
-         access to this model; choose another with --model or check your organization's settings."
+        "Permission denied (403) for model `{model}`: {message}. {}; choose another with \
+         --model or check your organization's settings.",
+        .service.access_advice()
     )]
     PermissionDenied {
         /// The model the request named.
         model: String,
         /// The API's own explanation.
         message: String,
+        /// The service that refused.
+        #[serde(default)]
+        service: Service,
         /// What the response headers said about retrying, and the request id.
         hints: ServerHints,
     },
@@ -185,11 +250,15 @@ pub enum ApiError {
     /// 404: usually a wrong model name or base URL.
     #[error(
         "Not found (404) at {url}: {message}. Check the model name `{model}` (--model) and \
-         ANTHROPIC_BASE_URL."
+         {}.",
+        .service.endpoint_variables()
     )]
     NotFound {
         /// The model the request named.
         model: String,
+        /// The service that answered.
+        #[serde(default)]
+        service: Service,
         /// The URL that was not found.
         url: String,
         /// The API's own explanation.
@@ -526,6 +595,18 @@ impl ApiError {
         }
     }
 
+    /// The same error, its advice naming `service`'s credentials and settings.
+    #[must_use]
+    pub fn for_service(mut self, service: Service) -> Self {
+        if let Self::Authentication { service: s, .. }
+        | Self::PermissionDenied { service: s, .. }
+        | Self::NotFound { service: s, .. } = &mut self
+        {
+            *s = service;
+        }
+        self
+    }
+
     /// Whether another attempt with the same request could succeed. Budget rules (how
     /// many times, 401 only once, no 529 retry for background sources) live in the retry
     /// layer; a context overflow is retried there with a smaller `max_tokens`, so it is
@@ -747,14 +828,20 @@ impl ApiError {
                     Self::InvalidRequest { message, hints }
                 }
             }
-            401 => Self::Authentication { message, hints },
+            401 => Self::Authentication {
+                message,
+                service: Service::Anthropic,
+                hints,
+            },
             403 => Self::PermissionDenied {
                 model: model.to_owned(),
                 message,
+                service: Service::Anthropic,
                 hints,
             },
             404 => Self::NotFound {
                 model: model.to_owned(),
+                service: Service::Anthropic,
                 url: url.to_owned(),
                 message,
                 hints,

@@ -203,6 +203,24 @@ impl NetworkOptions {
     }
 }
 
+/// A client for the cloud's credential endpoints on the machine's own network (EC2 and
+/// GCE metadata, the container credentials endpoint): never through a proxy, and quick
+/// to give up, the way the cloud SDKs ask them.
+#[cfg(any(feature = "bedrock", feature = "vertex"))]
+pub(crate) fn metadata_client(network: &NetworkOptions) -> Result<reqwest::Client, NetworkError> {
+    let direct = NetworkOptions {
+        https_proxy: None,
+        http_proxy: None,
+        ..network.clone()
+    };
+    direct
+        .client_builder()?
+        .connect_timeout(std::time::Duration::from_secs(1))
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .map_err(|e| NetworkError::Tls(e.to_string()))
+}
+
 /// The platform's roots plus the extra CAs, loaded once per process and only at the
 /// first TLS handshake: every client shares one (the API's, WebFetch's, MCP's), and a
 /// session that speaks only plain HTTP (a local gateway, the testkit) never reads the
