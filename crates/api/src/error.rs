@@ -138,6 +138,19 @@ pub enum Service {
 }
 
 impl Service {
+    /// The service a request URL gyre built goes to: Bedrock's end in
+    /// `/invoke-with-response-stream`, Vertex AI's in `:streamRawPredict`.
+    #[must_use]
+    pub fn of_url(url: &str) -> Self {
+        if url.ends_with("/invoke-with-response-stream") {
+            Self::Bedrock
+        } else if url.ends_with(":streamRawPredict") {
+            Self::Vertex
+        } else {
+            Self::Anthropic
+        }
+    }
+
     /// What to check when the service refuses the credentials.
     #[must_use]
     pub fn credentials_advice(self) -> &'static str {
@@ -251,14 +264,11 @@ pub enum ApiError {
     #[error(
         "Not found (404) at {url}: {message}. Check the model name `{model}` (--model) and \
          {}.",
-        .service.endpoint_variables()
+        Service::of_url(.url).endpoint_variables()
     )]
     NotFound {
         /// The model the request named.
         model: String,
-        /// The service that answered.
-        #[serde(default)]
-        service: Service,
         /// The URL that was not found.
         url: String,
         /// The API's own explanation.
@@ -598,9 +608,8 @@ impl ApiError {
     /// The same error, its advice naming `service`'s credentials and settings.
     #[must_use]
     pub fn for_service(mut self, service: Service) -> Self {
-        if let Self::Authentication { service: s, .. }
-        | Self::PermissionDenied { service: s, .. }
-        | Self::NotFound { service: s, .. } = &mut self
+        if let Self::Authentication { service: s, .. } | Self::PermissionDenied { service: s, .. } =
+            &mut self
         {
             *s = service;
         }
@@ -841,7 +850,6 @@ impl ApiError {
             },
             404 => Self::NotFound {
                 model: model.to_owned(),
-                service: Service::Anthropic,
                 url: url.to_owned(),
                 message,
                 hints,
@@ -918,6 +926,21 @@ impl From<reqwest::Error> for ApiError {
         } else {
             Self::Connection { message }
         }
+    }
+}
+
+/// A failed request of any of gyre's HTTP clients (WebFetch, MCP) as a line for the
+/// user: the whole cause chain (reqwest's own text stops at "error sending request"),
+/// and, when the server's certificate chains to no trusted CA, which variables add one.
+#[cfg(feature = "client")]
+#[must_use]
+pub fn describe_transport_error(e: &reqwest::Error) -> String {
+    let chain = error_chain(e);
+    match unreachable_reason(e) {
+        Some(reason @ UnreachableReason::UntrustedCertificate) => {
+            format!("{chain}: {}. {}", reason.label(), reason.advice())
+        }
+        _ => chain,
     }
 }
 
@@ -1205,6 +1228,27 @@ mod tests {
         );
         let nf = from(404, "not_found_error", "model: nope").to_string();
         assert!(nf.contains("claude-test") && nf.contains("http://x/v1/messages"));
+        assert!(nf.contains("ANTHROPIC_BASE_URL"), "{nf}");
+        let bedrock = ApiError::from_response(
+            404,
+            ServerHints::default(),
+            &body("not_found_error", "no such model"),
+            "m",
+            "https://bedrock-runtime.eu-west-1.amazonaws.com/model/m/invoke-with-response-stream",
+        )
+        .to_string();
+        assert!(bedrock.contains("AWS_REGION"), "{bedrock}");
+        for service in [Service::Bedrock, Service::Vertex] {
+            for status in [401, 403] {
+                let told = from(status, "authentication_error", "refused")
+                    .for_service(service)
+                    .to_string();
+                assert!(
+                    !told.contains("ANTHROPIC_API_KEY") && !told.contains("API key"),
+                    "{told}"
+                );
+            }
+        }
         assert!(
             from(413, "request_too_large", "big")
                 .to_string()

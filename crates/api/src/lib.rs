@@ -101,6 +101,8 @@ pub use client::{
     EventStream, GoogleCredentialSource, KeyHelper, ModelClient, VertexOptions, default_user_agent,
 };
 pub use encode::BodyEncoder;
+#[cfg(feature = "client")]
+pub use error::describe_transport_error;
 pub use error::{
     ApiError, ContextOverflow, ServerHints, Service, UnreachableReason, parse_retry_after,
     parse_retry_after_ms,
@@ -111,7 +113,9 @@ pub use http_client::AnthropicClient;
 pub use model_ids::{bedrock_model_id, bedrock_region_prefix, vertex_model_id};
 #[cfg(feature = "client")]
 pub use network::ensure_crypto_provider;
-pub use network::{CA_BUNDLE_VARS, CaBundle, NetworkError, NetworkOptions, redact_proxy};
+pub use network::{
+    CA_BUNDLE_VARS, CA_DIR_VAR, CaBundle, NetworkError, NetworkOptions, redact_proxy,
+};
 pub use retry::{
     ApiErrorClassifier, BASE_DELAY, DEFAULT_MAX_RETRIES, DEFAULT_STREAM_IDLE_TIMEOUT,
     HEARTBEAT_INTERVAL, MAX_CONSECUTIVE_OVERLOADED, MAX_DELAY, MAX_RETRIES_LIMIT,
