@@ -7,9 +7,9 @@
 
 use std::process::Command;
 
-use gyre_e2e::{Sandbox, run};
+use gyre_e2e::{Run, Sandbox, run};
 use gyre_testkit::{Script, TestServer, Turn};
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[derive(Debug, Clone, Copy)]
 enum Cloud {
@@ -37,6 +37,23 @@ impl Cloud {
                 .env("CLAUDE_CODE_SKIP_VERTEX_AUTH", "1"),
         };
         cmd
+    }
+
+    /// A successful headless stream-json run with `args`, and its lines.
+    fn stream_json(
+        self,
+        sandbox: &Sandbox,
+        server: &TestServer,
+        args: &[&str],
+    ) -> (Run, Vec<Value>) {
+        let out = run(self
+            .gyre(sandbox, server)
+            .args(["-p", "go", "--output-format", "stream-json", "--verbose"])
+            .args(args))
+        .unwrap();
+        assert_eq!(out.code, Some(0), "{self:?}: {}", out.stderr);
+        let lines = out.lines().unwrap();
+        (out, lines)
     }
 
     /// The model id a request of `model` reaches this backend with.
@@ -85,20 +102,16 @@ fn overloads_and_throttling_then_the_fallback_model_answers(cloud: Cloud) {
         Turn::text("answered by the fallback"),
     ]))
     .unwrap();
-    let out = run(cloud.gyre(&sandbox, &server).args([
-        "-p",
-        "hello",
-        "--model",
-        "claude-opus-4-1",
-        "--fallback-model",
-        "claude-sonnet-4-5",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
-    assert_eq!(out.code, Some(0), "{cloud:?}: {}", out.stderr);
-    let lines = out.lines().unwrap();
+    let (out, lines) = cloud.stream_json(
+        &sandbox,
+        &server,
+        &[
+            "--model",
+            "claude-opus-4-1",
+            "--fallback-model",
+            "claude-sonnet-4-5",
+        ],
+    );
     let kinds = gyre_e2e::kinds(&lines);
     assert!(
         kinds.contains(&"system/model_fallback".to_owned()),
@@ -157,18 +170,7 @@ fn prompt_too_long_compacts_and_succeeds(cloud: Cloud) {
         Turn::text("Done, after compacting."),
     ]))
     .unwrap();
-    let out = run(cloud.gyre(&sandbox, &server).args([
-        "-p",
-        "read the log",
-        "--model",
-        "claude-sonnet-4-5",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-    ]))
-    .unwrap();
-    assert_eq!(out.code, Some(0), "{cloud:?}: {}", out.stderr);
-    let lines = out.lines().unwrap();
+    let (out, lines) = cloud.stream_json(&sandbox, &server, &["--model", "claude-sonnet-4-5"]);
     let boundary = lines
         .iter()
         .find(|l| l["subtype"] == "compact_boundary")

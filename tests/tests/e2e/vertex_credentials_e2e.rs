@@ -45,16 +45,20 @@ fn metadata_server() -> CloudMock {
 }
 
 #[test]
-fn on_gce_the_metadata_servers_token_authorises_and_the_default_model_gets_its_vertex_id() {
+fn on_gce_the_metadata_token_authorises_never_reaches_bash_and_the_model_gets_its_vertex_id() {
     let sandbox = Sandbox::new().unwrap();
     let metadata = metadata_server();
     let server = TestServer::spawn(
-        Script::new([Turn::text("from the instance's account")]).require_api_key("ya29.metadata-1"),
+        Script::new([
+            Turn::tool_use("Bash", json!({"command": "env"})),
+            Turn::text("from the instance's account"),
+        ])
+        .require_api_key("ya29.metadata-1"),
     )
     .unwrap();
     let out = run(vertex(&sandbox, &server)
         .env("GCE_METADATA_HOST", metadata.host())
-        .args(["-p", "hi", "--verbose"]))
+        .args(["-p", "hi", "--allowedTools", "Bash", "--verbose"]))
     .unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stdout.trim(), "from the instance's account");
@@ -75,6 +79,10 @@ fn on_gce_the_metadata_servers_token_authorises_and_the_default_model_gets_its_v
          claude-sonnet-4-5@20250929:streamRawPredict"
     );
     assert_eq!(requests[0].body["anthropic_version"], "vertex-2023-10-16");
+    // The second request carries Bash's `env`: the token is not in it.
+    let bash_output = requests[1].body.to_string();
+    assert!(bash_output.contains("GYRE_HOME"), "{bash_output}");
+    assert!(!bash_output.contains("ya29."), "the token reached Bash");
 }
 
 #[test]
