@@ -412,10 +412,13 @@ pub enum ApiError {
     /// The API cannot be reached, and another attempt a second later will not change
     /// that: nothing listens at the address, the host name does not resolve, or the TLS
     /// handshake fails. Retried only [`crate::MAX_UNREACHABLE_RETRIES`] times, quickly.
-    #[error("{}. {}.", self.retry_reason(), reason.advice())]
+    #[error("{}. {}.", self.retry_reason(), reason.advice_for(*service))]
     Unreachable {
         /// Which of the three it is.
         reason: UnreachableReason,
+        /// The service that could not be reached: its settings are the ones to check.
+        #[serde(default)]
+        service: Service,
         /// The transport's explanation (the whole error chain, with the URL).
         message: String,
     },
@@ -527,6 +530,26 @@ impl UnreachableReason {
         }
     }
 
+    /// What a user of `service` should check: [`UnreachableReason::advice`] with that
+    /// service's base URL variable.
+    #[must_use]
+    pub fn advice_for(self, service: Service) -> String {
+        let (var, endpoint) = match service {
+            Service::Anthropic => return self.advice().to_owned(),
+            Service::Bedrock => (
+                "ANTHROPIC_BEDROCK_BASE_URL",
+                "Bedrock's endpoint in AWS_REGION",
+            ),
+            Service::Vertex => (
+                "ANTHROPIC_VERTEX_BASE_URL",
+                "Vertex AI's endpoint in CLOUD_ML_REGION",
+            ),
+        };
+        self.advice()
+            .replace("https://api.anthropic.com", endpoint)
+            .replace("ANTHROPIC_BASE_URL", var)
+    }
+
     /// What the user should check.
     #[must_use]
     pub fn advice(self) -> &'static str {
@@ -583,7 +606,9 @@ impl ApiError {
                 ..
             } => format!("The API reported an error mid-response ({error_type}): {message}"),
             Self::Connection { message, .. } => format!("Could not reach the API: {message}"),
-            Self::Unreachable { reason, message } => {
+            Self::Unreachable {
+                reason, message, ..
+            } => {
                 format!("Could not reach the API ({}): {message}", reason.label())
             }
             Self::Timeout { message, .. } => format!("The API request timed out: {message}"),
@@ -608,8 +633,9 @@ impl ApiError {
     /// The same error, its advice naming `service`'s credentials and settings.
     #[must_use]
     pub fn for_service(mut self, service: Service) -> Self {
-        if let Self::Authentication { service: s, .. } | Self::PermissionDenied { service: s, .. } =
-            &mut self
+        if let Self::Authentication { service: s, .. }
+        | Self::PermissionDenied { service: s, .. }
+        | Self::Unreachable { service: s, .. } = &mut self
         {
             *s = service;
         }
@@ -922,7 +948,11 @@ impl From<reqwest::Error> for ApiError {
         } else if e.is_builder() {
             Self::InvalidConfig { message }
         } else if let Some(reason) = unreachable_reason(&e) {
-            Self::Unreachable { reason, message }
+            Self::Unreachable {
+                reason,
+                service: Service::Anthropic,
+                message,
+            }
         } else {
             Self::Connection { message }
         }
@@ -997,6 +1027,7 @@ impl From<std::io::Error> for ApiError {
         if e.kind() == std::io::ErrorKind::ConnectionRefused {
             Self::Unreachable {
                 reason: UnreachableReason::Refused,
+                service: Service::Anthropic,
                 message,
             }
         } else {
@@ -1054,14 +1085,17 @@ mod tests {
             },
             ApiError::Unreachable {
                 reason: UnreachableReason::Refused,
+                service: Service::Anthropic,
                 message: "tcp connect error: Connection refused".into(),
             },
             ApiError::Unreachable {
                 reason: UnreachableReason::Dns,
+                service: Service::Anthropic,
                 message: "dns error".into(),
             },
             ApiError::Unreachable {
                 reason: UnreachableReason::Tls,
+                service: Service::Anthropic,
                 message: "invalid peer certificate: UnknownIssuer".into(),
             },
             ApiError::StreamCut { events: 3 },
@@ -1330,6 +1364,7 @@ mod tests {
         assert_eq!(serde_json::from_str::<ApiError>(&json).unwrap(), e);
         let e = ApiError::Unreachable {
             reason: UnreachableReason::Dns,
+            service: Service::Anthropic,
             message: "dns error".into(),
         };
         let json = serde_json::to_value(&e).unwrap();
@@ -1347,6 +1382,7 @@ mod tests {
         ] {
             let e = ApiError::Unreachable {
                 reason,
+                service: Service::Anthropic,
                 message: "m".into(),
             };
             assert_eq!(e.category(), "unreachable");
@@ -1355,6 +1391,14 @@ mod tests {
             assert!(text.contains(reason.label()), "{text}");
             assert!(text.contains("ANTHROPIC_BASE_URL"), "{text}");
             assert!(text.contains(check), "{text}");
+            let bedrock = e.clone().for_service(Service::Bedrock).to_string();
+            assert!(bedrock.contains(check), "{bedrock}");
+            assert!(
+                bedrock.contains("ANTHROPIC_BEDROCK_BASE_URL")
+                    && !bedrock.contains("ANTHROPIC_BASE_URL")
+                    && !bedrock.contains("api.anthropic.com"),
+                "{bedrock}"
+            );
         }
     }
 

@@ -269,6 +269,17 @@ impl Provider {
         }
     }
 
+    /// The service behind this provider, whose settings errors name.
+    fn service(&self) -> crate::Service {
+        match self {
+            Self::Anthropic { .. } => crate::Service::Anthropic,
+            #[cfg(feature = "bedrock")]
+            Self::Bedrock { .. } => crate::Service::Bedrock,
+            #[cfg(feature = "vertex")]
+            Self::Vertex { .. } => crate::Service::Vertex,
+        }
+    }
+
     /// The error of a non-2xx response.
     fn error(
         &self,
@@ -282,11 +293,12 @@ impl Provider {
         match self {
             Self::Anthropic { .. } => ApiError::from_response(status, hints, body, model, url),
             #[cfg(feature = "vertex")]
-            Self::Vertex { .. } => ApiError::from_response(status, hints, body, model, url)
-                .for_service(crate::Service::Vertex),
+            Self::Vertex { .. } => {
+                ApiError::from_response(status, hints, body, model, url).for_service(self.service())
+            }
             #[cfg(feature = "bedrock")]
             Self::Bedrock { .. } => crate::bedrock::error(status, headers, hints, body, model, url)
-                .for_service(crate::Service::Bedrock),
+                .for_service(self.service()),
         }
     }
 
@@ -415,7 +427,7 @@ impl ModelClient for AnthropicClient {
             let response = tokio::select! {
                 biased;
                 () = cancel.cancelled() => Err(ApiError::Aborted),
-                r = send => r.map_err(ApiError::from),
+                r = send => r.map_err(|e| ApiError::from(e).for_service(provider.service())),
             };
             let response = match response {
                 Ok(r) => r,

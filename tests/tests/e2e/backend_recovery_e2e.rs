@@ -219,3 +219,67 @@ fn a_bedrock_inference_profile_arn_in_anthropic_model_passes_through_to_the_path
         "bedrock-2023-05-31"
     );
 }
+
+#[test]
+fn the_small_fast_models_side_requests_get_each_backends_id_too() {
+    let page = crate::cloud_mock::CloudMock::spawn(|_| {
+        (200, "text/html", "<p>The code is <b>7</b>.</p>".to_owned())
+    });
+    for cloud in [Cloud::Bedrock, Cloud::Vertex] {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([
+            Turn::tool_use(
+                "WebFetch",
+                json!({"url": format!("{}/page", page.url()), "prompt": "the code?"}),
+            ),
+            Turn::text("The code is 7."),
+            Turn::text("done"),
+        ]))
+        .unwrap();
+        let (_, _) = cloud.stream_json(
+            &sandbox,
+            &server,
+            &[
+                "--model",
+                "claude-sonnet-4-5",
+                "--allowedTools",
+                "WebFetch(domain:127.0.0.1)",
+            ],
+        );
+        let models: Vec<String> = server
+            .requests()
+            .iter()
+            .map(|r| cloud.model_of(&r.path))
+            .collect();
+        let (main, small) = (
+            cloud.model_id("claude-sonnet-4-5"),
+            cloud.model_id("claude-haiku-4-5"),
+        );
+        assert_eq!(models, [main.as_str(), &small, &main], "{cloud:?}");
+    }
+}
+
+#[test]
+fn an_unreachable_backend_names_its_own_base_url_variable_and_no_anthropic_key() {
+    for (cloud, var) in [
+        (Cloud::Bedrock, "ANTHROPIC_BEDROCK_BASE_URL"),
+        (Cloud::Vertex, "ANTHROPIC_VERTEX_BASE_URL"),
+    ] {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([Turn::text("never")])).unwrap();
+        // Nothing listens on port 1 of loopback.
+        let out = run(cloud
+            .gyre(&sandbox, &server)
+            .env(var, "http://127.0.0.1:1")
+            .args(["-p", "hi"]))
+        .unwrap();
+        assert_ne!(out.code, Some(0), "{cloud:?}");
+        assert!(out.stderr.contains("connection refused"), "{}", out.stderr);
+        assert!(out.stderr.contains(var), "{cloud:?}: {}", out.stderr);
+        assert!(
+            !out.stderr.contains("ANTHROPIC_API_KEY") && !out.stderr.contains("ANTHROPIC_BASE_URL"),
+            "{cloud:?}: {}",
+            out.stderr
+        );
+    }
+}
