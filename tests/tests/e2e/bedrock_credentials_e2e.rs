@@ -12,6 +12,7 @@ use gyre_e2e::{Run, Sandbox, run};
 use gyre_testkit::{Script, SigV4Check, TestServer, Turn};
 use serde_json::json;
 
+use crate::child_env::ChildEnvs;
 use crate::cloud_mock::{CloudMock, rfc3339_in};
 
 const REGION: &str = "eu-west-1";
@@ -75,29 +76,16 @@ fn credential_process_keys_sign_the_requests_and_never_reach_bash_hooks_or_mcp_s
         ),
     )
     .unwrap();
-    // A hook and an MCP server each write down the environment they were given.
-    let hook_env = sandbox.home().join("hook-env");
-    let mcp_env = sandbox.home().join("mcp-env");
-    std::fs::write(
-        sandbox.home().join("settings.json"),
-        json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [
-            {"type": "command", "command": format!("env > '{}'", hook_env.display())}
-        ]}]}})
-        .to_string(),
-    )
-    .unwrap();
-    let mcp = json!({"mcpServers": {"envdump": {"command": "sh", "args": ["-c",
-        format!("env > '{}'; exec '{}'", mcp_env.display(),
-                gyre_e2e::test_mcp_binary().unwrap().display())]}}});
+    let children = ChildEnvs::install(&sandbox, json!({}));
     let server = TestServer::spawn(Script::new([
-        Turn::tool_use("Bash", json!({"command": "env"})),
+        ChildEnvs::bash_turn(),
         Turn::text("signed by the process's keys"),
     ]))
     .unwrap();
     let out = run(bedrock(&sandbox, &server)
         .env("AWS_PROFILE", "work")
         .args(["-p", "look", "--allowedTools", "Bash", "--verbose"])
-        .args(["--mcp-config", &mcp.to_string()]))
+        .args(["--mcp-config", &children.mcp_config]))
     .unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stdout.trim(), "signed by the process's keys");
@@ -113,18 +101,7 @@ fn credential_process_keys_sign_the_requests_and_never_reach_bash_hooks_or_mcp_s
     // Run once, its keys kept for both requests.
     assert_eq!(std::fs::read_to_string(&runs).unwrap().lines().count(), 1);
     assert_eq!(check("ASIAPROCESS", &secret, &token).verify(&server), Ok(2));
-    let requests = server.requests();
-    let bash_output = requests[1].body.to_string();
-    assert!(bash_output.contains("GYRE_HOME"), "{bash_output}");
-    for (what, text) in [
-        ("Bash", bash_output),
-        ("a hook", std::fs::read_to_string(&hook_env).unwrap()),
-        ("an MCP server", std::fs::read_to_string(&mcp_env).unwrap()),
-    ] {
-        assert!(text.contains("HOME="), "{what} saw no environment: {text}");
-        assert!(!text.contains(&secret), "the secret key reached {what}");
-        assert!(!text.contains(&token), "the session token reached {what}");
-    }
+    children.assert_none_saw(&server, 1, &[&secret, &token]);
     assert!(!out.stderr.contains(&secret) && !out.stderr.contains(&token));
 }
 

@@ -9,6 +9,7 @@ mod backends_e2e;
 mod background_e2e;
 mod bedrock_credentials_e2e;
 mod bounded_ops;
+mod child_env;
 mod cloud_mock;
 mod compaction_e2e;
 mod containment;
