@@ -136,13 +136,27 @@ pub(crate) fn credentials(profile: &AwsProfile) -> Result<AwsCredentials, String
         .and_then(keys)
         .or_else(|| config_section(profile).and_then(keys))
         .ok_or_else(|| {
+            let assumes_role = settings(profile)
+                .is_some_and(|s| s.contains_key("role_arn") && s.contains_key("source_profile"));
+            let why = if assumes_role {
+                format!(
+                    "profile `{}` assumes a role (role_arn with source_profile), which gyre does \
+                     not do yet; give it a credential_process (such as `aws configure \
+                     export-credentials --profile {} --format process`)",
+                    profile.name, profile.name
+                )
+            } else {
+                format!(
+                    "no credentials for profile `{}` in {} or {}",
+                    profile.name,
+                    profile.credentials_file.display(),
+                    profile.config_file.display()
+                )
+            };
             format!(
-                "no aws_access_key_id and aws_secret_access_key for profile `{}` in {} or {}; \
-                 set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE to a profile \
-                 that has them",
-                profile.name,
-                profile.credentials_file.display(),
-                profile.config_file.display()
+                "{why}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE to a \
+                 profile with keys, a credential_process or an SSO role (after `aws sso \
+                 login`), or AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN"
             )
         })
 }
@@ -193,5 +207,16 @@ mod tests {
         assert_eq!(conf.access_key_id, "AKICONF");
         let missing = credentials(&profile("nope", dir.path())).unwrap_err();
         assert!(missing.contains("profile `nope`"), "{missing}");
+        assert!(missing.contains("AWS_ACCESS_KEY_ID"), "{missing}");
+        std::fs::write(
+            dir.path().join("config"),
+            "[profile admin]\nrole_arn = arn:aws:iam::1:role/a\nsource_profile = default\n",
+        )
+        .unwrap();
+        let assume = credentials(&profile("admin", dir.path())).unwrap_err();
+        assert!(
+            assume.contains("assumes a role") && assume.contains("credential_process"),
+            "{assume}"
+        );
     }
 }
