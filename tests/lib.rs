@@ -138,6 +138,10 @@ impl Sandbox {
             .env("GYRE_HOME", self.home())
             .env("ANTHROPIC_BASE_URL", server.url())
             .env("ANTHROPIC_API_KEY", TEST_API_KEY)
+            // No test may reach a cloud metadata service's link-local address: EC2's is
+            // off and GCE's is a closed loopback port unless a test points them at a mock.
+            .env("AWS_EC2_METADATA_DISABLED", "true")
+            .env("GCE_METADATA_HOST", "127.0.0.1:1")
             .stdin(Stdio::null());
         Ok(cmd)
     }

@@ -37,6 +37,22 @@ pub struct AwsProfile {
     pub config_file: PathBuf,
 }
 
+impl AwsProfile {
+    /// `AWS_PROFILE` (else `default`), `AWS_SHARED_CREDENTIALS_FILE` and
+    /// `AWS_CONFIG_FILE` (else under `$HOME/.aws`), through `var`.
+    #[must_use]
+    pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
+        let home = var("HOME").map(PathBuf::from).unwrap_or_default();
+        Self {
+            name: var("AWS_PROFILE").unwrap_or_else(|| "default".to_owned()),
+            credentials_file: var("AWS_SHARED_CREDENTIALS_FILE")
+                .map_or_else(|| home.join(".aws").join("credentials"), PathBuf::from),
+            config_file: var("AWS_CONFIG_FILE")
+                .map_or_else(|| home.join(".aws").join("config"), PathBuf::from),
+        }
+    }
+}
+
 /// The `key = value` pairs of `section` in the INI file at `path`; `None` when the file
 /// cannot be read or has no such section.
 fn section(path: &Path, section: &str) -> Option<BTreeMap<String, String>> {
@@ -75,6 +91,26 @@ fn config_section(profile: &AwsProfile) -> Option<BTreeMap<String, String>> {
     section(&profile.config_file, &name)
 }
 
+/// Every `key = value` of the profile: the config file's section, overlaid by the
+/// credentials file's (which holds the keys). `None` when neither file has the profile.
+#[must_use]
+pub(crate) fn settings(profile: &AwsProfile) -> Option<BTreeMap<String, String>> {
+    let config = config_section(profile);
+    let credentials = section(&profile.credentials_file, &profile.name);
+    if config.is_none() && credentials.is_none() {
+        return None;
+    }
+    let mut all = config.unwrap_or_default();
+    all.extend(credentials.unwrap_or_default());
+    Some(all)
+}
+
+/// The `[sso-session NAME]` section of the profile's config file.
+#[must_use]
+pub(crate) fn sso_session(profile: &AwsProfile, name: &str) -> Option<BTreeMap<String, String>> {
+    section(&profile.config_file, &format!("sso-session {name}"))
+}
+
 /// The profile's `region` in the config file.
 #[must_use]
 pub(crate) fn region(profile: &AwsProfile) -> Option<String> {
@@ -100,13 +136,27 @@ pub(crate) fn credentials(profile: &AwsProfile) -> Result<AwsCredentials, String
         .and_then(keys)
         .or_else(|| config_section(profile).and_then(keys))
         .ok_or_else(|| {
+            let assumes_role = settings(profile)
+                .is_some_and(|s| s.contains_key("role_arn") && s.contains_key("source_profile"));
+            let why = if assumes_role {
+                format!(
+                    "profile `{}` assumes a role (role_arn with source_profile), which gyre does \
+                     not do yet; give it a credential_process (such as `aws configure \
+                     export-credentials --profile {} --format process`)",
+                    profile.name, profile.name
+                )
+            } else {
+                format!(
+                    "no credentials for profile `{}` in {} or {}",
+                    profile.name,
+                    profile.credentials_file.display(),
+                    profile.config_file.display()
+                )
+            };
             format!(
-                "no aws_access_key_id and aws_secret_access_key for profile `{}` in {} or {}; \
-                 set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE to a profile \
-                 that has them",
-                profile.name,
-                profile.credentials_file.display(),
-                profile.config_file.display()
+                "{why}; set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE to a \
+                 profile with keys, a credential_process or an SSO role (after `aws sso \
+                 login`), or AWS_WEB_IDENTITY_TOKEN_FILE with AWS_ROLE_ARN"
             )
         })
 }
@@ -157,5 +207,16 @@ mod tests {
         assert_eq!(conf.access_key_id, "AKICONF");
         let missing = credentials(&profile("nope", dir.path())).unwrap_err();
         assert!(missing.contains("profile `nope`"), "{missing}");
+        assert!(missing.contains("AWS_ACCESS_KEY_ID"), "{missing}");
+        std::fs::write(
+            dir.path().join("config"),
+            "[profile admin]\nrole_arn = arn:aws:iam::1:role/a\nsource_profile = default\n",
+        )
+        .unwrap();
+        let assume = credentials(&profile("admin", dir.path())).unwrap_err();
+        assert!(
+            assume.contains("assumes a role") && assume.contains("credential_process"),
+            "{assume}"
+        );
     }
 }

@@ -21,9 +21,10 @@ use futures::{Stream, StreamExt};
 use gyre_protocol::{ErrorDetail, MessagesRequest, StreamEvent};
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::ApiError;
-use crate::client::{AwsCredentialSource, AwsCredentials, BedrockOptions};
+use crate::aws_credentials::AwsCredentialProvider;
+use crate::client::BedrockOptions;
 use crate::error::ServerHints;
+use crate::{ApiError, NetworkOptions};
 
 /// The body's `anthropic_version` on Bedrock.
 pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
@@ -32,39 +33,38 @@ pub const BEDROCK_ANTHROPIC_VERSION: &str = "bedrock-2023-05-31";
 #[derive(Debug)]
 pub(crate) struct BedrockSigner {
     region: String,
-    credentials: Option<AwsCredentials>,
+    credentials: AwsCredentialProvider,
 }
 
 impl BedrockSigner {
-    /// Resolves the credentials now: a profile's keys are read from its files once.
-    pub(crate) fn new(options: &BedrockOptions) -> Result<Self, ApiError> {
-        let credentials = match &options.credentials {
-            AwsCredentialSource::Skip => None,
-            AwsCredentialSource::Environment(c) => Some(c.clone()),
-            AwsCredentialSource::Profile(profile) => {
-                Some(crate::aws_profile::credentials(profile).map_err(|message| {
-                    ApiError::Credentials {
-                        source_name: format!("AWS profile `{}`", profile.name),
-                        message,
-                    }
-                })?)
-            }
-        };
-        Ok(Self {
+    /// Fetches nothing yet: the credentials are fetched at the first request.
+    pub(crate) fn new(options: &BedrockOptions, network: &NetworkOptions) -> Self {
+        Self {
             region: options.region.clone(),
-            credentials,
-        })
+            credentials: AwsCredentialProvider::new(options.credentials.clone(), network.clone()),
+        }
+    }
+
+    /// The model id a request for `model` goes to in this region.
+    pub(crate) fn model_id(&self, model: &str) -> String {
+        crate::model_ids::bedrock_model_id(model, &self.region)
+    }
+
+    /// Bedrock refused the credentials: the next request fetches them anew.
+    pub(crate) async fn refused(&self) {
+        self.credentials.invalidate().await;
     }
 
     /// Adds the SigV4 headers (`authorization`, `x-amz-date`, `x-amz-security-token`)
     /// for `POST url` with these headers and body.
-    pub(crate) fn sign(
+    pub(crate) async fn sign(
         &self,
+        http: &reqwest::Client,
         url: &str,
         headers: &mut HeaderMap,
         body: &[u8],
     ) -> Result<(), ApiError> {
-        let Some(creds) = &self.credentials else {
+        let Some(creds) = self.credentials.get(http).await? else {
             return Ok(());
         };
         let failed = |e: &dyn std::fmt::Display| ApiError::InvalidConfig {

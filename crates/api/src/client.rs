@@ -12,6 +12,7 @@ use gyre_protocol::{MessagesRequest, StreamEvent};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::aws_profile::{AwsCredentials, AwsProfile};
+pub use crate::aws_source::{AwsContainer, AwsCredentialSource, AwsSso, AwsWebIdentity};
 use crate::{ApiError, NetworkOptions};
 
 /// The raw events of one attempt, as they arrive.
@@ -148,9 +149,24 @@ pub struct VertexOptions {
     pub region: String,
     /// `ANTHROPIC_VERTEX_PROJECT_ID` (else `GOOGLE_CLOUD_PROJECT`, `GCLOUD_PROJECT`).
     pub project_id: String,
-    /// The Application Default Credentials file, or none for a gateway
+    /// Where the OAuth access tokens come from.
+    pub credentials: GoogleCredentialSource,
+}
+
+/// Where Vertex AI's OAuth access tokens come from (Application Default Credentials).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GoogleCredentialSource {
+    /// None: requests go without a token, for a gateway that authorises them
     /// (`CLAUDE_CODE_SKIP_VERTEX_AUTH=1`).
-    pub credentials: Option<PathBuf>,
+    Skip,
+    /// A credentials file: a service-account key (`GOOGLE_APPLICATION_CREDENTIALS`) or
+    /// gcloud's user credentials (`gcloud auth application-default login`).
+    File(PathBuf),
+    /// The GCE metadata server's token for the instance's service account.
+    Metadata {
+        /// `host[:port]`: `GCE_METADATA_HOST`, else `169.254.169.254`.
+        host: String,
+    },
 }
 
 /// Where Bedrock runs and how its requests are signed.
@@ -162,20 +178,8 @@ pub struct BedrockOptions {
     pub credentials: AwsCredentialSource,
 }
 
-/// Where the AWS credentials that sign Bedrock requests come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum AwsCredentialSource {
-    /// None: requests go unsigned, for a gateway that signs them
-    /// (`CLAUDE_CODE_SKIP_BEDROCK_AUTH=1`).
-    Skip,
-    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY` and `AWS_SESSION_TOKEN`.
-    Environment(AwsCredentials),
-    /// A profile of the shared `credentials` and `config` files (`AWS_PROFILE`).
-    Profile(AwsProfile),
-}
-
 /// Whether a `CLAUDE_CODE_USE_…`-style switch is on: `1`, `true`, `yes`, `on`.
-fn switched_on(value: Option<String>) -> bool {
+pub(crate) fn switched_on(value: Option<String>) -> bool {
     value.is_some_and(|v| {
         matches!(
             v.trim().to_ascii_lowercase().as_str(),
@@ -200,21 +204,15 @@ impl Backend {
     pub fn credential_source(&self) -> String {
         match self {
             Self::Anthropic(credential) => credential.source(),
-            Self::Bedrock(options) => match &options.credentials {
-                AwsCredentialSource::Skip => "none (CLAUDE_CODE_SKIP_BEDROCK_AUTH)".to_owned(),
-                AwsCredentialSource::Environment(c) => {
-                    format!("AWS_ACCESS_KEY_ID {}", c.access_key_id)
-                }
-                AwsCredentialSource::Profile(p) => format!(
-                    "AWS profile {} ({}, {})",
-                    p.name,
-                    p.credentials_file.display(),
-                    p.config_file.display()
-                ),
-            },
+            Self::Bedrock(options) => options.credentials.describe(),
             Self::Vertex(options) => match &options.credentials {
-                Some(file) => format!("Google credentials {}", file.display()),
-                None => "none (CLAUDE_CODE_SKIP_VERTEX_AUTH)".to_owned(),
+                GoogleCredentialSource::File(file) => {
+                    format!("Google credentials {}", file.display())
+                }
+                GoogleCredentialSource::Metadata { host } => {
+                    format!("GCE metadata server {host} (the instance's service account)")
+                }
+                GoogleCredentialSource::Skip => "none (CLAUDE_CODE_SKIP_VERTEX_AUTH)".to_owned(),
             },
         }
     }
@@ -226,7 +224,7 @@ impl Backend {
             Self::Anthropic(credential) => credential.static_secret(),
             Self::Bedrock(options) => match &options.credentials {
                 AwsCredentialSource::Environment(c) => Some(&c.secret_access_key),
-                AwsCredentialSource::Skip | AwsCredentialSource::Profile(_) => None,
+                _ => None,
             },
             Self::Vertex(_) => None,
         }
@@ -234,37 +232,22 @@ impl Backend {
 }
 
 impl BedrockOptions {
-    /// Reads `AWS_REGION`/`AWS_DEFAULT_REGION`, `CLAUDE_CODE_SKIP_BEDROCK_AUTH`, the
-    /// `AWS_ACCESS_KEY_ID` trio, `AWS_PROFILE`, `AWS_SHARED_CREDENTIALS_FILE`,
-    /// `AWS_CONFIG_FILE` and `HOME` through `var` (blank counts as unset). Without a
+    /// Reads `AWS_REGION`/`AWS_DEFAULT_REGION`, `CLAUDE_CODE_SKIP_BEDROCK_AUTH` and the
+    /// AWS credential variables through `var` (blank counts as unset): see
+    /// [`AwsCredentialSource::from_lookup`] for the order they are tried in. Without a
     /// region variable the profile's `region` in the config file is used, else
     /// `us-east-1`.
     #[must_use]
     pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
-        let home = var("HOME").map(PathBuf::from).unwrap_or_default();
-        let profile = AwsProfile {
-            name: var("AWS_PROFILE").unwrap_or_else(|| "default".to_owned()),
-            credentials_file: var("AWS_SHARED_CREDENTIALS_FILE")
-                .map_or_else(|| home.join(".aws").join("credentials"), PathBuf::from),
-            config_file: var("AWS_CONFIG_FILE")
-                .map_or_else(|| home.join(".aws").join("config"), PathBuf::from),
-        };
+        let profile = AwsProfile::from_lookup(&var);
         let region = var("AWS_REGION")
             .or_else(|| var("AWS_DEFAULT_REGION"))
             .or_else(|| crate::aws_profile::region(&profile))
             .unwrap_or_else(|| "us-east-1".to_owned());
         let credentials = if switched_on(var("CLAUDE_CODE_SKIP_BEDROCK_AUTH")) {
             AwsCredentialSource::Skip
-        } else if let (Some(access_key_id), Some(secret_access_key)) =
-            (var("AWS_ACCESS_KEY_ID"), var("AWS_SECRET_ACCESS_KEY"))
-        {
-            AwsCredentialSource::Environment(AwsCredentials {
-                access_key_id,
-                secret_access_key,
-                session_token: var("AWS_SESSION_TOKEN"),
-            })
         } else {
-            AwsCredentialSource::Profile(profile)
+            AwsCredentialSource::from_lookup(&var, profile, &region)
         };
         Self {
             region,
@@ -273,29 +256,39 @@ impl BedrockOptions {
     }
 }
 
+/// GCE's metadata server when `GCE_METADATA_HOST` does not name another.
+const GCE_METADATA_DEFAULT_HOST: &str = "169.254.169.254";
+
 impl VertexOptions {
     /// Reads `CLOUD_ML_REGION`, `ANTHROPIC_VERTEX_PROJECT_ID` (or `GOOGLE_CLOUD_PROJECT`,
-    /// `GCLOUD_PROJECT`), `CLAUDE_CODE_SKIP_VERTEX_AUTH`, `GOOGLE_APPLICATION_CREDENTIALS`
-    /// and, without it, gcloud's `~/.config/gcloud/application_default_credentials.json`
-    /// (`CLOUDSDK_CONFIG` moves `~/.config/gcloud`).
+    /// `GCLOUD_PROJECT`), `CLAUDE_CODE_SKIP_VERTEX_AUTH` and the Application Default
+    /// Credentials in their order: `GOOGLE_APPLICATION_CREDENTIALS`; gcloud's
+    /// `~/.config/gcloud/application_default_credentials.json` when it exists
+    /// (`CLOUDSDK_CONFIG` moves `~/.config/gcloud`); else the GCE metadata server
+    /// (`GCE_METADATA_HOST`, default `169.254.169.254`).
     #[must_use]
     pub fn from_lookup(var: impl Fn(&str) -> Option<String>) -> Self {
         let credentials = if switched_on(var("CLAUDE_CODE_SKIP_VERTEX_AUTH")) {
-            None
+            GoogleCredentialSource::Skip
+        } else if let Some(file) = var("GOOGLE_APPLICATION_CREDENTIALS") {
+            GoogleCredentialSource::File(PathBuf::from(file))
         } else {
-            Some(var("GOOGLE_APPLICATION_CREDENTIALS").map_or_else(
-                || {
-                    var("CLOUDSDK_CONFIG")
-                        .map(PathBuf::from)
-                        .unwrap_or_else(|| {
-                            PathBuf::from(var("HOME").unwrap_or_default())
-                                .join(".config")
-                                .join("gcloud")
-                        })
-                        .join("application_default_credentials.json")
-                },
-                PathBuf::from,
-            ))
+            let gcloud = var("CLOUDSDK_CONFIG")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| {
+                    PathBuf::from(var("HOME").unwrap_or_default())
+                        .join(".config")
+                        .join("gcloud")
+                })
+                .join("application_default_credentials.json");
+            if gcloud.is_file() {
+                GoogleCredentialSource::File(gcloud)
+            } else {
+                GoogleCredentialSource::Metadata {
+                    host: var("GCE_METADATA_HOST")
+                        .unwrap_or_else(|| GCE_METADATA_DEFAULT_HOST.to_owned()),
+                }
+            }
         };
         Self {
             region: var("CLOUD_ML_REGION").unwrap_or_else(|| "us-east5".to_owned()),

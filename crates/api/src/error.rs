@@ -123,6 +123,80 @@ impl ContextOverflow {
     }
 }
 
+/// Which service answered: an error's advice names that service's credentials and
+/// settings (an Amazon Bedrock user has no `ANTHROPIC_API_KEY` to check).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Service {
+    /// The Anthropic API, or a gateway that speaks it.
+    #[default]
+    Anthropic,
+    /// Amazon Bedrock.
+    Bedrock,
+    /// Google Vertex AI.
+    Vertex,
+}
+
+impl Service {
+    /// The service a request URL gyre built goes to: Bedrock's end in
+    /// `/invoke-with-response-stream`, Vertex AI's in `:streamRawPredict`.
+    #[must_use]
+    pub fn of_url(url: &str) -> Self {
+        if url.ends_with("/invoke-with-response-stream") {
+            Self::Bedrock
+        } else if url.ends_with(":streamRawPredict") {
+            Self::Vertex
+        } else {
+            Self::Anthropic
+        }
+    }
+
+    /// What to check when the service refuses the credentials.
+    #[must_use]
+    pub fn credentials_advice(self) -> &'static str {
+        match self {
+            Self::Anthropic => "Check that ANTHROPIC_API_KEY holds a valid, active API key",
+            Self::Bedrock => {
+                "Check the AWS credentials gyre signs with (AWS_PROFILE, AWS_ACCESS_KEY_ID and \
+                 AWS_SECRET_ACCESS_KEY, or run `aws sso login`) and that they have not expired"
+            }
+            Self::Vertex => {
+                "Check the Google credentials (GOOGLE_APPLICATION_CREDENTIALS, or run `gcloud \
+                 auth application-default login`)"
+            }
+        }
+    }
+
+    /// Why the credentials may not use a model.
+    #[must_use]
+    pub fn access_advice(self) -> &'static str {
+        match self {
+            Self::Anthropic => "Your API key may not have access to this model",
+            Self::Bedrock => {
+                "Your AWS identity may not have access to this model: request model access in \
+                 the Bedrock console and check its IAM policy (bedrock:InvokeModelWithResponseStream)"
+            }
+            Self::Vertex => {
+                "Your Google identity may not have access to this model: enable it in Vertex AI's \
+                 Model Garden and check the project's IAM roles"
+            }
+        }
+    }
+
+    /// The settings that choose where requests go.
+    #[must_use]
+    pub fn endpoint_variables(self) -> &'static str {
+        match self {
+            Self::Anthropic => "ANTHROPIC_BASE_URL",
+            Self::Bedrock => "AWS_REGION (and ANTHROPIC_BEDROCK_BASE_URL if set)",
+            Self::Vertex => {
+                "CLOUD_ML_REGION and ANTHROPIC_VERTEX_PROJECT_ID (and ANTHROPIC_VERTEX_BASE_URL \
+                 if set)"
+            }
+        }
+    }
+}
+
 /// Every failure of a Messages API call.
 ///
 /// `Display` is the text shown to the user: what happened and what to do about it.
@@ -157,27 +231,31 @@ pub enum ApiError {
     },
 
     /// 401: the key is missing, wrong or revoked.
-    #[error(
-        "Authentication failed (401): {message}. Check that ANTHROPIC_API_KEY holds a valid, \
-         active API key."
-    )]
+    #[error("Authentication failed (401): {message}. {}.", .service.credentials_advice())]
     Authentication {
         /// The API's own explanation (or the transport's).
         message: String,
+        /// The service that refused: its credentials are the ones to check.
+        #[serde(default)]
+        service: Service,
         /// What the response headers said about retrying, and the request id.
         hints: ServerHints,
     },
 
     /// 403: the key may not use this model.
     #[error(
-        "Permission denied (403) for model `{model}`: {message}. Your API key may not have \
-         access to this model; choose another with --model or check your organization's settings."
+        "Permission denied (403) for model `{model}`: {message}. {}; choose another with \
+         --model or check your organization's settings.",
+        .service.access_advice()
     )]
     PermissionDenied {
         /// The model the request named.
         model: String,
         /// The API's own explanation.
         message: String,
+        /// The service that refused.
+        #[serde(default)]
+        service: Service,
         /// What the response headers said about retrying, and the request id.
         hints: ServerHints,
     },
@@ -185,7 +263,8 @@ pub enum ApiError {
     /// 404: usually a wrong model name or base URL.
     #[error(
         "Not found (404) at {url}: {message}. Check the model name `{model}` (--model) and \
-         ANTHROPIC_BASE_URL."
+         {}.",
+        Service::of_url(.url).endpoint_variables()
     )]
     NotFound {
         /// The model the request named.
@@ -333,10 +412,13 @@ pub enum ApiError {
     /// The API cannot be reached, and another attempt a second later will not change
     /// that: nothing listens at the address, the host name does not resolve, or the TLS
     /// handshake fails. Retried only [`crate::MAX_UNREACHABLE_RETRIES`] times, quickly.
-    #[error("{}. {}.", self.retry_reason(), reason.advice())]
+    #[error("{}. {}.", self.retry_reason(), reason.advice_for(*service))]
     Unreachable {
         /// Which of the three it is.
         reason: UnreachableReason,
+        /// The service that could not be reached: its settings are the ones to check.
+        #[serde(default)]
+        service: Service,
         /// The transport's explanation (the whole error chain, with the URL).
         message: String,
     },
@@ -448,6 +530,26 @@ impl UnreachableReason {
         }
     }
 
+    /// What a user of `service` should check: [`UnreachableReason::advice`] with that
+    /// service's base URL variable.
+    #[must_use]
+    pub fn advice_for(self, service: Service) -> String {
+        let (var, endpoint) = match service {
+            Service::Anthropic => return self.advice().to_owned(),
+            Service::Bedrock => (
+                "ANTHROPIC_BEDROCK_BASE_URL",
+                "Bedrock's endpoint in AWS_REGION",
+            ),
+            Service::Vertex => (
+                "ANTHROPIC_VERTEX_BASE_URL",
+                "Vertex AI's endpoint in CLOUD_ML_REGION",
+            ),
+        };
+        self.advice()
+            .replace("https://api.anthropic.com", endpoint)
+            .replace("ANTHROPIC_BASE_URL", var)
+    }
+
     /// What the user should check.
     #[must_use]
     pub fn advice(self) -> &'static str {
@@ -504,7 +606,9 @@ impl ApiError {
                 ..
             } => format!("The API reported an error mid-response ({error_type}): {message}"),
             Self::Connection { message, .. } => format!("Could not reach the API: {message}"),
-            Self::Unreachable { reason, message } => {
+            Self::Unreachable {
+                reason, message, ..
+            } => {
                 format!("Could not reach the API ({}): {message}", reason.label())
             }
             Self::Timeout { message, .. } => format!("The API request timed out: {message}"),
@@ -524,6 +628,18 @@ impl ApiError {
             ),
             other => other.to_string(),
         }
+    }
+
+    /// The same error, its advice naming `service`'s credentials and settings.
+    #[must_use]
+    pub fn for_service(mut self, service: Service) -> Self {
+        if let Self::Authentication { service: s, .. }
+        | Self::PermissionDenied { service: s, .. }
+        | Self::Unreachable { service: s, .. } = &mut self
+        {
+            *s = service;
+        }
+        self
     }
 
     /// Whether another attempt with the same request could succeed. Budget rules (how
@@ -747,10 +863,15 @@ impl ApiError {
                     Self::InvalidRequest { message, hints }
                 }
             }
-            401 => Self::Authentication { message, hints },
+            401 => Self::Authentication {
+                message,
+                service: Service::Anthropic,
+                hints,
+            },
             403 => Self::PermissionDenied {
                 model: model.to_owned(),
                 message,
+                service: Service::Anthropic,
                 hints,
             },
             404 => Self::NotFound {
@@ -827,10 +948,29 @@ impl From<reqwest::Error> for ApiError {
         } else if e.is_builder() {
             Self::InvalidConfig { message }
         } else if let Some(reason) = unreachable_reason(&e) {
-            Self::Unreachable { reason, message }
+            Self::Unreachable {
+                reason,
+                service: Service::Anthropic,
+                message,
+            }
         } else {
             Self::Connection { message }
         }
+    }
+}
+
+/// A failed request of any of gyre's HTTP clients (WebFetch, MCP) as a line for the
+/// user: the whole cause chain (reqwest's own text stops at "error sending request"),
+/// and, when the server's certificate chains to no trusted CA, which variables add one.
+#[cfg(feature = "client")]
+#[must_use]
+pub fn describe_transport_error(e: &reqwest::Error) -> String {
+    let chain = error_chain(e);
+    match unreachable_reason(e) {
+        Some(reason @ UnreachableReason::UntrustedCertificate) => {
+            format!("{chain}: {}. {}", reason.label(), reason.advice())
+        }
+        _ => chain,
     }
 }
 
@@ -887,6 +1027,7 @@ impl From<std::io::Error> for ApiError {
         if e.kind() == std::io::ErrorKind::ConnectionRefused {
             Self::Unreachable {
                 reason: UnreachableReason::Refused,
+                service: Service::Anthropic,
                 message,
             }
         } else {
@@ -944,14 +1085,17 @@ mod tests {
             },
             ApiError::Unreachable {
                 reason: UnreachableReason::Refused,
+                service: Service::Anthropic,
                 message: "tcp connect error: Connection refused".into(),
             },
             ApiError::Unreachable {
                 reason: UnreachableReason::Dns,
+                service: Service::Anthropic,
                 message: "dns error".into(),
             },
             ApiError::Unreachable {
                 reason: UnreachableReason::Tls,
+                service: Service::Anthropic,
                 message: "invalid peer certificate: UnknownIssuer".into(),
             },
             ApiError::StreamCut { events: 3 },
@@ -1118,6 +1262,27 @@ mod tests {
         );
         let nf = from(404, "not_found_error", "model: nope").to_string();
         assert!(nf.contains("claude-test") && nf.contains("http://x/v1/messages"));
+        assert!(nf.contains("ANTHROPIC_BASE_URL"), "{nf}");
+        let bedrock = ApiError::from_response(
+            404,
+            ServerHints::default(),
+            &body("not_found_error", "no such model"),
+            "m",
+            "https://bedrock-runtime.eu-west-1.amazonaws.com/model/m/invoke-with-response-stream",
+        )
+        .to_string();
+        assert!(bedrock.contains("AWS_REGION"), "{bedrock}");
+        for service in [Service::Bedrock, Service::Vertex] {
+            for status in [401, 403] {
+                let told = from(status, "authentication_error", "refused")
+                    .for_service(service)
+                    .to_string();
+                assert!(
+                    !told.contains("ANTHROPIC_API_KEY") && !told.contains("API key"),
+                    "{told}"
+                );
+            }
+        }
         assert!(
             from(413, "request_too_large", "big")
                 .to_string()
@@ -1199,6 +1364,7 @@ mod tests {
         assert_eq!(serde_json::from_str::<ApiError>(&json).unwrap(), e);
         let e = ApiError::Unreachable {
             reason: UnreachableReason::Dns,
+            service: Service::Anthropic,
             message: "dns error".into(),
         };
         let json = serde_json::to_value(&e).unwrap();
@@ -1216,6 +1382,7 @@ mod tests {
         ] {
             let e = ApiError::Unreachable {
                 reason,
+                service: Service::Anthropic,
                 message: "m".into(),
             };
             assert_eq!(e.category(), "unreachable");
@@ -1224,6 +1391,14 @@ mod tests {
             assert!(text.contains(reason.label()), "{text}");
             assert!(text.contains("ANTHROPIC_BASE_URL"), "{text}");
             assert!(text.contains(check), "{text}");
+            let bedrock = e.clone().for_service(Service::Bedrock).to_string();
+            assert!(bedrock.contains(check), "{bedrock}");
+            assert!(
+                bedrock.contains("ANTHROPIC_BEDROCK_BASE_URL")
+                    && !bedrock.contains("ANTHROPIC_BASE_URL")
+                    && !bedrock.contains("api.anthropic.com"),
+                "{bedrock}"
+            );
         }
     }
 

@@ -16,6 +16,8 @@ use reqwest::header::{
 use tokio_util::sync::CancellationToken;
 
 use crate::ApiError;
+#[cfg(feature = "vertex")]
+use crate::client::GoogleCredentialSource;
 use crate::client::{
     ANTHROPIC_VERSION, Backend, ClientConfig, Credential, EventStream, ModelClient,
 };
@@ -62,7 +64,8 @@ enum Provider {
         base_url: String,
         /// Content type, accept, user agent.
         headers: HeaderMap,
-        signer: crate::bedrock::BedrockSigner,
+        /// Boxed: its credential source is large, and the other variants are not.
+        signer: Box<crate::bedrock::BedrockSigner>,
     },
     /// Google Vertex AI: `POST …/models/{model}:streamRawPredict`, a Google OAuth bearer
     /// token, SSE back.
@@ -156,7 +159,7 @@ impl Provider {
                 Ok(Self::Bedrock {
                     base_url: config.base_url.clone(),
                     headers,
-                    signer: crate::bedrock::BedrockSigner::new(options)?,
+                    signer: Box::new(crate::bedrock::BedrockSigner::new(options, &config.network)),
                 })
             }
             #[cfg(feature = "vertex")]
@@ -172,12 +175,15 @@ impl Provider {
                     project_id: options.project_id.clone(),
                     region: options.region.clone(),
                     headers,
-                    tokens: options
-                        .credentials
-                        .as_deref()
-                        .map(crate::vertex::TokenSource::new)
-                        .transpose()?
-                        .map(Box::new),
+                    tokens: match &options.credentials {
+                        GoogleCredentialSource::Skip => None,
+                        GoogleCredentialSource::File(file) => {
+                            Some(Box::new(crate::vertex::TokenSource::new(file)?))
+                        }
+                        GoogleCredentialSource::Metadata { host } => Some(Box::new(
+                            crate::vertex::TokenSource::metadata(host, &config.network),
+                        )),
+                    },
                 })
             }
             #[cfg(not(feature = "vertex"))]
@@ -200,8 +206,12 @@ impl Provider {
         &self,
         request: &MessagesRequest,
         encoder: &Mutex<BodyEncoder>,
-        // Only Vertex fetches a token over it first.
-        #[cfg_attr(not(feature = "vertex"), allow(unused_variables))] http: &reqwest::Client,
+        // Bedrock and Vertex may fetch credentials over it first.
+        #[cfg_attr(
+            not(any(feature = "vertex", feature = "bedrock")),
+            allow(unused_variables)
+        )]
+        http: &reqwest::Client,
     ) -> Result<Prepared, ApiError> {
         match self {
             Self::Anthropic { url, headers, auth } => {
@@ -228,10 +238,10 @@ impl Provider {
                 headers,
                 signer,
             } => {
-                let url = crate::bedrock::url(base_url, &request.model);
+                let url = crate::bedrock::url(base_url, &signer.model_id(&request.model));
                 let body = crate::bedrock::body(request)?;
                 let mut headers = headers.clone();
-                signer.sign(&url, &mut headers, &body)?;
+                signer.sign(http, &url, &mut headers, &body).await?;
                 Ok(Prepared {
                     url,
                     headers,
@@ -246,7 +256,8 @@ impl Provider {
                 headers,
                 tokens,
             } => {
-                let url = crate::vertex::url(base_url, project_id, region, &request.model);
+                let model = crate::model_ids::vertex_model_id(&request.model);
+                let url = crate::vertex::url(base_url, project_id, region, &model);
                 let body = crate::vertex::body(request)?;
                 let mut headers = headers.clone();
                 if let Some(tokens) = tokens {
@@ -265,6 +276,17 @@ impl Provider {
         }
     }
 
+    /// The service behind this provider, whose settings errors name.
+    fn service(&self) -> crate::Service {
+        match self {
+            Self::Anthropic { .. } => crate::Service::Anthropic,
+            #[cfg(feature = "bedrock")]
+            Self::Bedrock { .. } => crate::Service::Bedrock,
+            #[cfg(feature = "vertex")]
+            Self::Vertex { .. } => crate::Service::Vertex,
+        }
+    }
+
     /// The error of a non-2xx response.
     fn error(
         &self,
@@ -278,9 +300,12 @@ impl Provider {
         match self {
             Self::Anthropic { .. } => ApiError::from_response(status, hints, body, model, url),
             #[cfg(feature = "vertex")]
-            Self::Vertex { .. } => ApiError::from_response(status, hints, body, model, url),
+            Self::Vertex { .. } => {
+                ApiError::from_response(status, hints, body, model, url).for_service(self.service())
+            }
             #[cfg(feature = "bedrock")]
-            Self::Bedrock { .. } => crate::bedrock::error(status, headers, hints, body, model, url),
+            Self::Bedrock { .. } => crate::bedrock::error(status, headers, hints, body, model, url)
+                .for_service(self.service()),
         }
     }
 
@@ -298,8 +323,8 @@ impl Provider {
         }
     }
 
-    /// The service refused the credentials (401): forget any that were fetched, so that
-    /// the retry fetches them anew.
+    /// The service refused the credentials (a 401, or Bedrock's 403 for unknown or
+    /// expired keys): forget any that were fetched, so that the retry fetches them anew.
     async fn refused(&self) {
         match self {
             Self::Anthropic {
@@ -311,7 +336,7 @@ impl Provider {
                 ..
             } => {}
             #[cfg(feature = "bedrock")]
-            Self::Bedrock { .. } => {}
+            Self::Bedrock { signer, .. } => signer.refused().await,
             #[cfg(feature = "vertex")]
             Self::Vertex {
                 tokens: Some(tokens),
@@ -409,7 +434,7 @@ impl ModelClient for AnthropicClient {
             let response = tokio::select! {
                 biased;
                 () = cancel.cancelled() => Err(ApiError::Aborted),
-                r = send => r.map_err(ApiError::from),
+                r = send => r.map_err(|e| ApiError::from(e).for_service(provider.service())),
             };
             let response = match response {
                 Ok(r) => r,
@@ -420,19 +445,20 @@ impl ModelClient for AnthropicClient {
             };
             let status = response.status();
             if !status.is_success() {
-                if status == reqwest::StatusCode::UNAUTHORIZED {
-                    provider.refused().await;
-                }
                 let response_headers = response.headers().clone();
                 let body = tokio::select! {
                     biased;
                     () = cancel.cancelled() => Err(ApiError::Aborted),
                     b = response.text() => Ok(b.unwrap_or_default()),
                 };
-                yield Err(match body {
+                let error = match body {
                     Ok(body) => provider.error(status.as_u16(), &response_headers, &body, &request.model, &url),
                     Err(e) => e,
-                });
+                };
+                if matches!(error, ApiError::Authentication { .. }) {
+                    provider.refused().await;
+                }
+                yield Err(error);
                 return;
             }
             let mut events = provider.events(response);

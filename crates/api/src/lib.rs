@@ -65,7 +65,10 @@
 #![warn(missing_docs)]
 
 mod assemble;
+#[cfg(feature = "bedrock")]
+mod aws_credentials;
 mod aws_profile;
+mod aws_source;
 #[cfg(feature = "bedrock")]
 mod bedrock;
 mod cache;
@@ -77,6 +80,7 @@ mod fixture;
 mod http_client;
 #[cfg(feature = "client")]
 mod key_helper;
+mod model_ids;
 mod network;
 mod retry;
 mod sse;
@@ -92,21 +96,26 @@ pub use assemble::{
 pub use bedrock::BEDROCK_ANTHROPIC_VERSION;
 pub use cache::add_cache_markers;
 pub use client::{
-    ANTHROPIC_VERSION, AwsCredentialSource, AwsCredentials, AwsProfile, Backend, BedrockOptions,
-    ClientConfig, Credential, DEFAULT_BASE_URL, EventStream, KeyHelper, ModelClient, VertexOptions,
-    default_user_agent,
+    ANTHROPIC_VERSION, AwsContainer, AwsCredentialSource, AwsCredentials, AwsProfile, AwsSso,
+    AwsWebIdentity, Backend, BedrockOptions, ClientConfig, Credential, DEFAULT_BASE_URL,
+    EventStream, GoogleCredentialSource, KeyHelper, ModelClient, VertexOptions, default_user_agent,
 };
 pub use encode::BodyEncoder;
+#[cfg(feature = "client")]
+pub use error::describe_transport_error;
 pub use error::{
-    ApiError, ContextOverflow, ServerHints, UnreachableReason, parse_retry_after,
+    ApiError, ContextOverflow, ServerHints, Service, UnreachableReason, parse_retry_after,
     parse_retry_after_ms,
 };
 pub use fixture::{FixtureEntry, RecordingClient, ReplayClient};
 #[cfg(feature = "client")]
 pub use http_client::AnthropicClient;
+pub use model_ids::{bedrock_model_id, bedrock_region_prefix, vertex_model_id};
 #[cfg(feature = "client")]
 pub use network::ensure_crypto_provider;
-pub use network::{CA_BUNDLE_VARS, CaBundle, NetworkError, NetworkOptions, redact_proxy};
+pub use network::{
+    CA_BUNDLE_VARS, CA_DIR_VAR, CaBundle, NetworkError, NetworkOptions, redact_proxy,
+};
 pub use retry::{
     ApiErrorClassifier, BASE_DELAY, DEFAULT_MAX_RETRIES, DEFAULT_STREAM_IDLE_TIMEOUT,
     HEARTBEAT_INTERVAL, MAX_CONSECUTIVE_OVERLOADED, MAX_DELAY, MAX_RETRIES_LIMIT,
@@ -120,4 +129,8 @@ pub use sse::{
 };
 pub use stream::{ModelEvent, ModelEventStream, stream_with_retry};
 #[cfg(feature = "vertex")]
-pub use vertex::{REFRESH_MARGIN, VERTEX_ANTHROPIC_VERSION};
+pub use vertex::VERTEX_ANTHROPIC_VERSION;
+
+/// Cloud credentials this close to their expiry (a Vertex access token, temporary AWS
+/// keys) are fetched anew before the next request.
+pub const REFRESH_MARGIN: std::time::Duration = std::time::Duration::from_secs(5 * 60);

@@ -8,7 +8,9 @@
 //!
 //! Trust: the platform's root certificates (rustls-platform-verifier, over the system
 //! store) plus every certificate of the PEM files named by `SSL_CERT_FILE` and
-//! `NODE_EXTRA_CA_CERTS`, the way a TLS-inspecting corporate proxy's CA gets in. The
+//! `NODE_EXTRA_CA_CERTS`, and of the files in the directories `SSL_CERT_DIR` names
+//! (`:`-separated, as OpenSSL reads it), the way a TLS-inspecting corporate proxy's CA
+//! gets in. The
 //! roots are read once per process, at the first TLS handshake, and shared by every
 //! client: a session over plain HTTP never reads the system's store.
 
@@ -17,6 +19,9 @@ use std::path::PathBuf;
 
 /// The variables that name extra CA bundles (PEM), in the order they are read.
 pub const CA_BUNDLE_VARS: [&str; 2] = ["SSL_CERT_FILE", "NODE_EXTRA_CA_CERTS"];
+
+/// The variable that names directories of CA certificates (PEM files), `:`-separated.
+pub const CA_DIR_VAR: &str = "SSL_CERT_DIR";
 
 /// Proxies and extra trust for gyre's HTTP clients. `Debug` hides proxy passwords.
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -32,12 +37,13 @@ pub struct NetworkOptions {
     pub extra_cas: Vec<CaBundle>,
 }
 
-/// A PEM file of CA certificates, and the variable that named it (for error messages).
+/// A PEM file of CA certificates, or a directory of them (`SSL_CERT_DIR`), and the
+/// variable that named it (for error messages).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CaBundle {
-    /// `SSL_CERT_FILE`, `NODE_EXTRA_CA_CERTS`, or how else it was given.
+    /// `SSL_CERT_FILE`, `NODE_EXTRA_CA_CERTS`, `SSL_CERT_DIR`, or how else it was given.
     pub var: String,
-    /// The file.
+    /// The file or directory.
     pub path: PathBuf,
 }
 
@@ -99,8 +105,9 @@ pub fn redact_proxy(url: &str) -> String {
 }
 
 impl NetworkOptions {
-    /// Reads `HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY` (each also lowercase), and the CA
-    /// bundles of [`CA_BUNDLE_VARS`] through `lookup`. Blank values count as unset.
+    /// Reads `HTTPS_PROXY`, `HTTP_PROXY`, `NO_PROXY` (each also lowercase), the CA
+    /// bundles of [`CA_BUNDLE_VARS`] and the directories of [`CA_DIR_VAR`] through
+    /// `lookup`. Blank values count as unset.
     #[must_use]
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let read = |names: [&str; 2]| {
@@ -110,7 +117,7 @@ impl NetworkOptions {
                 .map(|v| v.trim().to_owned())
                 .find(|v| !v.is_empty())
         };
-        let extra_cas = CA_BUNDLE_VARS
+        let mut extra_cas: Vec<CaBundle> = CA_BUNDLE_VARS
             .into_iter()
             .filter_map(|var| {
                 read([var, var]).map(|path| CaBundle {
@@ -119,6 +126,17 @@ impl NetworkOptions {
                 })
             })
             .collect();
+        if let Some(dirs) = read([CA_DIR_VAR, CA_DIR_VAR]) {
+            extra_cas.extend(
+                dirs.split(':')
+                    .map(str::trim)
+                    .filter(|d| !d.is_empty())
+                    .map(|dir| CaBundle {
+                        var: CA_DIR_VAR.to_owned(),
+                        path: PathBuf::from(dir),
+                    }),
+            );
+        }
         Self {
             https_proxy: read(["HTTPS_PROXY", "https_proxy"]),
             http_proxy: read(["HTTP_PROXY", "http_proxy"]),
@@ -201,6 +219,24 @@ impl NetworkOptions {
         tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
         Ok(builder.tls_backend_preconfigured(tls))
     }
+}
+
+/// A client for the cloud's credential endpoints on the machine's own network (EC2 and
+/// GCE metadata, the container credentials endpoint): never through a proxy, and quick
+/// to give up, the way the cloud SDKs ask them.
+#[cfg(any(feature = "bedrock", feature = "vertex"))]
+pub(crate) fn metadata_client(network: &NetworkOptions) -> Result<reqwest::Client, NetworkError> {
+    let direct = NetworkOptions {
+        https_proxy: None,
+        http_proxy: None,
+        ..network.clone()
+    };
+    direct
+        .client_builder()?
+        .connect_timeout(std::time::Duration::from_secs(1))
+        .timeout(std::time::Duration::from_secs(5))
+        .build()
+        .map_err(|e| NetworkError::Tls(e.to_string()))
 }
 
 /// The platform's roots plus the extra CAs, loaded once per process and only at the
@@ -326,8 +362,40 @@ fn lazy_verifier(bundles: &[CaBundle]) -> Result<std::sync::Arc<LazyVerifier>, N
 #[cfg(feature = "client")]
 type ProxyFor = fn(&str) -> reqwest::Result<reqwest::Proxy>;
 
+/// The files of a bundle: itself, or a directory's regular files (links followed), in
+/// name order.
+#[cfg(feature = "client")]
+fn bundle_files(bundle: &CaBundle) -> Result<Vec<PathBuf>, NetworkError> {
+    let failed = |message: String| NetworkError::CaBundle {
+        var: bundle.var.clone(),
+        path: bundle.path.clone(),
+        message,
+    };
+    if !bundle.path.is_dir() {
+        return Ok(vec![bundle.path.clone()]);
+    }
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&bundle.path)
+        .map_err(|e| failed(e.to_string()))?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.is_file())
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// The certificates of one PEM file; `None` when it holds none (a directory may hold
+/// other files too).
+#[cfg(feature = "client")]
+fn pem_certificates(pem: &[u8]) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, String> {
+    use rustls::pki_types::pem::PemObject;
+    rustls::pki_types::CertificateDer::pem_slice_iter(pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| e.to_string())
+}
+
 /// A bundle that can be opened and starts a PEM certificate (only the first one is
-/// decoded here).
+/// decoded here); a directory that holds at least one file that does.
 #[cfg(feature = "client")]
 fn check_bundle(bundle: &CaBundle) -> Result<(), NetworkError> {
     use rustls::pki_types::pem::PemObject;
@@ -336,37 +404,50 @@ fn check_bundle(bundle: &CaBundle) -> Result<(), NetworkError> {
         path: bundle.path.clone(),
         message,
     };
-    // The first certificate is near the start: no need to read a whole system bundle.
-    let mut pem = Vec::new();
-    std::io::Read::read_to_end(
-        &mut std::io::Read::take(
-            std::fs::File::open(&bundle.path).map_err(|e| failed(e.to_string()))?,
-            1 << 16,
-        ),
-        &mut pem,
-    )
-    .map_err(|e| failed(e.to_string()))?;
-    match rustls::pki_types::CertificateDer::pem_slice_iter(&pem).next() {
-        Some(Ok(_)) => Ok(()),
-        Some(Err(e)) => Err(failed(e.to_string())),
-        None => Err(failed("no PEM certificate in it".to_owned())),
+    let mut last = None;
+    for file in bundle_files(bundle)? {
+        // The first certificate is near the start: no need to read a whole system bundle.
+        let mut pem = Vec::new();
+        let read = std::fs::File::open(&file).and_then(|f| {
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, 1 << 16), &mut pem)
+        });
+        if let Err(e) = read {
+            last = Some(e.to_string());
+            continue;
+        }
+        match rustls::pki_types::CertificateDer::pem_slice_iter(&pem).next() {
+            Some(Ok(_)) => return Ok(()),
+            Some(Err(e)) => last = Some(e.to_string()),
+            None => {}
+        }
     }
+    Err(failed(
+        last.unwrap_or_else(|| "no PEM certificate in it".to_owned()),
+    ))
 }
 
 #[cfg(feature = "client")]
 fn read_bundle(
     bundle: &CaBundle,
 ) -> Result<Vec<rustls::pki_types::CertificateDer<'static>>, NetworkError> {
-    use rustls::pki_types::pem::PemObject;
     let failed = |message: String| NetworkError::CaBundle {
         var: bundle.var.clone(),
         path: bundle.path.clone(),
         message,
     };
-    let pem = std::fs::read(&bundle.path).map_err(|e| failed(e.to_string()))?;
-    let certs = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| failed(e.to_string()))?;
+    let directory = bundle.path.is_dir();
+    let mut certs = Vec::new();
+    for file in bundle_files(bundle)? {
+        let read = std::fs::read(&file)
+            .map_err(|e| e.to_string())
+            .and_then(|pem| pem_certificates(&pem));
+        match read {
+            Ok(found) => certs.extend(found),
+            // A directory's stray file (a README, a CRL) is skipped.
+            Err(_) if directory => {}
+            Err(e) => return Err(failed(e)),
+        }
+    }
     if certs.is_empty() {
         return Err(failed("no PEM certificate in it".to_owned()));
     }
@@ -419,6 +500,19 @@ mod tests {
             ]
         );
         assert_eq!(options(&[("HTTPS_PROXY", "  ")]), NetworkOptions::default());
+        let dirs = options(&[("SSL_CERT_DIR", "/etc/ssl/certs:/corp/cas")]);
+        let dirs: Vec<_> = dirs
+            .extra_cas
+            .iter()
+            .map(|b| (b.var.as_str(), b.path.clone()))
+            .collect();
+        assert_eq!(
+            dirs,
+            [
+                ("SSL_CERT_DIR", PathBuf::from("/etc/ssl/certs")),
+                ("SSL_CERT_DIR", PathBuf::from("/corp/cas"))
+            ]
+        );
     }
 
     #[test]

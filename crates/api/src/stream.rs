@@ -451,6 +451,7 @@ mod tests {
     async fn authentication_failure_is_retried_once() {
         let auth = ApiError::Authentication {
             message: "invalid x-api-key".into(),
+            service: crate::Service::Anthropic,
             hints: ServerHints::default(),
         };
         let client = FakeClient::new(vec![fail(auth.clone()), fail(auth.clone()), ok("x")]);

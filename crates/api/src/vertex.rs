@@ -7,9 +7,9 @@
 //! - Authorisation: `Bearer` with an OAuth access token from Application Default
 //!   Credentials: a service-account key (an RS256-signed JWT exchanged at its
 //!   `token_uri`) or gcloud's user credentials (a refresh token). The token is kept and
-//!   fetched anew [`REFRESH_MARGIN`] before it expires, or after a 401.
+//!   fetched anew [`REFRESH_MARGIN`](crate::REFRESH_MARGIN) before it expires, or after a 401.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use base64::Engine as _;
@@ -19,9 +19,6 @@ use crate::ApiError;
 
 /// The body's `anthropic_version` on Vertex AI.
 pub const VERTEX_ANTHROPIC_VERSION: &str = "vertex-2023-10-16";
-
-/// A token this close to its expiry is fetched anew before the next request.
-pub const REFRESH_MARGIN: Duration = Duration::from_secs(5 * 60);
 
 const SCOPE: &str = "https://www.googleapis.com/auth/cloud-platform";
 const DEFAULT_TOKEN_URI: &str = "https://oauth2.googleapis.com/token";
@@ -41,6 +38,12 @@ struct CredentialsFile {
 
 /// How a token is obtained.
 enum Grant {
+    /// The GCE metadata server's token for the instance's service account.
+    Metadata {
+        network: crate::NetworkOptions,
+        /// The proxy-less client, made at the first fetch.
+        client: std::sync::OnceLock<reqwest::Client>,
+    },
     /// A JWT signed with the service account's key.
     ServiceAccount {
         email: String,
@@ -56,7 +59,8 @@ enum Grant {
 
 /// Mints and keeps Vertex AI access tokens.
 pub(crate) struct TokenSource {
-    file: PathBuf,
+    /// What errors name: `Google credentials FILE`, `the GCE metadata server HOST`.
+    source_name: String,
     token_uri: String,
     grant: Grant,
     current: tokio::sync::Mutex<Option<(String, Instant)>>,
@@ -65,15 +69,15 @@ pub(crate) struct TokenSource {
 impl std::fmt::Debug for TokenSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("TokenSource")
-            .field("file", &self.file)
+            .field("source_name", &self.source_name)
             .field("token_uri", &self.token_uri)
             .finish_non_exhaustive()
     }
 }
 
-fn credentials_error(file: &Path, message: String) -> ApiError {
+fn credentials_error(source_name: &str, message: String) -> ApiError {
     ApiError::Credentials {
-        source_name: format!("Google credentials {}", file.display()),
+        source_name: source_name.to_owned(),
         message,
     }
 }
@@ -96,9 +100,25 @@ fn form_value(value: &str) -> String {
 }
 
 impl TokenSource {
+    /// Tokens from the GCE metadata server at `host` (`host[:port]`).
+    pub(crate) fn metadata(host: &str, network: &crate::NetworkOptions) -> Self {
+        Self {
+            source_name: format!("the GCE metadata server {host}"),
+            token_uri: format!(
+                "http://{host}/computeMetadata/v1/instance/service-accounts/default/token"
+            ),
+            grant: Grant::Metadata {
+                network: network.clone(),
+                client: std::sync::OnceLock::new(),
+            },
+            current: tokio::sync::Mutex::new(None),
+        }
+    }
+
     /// Reads the credentials file now.
     pub(crate) fn new(file: &Path) -> Result<Self, ApiError> {
-        let failed = |message: String| credentials_error(file, message);
+        let source_name = format!("Google credentials {}", file.display());
+        let failed = |message: String| credentials_error(&source_name, message);
         let text = std::fs::read_to_string(file).map_err(|e| {
             failed(format!(
                 "{e}; set GOOGLE_APPLICATION_CREDENTIALS to a service-account key file, or run \
@@ -136,7 +156,7 @@ impl TokenSource {
             }
         };
         Ok(Self {
-            file: file.to_path_buf(),
+            source_name: source_name.clone(),
             token_uri: parsed
                 .token_uri
                 .unwrap_or_else(|| DEFAULT_TOKEN_URI.to_owned()),
@@ -171,7 +191,9 @@ impl TokenSource {
             signing_input.as_bytes(),
             &mut signature,
         )
-        .map_err(|_| credentials_error(&self.file, "the JWT could not be signed".to_owned()))?;
+        .map_err(|_| {
+            credentials_error(&self.source_name, "the JWT could not be signed".to_owned())
+        })?;
         Ok(format!("{signing_input}.{}", b64(&signature)))
     }
 
@@ -179,11 +201,35 @@ impl TokenSource {
     pub(crate) async fn token(&self, http: &reqwest::Client) -> Result<String, ApiError> {
         let mut current = self.current.lock().await;
         if let Some((token, expires)) = current.as_ref()
-            && expires.saturating_duration_since(Instant::now()) > REFRESH_MARGIN
+            && expires.saturating_duration_since(Instant::now()) > crate::REFRESH_MARGIN
         {
             return Ok(token.clone());
         }
+        let failed = |message: String| credentials_error(&self.source_name, message);
         let form = match &self.grant {
+            Grant::Metadata { network, client } => {
+                let client = match client.get() {
+                    Some(c) => c,
+                    None => {
+                        let made = crate::network::metadata_client(network)
+                            .map_err(|e| failed(e.to_string()))?;
+                        client.get_or_init(|| made)
+                    }
+                };
+                let response = client
+                    .get(&self.token_uri)
+                    .header("metadata-flavor", "Google")
+                    .send()
+                    .await
+                    .map_err(|e| {
+                        failed(format!(
+                            "it could not be reached ({e}); off Google Cloud, set \
+                             GOOGLE_APPLICATION_CREDENTIALS to a service-account key file or \
+                             run `gcloud auth application-default login`"
+                        ))
+                    })?;
+                return self.keep(&mut current, response).await;
+            }
             Grant::ServiceAccount { email, key } => format!(
                 "grant_type={}&assertion={}",
                 form_value("urn:ietf:params:oauth:grant-type:jwt-bearer"),
@@ -200,7 +246,6 @@ impl TokenSource {
                 form_value(refresh_token)
             ),
         };
-        let failed = |message: String| credentials_error(&self.file, message);
         let response = http
             .post(&self.token_uri)
             .header(
@@ -211,6 +256,16 @@ impl TokenSource {
             .send()
             .await
             .map_err(|e| failed(format!("the token endpoint {} failed: {e}", self.token_uri)))?;
+        self.keep(&mut current, response).await
+    }
+
+    /// Reads a token endpoint's answer and keeps the token until it nears its expiry.
+    async fn keep(
+        &self,
+        current: &mut Option<(String, Instant)>,
+        response: reqwest::Response,
+    ) -> Result<String, ApiError> {
+        let failed = |message: String| credentials_error(&self.source_name, message);
         let status = response.status();
         let body = response.text().await.unwrap_or_default();
         if !status.is_success() {

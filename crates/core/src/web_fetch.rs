@@ -99,7 +99,10 @@ enum UrlError {
 /// Why a page could not be fetched; the message is the call's error result.
 #[derive(Debug, thiserror::Error)]
 enum FetchError {
-    #[error("Failed to fetch {url}: {source}")]
+    #[error(
+        "Failed to fetch {url}: {}",
+        gyre_api::describe_transport_error(source)
+    )]
     Request { url: Url, source: reqwest::Error },
     #[error("{url} answered {status} without a Location")]
     NoLocation { url: Url, status: StatusCode },

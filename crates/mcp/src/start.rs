@@ -74,7 +74,7 @@ where
     match tokio::time::timeout(timeout, client_config().serve(transport)).await {
         Ok(Ok(service)) => Ok(service),
         Ok(Err(e)) => Err(StartError::Handshake {
-            message: e.to_string(),
+            message: handshake_message(&e),
             stderr: String::new(),
         }),
         Err(_) => Err(StartError::Timeout {
@@ -82,6 +82,32 @@ where
             stderr: String::new(),
         }),
     }
+}
+
+/// The client's error and, when an HTTP transport's request failed, that failure's whole
+/// cause (the client's own text stops at "error sending request"): a certificate no
+/// trusted CA issued says which variable adds one.
+fn handshake_message(e: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    // The transport's error is a field of the client's, not its source.
+    let mut source: Option<&(dyn std::error::Error + 'static)> = match e {
+        rmcp::service::ClientInitializeError::TransportError { error, .. } => Some(error),
+        _ => None,
+    };
+    while let Some(cause) = source {
+        // rmcp keeps the client's error as a field, not a source.
+        let http = cause.downcast_ref::<reqwest::Error>().or_else(|| {
+            match cause.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+                Some(StreamableHttpError::Client(http)) => Some(http),
+                _ => None,
+            }
+        });
+        if let Some(http) = http {
+            return format!("{e}: {}", gyre_api::describe_transport_error(http));
+        }
+        source = cause.source();
+    }
+    e.to_string()
 }
 
 impl StartError {

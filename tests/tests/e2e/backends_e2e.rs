@@ -77,27 +77,24 @@ fn a_bearer_token_session_sends_authorization_and_no_api_key() {
 }
 
 #[test]
-fn a_key_helper_session_runs_and_its_key_never_reaches_a_tool() {
+fn a_key_helper_session_runs_and_its_key_never_reaches_bash_a_hook_or_an_mcp_server() {
     let sandbox = Sandbox::new().unwrap();
     let key = format!("sk-helper-{}", std::process::id());
-    std::fs::write(
-        sandbox.home().join("settings.json"),
-        json!({ "apiKeyHelper": format!("echo {key}") }).to_string(),
-    )
-    .unwrap();
+    let children = crate::child_env::ChildEnvs::install(
+        &sandbox,
+        json!({ "apiKeyHelper": format!("echo {key}") }),
+    );
     let server = TestServer::spawn(
-        Script::new([
-            Turn::tool_use("Bash", json!({"command": "env"})),
-            Turn::text("done"),
-        ])
-        .require_api_key(key.clone()),
+        Script::new([crate::child_env::ChildEnvs::bash_turn(), Turn::text("done")])
+            .require_api_key(key.clone()),
     )
     .unwrap();
     let out = run(sandbox
         .gyre(&server)
         .unwrap()
         .env_remove("ANTHROPIC_API_KEY")
-        .args(["-p", "look", "--allowedTools", "Bash", "--verbose"]))
+        .args(["-p", "look", "--allowedTools", "Bash", "--verbose"])
+        .args(["--mcp-config", &children.mcp_config]))
     .unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(
@@ -106,18 +103,9 @@ fn a_key_helper_session_runs_and_its_key_never_reaches_a_tool() {
         out.stderr
     );
     assert!(!out.stderr.contains(&key), "{}", out.stderr);
-    let requests = server.requests();
-    assert_eq!(requests.len(), 2);
-    // The second request carries Bash's `env` output: the key is not in it.
-    let body = requests[1].body.to_string();
-    assert!(
-        body.contains("GYRE_HOME"),
-        "the env output was sent back: {body}"
-    );
-    assert!(
-        !body.contains(&key),
-        "the helper's key reached the Bash tool"
-    );
+    assert_eq!(server.request_count(), 2);
+    // The second request carries Bash's `env` output.
+    children.assert_none_saw(&server, 1, &[&key]);
 }
 
 #[test]

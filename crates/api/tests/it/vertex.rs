@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use gyre_api::{
-    AnthropicClient, ApiError, Backend, ClientConfig, ModelClient, ModelEvent, RecordingSleeper,
-    RetryOptions, VertexOptions, stream_with_retry,
+    AnthropicClient, ApiError, Backend, ClientConfig, GoogleCredentialSource, ModelClient,
+    ModelEvent, RecordingSleeper, RetryOptions, VertexOptions, stream_with_retry,
 };
 use gyre_protocol::{ContentBlock, Message, MessagesRequest};
 use gyre_testkit::{GoogleTokenServer, Script, TestServer, Turn};
@@ -39,7 +39,7 @@ fn setup(server: &TestServer, expires_in: u64, email_in_file: Option<&str>) -> S
     let backend = Backend::Vertex(VertexOptions {
         region: "europe-west1".to_owned(),
         project_id: "my-project".to_owned(),
-        credentials: Some(key),
+        credentials: GoogleCredentialSource::File(key),
     });
     let config = ClientConfig::for_backend(backend).with_base_url(server.url());
     Setup {

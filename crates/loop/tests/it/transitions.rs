@@ -174,6 +174,7 @@ async fn blocking_limit_ends_before_any_request() {
 async fn an_unrecoverable_api_error_is_model_error() {
     let model = FakeModel::new([Reply::Error(ApiError::Authentication {
         message: "invalid x-api-key".into(),
+        service: Default::default(),
         hints: Default::default(),
     })]);
     let t = terminal(&collect(params(model)).await);
