@@ -232,9 +232,13 @@ pub struct Cli {
     pub plugin_dir_no_mcp: Vec<String>,
     #[arg(long, hide = true)]
     pub resume_drops_turn: Option<String>,
-    #[arg(long, hide = true)]
+    /// Policy settings from the program that started gyre (JSON or a file): over all
+    /// others, and only ever restricting (deny and ask rules, the sandbox on).
+    #[arg(long, value_name = "JSON|FILE")]
     pub managed_settings: Option<String>,
-    #[arg(long, hide = true)]
+    /// With stream-json input: the policy settings come in `initialize`
+    /// (`managedSettings`) rather than as --managed-settings.
+    #[arg(long)]
     pub managed_settings_in_initialize: bool,
     #[arg(long, hide = true, num_args = 1..)]
     pub channels: Vec<String>,
@@ -262,11 +266,6 @@ impl Cli {
         warn(self.project_config_root.is_some(), "--project-config-root");
         warn(!self.plugin_dir_no_mcp.is_empty(), "--plugin-dir-no-mcp");
         warn(self.resume_drops_turn.is_some(), "--resume-drops-turn");
-        warn(self.managed_settings.is_some(), "--managed-settings");
-        warn(
-            self.managed_settings_in_initialize,
-            "--managed-settings-in-initialize",
-        );
         warn(!self.channels.is_empty(), "--channels");
         out
     }

@@ -247,6 +247,7 @@ fn load_settings(cli: &Cli, home: &Path, cwd: &Path) -> Result<Settings> {
         }
     };
     apply_settings_flag(cli, &mut settings)?;
+    apply_managed_settings_flag(cli, &mut settings)?;
     Ok(settings)
 }
 
@@ -263,5 +264,26 @@ fn apply_settings_flag(cli: &Cli, settings: &mut Settings) -> Result<()> {
         (path, text)
     };
     settings.merge(Settings::parse(&path, &text)?);
+    Ok(())
+}
+
+/// `--managed-settings JSON|FILE`: policy settings from the program that started gyre,
+/// over everything else and restrictive-only.
+fn apply_managed_settings_flag(cli: &Cli, settings: &mut Settings) -> Result<()> {
+    let Some(value) = &cli.managed_settings else {
+        return Ok(());
+    };
+    let text = if value.trim_start().starts_with('{') {
+        value.clone()
+    } else {
+        std::fs::read_to_string(value)
+            .with_context(|| format!("could not read --managed-settings {value}"))?
+    };
+    let policy: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("--managed-settings: not a JSON object: {value}"))?;
+    let dropped = settings.restrict(&policy)?;
+    if !dropped.is_empty() {
+        eprintln!("{}", gyre_core::settings::dropped_policy_line(&dropped));
+    }
     Ok(())
 }

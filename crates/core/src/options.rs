@@ -48,6 +48,9 @@ pub struct InitializeOptions {
     /// `agents`: `{name: {description, prompt, tools, model}}`, over `--agents` (so
     /// `--agent` may name one of them).
     pub agents: Option<serde_json::Map<String, Value>>,
+    /// `managedSettings`: policy settings, restrictive-only
+    /// ([`crate::settings::Settings::restrict`]).
+    pub managed_settings: Option<Value>,
 }
 
 impl InitializeOptions {

@@ -100,6 +100,15 @@ pub struct Settings {
     pub api_key_helper: Option<String>,
 }
 
+/// The stderr line for what [`Settings::restrict`] dropped.
+#[must_use]
+pub fn dropped_policy_line(dropped: &[String]) -> String {
+    format!(
+        "gyre: managed settings may only restrict; ignored: {}",
+        dropped.join(", ")
+    )
+}
+
 /// The settings sources, in the order their files are merged (`--setting-sources`).
 pub const SOURCES: [&str; 3] = ["user", "project", "local"];
 
@@ -281,6 +290,57 @@ impl Settings {
         }
     }
 
+    /// Layers policy-tier settings (an embedding program's `managedSettings`) over
+    /// `self`, restrictive-only as Claude Code binds them: deny and ask rules add, a
+    /// sandbox may be turned on (and lose network or sockets), `disableAllHooks`
+    /// stops every hook. Whatever would widen what the session may do (allow rules,
+    /// `defaultMode`, env, hooks, `apiKeyHelper`, the model, read roots) is dropped and
+    /// named in the returned list.
+    pub fn restrict(&mut self, policy: &serde_json::Value) -> Result<Vec<String>, SettingsError> {
+        let parsed = Self::parse(Path::new("managed settings"), &policy.to_string())?;
+        let mut dropped = Vec::new();
+        let mut drop_if = |widens: bool, what: &str| {
+            if widens {
+                dropped.push(what.to_owned());
+            }
+        };
+        drop_if(!parsed.permissions.allow.is_empty(), "permissions.allow");
+        drop_if(
+            parsed.permissions.default_mode.is_some(),
+            "permissions.defaultMode",
+        );
+        drop_if(!parsed.env.is_empty(), "env");
+        drop_if(!parsed.hooks.is_empty(), "hooks");
+        drop_if(parsed.api_key_helper.is_some(), "apiKeyHelper");
+        drop_if(parsed.model.is_some(), "model");
+        drop_if(!parsed.sandbox.read_roots.is_empty(), "sandbox.readRoots");
+        self.permissions.ask.extend(parsed.permissions.ask);
+        self.permissions.deny.extend(parsed.permissions.deny);
+        if parsed.sandbox.enabled {
+            self.sandbox.enabled = true;
+        }
+        // A policy that names network or sockets may only take them away.
+        let sandbox = policy.get("sandbox");
+        let says_false = |key: &str| {
+            sandbox
+                .and_then(|s| s.get(key))
+                .is_some_and(|v| v == &serde_json::Value::Bool(false))
+        };
+        if says_false("allowNetwork") {
+            self.sandbox.allow_network = false;
+        }
+        if says_false("allowUnixSockets") {
+            self.sandbox.allow_unix_sockets = false;
+        }
+        let disables_hooks = policy
+            .get("disableAllHooks")
+            .is_some_and(|v| v != &serde_json::Value::Bool(false) && v != "false");
+        if disables_hooks {
+            self.hooks.clear();
+        }
+        Ok(dropped)
+    }
+
     /// Layers `other` over `self`: scalars replace, rule lists and env accumulate.
     pub fn merge(&mut self, other: Self) {
         if other.model.is_some() {
@@ -394,6 +454,38 @@ fn project_may_set_env(key: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn policy_settings_only_restrict() {
+        let mut settings = Settings::parse(
+            Path::new("user"),
+            r#"{"permissions": {"allow": ["Bash"]}, "hooks": {"Stop": [{"hooks": []}]}, "sandbox": {"allowNetwork": true}}"#,
+        )
+        .unwrap();
+        let dropped = settings
+            .restrict(&serde_json::json!({
+                "permissions": {"allow": ["Write"], "deny": ["WebFetch"], "ask": ["Edit"]},
+                "sandbox": {"enabled": true, "allowNetwork": false, "readRoots": ["/"]},
+                "disableAllHooks": "true",
+                "apiKeyHelper": "cat key",
+            }))
+            .unwrap();
+        assert_eq!(
+            dropped,
+            ["permissions.allow", "apiKeyHelper", "sandbox.readRoots"]
+        );
+        assert_eq!(settings.permissions.allow, ["Bash"]);
+        assert_eq!(settings.permissions.deny, ["WebFetch"]);
+        assert_eq!(settings.permissions.ask, ["Edit"]);
+        assert!(settings.sandbox.enabled && !settings.sandbox.allow_network);
+        assert!(settings.hooks.is_empty());
+        assert_eq!(settings.api_key_helper, None);
+        assert!(
+            settings
+                .restrict(&serde_json::json!({"permissions": 3}))
+                .is_err()
+        );
+    }
     use super::*;
 
     #[test]

@@ -173,6 +173,8 @@ pub struct Initialize {
     pub prompt_suggestions: Option<Value>,
     /// Settings as an object (or its JSON text), over the settings files.
     pub settings: Option<Value>,
+    /// Policy settings, over everything and restrictive-only.
+    pub managed_settings: Option<Value>,
 }
 
 impl Initialize {
@@ -228,7 +230,21 @@ impl Initialize {
             Some(Value::Object(agents)) => Some(agents),
             Some(_) => return Err(invalid("agents", "expected an object of named agents")),
         };
+        let managed_settings = match present(&self.managed_settings) {
+            None => None,
+            Some(Value::String(text)) => Some(
+                serde_json::from_str::<Value>(&text)
+                    .map_err(|e| invalid("managedSettings", &e.to_string()))?,
+            ),
+            Some(object @ Value::Object(_)) => Some(object),
+            Some(_) => return Err(invalid("managedSettings", "expected a settings object")),
+        };
+        if let Some(policy) = &managed_settings {
+            gyre_core::settings::Settings::parse(Path::new("managedSettings"), &policy.to_string())
+                .map_err(|e| invalid("managedSettings", &e.to_string()))?;
+        }
         Ok(InitializeOptions {
+            managed_settings,
             agents,
             settings,
             system_prompt: texts("systemPrompt", &self.system_prompt)?.map(joined),

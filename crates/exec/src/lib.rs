@@ -154,6 +154,14 @@ pub async fn run(
             merged.merge(over);
             with_settings = Some(merged);
         }
+        if let Some(policy) = init.managed_settings.take() {
+            let mut restricted = with_settings.unwrap_or_else(|| settings.clone());
+            let dropped = restricted.restrict(&policy).map_err(CoreError::from)?;
+            if !dropped.is_empty() {
+                eprintln!("{}", gyre_core::settings::dropped_policy_line(&dropped));
+            }
+            with_settings = Some(restricted);
+        }
         with_initialize = Some(session_options.clone().with_initialize(init));
     }
     let session_options = with_initialize.as_ref().unwrap_or(session_options);

@@ -1622,6 +1622,67 @@ fn settings_sent_in_initialize_apply_to_the_session() {
     );
 }
 
+/// An embedding program's policy settings (`--managed-settings`, or `managedSettings` in
+/// `initialize`) restrict the session over every other source and never widen it.
+#[test]
+fn managed_settings_only_restrict_and_win_over_every_other_source() {
+    let sandbox = Sandbox::new().unwrap();
+    let script = Script::new([
+        Turn::tool_use("Bash", json!({"command": "echo managed"})),
+        Turn::text("Done."),
+    ]);
+    let server = TestServer::spawn(script.clone()).unwrap();
+    let policy = json!({
+        "permissions": {"deny": ["Bash"], "allow": ["Write"], "defaultMode": "bypassPermissions"},
+        "env": {"GYRE_POLICY": "1"},
+    });
+    // The flag: Bash is denied although --allowedTools allows it, and the widening
+    // parts are named as ignored.
+    let out = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "go",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--allowedTools",
+        "Bash",
+        "--managed-settings",
+        &policy.to_string(),
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines = out.lines().unwrap();
+    let results = gyre_e2e::tool_results_of_lines(&lines);
+    assert!(results[0].0, "denied: {results:?}");
+    assert!(!results[0].1.contains("managed\n"), "{results:?}");
+    assert!(
+        out.stderr
+            .contains("managed settings may only restrict; ignored: permissions.allow, permissions.defaultMode, env"),
+        "{}",
+        out.stderr
+    );
+    // The same policy in initialize.
+    let server = TestServer::spawn(script).unwrap();
+    let init = json!({"subtype": "initialize", "hooks": null, "managedSettings": policy});
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &[
+            "--await-initialize",
+            "--managed-settings-in-initialize",
+            "--allowedTools",
+            "Bash",
+        ],
+        &[control("m1", &init), user(&json!("run it"))],
+        |line| (line["type"] != "result").then(Vec::new),
+    );
+    assert_eq!(response_to(&lines, "m1")["response"]["subtype"], "success");
+    let results = gyre_e2e::tool_results_of_lines(&lines);
+    assert_eq!(results.len(), 1, "{lines:?}");
+    assert!(results[0].0, "denied: {results:?} {stderr}");
+    assert!(stderr.contains("ignored: permissions.allow"), "{stderr}");
+}
+
 /// Issue 29, class 13: `set_permission_mode` to bypassPermissions is refused unless the
 /// session was started to allow it, and then the mode really changes.
 #[test]
