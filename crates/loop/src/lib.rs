@@ -67,7 +67,8 @@ pub use query::{
 pub use side_query::{SideAnswer, SideQueryError, side_query};
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{
-    JsonlTranscript, LoadedSession, MemoryTranscript, TranscriptEntry, TranscriptHealth,
-    TranscriptStore, load_transcript, project_dir_name, repair_pairing, summarize_entry_value,
-    timestamp,
+    CompactMetadata, JsonlTranscript, LoadedSession, MemoryTranscript, ResponseInfo,
+    TranscriptEntry, TranscriptHealth, TranscriptMessage, TranscriptStore, USER_TYPE, VERSION,
+    git_branch, import_transcript, left_out_note, load_transcript, project_dir_name,
+    repair_pairing, summarize_entry_value, timestamp,
 };
