@@ -242,12 +242,14 @@ impl AgentTool {
                 }
                 LoopEvent::Usage {
                     id,
+                    request_id,
                     model,
                     stop_reason,
                     usage,
                 } => {
                     sidechain.recorder.response(ResponseInfo {
                         id,
+                        request_id,
                         model: model.clone(),
                         stop_reason,
                         usage,

@@ -170,6 +170,8 @@ impl TranscriptMessage {
 pub struct ResponseInfo {
     /// The message id.
     pub id: String,
+    /// The API's id of the request, when it sent one (`requestId` of the line).
+    pub request_id: Option<String>,
     /// The model that answered.
     pub model: String,
     /// Why it ended.

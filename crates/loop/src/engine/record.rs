@@ -114,6 +114,7 @@ impl Recorder {
         // A response's fields belong to the assistant message that follows them, and
         // to no later one (a response the loop withheld is never written).
         let response = self.response.take();
+        let mut request_id = None;
         let (kind, body, tool_use_result) = match message.role {
             Role::User => (
                 "user",
@@ -122,6 +123,7 @@ impl Recorder {
             ),
             Role::Assistant => {
                 self.spawns = spawns(message);
+                request_id = response.as_ref().and_then(|r| r.request_id.clone());
                 let body = match &response {
                     Some(r) => TranscriptMessage::response(message.clone(), r),
                     None => TranscriptMessage::plain(message.clone()),
@@ -133,6 +135,7 @@ impl Recorder {
         entry.message = Some(body);
         entry.is_meta = is_meta;
         entry.tool_use_result = tool_use_result;
+        entry.request_id = request_id;
         entry.model = (!self.wrote_header).then(|| model.to_owned());
         self.wrote_header = true;
         let uuid = entry.uuid.clone();
@@ -299,6 +302,7 @@ mod tests {
         };
         recorder.response(ResponseInfo {
             id: "msg_1".into(),
+            request_id: Some("req_1".into()),
             model: "claude-x".into(),
             stop_reason: Some(gyre_protocol::StopReason::ToolUse),
             usage,
@@ -328,6 +332,7 @@ mod tests {
         assert_eq!(first["model"], "claude-x");
         assert_eq!(first["stop_reason"], "tool_use");
         assert_eq!(first["usage"]["input_tokens"], 7);
+        assert_eq!(lines[0]["requestId"], "req_1");
         assert_eq!(
             lines[1]["toolUseResult"],
             json!({"status": "completed", "agentId": "toolu_1", "prompt": "look",

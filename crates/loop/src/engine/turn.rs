@@ -241,6 +241,7 @@ impl Ledger<'_> {
             LoopEvent::RequestStart { .. } => tally.request_started = Some(Instant::now()),
             LoopEvent::Usage {
                 ref id,
+                ref request_id,
                 ref model,
                 ref stop_reason,
                 usage,
@@ -251,6 +252,7 @@ impl Ledger<'_> {
                 self.add_usage(model, &usage, tally);
                 self.recorder.response(ResponseInfo {
                     id: id.clone(),
+                    request_id: request_id.clone(),
                     model: model.clone(),
                     stop_reason: stop_reason.clone(),
                     usage,
