@@ -690,4 +690,15 @@ impl Sandbox {
         home.join("projects")
             .join(gyre_loop::project_dir_name(&self.project()))
     }
+
+    /// Runs `prompt` headless in the session `session` (`--resume`), printing the result
+    /// as JSON.
+    ///
+    /// # Errors
+    /// When the binary cannot be built or run.
+    pub fn resume(&self, server: &TestServer, session: &str, prompt: &str) -> Result<Run> {
+        run(self
+            .gyre(server)?
+            .args(["-p", prompt, "--resume", session, "--output-format", "json"]))
+    }
 }

@@ -37,6 +37,7 @@ mod security_trust_e2e;
 mod sessions_e2e;
 mod todo_e2e;
 mod transcript_integrity;
+mod transcript_tools;
 mod ts_sdk;
 mod walk_races;
 mod web_fetch_e2e;

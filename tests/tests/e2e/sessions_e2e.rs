@@ -128,15 +128,7 @@ fn resume_by_id_and_clear_errors_for_unknown_sessions() {
     ]))
     .unwrap();
     assert_eq!(first.result().unwrap()["session_id"], id);
-    let second = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
-        "again",
-        "--resume",
-        id,
-        "--output-format",
-        "json",
-    ]))
-    .unwrap();
+    let second = sandbox.resume(&server, id, "again").unwrap();
     assert_eq!(second.code, Some(0), "{}", second.stderr);
     assert_eq!(
         server.requests()[1].body["messages"]
@@ -226,15 +218,9 @@ fn a_transcript_written_by_an_older_gyre_still_resumes_and_is_listed() {
     assert!(listing.stdout.contains(OLD_SESSION), "{}", listing.stdout);
     assert!(listing.stdout.contains("read a.txt"), "{}", listing.stdout);
 
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
-        "read b.txt then",
-        "--resume",
-        OLD_SESSION,
-        "--output-format",
-        "json",
-    ]))
-    .unwrap();
+    let out = sandbox
+        .resume(&server, OLD_SESSION, "read b.txt then")
+        .unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let request = &server.requests()[0].body;
     // The history after the compaction boundary (its summary first), then the prompt.
@@ -281,15 +267,9 @@ fn a_claude_code_session_is_listed_then_resumed_imported_with_what_was_left_out_
         listing.stdout
     );
 
-    let out = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
-        "How many TODOs again?",
-        "--resume",
-        REFERENCE_SESSION,
-        "--output-format",
-        "json",
-    ]))
-    .unwrap();
+    let out = sandbox
+        .resume(&server, REFERENCE_SESSION, "How many TODOs again?")
+        .unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert!(
         out.stderr.contains("imported Claude Code session"),
