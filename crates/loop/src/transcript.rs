@@ -785,6 +785,130 @@ mod tests {
     }
 
     #[test]
+    fn the_git_branch_is_read_from_head_or_a_worktrees_gitdir() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/feature/x\n").unwrap();
+        assert_eq!(git_branch(&repo.join("src")).as_deref(), Some("feature/x"));
+
+        let worktree = dir.path().join("wt");
+        let gitdir = repo.join(".git/worktrees/wt");
+        std::fs::create_dir_all(&worktree).unwrap();
+        std::fs::create_dir_all(&gitdir).unwrap();
+        std::fs::write(gitdir.join("HEAD"), "ref: refs/heads/other\n").unwrap();
+        std::fs::write(
+            worktree.join(".git"),
+            format!("gitdir: {}\n", gitdir.display()),
+        )
+        .unwrap();
+        assert_eq!(git_branch(&worktree).as_deref(), Some("other"));
+
+        std::fs::write(repo.join(".git/HEAD"), "0123abcd\n").unwrap();
+        assert_eq!(git_branch(&repo), None, "a detached head names no branch");
+    }
+
+    #[test]
+    fn reference_lines_join_into_the_messages_the_api_saw() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let line = |kind: &str, uuid: &str, extra: Value| {
+            let mut v = json!({"type": kind, "uuid": uuid, "sessionId": "s",
+                               "parentUuid": null, "isSidechain": false});
+            v.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            v.to_string()
+        };
+        let response = |id: &str, block: Value| {
+            json!({"message": {"id": id, "type": "message", "role": "assistant",
+                               "model": "claude-x", "content": [block]}})
+        };
+        let result = |id: &str| {
+            json!({"message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": "ok"}]}})
+        };
+        let lines = [
+            line(
+                "user",
+                "1",
+                json!({"message": {"role": "user", "content": "old"}}),
+            ),
+            line("system", "2", json!({"subtype": "compact_boundary"})),
+            line(
+                "user",
+                "3",
+                json!({"isCompactSummary": true,
+                       "message": {"role": "user", "content": "summary"}}),
+            ),
+            json!({"type": "file-history-snapshot", "messageId": "3"}).to_string(),
+            line(
+                "assistant",
+                "4",
+                response("m1", json!({"type": "text", "text": "two"})),
+            ),
+            line(
+                "assistant",
+                "5",
+                response(
+                    "m1",
+                    json!({"type": "tool_use", "id": "a", "name": "Read", "input": {}}),
+                ),
+            ),
+            line(
+                "assistant",
+                "6",
+                response(
+                    "m1",
+                    json!({"type": "tool_use", "id": "b", "name": "Read", "input": {}}),
+                ),
+            ),
+            line("user", "7", result("a")),
+            line("user", "8", result("b")),
+            line(
+                "assistant",
+                "9",
+                json!({"isSidechain": true, "message": {"role": "assistant", "content": "side"}}),
+            ),
+            line(
+                "assistant",
+                "10",
+                json!({"isApiErrorMessage": true, "message": {"role": "assistant",
+                       "model": "<synthetic>", "content": "API Error"}}),
+            ),
+        ];
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let loaded = load_transcript(&path).unwrap();
+        let shape: Vec<(Role, usize)> = loaded
+            .messages
+            .iter()
+            .map(|m| (m.role, m.content.len()))
+            .collect();
+        assert_eq!(
+            shape,
+            [(Role::User, 1), (Role::Assistant, 3), (Role::User, 2)]
+        );
+        assert_eq!(loaded.messages[0].text(), "summary");
+        assert_eq!(loaded.repaired_tool_calls, 0);
+        assert_eq!(loaded.model.as_deref(), Some("claude-x"));
+        assert_eq!(loaded.last_uuid.as_deref(), Some("10"));
+        let left_out: Vec<(&str, usize)> = loaded
+            .left_out
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect();
+        assert_eq!(
+            left_out,
+            [
+                ("api-error", 1),
+                ("file-history-snapshot", 1),
+                ("sub-agent", 1)
+            ]
+        );
+    }
+
+    #[test]
     fn transcript_lines_round_trip_through_a_file_and_a_torn_line_is_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");

@@ -237,6 +237,10 @@ fn assert_compacted(sandbox: &Sandbox) {
 }
 
 fn one_tool_session(sandbox: &Sandbox) -> Value {
+    // The project is a git checkout on `main`.
+    sandbox
+        .write(".git/HEAD", "ref: refs/heads/main\n")
+        .unwrap();
     let file = sandbox.write("notes.txt", "alpha\nbeta\n").unwrap();
     gyre_session(
         sandbox,
@@ -387,6 +391,23 @@ fn claude_code_log_renders_a_gyre_sessions_prompt_answer_tool_call_and_result() 
         pages.contains(&format!("session-{session}.html")),
         "{pages:?}"
     );
+    // The fields the renderer keys on, as the reference writes them.
+    let transcript = std::fs::read_to_string(&sandbox.transcripts()[0]).unwrap();
+    let lines: Vec<Value> = transcript
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 4);
+    for line in &lines {
+        assert_eq!(line["gitBranch"], "main", "{line}");
+        assert_eq!(line["userType"], "external", "{line}");
+        assert_eq!(line["isSidechain"], false, "{line}");
+        assert!(line["version"].is_string(), "{line}");
+    }
+    assert_eq!(lines[1]["requestId"], "req_testkit_0");
+    assert_eq!(lines[1]["message"]["stop_reason"], "tool_use");
+    assert_eq!(lines[2]["toolUseResult"], "1\talpha\n2\tbeta");
+    assert_eq!(lines[3]["requestId"], "req_testkit_1");
 }
 
 #[test]
