@@ -20,7 +20,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use crate::agents::{AgentCatalog, AgentDefinition};
+use crate::agents::{
+    AGENT_TOOL_ALIASES, AGENT_TOOL_NAME, AgentCatalog, AgentDefinition, is_agent_tool,
+};
 use crate::compaction::NoCompaction;
 use crate::conversation::Conversation;
 use crate::deps::QueryDeps;
@@ -30,16 +32,8 @@ use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
 use crate::transcript::{JsonlTranscript, MemoryTranscript, ResponseInfo, TranscriptStore};
 
-/// The tool's name, and the old name transcripts may still call it by.
-pub const AGENT_TOOL_NAME: &str = "Agent";
-const AGENT_TOOL_ALIASES: &[&str] = &["Task"];
 /// Turns a sub-agent may take unless its caller says otherwise.
 pub const DEFAULT_SUBAGENT_MAX_TURNS: u32 = 50;
-/// Whether `name` is the Agent tool's, by its name or its old one.
-#[must_use]
-pub fn is_agent_tool(name: &str) -> bool {
-    name == AGENT_TOOL_NAME || AGENT_TOOL_ALIASES.contains(&name)
-}
 /// The longest result kept inline; longer ones are persisted by the result budget.
 const MAX_RESULT_CHARS: usize = 100_000;
 

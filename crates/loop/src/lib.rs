@@ -35,10 +35,10 @@ mod state;
 pub mod testing;
 mod transcript;
 
-pub use agent_tool::{AGENT_TOOL_NAME, AgentSetup, AgentTool, DEFAULT_SUBAGENT_MAX_TURNS};
+pub use agent_tool::{AgentSetup, AgentTool, DEFAULT_SUBAGENT_MAX_TURNS};
 pub use agents::{
-    AgentCatalog, AgentDefinition, AgentDefinitionError, general_purpose, load_agent_dirs, merge,
-    parse_agent_file, parse_agents_json,
+    AGENT_TOOL_NAME, AgentCatalog, AgentDefinition, AgentDefinitionError, general_purpose,
+    is_agent_tool, load_agent_dirs, merge, parse_agent_file, parse_agents_json,
 };
 pub use compaction::{
     CompactNowResult, CompactionError, CompactionOutcome, ContextCompactor, NoCompaction,

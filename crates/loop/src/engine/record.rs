@@ -8,7 +8,7 @@ use std::path::Path;
 use gyre_protocol::{ContentBlock, Message, Role};
 use serde_json::{Value, json};
 
-use crate::agent_tool::is_agent_tool;
+use crate::agents::is_agent_tool;
 use crate::compaction::CompactionOutcome;
 use crate::deps::QueryDeps;
 use crate::transcript::{
