@@ -19,9 +19,9 @@ use serde_json::{Value, json};
 
 /// The last ccusage whose package runs on node alone: from 19 on it needs node 22, and
 /// 20.x is a launcher for a native binary.
-const CCUSAGE: &str = "ccusage@18.0.11";
+const CCUSAGE: &str = "18.0.11";
 /// The claude-code-log release these tests were written against.
-const CLAUDE_CODE_LOG: &str = "claude-code-log==1.7.0";
+const CLAUDE_CODE_LOG: &str = "1.7.0";
 /// The reference CLI's session in the fixture.
 const REFERENCE_SESSION: &str = "7d3c1a52-9b8e-4f61-a0d2-5e4b3c2a1f90";
 
@@ -33,7 +33,8 @@ fn install_once(dir: &Path, what: &str, script: &str) {
         return;
     }
     std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-    let lock = dir.with_extension("lock");
+    let mut lock = dir.as_os_str().to_owned();
+    lock.push(".lock");
     gyre_e2e::install(
         what,
         Command::new("flock").arg(&lock).args([
@@ -49,12 +50,14 @@ fn install_once(dir: &Path, what: &str, script: &str) {
 
 /// ccusage's script, installing it when missing.
 fn ccusage() -> PathBuf {
-    let dir = target_dir().join("transcript-tools").join(CCUSAGE);
+    let dir = target_dir()
+        .join("transcript-tools")
+        .join(format!("ccusage-{CCUSAGE}"));
     install_once(
         &dir,
         "installing ccusage from npm (node and npm: apt-get install nodejs npm)",
         &format!(
-            "npm install --silent --no-audit --no-fund --prefix '{}' {CCUSAGE}",
+            "npm install --silent --no-audit --no-fund --prefix '{}' ccusage@{CCUSAGE}",
             dir.display()
         ),
     );
@@ -63,12 +66,14 @@ fn ccusage() -> PathBuf {
 
 /// claude-code-log's command, installing it into a venv when missing.
 fn claude_code_log() -> PathBuf {
-    let venv = target_dir().join("transcript-tools").join(CLAUDE_CODE_LOG);
+    let venv = target_dir()
+        .join("transcript-tools")
+        .join(format!("claude-code-log-{CLAUDE_CODE_LOG}"));
     install_once(
         &venv,
         "installing claude-code-log from PyPI (apt-get install python3-venv)",
         &format!(
-            "python3 -m venv '{v}'; '{v}/bin/pip' install --quiet --disable-pip-version-check {CLAUDE_CODE_LOG}",
+            "python3 -m venv '{v}'; '{v}/bin/pip' install --quiet --disable-pip-version-check claude-code-log=={CLAUDE_CODE_LOG}",
             v = venv.display()
         ),
     );
