@@ -658,3 +658,51 @@ pub fn run_client_cases(mut cmd: Command) {
     );
     assert!(stdout.contains(" passed, 0 failed"), "{stdout}");
 }
+
+/// A folder of session transcripts under `tests/fixtures/transcripts/` (gyre's of older
+/// versions, the reference CLI's), laid out as in a `projects/<project>/` folder.
+#[must_use]
+pub fn transcript_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/transcripts")
+        .join(name)
+}
+
+/// Copies the folder `from` with everything in it to `to`.
+///
+/// # Errors
+/// When a file cannot be read or written.
+pub fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
+impl Sandbox {
+    /// The folder of this project's transcripts under `home` (gyre's, or the reference
+    /// CLI's home: both lay them out as `projects/<project>/`).
+    #[must_use]
+    pub fn transcript_folder(&self, home: &Path) -> PathBuf {
+        home.join("projects")
+            .join(gyre_loop::project_dir_name(&self.project()))
+    }
+
+    /// Runs `prompt` headless in the session `session` (`--resume`), printing the result
+    /// as JSON.
+    ///
+    /// # Errors
+    /// When the binary cannot be built or run.
+    pub fn resume(&self, server: &TestServer, session: &str, prompt: &str) -> Result<Run> {
+        run(self
+            .gyre(server)?
+            .args(["-p", prompt, "--resume", session, "--output-format", "json"]))
+    }
+}

@@ -694,7 +694,20 @@ fn check(dir: Option<PathBuf>) -> Result<()> {
             std::fs::read(file).with_context(|| format!("could not read {}", file.display()))?;
         let text = String::from_utf8_lossy(&bytes);
         let name = file.to_string_lossy();
-        if name.ends_with(".jsonl") {
+        // `transcripts/` holds session transcripts (gyre's and the reference CLI's, for
+        // the resume and transcript-tool tests), not API recordings: each line is JSON.
+        if file
+            .strip_prefix(&dir)
+            .is_ok_and(|p| p.starts_with("transcripts"))
+        {
+            if let Some((n, e)) = text.lines().enumerate().find_map(|(n, l)| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .err()
+                    .map(|e| (n, e))
+            }) {
+                problems.push(format!("{name}:{}: not JSON: {e}", n + 1));
+            }
+        } else if name.ends_with(".jsonl") {
             fixtures += 1;
             if let Err(e) = ReplayClient::parse(&text, &name) {
                 problems.push(format!("{name}: {e}"));

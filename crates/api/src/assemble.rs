@@ -235,6 +235,7 @@ impl MessageAssembler {
                     stop_reason: self.stop_reason.take(),
                     stop_sequence: self.stop_sequence.take(),
                     usage: self.usage,
+                    request_id: start.request_id,
                 })))
             }
             StreamEvent::Error { error } => Err(ApiError::from_stream_error(error)),

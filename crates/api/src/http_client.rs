@@ -461,6 +461,12 @@ impl ModelClient for AnthropicClient {
                 yield Err(error);
                 return;
             }
+            // The API names each request in a header; the response's message carries it.
+            let request_id = response
+                .headers()
+                .get("request-id")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
             let mut events = provider.events(response);
             let mut received = 0u64;
             loop {
@@ -471,8 +477,11 @@ impl ModelClient for AnthropicClient {
                 };
                 match next {
                     None => return,
-                    Some(Ok(event)) => {
+                    Some(Ok(mut event)) => {
                         received += 1;
+                        if let StreamEvent::MessageStart { message } = &mut event {
+                            message.request_id.clone_from(&request_id);
+                        }
                         let stop = matches!(event, StreamEvent::MessageStop);
                         yield Ok(event);
                         if stop {

@@ -106,7 +106,8 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Sessions) => {
-            sessions::print_sessions(&home, &cwd, &mut std::io::stdout())?;
+            let reference = gyre_core::session::reference_home(&process_env);
+            sessions::print_sessions(&home, reference.as_deref(), &cwd, &mut std::io::stdout())?;
             return Ok(ExitCode::SUCCESS);
         }
         Some(Command::Trust { dir }) => {

@@ -46,7 +46,7 @@ pub fn summarize(path: &Path) -> Option<SessionSummary> {
     Some(summary)
 }
 
-/// All sessions of `cwd` under gyre's `home`, newest first.
+/// All sessions of `cwd` under gyre's `home` (or the reference CLI's), newest first.
 #[must_use]
 pub fn list(home: &Path, cwd: &Path) -> Vec<SessionSummary> {
     let Ok(entries) = std::fs::read_dir(project_dir(home, cwd)) else {
@@ -62,16 +62,46 @@ pub fn list(home: &Path, cwd: &Path) -> Vec<SessionSummary> {
     out
 }
 
-/// Prints the table of `gyre sessions`.
+/// Prints the table of `gyre sessions`: gyre's sessions of `cwd`, then the reference
+/// CLI's (under `reference`, its home) that gyre has not imported yet.
 ///
 /// # Errors
 /// When stdout cannot be written.
-pub fn print_sessions(home: &Path, cwd: &Path, out: &mut impl Write) -> Result<()> {
+pub fn print_sessions(
+    home: &Path,
+    reference: Option<&Path>,
+    cwd: &Path,
+    out: &mut impl Write,
+) -> Result<()> {
     let sessions = list(home, cwd);
-    if sessions.is_empty() {
+    let theirs: Vec<SessionSummary> = reference
+        .map(|r| list(r, cwd))
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| !sessions.iter().any(|own| own.id == s.id))
+        .collect();
+    if sessions.is_empty() && theirs.is_empty() {
         writeln!(out, "No sessions in {} yet.", cwd.display())?;
         return Ok(());
     }
+    if !sessions.is_empty() {
+        table(&sessions, out)?;
+    }
+    if !theirs.is_empty() {
+        if !sessions.is_empty() {
+            writeln!(out)?;
+        }
+        writeln!(
+            out,
+            "Claude Code sessions of this directory (resuming one imports it into gyre):"
+        )?;
+        table(&theirs, out)?;
+    }
+    writeln!(out, "\nResume one with: gyre --resume <ID>")?;
+    Ok(())
+}
+
+fn table(sessions: &[SessionSummary], out: &mut impl Write) -> Result<()> {
     writeln!(
         out,
         "{:<36}  {:<20}  {:>5}  FIRST PROMPT",
@@ -86,6 +116,5 @@ pub fn print_sessions(home: &Path, cwd: &Path, out: &mut impl Write) -> Result<(
             .replace('T', " ");
         writeln!(out, "{:<36}  {:<20}  {:>5}  {prompt}", s.id, ts, s.turns)?;
     }
-    writeln!(out, "\nResume one with: gyre --resume <ID>")?;
     Ok(())
 }

@@ -10,8 +10,8 @@ use gyre_api::{
 };
 use gyre_loop::{
     AgentCatalog, AgentSetup, ApiDeps, ContextCompactor, DEFAULT_SUBAGENT_MAX_TURNS, EngineConfig,
-    JsonlTranscript, PipelineCompactor, QueryEngine, TranscriptHealth, load_transcript,
-    project_dir_name,
+    JsonlTranscript, PipelineCompactor, QueryEngine, TranscriptHealth, import_transcript,
+    left_out_note, load_transcript, project_dir_name,
 };
 use gyre_mcp::McpServers;
 use gyre_protocol::{CacheControl, SystemBlock};
@@ -43,6 +43,16 @@ pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 #[must_use]
 pub fn project_dir(home: &Path, cwd: &Path) -> PathBuf {
     home.join("projects").join(project_dir_name(cwd))
+}
+
+/// Where the reference CLI (Claude Code) keeps its sessions: `CLAUDE_CONFIG_DIR`, else
+/// `~/.claude`. Its transcripts are laid out as gyre's, under `projects/`.
+#[must_use]
+pub fn reference_home(env: &Environment) -> Option<PathBuf> {
+    env.var("CLAUDE_CONFIG_DIR")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env.home().map(|h| h.join(".claude")))
 }
 
 /// The most recently written session of this directory.
@@ -166,6 +176,20 @@ pub fn build(
     };
     let mut transcript_path = JsonlTranscript::path_for(&home, cwd, &session_id);
     let loaded = if resumed {
+        // A session of the reference CLI's is imported: gyre goes on in its own copy.
+        let imported = match reference_home(env) {
+            Some(reference) if !transcript_path.is_file() => {
+                let from = JsonlTranscript::path_for(&reference, cwd, &session_id);
+                if from.is_file() {
+                    import_transcript(&from, &transcript_path).map_err(CoreError::io(
+                        "could not import the Claude Code transcript",
+                        &from,
+                    ))?;
+                }
+                Some(from)
+            }
+            _ => None,
+        };
         if !transcript_path.is_file() {
             return Err(CoreError::Invalid(format!(
                 "no session {session_id} in {}; `gyre sessions` lists this directory's sessions",
@@ -176,6 +200,16 @@ pub fn build(
             "could not read the transcript",
             &transcript_path,
         ))?;
+        if let Some(from) = imported {
+            eprintln!(
+                "gyre: imported Claude Code session {session_id} from {} ({} messages){}",
+                from.display(),
+                loaded.messages.len(),
+                left_out_note(&loaded.left_out)
+                    .map(|note| format!("; {note}"))
+                    .unwrap_or_default()
+            );
+        }
         Some(loaded)
     } else {
         if cli.session_id.is_some() && transcript_path.exists() {

@@ -234,6 +234,7 @@ pub async fn run_turn<W: Write>(
                     model,
                     stop_reason,
                     usage,
+                    ..
                 } => {
                     last_stop_reason.clone_from(&stop_reason);
                     meta = ResponseMeta {

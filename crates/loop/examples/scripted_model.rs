@@ -60,6 +60,7 @@ impl QueryDeps for ScriptedModel {
             }),
             stop_sequence: None,
             usage: Usage::default(),
+            request_id: None,
         };
         // What a real stream ends with: each block as it completes (tools start here),
         // then the whole message.

@@ -20,7 +20,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use crate::agents::{AgentCatalog, AgentDefinition};
+use crate::agents::{
+    AGENT_TOOL_ALIASES, AGENT_TOOL_NAME, AgentCatalog, AgentDefinition, is_agent_tool,
+};
 use crate::compaction::NoCompaction;
 use crate::conversation::Conversation;
 use crate::deps::QueryDeps;
@@ -28,11 +30,8 @@ use crate::engine::record::Recorder;
 use crate::event::{LoopEvent, SubagentEvent, SubagentProgress, SubagentSender, SubagentState};
 use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
-use crate::transcript::{JsonlTranscript, MemoryTranscript, TranscriptStore};
+use crate::transcript::{JsonlTranscript, MemoryTranscript, ResponseInfo, TranscriptStore};
 
-/// The tool's name, and the old name transcripts may still call it by.
-pub const AGENT_TOOL_NAME: &str = "Agent";
-const AGENT_TOOL_ALIASES: &[&str] = &["Task"];
 /// Turns a sub-agent may take unless its caller says otherwise.
 pub const DEFAULT_SUBAGENT_MAX_TURNS: u32 = 50;
 /// The longest result kept inline; longer ones are persisted by the result budget.
@@ -101,7 +100,7 @@ impl AgentTool {
             .tools
             .names()
             .into_iter()
-            .filter(|n| n != AGENT_TOOL_NAME && !AGENT_TOOL_ALIASES.contains(&n.as_ref()))
+            .filter(|n| !is_agent_tool(n))
             .collect();
         setup.tools = setup.tools.filtered(&names);
         Self { setup, events }
@@ -119,12 +118,24 @@ impl AgentTool {
         )
     }
 
-    fn sidechain(&self, id: &str) -> Box<dyn TranscriptStore> {
+    /// The sub-agent's transcript, `agent-<id>.jsonl`, and beside it (as the reference
+    /// CLI writes it) `agent-<id>.meta.json` naming its type and the call that started
+    /// it, so readers of the session link the two.
+    fn sidechain(&self, id: &str, kind: &str, description: &str) -> Box<dyn TranscriptStore> {
         let Some(dir) = &self.setup.sidechain_dir else {
             return Box::new(MemoryTranscript::default());
         };
         let path = dir.join(format!("agent-{id}.jsonl"));
-        match JsonlTranscript::open(path.clone()) {
+        let opened = JsonlTranscript::open(path.clone()).and_then(|t| {
+            let meta = serde_json::json!({
+                "agentType": kind,
+                "description": description,
+                "toolUseId": id,
+            });
+            std::fs::write(dir.join(format!("agent-{id}.meta.json")), meta.to_string())?;
+            Ok(t)
+        });
+        match opened {
             Ok(t) => Box::new(t),
             Err(e) => {
                 tracing::warn!("sub-agent transcript {}: {e}", path.display());
@@ -148,7 +159,12 @@ impl AgentTool {
             .clone()
             .unwrap_or_else(|| self.setup.deps.uuid());
         let mut sidechain = Sidechain {
-            recorder: Recorder::new(self.sidechain(&parent_id), &self.setup.session_id, &ctx.cwd),
+            recorder: Recorder::new(
+                self.sidechain(&parent_id, kind, &input.description),
+                &self.setup.session_id,
+                &ctx.cwd,
+            )
+            .sidechain(&parent_id),
             deps: self.setup.deps.as_ref(),
             events: &self.events,
             parent_id: &parent_id,
@@ -218,7 +234,20 @@ impl AgentTool {
                     }
                     sidechain.message(message, is_meta);
                 }
-                LoopEvent::Usage { model, usage, .. } => {
+                LoopEvent::Usage {
+                    id,
+                    request_id,
+                    model,
+                    stop_reason,
+                    usage,
+                } => {
+                    sidechain.recorder.response(ResponseInfo {
+                        id,
+                        request_id,
+                        model: model.clone(),
+                        stop_reason,
+                        usage,
+                    });
                     progress.tokens = usage.input_tokens
                         + usage.cache_read_input_tokens
                         + usage.cache_creation_input_tokens

@@ -7,6 +7,16 @@ use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard};
 
 use serde::Deserialize;
 
+/// The tool's name, and the old name transcripts may still call it by.
+pub const AGENT_TOOL_NAME: &str = "Agent";
+pub(crate) const AGENT_TOOL_ALIASES: &[&str] = &["Task"];
+
+/// Whether `name` is the Agent tool's, by its name or its old one.
+#[must_use]
+pub fn is_agent_tool(name: &str) -> bool {
+    name == AGENT_TOOL_NAME || AGENT_TOOL_ALIASES.contains(&name)
+}
+
 /// What a sub-agent is: its name, when to use it, its system prompt, tools and model.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 pub struct AgentDefinition {

@@ -70,6 +70,8 @@ pub enum LoopEvent {
     Usage {
         /// The response's message id.
         id: String,
+        /// The API's id of the request, when it sent one.
+        request_id: Option<String>,
         /// The model that answered.
         model: String,
         /// Why the response ended.

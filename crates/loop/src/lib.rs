@@ -35,10 +35,10 @@ mod state;
 pub mod testing;
 mod transcript;
 
-pub use agent_tool::{AGENT_TOOL_NAME, AgentSetup, AgentTool, DEFAULT_SUBAGENT_MAX_TURNS};
+pub use agent_tool::{AgentSetup, AgentTool, DEFAULT_SUBAGENT_MAX_TURNS};
 pub use agents::{
-    AgentCatalog, AgentDefinition, AgentDefinitionError, general_purpose, load_agent_dirs, merge,
-    parse_agent_file, parse_agents_json,
+    AGENT_TOOL_NAME, AgentCatalog, AgentDefinition, AgentDefinitionError, general_purpose,
+    is_agent_tool, load_agent_dirs, merge, parse_agent_file, parse_agents_json,
 };
 pub use compaction::{
     CompactNowResult, CompactionError, CompactionOutcome, ContextCompactor, NoCompaction,
@@ -67,7 +67,8 @@ pub use query::{
 pub use side_query::{SideAnswer, SideQueryError, side_query};
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{
-    JsonlTranscript, LoadedSession, MemoryTranscript, TranscriptEntry, TranscriptHealth,
-    TranscriptStore, load_transcript, project_dir_name, repair_pairing, summarize_entry_value,
-    timestamp,
+    CompactMetadata, JsonlTranscript, LoadedSession, MemoryTranscript, ResponseInfo,
+    TranscriptEntry, TranscriptHealth, TranscriptMessage, TranscriptStore, USER_TYPE, VERSION,
+    git_branch, import_transcript, left_out_note, load_transcript, project_dir_name,
+    repair_pairing, summarize_entry_value, timestamp,
 };

@@ -61,6 +61,7 @@ pub fn response(content: Vec<ContentBlock>, stop: StopReason) -> Reply {
             output_tokens: 50,
             ..Usage::default()
         },
+        request_id: Some("req_fake".into()),
     })
 }
 

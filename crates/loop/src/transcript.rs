@@ -7,48 +7,207 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
-use gyre_protocol::{ContentBlock, Message, Role};
+use gyre_protocol::{ContentBlock, Message, Role, StopReason, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::compaction::CompactionOutcome;
 
-/// One line of a transcript.
+/// The `userType` of every line gyre writes: a person at the keyboard, as the reference
+/// CLI writes it for its users.
+pub const USER_TYPE: &str = "external";
+
+/// The version gyre records on each line (`version`).
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+/// One line of a transcript, in the layout of the reference CLI's session files, so the
+/// tools that read those (usage reports, HTML renderers) read gyre's too. Lines written
+/// by older gyre versions (no `isSidechain`, `userType`, `version`; messages without the
+/// API fields) and by the reference CLI read back through the same type.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TranscriptEntry {
-    /// `user`, `assistant` or `system`.
+    /// The id of the line before, chaining the conversation (`null` on a
+    /// `compact_boundary`, which starts a new chain; see `logical_parent_uuid`).
+    pub parent_uuid: Option<String>,
+    /// Whether the line belongs to a sub-agent's conversation.
+    #[serde(default)]
+    pub is_sidechain: bool,
+    /// Who drove the session ([`USER_TYPE`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_type: Option<String>,
+    /// The working directory of the session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    /// The session's id.
+    #[serde(default)]
+    pub session_id: String,
+    /// The version of the program that wrote the line.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The git branch checked out in the working directory, if it is a repository.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub git_branch: Option<String>,
+    /// On a sub-agent's lines: the sub-agent (its transcript is `agent-<id>.jsonl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// `user`, `assistant` or `system` (the reference CLI also writes others, such as
+    /// `summary` or `file-history-snapshot`, which gyre reads past).
     #[serde(rename = "type")]
     pub kind: String,
     /// `compact_boundary` and the like, on `system` lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub subtype: Option<String>,
-    /// This line's id.
-    pub uuid: String,
-    /// The id of the line before, chaining the conversation.
-    pub parent_uuid: Option<String>,
-    /// The session's id.
-    pub session_id: String,
-    /// When the line was written (RFC 3339).
-    pub timestamp: String,
-    /// The working directory of the session.
+    /// The message of a `user` or `assistant` line.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cwd: Option<String>,
+    pub message: Option<TranscriptMessage>,
+    /// On an assistant line: the API request's id, when the API sent one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// This line's id.
+    #[serde(default)]
+    pub uuid: String,
+    /// When the line was written (RFC 3339).
+    #[serde(default)]
+    pub timestamp: String,
     /// Whether gyre wrote the message to the model on the user's behalf.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_meta: bool,
-    /// The message of a `user` or `assistant` line.
+    /// On a user line of tool results: what the tools returned, for readers of the
+    /// transcript (the text of the result, or of each; a sub-agent's names its
+    /// `agentId`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub message: Option<Message>,
+    pub tool_use_result: Option<Value>,
+    /// On a `system` line: the text shown for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+    /// On a `system` line: `info`, `warning` or `error`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub level: Option<String>,
+    /// On a `compact_boundary`: the line the conversation went on from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logical_parent_uuid: Option<String>,
     /// On a `compact_boundary`: trigger and token counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub compact_metadata: Option<CompactionOutcome>,
-    /// On a `compact_boundary`: the history that replaced everything before it.
+    pub compact_metadata: Option<CompactMetadata>,
+    /// On a gyre `compact_boundary`: the history that replaced everything before it
+    /// (one line, so a kill never leaves half a replacement). The reference CLI writes
+    /// no history; the lines after its boundary are the history.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub history: Option<Vec<Message>>,
-    /// On the first line: the model and other session facts.
+    /// On the reference CLI's summary of a compaction (the first message after it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_compact_summary: bool,
+    /// On the reference CLI's error lines that no model wrote (`"API Error: …"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_api_error_message: bool,
+    /// On the first line gyre writes: the session's model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+}
+
+/// The message of a transcript line: the conversation's message and, on an assistant
+/// line, the API's fields of the response it came from (as the API sent its message
+/// object).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptMessage {
+    /// The response's id (`msg_…`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `message`, as the API's message object says.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Role and content.
+    #[serde(flatten)]
+    pub message: Message,
+    /// The model that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Why the response ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<StopReason>,
+    /// The stop sequence that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_sequence: Option<String>,
+    /// The tokens the response used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage: Option<Usage>,
+}
+
+impl TranscriptMessage {
+    /// A message without API fields (user lines; assistant lines of a response gyre
+    /// has no usage of, such as one cut short by an interrupt).
+    #[must_use]
+    pub fn plain(message: Message) -> Self {
+        Self {
+            id: None,
+            kind: None,
+            message,
+            model: None,
+            stop_reason: None,
+            stop_sequence: None,
+            usage: None,
+        }
+    }
+
+    /// An assistant message with the fields of the response it came from.
+    #[must_use]
+    pub fn response(message: Message, response: &ResponseInfo) -> Self {
+        Self {
+            id: Some(response.id.clone()),
+            kind: Some("message".to_owned()),
+            message,
+            model: Some(response.model.clone()),
+            stop_reason: response.stop_reason.clone(),
+            stop_sequence: None,
+            usage: Some(response.usage),
+        }
+    }
+}
+
+/// What the API said about one response: recorded on its assistant line.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ResponseInfo {
+    /// The message id.
+    pub id: String,
+    /// The API's id of the request, when it sent one (`requestId` of the line).
+    pub request_id: Option<String>,
+    /// The model that answered.
+    pub model: String,
+    /// Why it ended.
+    pub stop_reason: Option<StopReason>,
+    /// Its usage.
+    pub usage: Usage,
+}
+
+/// The `compactMetadata` of a `compact_boundary` line. Older gyre versions wrote the
+/// counts in snake case; both spellings read back.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompactMetadata {
+    /// `auto`, `manual` or `reactive`.
+    #[serde(default)]
+    pub trigger: String,
+    /// Tokens of the context before.
+    #[serde(default, alias = "pre_tokens")]
+    pub pre_tokens: u64,
+    /// Tokens of what is sent after (gyre's own addition).
+    #[serde(
+        default,
+        alias = "post_tokens",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub post_tokens: Option<u64>,
+}
+
+impl From<&CompactionOutcome> for CompactMetadata {
+    fn from(outcome: &CompactionOutcome) -> Self {
+        Self {
+            trigger: outcome.trigger.as_str().to_owned(),
+            pre_tokens: outcome.pre_tokens,
+            post_tokens: Some(outcome.post_tokens),
+        }
+    }
 }
 
 /// Where transcript lines go.
@@ -232,22 +391,36 @@ pub struct LoadedSession {
     pub messages: Vec<Message>,
     /// The uuid of the last line, to chain new lines onto.
     pub last_uuid: Option<String>,
-    /// The session's model as the transcript recorded it (the last line naming one).
+    /// The session's model as the transcript recorded it: the last line gyre wrote
+    /// naming one, else the model of the last response.
     pub model: Option<String>,
     /// Lines that did not parse (a torn last line after a kill): skipped.
     pub skipped_lines: usize,
     /// Synthetic tool results added for calls that had none.
     pub repaired_tool_calls: usize,
+    /// Lines of kinds that do not take part in the conversation (the reference CLI's
+    /// file-history snapshots, titles, hook and progress lines, sub-agent lines kept in
+    /// the session's own file, error lines no model wrote), by kind: read past.
+    pub left_out: std::collections::BTreeMap<String, usize>,
 }
 
 /// Reads a transcript: the history after the last compact boundary, with every
 /// unanswered tool call given an "Interrupted by user" result so the API accepts it.
+///
+/// Reads gyre's transcripts of every version and the reference CLI's (2.1.x): a
+/// response it wrote as one line per content block becomes one message again, tool
+/// results it wrote one to a line join one message, and a boundary without a history
+/// starts the history afresh with the lines after it (its summary first).
 ///
 /// # Errors
 /// When the file cannot be read.
 pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
     let reader = BufReader::new(File::open(path)?);
     let mut session = LoadedSession::default();
+    let mut header_model = None;
+    let mut response_model = None;
+    // The response the last assistant message came from, to join its other lines.
+    let mut last_response: Option<String> = None;
     for line in reader.lines() {
         let line = line?;
         if line.trim().is_empty() {
@@ -257,22 +430,123 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
             session.skipped_lines += 1;
             continue;
         };
-        session.last_uuid = Some(entry.uuid.clone());
+        if !entry.uuid.is_empty() {
+            session.last_uuid = Some(entry.uuid.clone());
+        }
         if entry.model.is_some() {
-            session.model.clone_from(&entry.model);
+            header_model.clone_from(&entry.model);
         }
-        if entry.subtype.as_deref() == Some("compact_boundary") {
-            if let Some(history) = entry.history {
-                session.messages = history;
+        let left_out = match entry.kind.as_str() {
+            _ if entry.is_sidechain => Some("sub-agent"),
+            _ if entry.is_api_error_message => Some("api-error"),
+            "system" if entry.subtype.as_deref() == Some("compact_boundary") => {
+                session.messages = entry.history.unwrap_or_default();
+                last_response = None;
+                None
             }
-            continue;
-        }
-        if let Some(message) = entry.message {
-            session.messages.push(message);
+            "user" | "assistant" => {
+                if let Some(message) = entry.message {
+                    if let Some(model) = message.model.as_deref().filter(|m| !m.starts_with('<')) {
+                        response_model = Some(model.to_owned());
+                    }
+                    join(&mut session.messages, message, &mut last_response);
+                }
+                None
+            }
+            // Other system lines (hook summaries, notices) say nothing to the model.
+            "system" => None,
+            other => Some(other),
+        };
+        if let Some(kind) = left_out {
+            *session.left_out.entry(kind.to_owned()).or_default() += 1;
         }
     }
+    session.model = header_model.or(response_model);
     session.repaired_tool_calls = repair_pairing(&mut session.messages);
     Ok(session)
+}
+
+/// Adds a transcript line's message to `messages`: the next block of the response
+/// before it (same message id), more tool results for the calls before it, or a message
+/// of its own.
+fn join(messages: &mut Vec<Message>, line: TranscriptMessage, last_response: &mut Option<String>) {
+    let only_results = |m: &Message| {
+        !m.content.is_empty() && m.content.iter().all(|b| b.tool_result_id().is_some())
+    };
+    let previous = messages.last_mut();
+    let same_response = line.id.is_some() && line.id == *last_response;
+    match previous {
+        Some(prev)
+            if prev.role == Role::Assistant
+                && line.message.role == Role::Assistant
+                && same_response =>
+        {
+            prev.content.extend(line.message.content.iter().cloned());
+        }
+        Some(prev)
+            if prev.role == Role::User
+                && line.message.role == Role::User
+                && only_results(prev)
+                && line
+                    .message
+                    .content
+                    .first()
+                    .is_some_and(|b| b.tool_result_id().is_some()) =>
+        {
+            prev.content.extend(line.message.content.iter().cloned());
+        }
+        _ => messages.push(line.message),
+    }
+    *last_response = line.id;
+}
+
+/// Copies a transcript the reference CLI wrote (`from`, under its
+/// `projects/<project>/`) to `to` in gyre's home, with its sub-agents' transcripts (the
+/// `<session>/subagents/` folder beside it), so gyre goes on in its own copy and the
+/// reference's files stay as they were. The copy appears whole or not at all.
+///
+/// # Errors
+/// When a file cannot be read or written.
+pub fn import_transcript(from: &Path, to: &Path) -> io::Result<()> {
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let partial = to.with_extension("jsonl.importing");
+    std::fs::copy(from, &partial)?;
+    let subagents = from.with_extension("").join("subagents");
+    if subagents.is_dir() {
+        let into = to.with_extension("").join("subagents");
+        std::fs::create_dir_all(&into)?;
+        for file in std::fs::read_dir(&subagents)? {
+            let file = file?;
+            if file.file_type()?.is_file() {
+                std::fs::copy(file.path(), into.join(file.file_name()))?;
+            }
+        }
+    }
+    std::fs::rename(&partial, to)
+}
+
+/// What an import leaves behind, for the user: the kinds of lines read past, each with
+/// what it was in the reference CLI. `None` when everything was carried over.
+#[must_use]
+pub fn left_out_note(left_out: &std::collections::BTreeMap<String, usize>) -> Option<String> {
+    let parts: Vec<String> = left_out
+        .iter()
+        .map(|(kind, n)| {
+            let what = match kind.as_str() {
+                "file-history-snapshot" => "file checkpoints (gyre cannot rewind files to them)",
+                "sub-agent" => "sub-agent messages (kept in the transcript, not resent)",
+                "api-error" => "API error notices (no model wrote them)",
+                "attachment" | "progress" => "hook and progress records",
+                "summary" | "custom-title" | "ai-title" | "last-prompt" => "session titles",
+                "queue-operation" => "queued-prompt records",
+                _ => "records gyre does not use",
+            };
+            format!("{n} `{kind}` line(s): {what}")
+        })
+        .collect();
+    (!parts.is_empty()).then(|| format!("not carried over: {}", parts.join("; ")))
 }
 
 /// Gives every tool_use without a result a synthetic error result, and drops results
@@ -343,13 +617,49 @@ pub fn timestamp(now: SystemTime) -> String {
     chrono::DateTime::<chrono::Utc>::from(now).to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
-/// Days since 1970-01-01 to (year, month, day), after Howard Hinnant's algorithm.
-/// The first user prompt of a transcript and its number of lines, for `gyre sessions`.
+/// The branch checked out in the git repository `cwd` is in (`None` outside one, or on
+/// a detached head). A worktree's `.git` file names the directory its `HEAD` is in.
+#[must_use]
+pub fn git_branch(cwd: &Path) -> Option<String> {
+    use std::io::Read as _;
+    let read = |path: &Path| -> Option<String> {
+        let mut text = String::new();
+        // A HEAD or a `.git` file is one short line.
+        File::open(path)
+            .ok()?
+            .take(4096)
+            .read_to_string(&mut text)
+            .ok()?;
+        Some(text)
+    };
+    let dot_git = cwd
+        .ancestors()
+        .map(|d| d.join(".git"))
+        .find(|p| p.exists())?;
+    let head = if dot_git.is_dir() {
+        read(&dot_git.join("HEAD"))?
+    } else {
+        let gitdir = read(&dot_git)?;
+        let gitdir = Path::new(gitdir.trim().strip_prefix("gitdir:")?.trim());
+        let gitdir = dot_git.parent()?.join(gitdir);
+        read(&gitdir.join("HEAD"))?
+    };
+    head.trim()
+        .strip_prefix("ref: refs/heads/")
+        .map(str::to_owned)
+}
+
+/// The text of a line that is a prompt the user typed (not a tool result, a message gyre
+/// or the reference CLI wrote on the user's behalf, a compaction summary or a
+/// sub-agent's), for `gyre sessions`.
 #[must_use]
 pub fn summarize_entry_value(v: &Value) -> Option<String> {
     let msg = v.get("message")?;
+    let flag = |name: &str| v.get(name).and_then(Value::as_bool) == Some(true);
     if msg.get("role")?.as_str()? != "user"
-        || v.get("isMeta").and_then(Value::as_bool) == Some(true)
+        || flag("isMeta")
+        || flag("isSidechain")
+        || flag("isCompactSummary")
     {
         return None;
     }
@@ -406,26 +716,21 @@ mod tests {
         assert_eq!(orphan.len(), 2);
     }
 
-    fn entry(uuid: &str, m: Message) -> TranscriptEntry {
-        TranscriptEntry {
-            kind: if m.role == Role::User {
-                "user"
-            } else {
-                "assistant"
-            }
-            .into(),
-            subtype: None,
-            uuid: uuid.into(),
-            parent_uuid: None,
-            session_id: "s".into(),
-            timestamp: timestamp(SystemTime::now()),
-            cwd: None,
-            is_meta: false,
-            message: Some(m),
-            compact_metadata: None,
-            history: None,
-            model: None,
-        }
+    fn entry(uuid: &str, m: &Message) -> TranscriptEntry {
+        let kind = if m.role == Role::User {
+            "user"
+        } else {
+            "assistant"
+        };
+        serde_json::from_value(json!({
+            "type": kind,
+            "uuid": uuid,
+            "parentUuid": null,
+            "sessionId": "s",
+            "timestamp": timestamp(SystemTime::now()),
+            "message": m,
+        }))
+        .unwrap()
     }
 
     /// Appends half a line, as a kill in the middle of a write leaves it.
@@ -443,11 +748,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
         let mut t = JsonlTranscript::open(path.clone()).unwrap();
-        t.append(&entry("1", Message::user_text("one"))).unwrap();
+        t.append(&entry("1", &Message::user_text("one"))).unwrap();
         drop(t);
         tear(&path);
         let mut t = JsonlTranscript::open(path.clone()).unwrap();
-        t.append(&entry("2", Message::user_text("two"))).unwrap();
+        t.append(&entry("2", &Message::user_text("two"))).unwrap();
         let loaded = load_transcript(&path).unwrap();
         assert_eq!(loaded.skipped_lines, 1);
         assert_eq!(loaded.last_uuid.as_deref(), Some("2"));
@@ -464,12 +769,12 @@ mod tests {
             .unwrap()
             .on_first_failure(move |m| sink.lock().unwrap().push(m.to_owned()));
         let health = t.health();
-        t.append(&entry("1", Message::user_text("one"))).unwrap();
+        t.append(&entry("1", &Message::user_text("one"))).unwrap();
         assert_eq!(health.failure(), None);
         // A file that refuses writes: the same path reopened read-only.
         t.file = File::open(&path).unwrap();
-        assert!(t.append(&entry("2", Message::user_text("two"))).is_err());
-        assert!(t.append(&entry("3", Message::user_text("three"))).is_err());
+        assert!(t.append(&entry("2", &Message::user_text("two"))).is_err());
+        assert!(t.append(&entry("3", &Message::user_text("three"))).is_err());
         let failure = health.failure().unwrap();
         assert!(
             failure.contains("could not write the transcript"),
@@ -480,14 +785,138 @@ mod tests {
     }
 
     #[test]
+    fn the_git_branch_is_read_from_head_or_a_worktrees_gitdir() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = dir.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        std::fs::create_dir_all(repo.join("src")).unwrap();
+        std::fs::write(repo.join(".git/HEAD"), "ref: refs/heads/feature/x\n").unwrap();
+        assert_eq!(git_branch(&repo.join("src")).as_deref(), Some("feature/x"));
+
+        let worktree = dir.path().join("wt");
+        let gitdir = repo.join(".git/worktrees/wt");
+        std::fs::create_dir_all(&worktree).unwrap();
+        std::fs::create_dir_all(&gitdir).unwrap();
+        std::fs::write(gitdir.join("HEAD"), "ref: refs/heads/other\n").unwrap();
+        std::fs::write(
+            worktree.join(".git"),
+            format!("gitdir: {}\n", gitdir.display()),
+        )
+        .unwrap();
+        assert_eq!(git_branch(&worktree).as_deref(), Some("other"));
+
+        std::fs::write(repo.join(".git/HEAD"), "0123abcd\n").unwrap();
+        assert_eq!(git_branch(&repo), None, "a detached head names no branch");
+    }
+
+    #[test]
+    fn reference_lines_join_into_the_messages_the_api_saw() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.jsonl");
+        let line = |kind: &str, uuid: &str, extra: Value| {
+            let mut v = json!({"type": kind, "uuid": uuid, "sessionId": "s",
+                               "parentUuid": null, "isSidechain": false});
+            v.as_object_mut()
+                .unwrap()
+                .extend(extra.as_object().unwrap().clone());
+            v.to_string()
+        };
+        let response = |id: &str, block: Value| {
+            json!({"message": {"id": id, "type": "message", "role": "assistant",
+                               "model": "claude-x", "content": [block]}})
+        };
+        let result = |id: &str| {
+            json!({"message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": "ok"}]}})
+        };
+        let lines = [
+            line(
+                "user",
+                "1",
+                json!({"message": {"role": "user", "content": "old"}}),
+            ),
+            line("system", "2", json!({"subtype": "compact_boundary"})),
+            line(
+                "user",
+                "3",
+                json!({"isCompactSummary": true,
+                       "message": {"role": "user", "content": "summary"}}),
+            ),
+            json!({"type": "file-history-snapshot", "messageId": "3"}).to_string(),
+            line(
+                "assistant",
+                "4",
+                response("m1", json!({"type": "text", "text": "two"})),
+            ),
+            line(
+                "assistant",
+                "5",
+                response(
+                    "m1",
+                    json!({"type": "tool_use", "id": "a", "name": "Read", "input": {}}),
+                ),
+            ),
+            line(
+                "assistant",
+                "6",
+                response(
+                    "m1",
+                    json!({"type": "tool_use", "id": "b", "name": "Read", "input": {}}),
+                ),
+            ),
+            line("user", "7", result("a")),
+            line("user", "8", result("b")),
+            line(
+                "assistant",
+                "9",
+                json!({"isSidechain": true, "message": {"role": "assistant", "content": "side"}}),
+            ),
+            line(
+                "assistant",
+                "10",
+                json!({"isApiErrorMessage": true, "message": {"role": "assistant",
+                       "model": "<synthetic>", "content": "API Error"}}),
+            ),
+        ];
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap();
+        let loaded = load_transcript(&path).unwrap();
+        let shape: Vec<(Role, usize)> = loaded
+            .messages
+            .iter()
+            .map(|m| (m.role, m.content.len()))
+            .collect();
+        assert_eq!(
+            shape,
+            [(Role::User, 1), (Role::Assistant, 3), (Role::User, 2)]
+        );
+        assert_eq!(loaded.messages[0].text(), "summary");
+        assert_eq!(loaded.repaired_tool_calls, 0);
+        assert_eq!(loaded.model.as_deref(), Some("claude-x"));
+        assert_eq!(loaded.last_uuid.as_deref(), Some("10"));
+        let left_out: Vec<(&str, usize)> = loaded
+            .left_out
+            .iter()
+            .map(|(k, n)| (k.as_str(), *n))
+            .collect();
+        assert_eq!(
+            left_out,
+            [
+                ("api-error", 1),
+                ("file-history-snapshot", 1),
+                ("sub-agent", 1)
+            ]
+        );
+    }
+
+    #[test]
     fn transcript_lines_round_trip_through_a_file_and_a_torn_line_is_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("s.jsonl");
         let mut t = JsonlTranscript::open(path.clone()).unwrap();
-        t.append(&entry("1", Message::user_text("hello"))).unwrap();
+        t.append(&entry("1", &Message::user_text("hello"))).unwrap();
         t.append(&entry(
             "2",
-            Message::assistant(vec![ContentBlock::text("hi")]),
+            &Message::assistant(vec![ContentBlock::text("hi")]),
         ))
         .unwrap();
         drop(t);

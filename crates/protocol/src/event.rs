@@ -33,6 +33,10 @@ pub struct MessageStart {
     /// adds next), kept so that the event is shown and recorded as it was sent.
     #[serde(flatten)]
     pub extra: ExtraFields,
+    /// The API's id of the request (its `request-id` header), set by the client that
+    /// received the response; never part of the event on the wire.
+    #[serde(skip)]
+    pub request_id: Option<String>,
 }
 
 fn assistant() -> Role {

@@ -262,6 +262,10 @@ pub struct AssistantResponse {
     /// The tokens the request used.
     #[serde(default)]
     pub usage: Usage,
+    /// The API's id of the request (its `request-id` header), when it sent one; not
+    /// part of the message object.
+    #[serde(skip)]
+    pub request_id: Option<String>,
 }
 
 fn assistant_role() -> Role {

@@ -42,6 +42,7 @@ mod security_trust_e2e;
 mod sessions_e2e;
 mod todo_e2e;
 mod transcript_integrity;
+mod transcript_tools;
 mod ts_sdk;
 mod vertex_credentials_e2e;
 mod walk_races;

@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::process::Stdio;
 
-use gyre_e2e::{Run, Sandbox, kinds, run};
+use gyre_e2e::{Run, Sandbox, copy_tree, kinds, run, transcript_fixture};
 use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::{Value, json};
 
@@ -128,15 +128,7 @@ fn resume_by_id_and_clear_errors_for_unknown_sessions() {
     ]))
     .unwrap();
     assert_eq!(first.result().unwrap()["session_id"], id);
-    let second = run(sandbox.gyre(&server).unwrap().args([
-        "-p",
-        "again",
-        "--resume",
-        id,
-        "--output-format",
-        "json",
-    ]))
-    .unwrap();
+    let second = sandbox.resume(&server, id, "again").unwrap();
     assert_eq!(second.code, Some(0), "{}", second.stderr);
     assert_eq!(
         server.requests()[1].body["messages"]
@@ -198,4 +190,168 @@ fn no_session_persistence_writes_no_transcript_and_leaves_nothing_to_continue() 
         "{}",
         again.stderr
     );
+}
+
+/// The texts of a request's messages, one string each.
+fn message_texts(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].to_string())
+        .collect()
+}
+
+const OLD_SESSION: &str = "5e0c9a77-2b41-4d3e-9f18-6a7b8c9d0e1f";
+const REFERENCE_SESSION: &str = "7d3c1a52-9b8e-4f61-a0d2-5e4b3c2a1f90";
+
+#[test]
+fn a_transcript_written_by_an_older_gyre_still_resumes_and_is_listed() {
+    let sandbox = Sandbox::new().unwrap();
+    copy_tree(
+        &transcript_fixture("gyre-0.1"),
+        &sandbox.transcript_folder(&sandbox.home()),
+    )
+    .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("b.txt is empty.")])).unwrap();
+    let listing = run(sandbox.gyre(&server).unwrap().arg("sessions")).unwrap();
+    assert!(listing.stdout.contains(OLD_SESSION), "{}", listing.stdout);
+    assert!(listing.stdout.contains("read a.txt"), "{}", listing.stdout);
+
+    let out = sandbox
+        .resume(&server, OLD_SESSION, "read b.txt then")
+        .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let request = &server.requests()[0].body;
+    // The history after the compaction boundary (its summary first), then the prompt.
+    let texts = message_texts(request);
+    assert_eq!(texts.len(), 4, "{texts:#?}");
+    assert!(texts[0].contains("Summary of the conversation so far"));
+    assert!(texts[1].contains("and what is in b.txt?"));
+    assert!(texts[2].contains("I have not read b.txt yet."));
+    assert!(texts[3].contains("read b.txt then"));
+    assert_eq!(request["model"], "claude-sonnet-4-5");
+    // The lines gyre adds chain onto the old ones, in the new layout.
+    let lines = transcript_lines(&sandbox);
+    assert_eq!(lines.len(), 9);
+    assert_eq!(lines[7]["parentUuid"], lines[6]["uuid"]);
+    assert!(lines[8]["message"]["usage"]["output_tokens"].is_u64());
+    assert_eq!(lines[8]["isSidechain"], false);
+}
+
+#[test]
+fn a_claude_code_session_is_listed_then_resumed_imported_with_what_was_left_out_said() {
+    let sandbox = Sandbox::new().unwrap();
+    let reference_home = sandbox.home().join(".claude");
+    let theirs = sandbox.transcript_folder(&reference_home);
+    copy_tree(&transcript_fixture("claude-code-2.1"), &theirs).unwrap();
+    let original = std::fs::read(theirs.join(format!("{REFERENCE_SESSION}.jsonl"))).unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Still 2 TODOs.")])).unwrap();
+
+    let listing = run(sandbox.gyre(&server).unwrap().arg("sessions")).unwrap();
+    assert!(
+        listing.stdout.contains("Claude Code sessions"),
+        "{}",
+        listing.stdout
+    );
+    assert!(
+        listing.stdout.contains(REFERENCE_SESSION),
+        "{}",
+        listing.stdout
+    );
+    assert!(
+        listing
+            .stdout
+            .contains("How many lines does notes.txt have?"),
+        "{}",
+        listing.stdout
+    );
+
+    let out = sandbox
+        .resume(&server, REFERENCE_SESSION, "How many TODOs again?")
+        .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("imported Claude Code session"),
+        "{}",
+        out.stderr
+    );
+    for left_out in ["file-history-snapshot", "api-error", "summary"] {
+        assert!(out.stderr.contains(left_out), "{}", out.stderr);
+    }
+    let request = &server.requests()[0].body;
+    assert_eq!(request["model"], "claude-sonnet-4-5-20250929");
+    let texts = message_texts(request);
+    // After the boundary: the summary, the prompt, a response of three lines joined
+    // into one message, two results of two lines joined into one, the Task call and
+    // its result, the answer, then the new prompt. The API error line is left out.
+    assert_eq!(texts.len(), 8, "{texts:#?}");
+    assert!(texts[0].contains("This session is being continued"));
+    assert!(texts[1].contains("Compare notes.txt with todo.txt"));
+    let messages = request["messages"].as_array().unwrap();
+    assert_eq!(messages[2]["content"].as_array().unwrap().len(), 3);
+    assert_eq!(messages[3]["content"].as_array().unwrap().len(), 2);
+    assert!(texts[5].contains("Found 2 TODOs"));
+    assert!(texts[6].contains("the agent found 2 TODOs"));
+    assert!(texts[7].contains("How many TODOs again?"));
+    let all = texts.join("\n");
+    assert!(!all.contains("Interrupted by user"), "{all}");
+    assert!(!all.contains("API Error"), "{all}");
+
+    // The reference's file is as it was; gyre went on in its own copy.
+    let after = std::fs::read(theirs.join(format!("{REFERENCE_SESSION}.jsonl"))).unwrap();
+    assert_eq!(after, original);
+    let ours = sandbox.transcript_folder(&sandbox.home());
+    assert!(
+        ours.join(REFERENCE_SESSION)
+            .join("subagents/agent-a3f9c2e1.jsonl")
+            .is_file()
+    );
+    let copy = std::fs::read_to_string(ours.join(format!("{REFERENCE_SESSION}.jsonl"))).unwrap();
+    assert!(copy.contains("Still 2 TODOs."));
+
+    // From now on it is one of gyre's sessions, listed once.
+    let listing = run(sandbox.gyre(&server).unwrap().arg("sessions")).unwrap();
+    assert_eq!(
+        listing.stdout.matches(REFERENCE_SESSION).count(),
+        1,
+        "{}",
+        listing.stdout
+    );
+    assert!(
+        !listing.stdout.contains("Claude Code sessions"),
+        "{}",
+        listing.stdout
+    );
+}
+
+#[test]
+fn claude_config_dir_names_where_the_claude_code_sessions_are() {
+    let sandbox = Sandbox::new().unwrap();
+    let elsewhere = sandbox.home().join("claude-config");
+    copy_tree(
+        &transcript_fixture("claude-code-2.1"),
+        &sandbox.transcript_folder(&elsewhere),
+    )
+    .unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("Yes.")])).unwrap();
+    let listing = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .arg("sessions")
+        .env("CLAUDE_CONFIG_DIR", &elsewhere))
+    .unwrap();
+    assert!(
+        listing.stdout.contains(REFERENCE_SESSION),
+        "{}",
+        listing.stdout
+    );
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "still there?", "--resume", REFERENCE_SESSION])
+        .env("CLAUDE_CONFIG_DIR", &elsewhere))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout.trim(), "Yes.");
 }

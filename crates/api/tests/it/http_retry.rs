@@ -120,6 +120,13 @@ async fn sends_the_documented_headers_and_body() {
 }
 
 #[tokio::test]
+async fn the_response_carries_the_request_id_the_api_sent() {
+    let r = run([Turn::http_error(529), Turn::text("hi")]).await;
+    // The testkit numbers its requests from 0: the one that answered was the second.
+    assert_eq!(r.message().request_id.as_deref(), Some("req_testkit_1"));
+}
+
+#[tokio::test]
 async fn each_turn_of_a_growing_conversation_sends_its_whole_history() {
     // One client across turns: message JSON reused from the previous body must never
     // leak a stale message into the next one.

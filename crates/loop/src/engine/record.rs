@@ -1,22 +1,38 @@
 //! The transcript of a conversation: every message as it joins, and compaction
-//! boundaries with the history after them, each line linked to the one before.
+//! boundaries with the history after them, each line linked to the one before, in the
+//! reference CLI's line layout.
 
+use std::collections::HashMap;
 use std::path::Path;
 
-use gyre_protocol::{Message, Role};
+use gyre_protocol::{ContentBlock, Message, Role};
+use serde_json::{Value, json};
 
+use crate::agents::is_agent_tool;
 use crate::compaction::CompactionOutcome;
 use crate::deps::QueryDeps;
-use crate::transcript::{TranscriptEntry, TranscriptStore, timestamp};
+use crate::transcript::{
+    CompactMetadata, ResponseInfo, TranscriptEntry, TranscriptMessage, TranscriptStore, USER_TYPE,
+    VERSION, git_branch, timestamp,
+};
 
 /// Writes a conversation's transcript lines, chained by `parent_uuid`.
 pub(crate) struct Recorder {
     store: Box<dyn TranscriptStore>,
     session_id: String,
     cwd: String,
+    /// Read at the first line (not at start-up), then kept.
+    git_branch: Option<Option<String>>,
+    /// On a sub-agent's recorder: its id, and every line is a sidechain line.
+    agent_id: Option<String>,
     last_uuid: Option<String>,
     /// The first line carries the model; later ones do not.
     wrote_header: bool,
+    /// The response whose assistant message is written next.
+    response: Option<ResponseInfo>,
+    /// The Agent calls of the last assistant message, by id: their results name the
+    /// sub-agent.
+    spawns: HashMap<String, Value>,
 }
 
 impl Recorder {
@@ -25,15 +41,66 @@ impl Recorder {
             store,
             session_id: session_id.to_owned(),
             cwd: cwd.to_string_lossy().into_owned(),
+            git_branch: None,
+            agent_id: None,
             last_uuid: None,
             wrote_header: false,
+            response: None,
+            spawns: HashMap::new(),
         }
+    }
+
+    /// A recorder of the sub-agent `agent_id`: its lines are sidechain lines.
+    pub(crate) fn sidechain(mut self, agent_id: &str) -> Self {
+        self.agent_id = Some(agent_id.to_owned());
+        self
     }
 
     /// Goes on from an earlier transcript whose last line is `last_uuid`.
     pub(super) fn resume(&mut self, last_uuid: Option<String>) {
         self.last_uuid = last_uuid;
         self.wrote_header = true;
+    }
+
+    /// The next assistant message comes from this response: its line carries the
+    /// response's id, model, stop reason and usage.
+    pub(crate) fn response(&mut self, response: ResponseInfo) {
+        self.response = Some(response);
+    }
+
+    /// A line with the fields every line has.
+    fn line(&mut self, deps: &dyn QueryDeps, kind: &str) -> TranscriptEntry {
+        let cwd = &self.cwd;
+        let branch = self
+            .git_branch
+            .get_or_insert_with(|| git_branch(Path::new(cwd)))
+            .clone();
+        TranscriptEntry {
+            parent_uuid: self.last_uuid.clone(),
+            is_sidechain: self.agent_id.is_some(),
+            user_type: Some(USER_TYPE.to_owned()),
+            cwd: Some(self.cwd.clone()),
+            session_id: self.session_id.clone(),
+            version: Some(VERSION.to_owned()),
+            git_branch: branch,
+            agent_id: self.agent_id.clone(),
+            kind: kind.to_owned(),
+            subtype: None,
+            message: None,
+            request_id: None,
+            uuid: deps.uuid(),
+            timestamp: timestamp(deps.now()),
+            is_meta: false,
+            tool_use_result: None,
+            content: None,
+            level: None,
+            logical_parent_uuid: None,
+            compact_metadata: None,
+            history: None,
+            is_compact_summary: false,
+            is_api_error_message: false,
+            model: None,
+        }
     }
 
     /// Writes `message`; returns the uuid of its line. The first line names `model`.
@@ -44,52 +111,86 @@ impl Recorder {
         is_meta: bool,
         model: &str,
     ) -> String {
-        let kind = match message.role {
-            Role::User => "user",
-            Role::Assistant => "assistant",
+        // A response's fields belong to the assistant message that follows them, and
+        // to no later one (a response the loop withheld is never written).
+        let response = self.response.take();
+        let mut request_id = None;
+        let (kind, body, tool_use_result) = match message.role {
+            Role::User => (
+                "user",
+                TranscriptMessage::plain(message.clone()),
+                self.tool_use_result(message),
+            ),
+            Role::Assistant => {
+                self.spawns = spawns(message);
+                request_id = response.as_ref().and_then(|r| r.request_id.clone());
+                let body = match &response {
+                    Some(r) => TranscriptMessage::response(message.clone(), r),
+                    None => TranscriptMessage::plain(message.clone()),
+                };
+                ("assistant", body, None)
+            }
         };
-        let uuid = deps.uuid();
-        let entry = TranscriptEntry {
-            kind: kind.to_owned(),
-            subtype: None,
-            uuid: uuid.clone(),
-            parent_uuid: self.last_uuid.clone(),
-            session_id: self.session_id.clone(),
-            timestamp: timestamp(deps.now()),
-            cwd: Some(self.cwd.clone()),
-            is_meta,
-            message: Some(message.clone()),
-            compact_metadata: None,
-            history: None,
-            model: (!self.wrote_header).then(|| model.to_owned()),
-        };
+        let mut entry = self.line(deps, kind);
+        entry.message = Some(body);
+        entry.is_meta = is_meta;
+        entry.tool_use_result = tool_use_result;
+        entry.request_id = request_id;
+        entry.model = (!self.wrote_header).then(|| model.to_owned());
         self.wrote_header = true;
+        let uuid = entry.uuid.clone();
         self.append(&entry);
         uuid
     }
 
-    /// Writes a `compact_boundary` line with the history that now starts the conversation.
+    /// Writes a `compact_boundary` line with the history that now starts the
+    /// conversation. As the reference CLI's, it starts a new chain and names the line
+    /// it went on from.
     pub(super) fn boundary(
         &mut self,
         deps: &dyn QueryDeps,
         outcome: &CompactionOutcome,
         history: &[Message],
     ) {
-        let entry = TranscriptEntry {
-            kind: "system".to_owned(),
-            subtype: Some("compact_boundary".to_owned()),
-            uuid: deps.uuid(),
-            parent_uuid: self.last_uuid.clone(),
-            session_id: self.session_id.clone(),
-            timestamp: timestamp(deps.now()),
-            cwd: None,
-            is_meta: false,
-            message: None,
-            compact_metadata: Some(outcome.clone()),
-            history: Some(history.to_vec()),
-            model: None,
-        };
+        let mut entry = self.line(deps, "system");
+        entry.logical_parent_uuid = entry.parent_uuid.take();
+        entry.subtype = Some("compact_boundary".to_owned());
+        entry.content = Some("Conversation compacted".to_owned());
+        entry.level = Some("info".to_owned());
+        entry.compact_metadata = Some(CompactMetadata::from(outcome));
+        entry.history = Some(history.to_vec());
         self.append(&entry);
+    }
+
+    /// What the tools of a user line of tool results returned: each result's text, or
+    /// for a sub-agent the reference's record of it (status, agent id, prompt, answer).
+    fn tool_use_result(&self, message: &Message) -> Option<Value> {
+        let results: Vec<Value> = message
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::ToolResult {
+                    tool_use_id,
+                    content,
+                    is_error,
+                    ..
+                } => Some(match self.spawns.get(tool_use_id) {
+                    Some(prompt) => json!({
+                        "status": if *is_error { "failed" } else { "completed" },
+                        "agentId": tool_use_id,
+                        "prompt": prompt,
+                        "content": [{"type": "text", "text": content.text()}],
+                    }),
+                    None => Value::String(content.text()),
+                }),
+                _ => None,
+            })
+            .collect();
+        match results.len() {
+            0 => None,
+            1 => results.into_iter().next(),
+            _ => Some(Value::Array(results)),
+        }
     }
 
     /// A line that cannot be written is logged; the conversation goes on.
@@ -101,6 +202,18 @@ impl Recorder {
     }
 }
 
+/// The Agent calls of an assistant message: id to prompt.
+fn spawns(message: &Message) -> HashMap<String, Value> {
+    message
+        .tool_uses()
+        .filter(|(_, name, _)| is_agent_tool(name))
+        .map(|(id, _, input)| {
+            let prompt = input.get("prompt").cloned().unwrap_or(Value::Null);
+            (id.to_owned(), prompt)
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::{Arc, Mutex};
@@ -109,6 +222,7 @@ mod tests {
 
     use super::*;
     use crate::deps::ModelStream;
+    use crate::transcript::ResponseInfo;
 
     #[derive(Clone, Default)]
     struct Shared(Arc<Mutex<Vec<TranscriptEntry>>>);
@@ -149,7 +263,7 @@ mod tests {
     }
 
     #[test]
-    fn lines_chain_by_parent_and_only_the_first_names_the_model() {
+    fn lines_chain_by_parent_a_boundary_starts_a_new_chain_and_only_the_first_names_the_model() {
         let store = Shared::default();
         let mut recorder = Recorder::new(Box::new(store.clone()), "s1", Path::new("/p"));
         let deps = Ids::default();
@@ -166,16 +280,76 @@ mod tests {
             .iter()
             .map(|e| (e.uuid.as_str(), e.parent_uuid.as_deref()))
             .collect();
-        assert_eq!(
-            links,
-            [("u1", None), ("u2", Some("u1")), ("u3", Some("u2"))]
-        );
+        assert_eq!(links, [("u1", None), ("u2", None), ("u3", Some("u2"))]);
+        assert_eq!(entries[1].logical_parent_uuid.as_deref(), Some("u1"));
         let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
         assert_eq!(kinds, ["user", "system", "assistant"]);
         assert_eq!(entries[0].model.as_deref(), Some("m1"));
         assert_eq!(entries[2].model, None);
         assert!(entries[2].is_meta);
         assert_eq!(entries[1].history.as_ref().map(Vec::len), Some(1));
+    }
+
+    #[test]
+    fn lines_carry_the_reference_fields_and_the_response_goes_to_the_next_assistant_line() {
+        let store = Shared::default();
+        let mut recorder = Recorder::new(Box::new(store.clone()), "s1", Path::new("/p"));
+        let deps = Ids::default();
+        let usage = gyre_protocol::Usage {
+            input_tokens: 7,
+            output_tokens: 3,
+            ..gyre_protocol::Usage::default()
+        };
+        recorder.response(ResponseInfo {
+            id: "msg_1".into(),
+            request_id: Some("req_1".into()),
+            model: "claude-x".into(),
+            stop_reason: Some(gyre_protocol::StopReason::ToolUse),
+            usage,
+        });
+        let call = ContentBlock::tool_use("toolu_1", "Agent", json!({"prompt": "look"}));
+        recorder.message(&deps, &Message::assistant(vec![call]), false, "m");
+        let result = ContentBlock::tool_result("toolu_1", "found it", false);
+        recorder.message(&deps, &Message::user(vec![result]), false, "m");
+        // No response before it: a plain message.
+        recorder.message(&deps, &Message::assistant(vec![]), false, "m");
+        let lines: Vec<Value> = store
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::to_value(e).unwrap())
+            .collect();
+        for line in &lines {
+            assert_eq!(line["isSidechain"], false);
+            assert_eq!(line["userType"], "external");
+            assert_eq!(line["version"], crate::transcript::VERSION);
+            assert_eq!(line["cwd"], "/p");
+        }
+        let first = &lines[0]["message"];
+        assert_eq!(first["id"], "msg_1");
+        assert_eq!(first["type"], "message");
+        assert_eq!(first["model"], "claude-x");
+        assert_eq!(first["stop_reason"], "tool_use");
+        assert_eq!(first["usage"]["input_tokens"], 7);
+        assert_eq!(lines[0]["requestId"], "req_1");
+        assert_eq!(
+            lines[1]["toolUseResult"],
+            json!({"status": "completed", "agentId": "toolu_1", "prompt": "look",
+                   "content": [{"type": "text", "text": "found it"}]})
+        );
+        assert!(lines[2]["message"].get("usage").is_none());
+    }
+
+    #[test]
+    fn a_sub_agents_lines_are_sidechain_lines_naming_it() {
+        let store = Shared::default();
+        let mut recorder =
+            Recorder::new(Box::new(store.clone()), "s1", Path::new("/p")).sidechain("toolu_9");
+        recorder.message(&Ids::default(), &Message::user_text("task"), false, "m");
+        let entries = store.0.lock().unwrap().clone();
+        assert!(entries[0].is_sidechain);
+        assert_eq!(entries[0].agent_id.as_deref(), Some("toolu_9"));
     }
 
     #[test]

@@ -21,6 +21,7 @@ use crate::deps::QueryDeps;
 use crate::event::{LoopEvent, SubagentEvent, SubagentProgress};
 use crate::query::{QueryParams, query};
 use crate::state::{Terminal, TerminalReason};
+use crate::transcript::ResponseInfo;
 
 /// What a turn yields: loop events, with each message given its uuid.
 #[derive(Debug, Clone)]
@@ -239,12 +240,23 @@ impl Ledger<'_> {
             }
             LoopEvent::RequestStart { .. } => tally.request_started = Some(Instant::now()),
             LoopEvent::Usage {
-                ref model, usage, ..
+                ref id,
+                ref request_id,
+                ref model,
+                ref stop_reason,
+                usage,
             } => {
                 if let Some(t) = tally.request_started.take() {
                     tally.api_ms += millis(t);
                 }
                 self.add_usage(model, &usage, tally);
+                self.recorder.response(ResponseInfo {
+                    id: id.clone(),
+                    request_id: request_id.clone(),
+                    model: model.clone(),
+                    stop_reason: stop_reason.clone(),
+                    usage,
+                });
             }
             LoopEvent::HistoryReplaced(history) => {
                 tally.replaced = Some(history);

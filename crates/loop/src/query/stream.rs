@@ -112,6 +112,7 @@ impl AttemptProgress {
             stop_reason: None,
             stop_sequence: None,
             usage: gyre_protocol::Usage::default(),
+            request_id: None,
         };
         self.finish(Attempt::Response(response))
     }
@@ -284,6 +285,7 @@ impl QueryRun<'_> {
         };
         self.emit(LoopEvent::Usage {
             id: response.id.clone(),
+            request_id: response.request_id.clone(),
             model,
             stop_reason: response.stop_reason.clone(),
             usage: response.usage,

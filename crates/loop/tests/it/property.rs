@@ -134,7 +134,7 @@ fn run_case(behaviours: &[Behaviour], abort_after: Option<usize>) {
             .unwrap()
             .lines()
             .map(|l| serde_json::from_str::<gyre_loop::TranscriptEntry>(l).unwrap())
-            .filter_map(|e| e.message)
+            .filter_map(|e| e.message.map(|m| m.message))
             .collect();
         assert_eq!(on_disk, yielded);
         // And the history it leaves is one the API accepts.
