@@ -10,7 +10,16 @@ use std::fmt;
 use std::path::PathBuf;
 
 use crate::aws_profile::{AwsCredentials, AwsProfile};
-use crate::client::switched_on;
+
+/// Whether a `CLAUDE_CODE_USE_…`-style switch is on: `1`, `true`, `yes`, `on`.
+pub(crate) fn switched_on(value: Option<String>) -> bool {
+    value.is_some_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on"
+        )
+    })
+}
 
 /// Where the AWS credentials that sign Bedrock requests come from.
 #[derive(Debug, Clone, PartialEq, Eq)]

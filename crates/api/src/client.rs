@@ -12,6 +12,7 @@ use gyre_protocol::{MessagesRequest, StreamEvent};
 use tokio_util::sync::CancellationToken;
 
 pub use crate::aws_profile::{AwsCredentials, AwsProfile};
+use crate::aws_source::switched_on;
 pub use crate::aws_source::{AwsContainer, AwsCredentialSource, AwsSso, AwsWebIdentity};
 use crate::{ApiError, NetworkOptions};
 
@@ -176,16 +177,6 @@ pub struct BedrockOptions {
     pub region: String,
     /// The credentials that sign requests.
     pub credentials: AwsCredentialSource,
-}
-
-/// Whether a `CLAUDE_CODE_USE_…`-style switch is on: `1`, `true`, `yes`, `on`.
-pub(crate) fn switched_on(value: Option<String>) -> bool {
-    value.is_some_and(|v| {
-        matches!(
-            v.trim().to_ascii_lowercase().as_str(),
-            "1" | "true" | "yes" | "on"
-        )
-    })
 }
 
 impl Backend {
