@@ -306,6 +306,7 @@ impl Cli {
             mcp_config: self.mcp_config.clone(),
             strict_mcp_config: self.strict_mcp_config,
             initialize: InitializeOptions::default(),
+            editor: None,
         }
     }
 }

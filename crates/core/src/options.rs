@@ -8,8 +8,27 @@
 //! the front-end was told, and [`crate::session::build`] layers them over the settings.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::Value;
+
+/// The editor that holds a session's files (an ACP editor's `fs/*` methods): the tools
+/// read its buffers and write through it (see gyre-tools' `editor`). Two handles are
+/// equal when they are the same editor.
+#[derive(Clone)]
+pub struct Editor(pub Arc<dyn gyre_tools::editor::EditorFiles>);
+
+impl PartialEq for Editor {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl std::fmt::Debug for Editor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Editor").field(&self.0).finish()
+    }
+}
 
 /// Which conversation the session continues.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -112,6 +131,9 @@ pub struct SessionOptions {
     /// What the SDK sent in `initialize`: its servers (the rest is layered into the
     /// fields above by [`SessionOptions::with_initialize`]).
     pub initialize: InitializeOptions,
+    /// The editor that holds the files, when gyre runs inside one (ACP); `None`: the
+    /// tools read and write the disk.
+    pub editor: Option<Editor>,
 }
 
 impl SessionOptions {
