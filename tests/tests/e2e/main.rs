@@ -1,6 +1,7 @@
 //! The end-to-end tests of the real `gyre` binary, one module per area, linked into one
 //! test binary (one link step instead of one per file).
 
+mod acp_e2e;
 mod agent_sdk;
 mod agents_e2e;
 mod architecture_doc;
