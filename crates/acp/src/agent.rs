@@ -12,10 +12,8 @@ use gyre_core::settings::Settings;
 use gyre_core::{Environment, Resume, SessionOptions};
 use serde_json::{Map, Value, json};
 
+use crate::Connection;
 use crate::worker::{self, Handle};
-
-/// The connection, set once it exists (it is built from the agent).
-pub type Connection = Rc<OnceCell<acp::AgentSideConnection>>;
 
 /// The models the model picker offers besides the session's own.
 const MODELS: [&str; 3] = ["claude-opus-4-6", "claude-sonnet-4-5", "claude-haiku-4-5"];

@@ -10,7 +10,7 @@ use agent_client_protocol::{self as acp, Client as _};
 use gyre_tools::editor::EditorFiles;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::agent::Connection;
+use crate::Connection;
 
 /// A request of a tool to the editor.
 pub enum FsRequest {

@@ -19,6 +19,10 @@ use std::rc::Rc;
 use agent_client_protocol as acp;
 use gyre_core::{Environment, SessionOptions};
 
+/// The connection, set once it exists (it is built from the agent, which needs it to
+/// send its notifications and requests).
+type Connection = Rc<std::cell::OnceCell<acp::AgentSideConnection>>;
+
 /// Why `gyre acp` stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum AcpError {
@@ -38,7 +42,7 @@ pub async fn run(base: SessionOptions, env: Environment) -> Result<(), AcpError>
     local
         .run_until(async move {
             let stdio = lines::stdio();
-            let conn: agent::Connection = Rc::new(std::cell::OnceCell::new());
+            let conn: Connection = Rc::new(std::cell::OnceCell::new());
             let gyre = agent::GyreAgent::new(Rc::clone(&conn), base, env);
             let (connection, serve) =
                 acp::AgentSideConnection::new(gyre, stdio.outgoing, stdio.incoming, |task| {

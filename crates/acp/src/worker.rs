@@ -17,7 +17,7 @@ use gyre_loop::{EngineEvent, LoopEvent, TerminalReason, TurnResult};
 use gyre_protocol::{ContentBlock, Message, Role, StopReason};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::agent::Connection;
+use crate::Connection;
 use crate::permission;
 use crate::prompt::Request;
 use crate::updates::{self, TODO_WRITE};
