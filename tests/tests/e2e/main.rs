@@ -2,6 +2,7 @@
 //! test binary (one link step instead of one per file).
 
 mod acp_e2e;
+mod acp_python;
 mod agent_sdk;
 mod agents_e2e;
 mod architecture_doc;
