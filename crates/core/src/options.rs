@@ -12,21 +12,37 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-/// The editor that holds a session's files (an ACP editor's `fs/*` methods): the tools
-/// read its buffers and write through it (see gyre-tools' `editor`). Two handles are
-/// equal when they are the same editor.
-#[derive(Clone)]
-pub struct Editor(pub Arc<dyn gyre_tools::editor::EditorFiles>);
+/// The editor gyre runs inside (an ACP editor): its files — the tools read its buffers
+/// and write through it — and its terminals, where Bash runs unconfined commands (see
+/// gyre-tools' `editor`). Two handles are equal when they hold the same ones.
+#[derive(Clone, Default)]
+pub struct Editor {
+    /// `fs/read_text_file` and `fs/write_text_file`, when the editor offers them.
+    pub files: Option<Arc<dyn gyre_tools::editor::EditorFiles>>,
+    /// `terminal/*`, when the editor offers them.
+    pub terminals: Option<Arc<dyn gyre_tools::editor::EditorTerminals>>,
+}
 
 impl PartialEq for Editor {
     fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        fn same<T: ?Sized>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+        }
+        same(self.files.as_ref(), other.files.as_ref())
+            && same(self.terminals.as_ref(), other.terminals.as_ref())
     }
 }
 
 impl std::fmt::Debug for Editor {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Editor").field(&self.0).finish()
+        f.debug_struct("Editor")
+            .field("files", &self.files)
+            .field("terminals", &self.terminals)
+            .finish()
     }
 }
 
