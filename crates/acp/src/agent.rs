@@ -6,6 +6,7 @@ use std::cell::{OnceCell, RefCell};
 use std::collections::HashMap;
 use std::path::Path;
 use std::rc::Rc;
+use std::sync::Arc;
 
 use agent_client_protocol::{self as acp, Client as _};
 use gyre_core::settings::Settings;
@@ -31,8 +32,11 @@ pub struct GyreAgent {
     sessions: RefCell<HashMap<String, Handle>>,
     /// What the client said it can do, in `initialize`.
     client: RefCell<acp::ClientCapabilities>,
-    /// Where the tools' requests for the editor's files go, once a session uses them.
-    files: OnceCell<crate::files::FsRequests>,
+    /// Where the tools' requests for the editor's files and terminals go, once a
+    /// session uses them.
+    requests: OnceCell<crate::editor::FsRequests>,
+    /// The terminal each call ran in.
+    shown: crate::editor::Shown,
 }
 
 impl std::fmt::Debug for GyreAgent {
@@ -140,7 +144,8 @@ impl GyreAgent {
             env,
             sessions: RefCell::new(HashMap::new()),
             client: RefCell::new(acp::ClientCapabilities::default()),
-            files: OnceCell::new(),
+            requests: OnceCell::new(),
+            shown: Rc::default(),
         }
     }
 
@@ -210,31 +215,43 @@ impl GyreAgent {
             .map_err(|e| invalid(e.to_string()))?;
         let session = gyre_core::session::build(&options, cwd, &settings, true, &env, mcp)
             .map_err(|e| invalid(e.to_string()))?;
-        let (handle, started) = worker::spawn(session, Rc::clone(&self.conn));
+        let (handle, started) =
+            worker::spawn(session, Rc::clone(&self.conn), Rc::clone(&self.shown));
         self.sessions
             .borrow_mut()
             .insert(started.session_id.clone(), handle.clone());
         Ok((handle, started))
     }
 
-    /// The client's files for session `session_id`, when it offers to read or write them.
+    /// The editor's files and terminals for session `session_id`, those the client
+    /// offers.
     fn editor(&self, session_id: &str) -> Option<gyre_core::Editor> {
-        let fs = self.client.borrow().fs.clone();
-        if !fs.read_text_file && !fs.write_text_file {
+        let client = self.client.borrow().clone();
+        let (read, write) = (client.fs.read_text_file, client.fs.write_text_file);
+        if !read && !write && !client.terminal {
             return None;
         }
         let requests = self
-            .files
-            .get_or_init(|| crate::files::serve(Rc::clone(&self.conn)))
+            .requests
+            .get_or_init(|| crate::editor::serve(Rc::clone(&self.conn), Rc::clone(&self.shown)))
             .clone();
-        Some(gyre_core::Editor(std::sync::Arc::new(
-            crate::files::ClientFiles {
-                session_id: acp::SessionId::new(session_id.to_owned()),
-                read: fs.read_text_file,
-                write: fs.write_text_file,
-                requests,
-            },
-        )))
+        let session_id = acp::SessionId::new(session_id.to_owned());
+        let files: Option<Arc<dyn gyre_tools::editor::EditorFiles>> = (read || write).then(|| {
+            Arc::new(crate::editor::ClientFiles {
+                session_id: session_id.clone(),
+                read,
+                write,
+                requests: requests.clone(),
+            }) as _
+        });
+        let terminals: Option<Arc<dyn gyre_tools::editor::EditorTerminals>> =
+            client.terminal.then(|| {
+                Arc::new(crate::editor::ClientTerminals {
+                    session_id,
+                    requests,
+                }) as _
+            });
+        Some(gyre_core::Editor { files, terminals })
     }
 
     /// The slash commands, sent once the session's id is known to the editor: after

@@ -7,7 +7,7 @@
 //! messages and ACP's. Nothing here knows how a turn runs: this crate only translates.
 
 mod agent;
-mod files;
+mod editor;
 mod lines;
 mod permission;
 mod prompt;

@@ -18,6 +18,7 @@ use gyre_protocol::{ContentBlock, Message, Role, StopReason};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::Connection;
+use crate::editor::Shown;
 use crate::permission;
 use crate::prompt::Request;
 use crate::updates::{self, TODO_WRITE};
@@ -97,7 +98,7 @@ impl Handle {
 }
 
 /// Starts `session`'s task; permission questions go to the editor.
-pub fn spawn(mut session: Session, conn: Connection) -> (Handle, Started) {
+pub fn spawn(mut session: Session, conn: Connection, shown: Shown) -> (Handle, Started) {
     session.ask_questions();
     let control = session.control();
     let started = Started {
@@ -115,6 +116,7 @@ pub fn spawn(mut session: Session, conn: Connection) -> (Handle, Started) {
     let out = Out {
         conn,
         session_id: acp::SessionId::new(started.session_id.clone()),
+        shown,
     };
     let cancelled = Rc::clone(&handle.cancelled);
     tokio::task::spawn_local(run(session, receiver, out, control, cancelled));
@@ -126,6 +128,8 @@ pub fn spawn(mut session: Session, conn: Connection) -> (Handle, Started) {
 struct Out {
     conn: Connection,
     session_id: acp::SessionId,
+    /// The terminal each call ran in (the editor's), kept in its final update.
+    shown: Shown,
 }
 
 impl Out {
@@ -233,12 +237,12 @@ impl Tally {
                         ..
                     },
                 ) if !self.plans.contains(tool_use_id) => {
-                    out.send(acp::SessionUpdate::ToolCallUpdate(updates::tool_result(
-                        tool_use_id,
-                        content,
-                        *is_error,
-                    )))
-                    .await;
+                    let mut update = updates::tool_result(tool_use_id, content, *is_error);
+                    let terminal = out.shown.borrow_mut().remove(tool_use_id);
+                    if let (Some(id), Some(content)) = (terminal, update.fields.content.as_mut()) {
+                        content.insert(0, acp::ToolCallContent::Terminal(acp::Terminal::new(id)));
+                    }
+                    out.send(acp::SessionUpdate::ToolCallUpdate(update)).await;
                 }
                 _ => {}
             }

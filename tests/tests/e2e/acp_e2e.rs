@@ -20,6 +20,9 @@ use tokio_util::compat::{TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt 
 /// How long a test waits for an update it expects.
 const PATIENCE: Duration = Duration::from_secs(20);
 
+/// A terminal's output once its command exited.
+type Exited = Rc<RefCell<Option<std::process::Output>>>;
+
 /// The editor's side: what it was told, and how it answers gyre's requests.
 #[derive(Default)]
 struct Editor {
@@ -31,6 +34,8 @@ struct Editor {
     buffers: RefCell<HashMap<PathBuf, String>>,
     /// What `fs/write_text_file` received.
     written: RefCell<Vec<(PathBuf, String)>>,
+    /// Each terminal's command line, and its output once it exited.
+    terminals: RefCell<Vec<(String, Exited)>>,
     changed: tokio::sync::Notify,
 }
 
@@ -79,6 +84,71 @@ impl acp::Client for Editor {
     ) -> acp::Result<acp::WriteTextFileResponse> {
         self.written.borrow_mut().push((args.path, args.content));
         Ok(acp::WriteTextFileResponse::new())
+    }
+
+    async fn create_terminal(
+        &self,
+        args: acp::CreateTerminalRequest,
+    ) -> acp::Result<acp::CreateTerminalResponse> {
+        let mut cmd = tokio::process::Command::new(&args.command);
+        cmd.args(&args.args)
+            .envs(args.env.iter().map(|e| (&e.name, &e.value)));
+        if let Some(cwd) = &args.cwd {
+            cmd.current_dir(cwd);
+        }
+        let done = Rc::new(RefCell::new(None));
+        let id = {
+            let mut terminals = self.terminals.borrow_mut();
+            terminals.push((args.args.join(" "), Rc::clone(&done)));
+            terminals.len() - 1
+        };
+        tokio::task::spawn_local(async move {
+            let output = cmd.output().await.unwrap();
+            *done.borrow_mut() = Some(output);
+        });
+        Ok(acp::CreateTerminalResponse::new(id.to_string()))
+    }
+
+    async fn wait_for_terminal_exit(
+        &self,
+        args: acp::WaitForTerminalExitRequest,
+    ) -> acp::Result<acp::WaitForTerminalExitResponse> {
+        let done =
+            Rc::clone(&self.terminals.borrow()[args.terminal_id.0.parse::<usize>().unwrap()].1);
+        loop {
+            if let Some(output) = &*done.borrow() {
+                let code = output.status.code().map(|c| u32::try_from(c).unwrap());
+                return Ok(acp::WaitForTerminalExitResponse::new(
+                    acp::TerminalExitStatus::new().exit_code(code),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn terminal_output(
+        &self,
+        args: acp::TerminalOutputRequest,
+    ) -> acp::Result<acp::TerminalOutputResponse> {
+        let terminals = self.terminals.borrow();
+        let done = terminals[args.terminal_id.0.parse::<usize>().unwrap()]
+            .1
+            .borrow();
+        let output = done.as_ref().map_or_else(String::new, |o| {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+        Ok(acp::TerminalOutputResponse::new(output, false))
+    }
+
+    async fn release_terminal(
+        &self,
+        _args: acp::ReleaseTerminalRequest,
+    ) -> acp::Result<acp::ReleaseTerminalResponse> {
+        Ok(acp::ReleaseTerminalResponse::new())
     }
 }
 
@@ -129,18 +199,16 @@ impl Acp {
         server: &TestServer,
         fs: acp::FileSystemCapabilities,
     ) -> Self {
-        Self::start_with(sandbox, server, fs, &[]).await
+        Self::start_with_caps(sandbox, server, acp::ClientCapabilities::new().fs(fs)).await
     }
 
-    async fn start_with(
+    async fn start_with_caps(
         sandbox: &Sandbox,
         server: &TestServer,
-        fs: acp::FileSystemCapabilities,
-        args: &[&str],
+        caps: acp::ClientCapabilities,
     ) -> Self {
         let mut cmd = tokio::process::Command::from(sandbox.gyre(server).unwrap());
         cmd.arg("acp")
-            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -156,8 +224,7 @@ impl Acp {
         tokio::task::spawn_local(io);
         let init = conn
             .initialize(
-                acp::InitializeRequest::new(acp::ProtocolVersion::V1)
-                    .client_capabilities(acp::ClientCapabilities::new().fs(fs)),
+                acp::InitializeRequest::new(acp::ProtocolVersion::V1).client_capabilities(caps),
             )
             .await
             .unwrap();
@@ -688,6 +755,65 @@ fn the_editors_buffers_are_read_and_edits_go_through_the_editor() {
             [(file.clone(), "fn edited() {}\n".to_owned())]
         );
         assert_eq!(std::fs::read_to_string(&file).unwrap(), "fn on_disk() {}\n");
+    });
+}
+
+#[test]
+fn bash_runs_in_the_editors_terminal_and_the_call_shows_it() {
+    local(async {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([
+            bash("toolu_t", "echo from-the-terminal; touch t.txt; exit 3"),
+            Turn::text("Seen."),
+        ]))
+        .unwrap();
+        let gyre = Acp::start_with_caps(
+            &sandbox,
+            &server,
+            acp::ClientCapabilities::new().terminal(true),
+        )
+        .await;
+        let session = gyre.new_session(&sandbox.project()).await;
+        let id = &session.session_id;
+        gyre.answer(&["allow_once"]);
+        assert_eq!(
+            gyre.prompt(id, "run it").await.unwrap(),
+            acp::StopReason::EndTurn
+        );
+        // The editor ran it, in the project.
+        let commands: Vec<String> = gyre
+            .editor
+            .terminals
+            .borrow()
+            .iter()
+            .map(|t| t.0.clone())
+            .collect();
+        assert_eq!(commands, ["-c echo from-the-terminal; touch t.txt; exit 3"]);
+        assert!(sandbox.project().join("t.txt").is_file());
+        // The model got its output and exit code as from a command run by gyre.
+        let sent = server.requests()[1].body["messages"].to_string();
+        assert!(sent.contains("Exit code 3\\nfrom-the-terminal"), "{sent}");
+        // The call showed the terminal, and still does when it has failed.
+        gyre.editor
+            .wait_until("the call's end", |e| {
+                outcome_of(&e.updates_of(id), "toolu_t").0 == Some(acp::ToolCallStatus::Failed)
+            })
+            .await;
+        let updates = gyre.editor.updates_of(id);
+        let last = updates
+            .iter()
+            .rev()
+            .find_map(|u| match u {
+                acp::SessionUpdate::ToolCallUpdate(u) if &*u.tool_call_id.0 == "toolu_t" => {
+                    u.fields.content.clone()
+                }
+                _ => None,
+            })
+            .unwrap();
+        assert!(
+            matches!(&last[0], acp::ToolCallContent::Terminal(t) if &*t.terminal_id.0 == "0"),
+            "{last:?}"
+        );
     });
 }
 
