@@ -5,7 +5,8 @@
 
 use std::future::Future;
 
-use serde_json::{Value, json};
+use serde::Serialize;
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
 use tokio::sync::mpsc;
 use tokio_util::compat::{Compat, TokioAsyncReadCompatExt as _, TokioAsyncWriteCompatExt as _};
@@ -17,8 +18,22 @@ const PIPE_BYTES: usize = 256 * 1024;
 const PARSE_ERROR: i64 = -32700;
 const INVALID_REQUEST: i64 = -32600;
 
+/// A JSON-RPC 2.0 error response to a message that has no id to answer by.
+#[derive(Debug, Serialize)]
+struct Refusal {
+    jsonrpc: &'static str,
+    id: Option<()>,
+    error: RefusalError,
+}
+
+#[derive(Debug, Serialize)]
+struct RefusalError {
+    code: i64,
+    message: String,
+}
+
 /// What to answer a line from the client with instead of handing it on, if anything.
-fn refusal(line: &str) -> Option<Value> {
+fn refusal(line: &str) -> Option<Refusal> {
     let (code, message) = match serde_json::from_str::<Value>(line) {
         Err(e) => (PARSE_ERROR, format!("Parse error: the line is not JSON ({e})")),
         Ok(Value::Object(message)) if message.contains_key("method") || message.contains_key("id") => {
@@ -29,11 +44,11 @@ fn refusal(line: &str) -> Option<Value> {
             "Invalid Request: a message is one JSON-RPC 2.0 object with a \"method\" (a request or notification) or an \"id\" (a response)".to_owned(),
         ),
     };
-    Some(json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": {"code": code, "message": message},
-    }))
+    Some(Refusal {
+        jsonrpc: "2.0",
+        id: None,
+        error: RefusalError { code, message },
+    })
 }
 
 /// The connection's ends and the tasks that move lines between them and stdio.
@@ -61,7 +76,9 @@ pub fn stdio() -> Stdio<impl Future<Output = ()>, impl Future<Output = ()>> {
             }
             match refusal(&line) {
                 Some(error) => {
-                    let _ = errors.send(error.to_string());
+                    if let Ok(line) = serde_json::to_string(&error) {
+                        let _ = errors.send(line);
+                    }
                 }
                 None => {
                     let mut line = line;
@@ -112,10 +129,11 @@ mod tests {
         assert!(refusal(r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#).is_none());
         assert!(refusal(r#"{"jsonrpc":"2.0","method":"session/cancel"}"#).is_none());
         assert!(refusal(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#).is_none());
-        let error = refusal("{not json").unwrap();
+        let error = serde_json::to_value(refusal("{not json").unwrap()).unwrap();
         assert_eq!(error["error"]["code"], PARSE_ERROR);
         assert_eq!(error["id"], Value::Null);
-        let error = refusal("[1, 2]").unwrap();
+        assert_eq!(error["jsonrpc"], "2.0");
+        let error = serde_json::to_value(refusal("[1, 2]").unwrap()).unwrap();
         assert_eq!(error["error"]["code"], INVALID_REQUEST);
     }
 }

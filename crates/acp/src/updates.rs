@@ -190,7 +190,12 @@ pub fn stream_chunk(event: &StreamEvent) -> Option<acp::SessionUpdate> {
         ContentDelta::ThinkingDelta { thinking } => {
             Some(acp::SessionUpdate::AgentThoughtChunk(text_chunk(thinking)))
         }
-        _ => None,
+        // A call's input shows whole when the call starts; signatures and citations
+        // are not shown.
+        ContentDelta::InputJsonDelta { .. }
+        | ContentDelta::SignatureDelta { .. }
+        | ContentDelta::CitationsDelta { .. }
+        | ContentDelta::Other(_) => None,
     }
 }
 

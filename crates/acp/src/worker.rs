@@ -264,7 +264,11 @@ impl Tally {
             }
             EngineEvent::Message { message, .. } => self.message(out, &message).await,
             EngineEvent::Result(result) => self.result = Some(result),
-            _ => {}
+            // Retries, compaction, denials (the call's result says it) and sub-agents'
+            // own messages are not shown.
+            EngineEvent::Loop(_)
+            | EngineEvent::Subagent { .. }
+            | EngineEvent::SubagentProgress(_) => {}
         }
     }
 
