@@ -25,9 +25,14 @@ from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import (
     AllowedOutcome,
     ClientCapabilities,
+    CreateTerminalResponse,
     FileSystemCapabilities,
     ReadTextFileResponse,
+    ReleaseTerminalResponse,
     RequestPermissionResponse,
+    TerminalExitStatus,
+    TerminalOutputResponse,
+    WaitForTerminalExitResponse,
     WriteTextFileResponse,
 )
 from acp.stdio import spawn_agent_process
@@ -66,6 +71,7 @@ class Editor:
         self.asked = []
         self.buffers = {}
         self.written = []
+        self.terminals = []  # (command line, task giving (output, exit code))
         self.changed = asyncio.Event()
 
     def _touch(self):
@@ -92,6 +98,32 @@ class Editor:
     async def write_text_file(self, session_id, path, content, **kwargs):
         self.written.append((path, content))
         return WriteTextFileResponse()
+
+    async def create_terminal(self, session_id, command, args=None, env=None, cwd=None,
+                              output_byte_limit=None, **kwargs):
+        variables = {**os.environ, **{e.name: e.value for e in env or []}}
+
+        async def run():
+            proc = await asyncio.create_subprocess_exec(
+                command, *(args or []), cwd=cwd, env=variables,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+            out, _ = await proc.communicate()
+            return out.decode(), proc.returncode
+
+        self.terminals.append((" ".join([command, *(args or [])]), asyncio.create_task(run())))
+        return CreateTerminalResponse(terminal_id=str(len(self.terminals) - 1))
+
+    async def wait_for_terminal_exit(self, session_id, terminal_id, **kwargs):
+        _, code = await self.terminals[int(terminal_id)][1]
+        return WaitForTerminalExitResponse(exit_code=code)
+
+    async def terminal_output(self, session_id, terminal_id, **kwargs):
+        out, code = await self.terminals[int(terminal_id)][1]
+        return TerminalOutputResponse(output=out, truncated=False,
+                                      exit_status=TerminalExitStatus(exit_code=code))
+
+    async def release_terminal(self, session_id, terminal_id, **kwargs):
+        return ReleaseTerminalResponse()
 
     def answer(self, *options):
         self.answers.extend(options)
@@ -309,6 +341,23 @@ async def case_editor_buffers_and_writes(case):
             expect(f.read() == "fn on_disk() {}\n", "the disk is the editor's to write")
 
 
+async def case_bash_in_the_editors_terminal(case):
+    editor = Editor()
+    async with case.spawn(editor) as (conn, _proc):
+        await conn.initialize(protocol_version=PROTOCOL_VERSION,
+                              client_capabilities=ClientCapabilities(terminal=True))
+        sid = (await conn.new_session(cwd=case.project, mcp_servers=[])).session_id
+        editor.answer("allow_once")
+        await conn.prompt(session_id=sid, prompt=[text_block("run it")])
+        commands = [c for c, _ in editor.terminals]
+        expect(commands == ["bash -c echo in-the-editor; touch t.txt"], f"the editor ran it: {commands}")
+        expect(os.path.isfile(os.path.join(case.project, "t.txt")), "in the project")
+        expect("in-the-editor" in json.dumps(case.tk.requests()[1]["messages"]), "the model got its output")
+        shown = [c for u in editor.of(sid, "tool_call_update") if u.tool_call_id == "toolu_t"
+                 for c in (u.content or []) if c.type == "terminal"]
+        expect(shown and shown[0].terminal_id == "0", f"the call showed the terminal: {shown}")
+
+
 async def case_malformed_lines_get_errors(case):
     proc = await asyncio.create_subprocess_exec(
         GYRE, "acp", env=case.env(), cwd=case.project,
@@ -367,6 +416,10 @@ CASES = {
     "editor_buffers_and_writes": (
         case_editor_buffers_and_writes,
         [None, None, text_turn("Renamed.")],
+    ),
+    "bash_in_the_editors_terminal": (
+        case_bash_in_the_editors_terminal,
+        [bash("toolu_t", "echo in-the-editor; touch t.txt"), text_turn("Seen.")],
     ),
     "malformed_lines_get_errors": (
         case_malformed_lines_get_errors,
