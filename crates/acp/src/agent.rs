@@ -94,6 +94,19 @@ fn mcp_config(servers: &[acp::McpServer]) -> Option<Value> {
     Some(Value::Object(out))
 }
 
+/// The protocol versions gyre speaks.
+const VERSIONS: [acp::ProtocolVersion; 1] = [acp::ProtocolVersion::V1];
+
+/// The version to answer `initialize` with: the client's when gyre speaks it, else the
+/// newest gyre speaks (the client then decides whether it can go on).
+fn negotiate(requested: acp::ProtocolVersion) -> acp::ProtocolVersion {
+    if VERSIONS.contains(&requested) {
+        requested
+    } else {
+        acp::ProtocolVersion::LATEST
+    }
+}
+
 /// The permission modes an editor offers, by gyre's (Claude Code's) names.
 fn modes(current: &str, bypass_allowed: bool) -> acp::SessionModeState {
     let mut modes = vec![
@@ -290,8 +303,7 @@ impl acp::Agent for GyreAgent {
         args: acp::InitializeRequest,
     ) -> Result<acp::InitializeResponse, acp::Error> {
         *self.client.borrow_mut() = args.client_capabilities.clone();
-        // The newest version both speak.
-        let version = std::cmp::min(args.protocol_version, acp::ProtocolVersion::LATEST);
+        let version = negotiate(args.protocol_version);
         let capabilities = acp::AgentCapabilities::new()
             .load_session(true)
             .prompt_capabilities(
@@ -428,6 +440,22 @@ mod tests {
             })
         );
         assert!(mcp_config(&[]).is_none());
+    }
+
+    #[test]
+    fn the_version_is_the_clients_when_gyre_speaks_it_else_gyres_newest() {
+        assert_eq!(
+            negotiate(acp::ProtocolVersion::V1),
+            acp::ProtocolVersion::V1
+        );
+        assert_eq!(
+            negotiate(acp::ProtocolVersion::V0),
+            acp::ProtocolVersion::V1
+        );
+        assert_eq!(
+            negotiate(serde_json::from_value(json!(2)).unwrap()),
+            acp::ProtocolVersion::V1
+        );
     }
 
     #[test]
