@@ -634,6 +634,43 @@ pub fn install(what: &str, cmd: &mut Command) {
     );
 }
 
+/// A venv under the target dir with `requirement` installed from PyPI (`python3 -m venv`,
+/// then pip), made on first use and kept; its python. `name` names the venv's folder.
+///
+/// # Panics
+/// When the venv cannot be made or the package installed: a test that needs it never
+/// passes without it.
+#[allow(clippy::unwrap_used)]
+#[must_use]
+pub fn pip_venv(name: &str, requirement: &str) -> PathBuf {
+    let venv = target_dir().join(name);
+    let python = venv.join("bin").join("python");
+    let marker = venv.join(format!("{requirement}.installed"));
+    if marker.is_file() {
+        return python;
+    }
+    if !python.is_file() {
+        install(
+            &format!("the venv for {requirement} (python3-venv)"),
+            Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        );
+    }
+    install(
+        &format!("{requirement} from PyPI"),
+        Command::new(&python)
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--disable-pip-version-check",
+            ])
+            .arg(requirement),
+    );
+    std::fs::write(&marker, "").unwrap();
+    python
+}
+
 /// Runs a client's suite of cases (`cmd`: the interpreter and the script, with its own
 /// arguments) with gyre and gyre-testkit, each named by `--gyre` and `--testkit`
 /// (`GYRE_SDK_CASE` picks cases by name), and fails unless every case passed.

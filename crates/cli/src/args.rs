@@ -29,6 +29,19 @@ pub enum Command {
         /// The folder to trust; folders beneath it are trusted too.
         dir: Option<PathBuf>,
     },
+    /// Serve the Agent Client Protocol on stdin/stdout, for Zed, JetBrains and other
+    /// ACP editors (docs/acp.md).
+    Acp {
+        /// The model of new sessions (else the settings', ANTHROPIC_MODEL, the default).
+        #[arg(long)]
+        model: Option<String>,
+        /// The permission mode sessions start in (else the settings' defaultMode).
+        #[arg(long, value_name = "MODE")]
+        permission_mode: Option<String>,
+        /// Offer bypassPermissions among the editor's modes.
+        #[arg(long)]
+        allow_dangerously_skip_permissions: bool,
+    },
     /// Print a shell completion script.
     Completions {
         /// bash, zsh or fish.
@@ -311,6 +324,7 @@ impl Cli {
             mcp_config: self.mcp_config.clone(),
             strict_mcp_config: self.strict_mcp_config,
             initialize: InitializeOptions::default(),
+            editor: None,
         }
     }
 }

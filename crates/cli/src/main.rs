@@ -125,6 +125,24 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             );
             return Ok(ExitCode::SUCCESS);
         }
+        Some(Command::Acp {
+            model,
+            permission_mode,
+            allow_dangerously_skip_permissions,
+        }) => {
+            let options = gyre_core::SessionOptions {
+                model: model.clone(),
+                permission_mode: permission_mode.clone(),
+                allow_dangerously_skip_permissions: *allow_dangerously_skip_permissions,
+                ..gyre_core::SessionOptions::default()
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .context("could not start the async runtime")?;
+            runtime.block_on(gyre_acp::run(options, process_env))?;
+            return Ok(ExitCode::SUCCESS);
+        }
         None => {}
     }
     let headless = cli.print || !std::io::stdin().is_terminal();

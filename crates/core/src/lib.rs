@@ -36,4 +36,4 @@ pub use client::{ClientChannel, ClientError, ClientRequests};
 pub use env::Environment;
 pub use error::CoreError;
 pub use ops::{Control, Event, Op};
-pub use options::{InitializeOptions, Resume, SessionOptions};
+pub use options::{Editor, InitializeOptions, Resume, SessionOptions};

@@ -8,8 +8,43 @@
 //! the front-end was told, and [`crate::session::build`] layers them over the settings.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use serde_json::Value;
+
+/// The editor gyre runs inside (an ACP editor): its files — the tools read its buffers
+/// and write through it — and its terminals, where Bash runs unconfined commands (see
+/// gyre-tools' `editor`). Two handles are equal when they hold the same ones.
+#[derive(Clone, Default)]
+pub struct Editor {
+    /// `fs/read_text_file` and `fs/write_text_file`, when the editor offers them.
+    pub files: Option<Arc<dyn gyre_tools::editor::EditorFiles>>,
+    /// `terminal/*`, when the editor offers them.
+    pub terminals: Option<Arc<dyn gyre_tools::editor::EditorTerminals>>,
+}
+
+impl PartialEq for Editor {
+    fn eq(&self, other: &Self) -> bool {
+        fn same<T: ?Sized>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (None, None) => true,
+                _ => false,
+            }
+        }
+        same(self.files.as_ref(), other.files.as_ref())
+            && same(self.terminals.as_ref(), other.terminals.as_ref())
+    }
+}
+
+impl std::fmt::Debug for Editor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Editor")
+            .field("files", &self.files)
+            .field("terminals", &self.terminals)
+            .finish()
+    }
+}
 
 /// Which conversation the session continues.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -127,6 +162,9 @@ pub struct SessionOptions {
     /// What the SDK sent in `initialize`: its servers (the rest is layered into the
     /// fields above by [`SessionOptions::with_initialize`]).
     pub initialize: InitializeOptions,
+    /// The editor that holds the files, when gyre runs inside one (ACP); `None`: the
+    /// tools read and write the disk.
+    pub editor: Option<Editor>,
 }
 
 impl SessionOptions {

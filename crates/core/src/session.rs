@@ -368,6 +368,10 @@ pub fn build(
         .with_output_dir(session_dir.join("tool-outputs"))
         .with_child_env(env.child_vars());
     tool_context.max_tool_concurrency = gyre_tools::max_concurrency_from(|name| env.var(name));
+    if let Some(editor) = &cli.editor {
+        tool_context.editor_files.clone_from(&editor.files);
+        tool_context.editor_terminals.clone_from(&editor.terminals);
+    }
     for dir in working_dirs.iter().skip(1) {
         tool_context = tool_context.with_working_dir(dir.clone());
     }

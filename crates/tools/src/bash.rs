@@ -10,6 +10,7 @@ use serde_json::Value;
 use tokio::io::AsyncReadExt as _;
 use tokio::process::Command;
 
+use crate::editor::TerminalEnding;
 use crate::process_tree::ProcessTree;
 use crate::{
     BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
@@ -172,6 +173,11 @@ async fn run_command(
         Ok(c) => c,
         Err(e) => return ToolOutput::error(e.to_string()),
     };
+    if confinement.is_none()
+        && let Some(terminals) = &ctx.editor_terminals
+    {
+        return in_editor_terminal(terminals.as_ref(), command, timeout_ms, ctx).await;
+    }
     // Kept until the command is done: the sandbox's temp dir, removed on drop.
     let mut _temp_dir = None;
     let mut _placeholders = None;
@@ -277,31 +283,83 @@ async fn run_command(
     if let Some(note) = sweep.and_then(|s| sandbox::ProtectedSweep::note(&s.sweep())) {
         body = with_note(&body, &note);
     }
+    let ending = match ending {
+        Ending::Exited(status) => TerminalEnding::Exited(exit_code(status)),
+        Ending::TimedOut => TerminalEnding::TimedOut,
+        Ending::Cancelled => TerminalEnding::Cancelled,
+    };
+    reported(body, &ending, timeout_ms, "its process group was killed")
+}
+
+/// The call's result: the output, and how the command ended (`killed` says what was
+/// killed when it did not end by itself).
+fn reported(
+    mut body: String,
+    ending: &TerminalEnding,
+    timeout_ms: u64,
+    killed: &str,
+) -> ToolOutput {
     match ending {
-        Ending::Exited(status) => {
-            let code = exit_code(status);
-            if code == 0 {
-                if body.is_empty() {
-                    body.push_str("(no output)");
-                }
-                ToolOutput::ok(body)
-            } else if body.is_empty() {
-                ToolOutput::error(format!("Exit code {code}"))
-            } else {
-                ToolOutput::error(format!("Exit code {code}\n{body}"))
+        TerminalEnding::Exited(0) => {
+            if body.is_empty() {
+                body.push_str("(no output)");
             }
+            ToolOutput::ok(body)
         }
-        Ending::TimedOut => ToolOutput::error(with_note(
+        TerminalEnding::Exited(code) if body.is_empty() => {
+            ToolOutput::error(format!("Exit code {code}"))
+        }
+        TerminalEnding::Exited(code) => ToolOutput::error(format!("Exit code {code}\n{body}")),
+        TerminalEnding::TimedOut => ToolOutput::error(with_note(
             &body,
             &format!(
-                "Command timed out after {timeout_ms} ms; its process group was killed. The output above is partial."
+                "Command timed out after {timeout_ms} ms; {killed}. The output above is partial."
             ),
         )),
-        Ending::Cancelled => ToolOutput::error(with_note(
+        TerminalEnding::Cancelled => ToolOutput::error(with_note(
             &body,
-            "Command was interrupted; its process group was killed. The output above is partial.",
+            &format!("Command was interrupted; {killed}. The output above is partial."),
         )),
     }
+}
+
+/// Runs `command` in the editor's terminal (nothing confines it) and reports it as a
+/// command run here is reported.
+async fn in_editor_terminal(
+    terminals: &dyn crate::editor::EditorTerminals,
+    command: &str,
+    timeout_ms: u64,
+    ctx: &ToolContext,
+) -> ToolOutput {
+    use crate::editor::TerminalCommand;
+    let run = terminals
+        .run(TerminalCommand {
+            command,
+            cwd: &ctx.cwd,
+            env: &ctx.child_env,
+            timeout: Duration::from_millis(timeout_ms),
+            cancel: &ctx.cancel,
+            tool_use_id: ctx.tool_use_id.as_deref(),
+            output_byte_limit: MAX_CAPTURE_BYTES,
+        })
+        .await;
+    let run = match run {
+        Ok(run) => run,
+        Err(e) => return ToolOutput::error(format!("The editor could not run the command: {e}")),
+    };
+    let mut body = shorten_output(&run.output, 0, ctx).await;
+    if run.truncated {
+        body = with_note(
+            &body,
+            &format!("[the start of the output was dropped: over {MAX_CAPTURE_BYTES} bytes]"),
+        );
+    }
+    reported(
+        body,
+        &run.ending,
+        timeout_ms,
+        "the editor's terminal was killed",
+    )
 }
 
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {

@@ -11,7 +11,7 @@ use similar::TextDiff;
 use crate::file_state::Freshness;
 use crate::tool::call_blocking;
 use crate::write::{
-    MODIFIED_MESSAGE, NOT_READ_MESSAGE, read_with_freshness, record_written, write_atomic,
+    MODIFIED_MESSAGE, NOT_READ_MESSAGE, read_with_freshness, record_written, store,
 };
 use crate::{
     BoxFuture, PermissionDecision, ProgressFn, Tool, ToolContext, ToolInputError, ToolOutput,
@@ -76,6 +76,10 @@ Usage:\n\
         let path = ctx.resolve(&input.file_path);
         if ctx.file_state.get(&path).is_none() {
             return Err(NOT_READ_MESSAGE.into());
+        }
+        // The editor's text is read where blocking is allowed: when the call runs.
+        if ctx.editor_files.is_some() {
+            return Ok(());
         }
         match plan_edit(&path, &input, ctx) {
             Err(Refused::Mistake(message)) => Err(message.into()),
@@ -314,7 +318,7 @@ fn create_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
     {
         return ToolOutput::error(format!("Cannot create {}: {e}", parent.display()));
     }
-    if let Err(e) = write_atomic(path, content.as_bytes()) {
+    if let Err(e) = store(path, content, ctx) {
         return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
     }
     record_written(ctx, path, content.as_bytes());
@@ -322,7 +326,7 @@ fn create_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
 }
 
 fn save(path: &Path, original: &str, updated: &str, ctx: &ToolContext) -> ToolOutput {
-    if let Err(e) = write_atomic(path, updated.as_bytes()) {
+    if let Err(e) = store(path, updated, ctx) {
         return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
     }
     record_written(ctx, path, updated.as_bytes());

@@ -41,6 +41,7 @@ pub mod bench_support;
 mod call;
 pub mod domain;
 pub mod edit;
+pub mod editor;
 mod executor;
 pub mod file_state;
 pub mod glob;

@@ -186,12 +186,22 @@ async fn read_file(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
     } else {
         MAX_FILE_BYTES
     };
-    let scanned = tokio::task::spawn_blocking(move || {
-        read_page(std::io::Read::take(file, cap), offset, limit)
-    })
-    .await
-    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
-    let page = match scanned {
+    // An editor's buffer, unsaved changes included, is what the user sees: it wins over
+    // the disk (asked off the async threads, as the editor's answer is waited for).
+    let editor = ctx.editor_files.clone();
+    let from = path.clone();
+    let disk_len = metadata.len();
+    let scanned =
+        tokio::task::spawn_blocking(move || match editor.and_then(|e| e.read_text(&from)) {
+            Some(text) => {
+                let len = text.len() as u64;
+                read_page(std::io::Cursor::new(text.into_bytes()), offset, limit).map(|p| (p, len))
+            }
+            None => read_page(std::io::Read::take(file, cap), offset, limit).map(|p| (p, disk_len)),
+        })
+        .await
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    let (page, text_len) = match scanned {
         Ok(page) => page,
         Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
     };
@@ -203,12 +213,12 @@ async fn read_file(input: &ReadInput, ctx: &ToolContext) -> ToolOutput {
     }
     let mtime = metadata.modified().ok();
     let state = match page.hash {
-        Some(hash) if page.bytes == metadata.len() => FileState {
+        Some(hash) if page.bytes == text_len => FileState {
             mtime,
             content_hash: Some(hash),
             len: page.bytes,
         },
-        Some(_) | None => FileState::partial(metadata.len(), mtime),
+        Some(_) | None => FileState::partial(text_len, mtime),
     };
     ctx.file_state.record(&path, state);
 

@@ -158,6 +158,12 @@ pub struct ToolContext {
     /// settings, trust file and folder rules), besides the names [`crate::protected`]
     /// protects everywhere.
     pub protected_roots: Arc<[PathBuf]>,
+    /// The editor that holds the files, when gyre runs inside one (see
+    /// [`crate::editor`]); `None` reads and writes the disk.
+    pub editor_files: Option<Arc<dyn crate::editor::EditorFiles>>,
+    /// The editor's terminals, where Bash runs unconfined commands when gyre runs inside
+    /// an editor that offers them (see [`crate::editor`]); `None` runs them here.
+    pub editor_terminals: Option<Arc<dyn crate::editor::EditorTerminals>>,
 }
 
 /// `path` made absolute against the current directory (lexically: symlinks are resolved
@@ -186,6 +192,8 @@ impl ToolContext {
             max_tool_concurrency: None,
             sandbox_access: crate::sandbox::SandboxAccess::from_env(),
             protected_roots: Arc::from([]),
+            editor_files: None,
+            editor_terminals: None,
         }
     }
 

@@ -87,7 +87,8 @@ Usage:\n\
             return Ok(());
         };
         let path = ctx.resolve(raw);
-        if ctx.file_state.get(&path).is_none() {
+        // The editor's text is read where blocking is allowed: when the call runs.
+        if ctx.file_state.get(&path).is_none() || ctx.editor_files.is_some() {
             return Ok(());
         }
         let Ok(metadata) = std::fs::metadata(&path) else {
@@ -147,7 +148,7 @@ fn write_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
     {
         return ToolOutput::error(format!("Cannot create {}: {e}", parent.display()));
     }
-    if let Err(e) = write_atomic(path, content.as_bytes()) {
+    if let Err(e) = store(path, content, ctx) {
         return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
     }
     record_written(ctx, path, content.as_bytes());
@@ -168,11 +169,28 @@ pub(crate) fn read_with_freshness(
     metadata: &std::fs::Metadata,
     ctx: &ToolContext,
 ) -> std::io::Result<(Vec<u8>, Freshness)> {
-    let bytes = crate::paths::read_as_checked(path, MAX_EDIT_FILE_BYTES)?;
+    let editor_text = ctx.editor_files.as_ref().and_then(|e| e.read_text(path));
+    let bytes = match editor_text {
+        Some(text) => text.into_bytes(),
+        None => crate::paths::read_as_checked(path, MAX_EDIT_FILE_BYTES)?,
+    };
     let freshness = ctx
         .file_state
         .freshness(path, &bytes, metadata.modified().ok());
     Ok((bytes, freshness))
+}
+
+/// Writes `text` as the whole of `path`: through the editor when there is one, else
+/// atomically to the disk.
+pub(crate) fn store(path: &Path, text: &str, ctx: &ToolContext) -> std::io::Result<()> {
+    match ctx
+        .editor_files
+        .as_ref()
+        .and_then(|e| e.write_text(path, text))
+    {
+        Some(outcome) => outcome,
+        None => write_atomic(path, text.as_bytes()),
+    }
 }
 
 /// Records what was just written, so the next Edit does not call it stale.

@@ -18,7 +18,7 @@ const LIBRARIES: [&str; 6] = [
 ];
 
 /// The front-ends: each drives a session of gyre-core, none knows another.
-const FRONT_ENDS: [&str; 2] = ["gyre-exec", "gyre-tui"];
+const FRONT_ENDS: [&str; 3] = ["gyre-exec", "gyre-tui", "gyre-acp"];
 
 /// Which gyre crates each gyre crate may depend on (normal and build dependencies).
 fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
@@ -28,7 +28,7 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
     front_end.push("gyre-term");
     let mut cli = front_end.clone();
     cli.extend(FRONT_ENDS);
-    let rules: [(&str, Vec<&str>); 12] = [
+    let rules: [(&str, Vec<&str>); 13] = [
         ("gyre-protocol", vec![]),
         ("gyre-api", vec!["gyre-protocol"]),
         ("gyre-compact", vec!["gyre-protocol"]),
@@ -42,7 +42,8 @@ fn allowed() -> BTreeMap<&'static str, BTreeSet<&'static str>> {
         ("gyre-core", LIBRARIES.to_vec()),
         ("gyre-term", vec![]),
         ("gyre-exec", front_end.clone()),
-        ("gyre-tui", front_end),
+        ("gyre-tui", front_end.clone()),
+        ("gyre-acp", front_end),
         ("gyre-cli", cli),
         ("gyre-testkit", vec!["gyre-protocol"]),
     ];

@@ -1,6 +1,8 @@
 //! The end-to-end tests of the real `gyre` binary, one module per area, linked into one
 //! test binary (one link step instead of one per file).
 
+mod acp_e2e;
+mod acp_python;
 mod agent_sdk;
 mod agents_e2e;
 mod architecture_doc;
