@@ -634,6 +634,49 @@ pub fn install(what: &str, cmd: &mut Command) {
     );
 }
 
+/// Held while one test process installs into the target dir's folder `name`: tests in
+/// other processes that need the same folder wait, then find it installed.
+#[allow(clippy::unwrap_used)]
+fn install_lock(name: &str) -> std::fs::File {
+    std::fs::create_dir_all(target_dir()).unwrap();
+    let lock = std::fs::File::create(target_dir().join(format!("{name}.lock"))).unwrap();
+    lock.lock().unwrap();
+    lock
+}
+
+/// A folder under the target dir whose `node_modules` holds the npm `package` (a
+/// pinned `name@version`), installed on first use without optional packages and kept.
+/// `name` names the folder.
+///
+/// # Panics
+/// When npm cannot install it: a test that needs it never passes without it.
+#[allow(clippy::unwrap_used)]
+#[must_use]
+pub fn npm_package(name: &str, package: &str) -> PathBuf {
+    let dir = target_dir().join(name);
+    let marker = dir.join(format!("{}.installed", package.replace('/', "_")));
+    let _one_at_a_time = install_lock(name);
+    if !marker.is_file() {
+        std::fs::create_dir_all(&dir).unwrap();
+        install(
+            &format!("{package} needs node and npm (apt-get install nodejs npm)"),
+            Command::new("npm")
+                .args([
+                    "install",
+                    "--omit=optional",
+                    "--no-audit",
+                    "--no-fund",
+                    "--loglevel=error",
+                    "--prefix",
+                ])
+                .arg(&dir)
+                .arg(package),
+        );
+        std::fs::write(&marker, "").unwrap();
+    }
+    dir
+}
+
 /// A venv under the target dir with `requirement` installed from PyPI (`python3 -m venv`,
 /// then pip), made on first use and kept; its python. `name` names the venv's folder.
 ///
@@ -646,6 +689,7 @@ pub fn pip_venv(name: &str, requirement: &str) -> PathBuf {
     let venv = target_dir().join(name);
     let python = venv.join("bin").join("python");
     let marker = venv.join(format!("{requirement}.installed"));
+    let _one_at_a_time = install_lock(name);
     if marker.is_file() {
         return python;
     }

@@ -249,6 +249,10 @@ pub struct Cli {
     /// others, and only ever restricting (deny and ask rules, the sandbox on).
     #[arg(long, value_name = "JSON|FILE")]
     pub managed_settings: Option<String>,
+    /// With stream-json input: echo each user message (with its uuid) when its turn
+    /// starts, as ACP adapters built on the Agent SDK wait for.
+    #[arg(long)]
+    pub replay_user_messages: bool,
     /// With stream-json input: the policy settings come in `initialize`
     /// (`managedSettings`) rather than as --managed-settings.
     #[arg(long)]

@@ -194,6 +194,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         verbose: cli.verbose,
         quiet: cli.quiet,
         permission_prompt_tool: cli.permission_prompt_tool.clone(),
+        replay_user_messages: cli.replay_user_messages,
     };
     let outcome = runtime.block_on(gyre_exec::run(&headless, &options, &cwd, &settings, &env))?;
     Ok(match outcome {

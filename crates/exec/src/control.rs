@@ -22,8 +22,11 @@ use tokio_util::sync::CancellationToken;
 /// One stdin line, sorted.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Inbound {
-    /// `{"type":"user","message":{…}}`: a turn to run.
-    User(Vec<ContentBlock>),
+    /// `{"type":"user","message":{…},"uuid":…}`: a turn to run.
+    User {
+        content: Vec<ContentBlock>,
+        uuid: Option<String>,
+    },
     /// `{"type":"control_request","request_id":…,"request":{"subtype":…}}`; the request,
     /// or the error that answers it (an unknown subtype, a field of the wrong type).
     Request {
@@ -47,6 +50,8 @@ pub enum Inbound {
 enum StdinLine {
     User {
         message: Message,
+        #[serde(default)]
+        uuid: Option<String>,
     },
     /// The request stays an object here: its `request_id` is needed to answer even a
     /// request that does not parse.
@@ -390,7 +395,10 @@ pub fn parse_inbound(line: &str) -> Inbound {
     };
     let kind = v.get("type").and_then(Value::as_str).map(str::to_owned);
     match StdinLine::deserialize(&v) {
-        Ok(StdinLine::User { message }) => Inbound::User(message.content.into_vec()),
+        Ok(StdinLine::User { message, uuid }) => Inbound::User {
+            content: message.content.into_vec(),
+            uuid,
+        },
         Ok(StdinLine::ControlRequest {
             request_id,
             request,
@@ -836,7 +844,19 @@ mod tests {
     fn sorts_every_kind_of_line() {
         assert_eq!(
             parse_inbound(r#"{"type":"user","message":{"role":"user","content":"hi"}}"#),
-            Inbound::User(vec![ContentBlock::text("hi")])
+            Inbound::User {
+                content: vec![ContentBlock::text("hi")],
+                uuid: None
+            }
+        );
+        assert_eq!(
+            parse_inbound(
+                r#"{"type":"user","message":{"role":"user","content":"hi"},"uuid":"u-1"}"#
+            ),
+            Inbound::User {
+                content: vec![ContentBlock::text("hi")],
+                uuid: Some("u-1".to_owned())
+            }
         );
         assert_eq!(
             parse_inbound(

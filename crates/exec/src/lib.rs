@@ -54,6 +54,9 @@ pub struct HeadlessOptions {
     pub quiet: bool,
     /// `stdio`: permission questions go to the SDK as `can_use_tool` requests.
     pub permission_prompt_tool: Option<String>,
+    /// stream-json input: each user message is echoed (`isReplay`, its own `uuid`)
+    /// when its turn starts, as Zed's ACP adapter waits for.
+    pub replay_user_messages: bool,
 }
 
 /// Why a headless run could not go on.
@@ -207,6 +210,7 @@ pub async fn run(
             ask_over_stdio,
             partial: options.include_partial_messages,
             hook_events: options.include_hook_events,
+            replay_user_messages: options.replay_user_messages,
             session_states: truthy("CLAUDE_CODE_SDK_READS_SESSION_STATE")
                 || truthy("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS"),
         };

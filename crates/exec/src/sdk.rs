@@ -123,6 +123,8 @@ fn resolve(channel: &ControlChannel, request_id: &str, result: Result<Value, Str
 /// A user message waiting to run, with the `interrupt` count when it arrived.
 struct Turn {
     content: Vec<ContentBlock>,
+    /// The `uuid` the SDK gave the message, echoed by `--replay-user-messages`.
+    uuid: Option<String>,
     interrupts: u64,
 }
 
@@ -161,7 +163,7 @@ struct Dispatcher {
 impl Dispatcher {
     fn handle(&self, inbound: Inbound) {
         match inbound {
-            Inbound::User(content) => {
+            Inbound::User { content, uuid } => {
                 let interrupts = self
                     .shared
                     .lock()
@@ -169,6 +171,7 @@ impl Dispatcher {
                     .interrupts;
                 let _ = self.turns.send(Turn {
                     content,
+                    uuid,
                     interrupts,
                 });
             }
@@ -560,6 +563,8 @@ pub struct SdkOptions {
     pub partial: bool,
     /// `--include-hook-events`.
     pub hook_events: bool,
+    /// `--replay-user-messages`.
+    pub replay_user_messages: bool,
     /// `session_state_changed` lines (see [`SessionStates`]).
     pub session_states: bool,
 }
@@ -577,6 +582,7 @@ pub async fn run(
         ask_over_stdio,
         partial,
         hook_events,
+        replay_user_messages,
         session_states,
     } = *options;
     let states = SessionStates::new(
@@ -640,6 +646,7 @@ pub async fn run(
         // Ctrl+C between turns ends the session too, not only during one.
         let Turn {
             content,
+            uuid,
             interrupts: seen,
         } = tokio::select! {
             next = turns_rx.recv() => match next {
@@ -648,6 +655,14 @@ pub async fn run(
             },
             () = ctrl_c.cancelled() => break,
         };
+        if replay_user_messages {
+            let uuid = uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+            output_line.line(&stream_json::user_replay(
+                &content,
+                &session.facts.session_id,
+                &uuid,
+            ))?;
+        }
         if let Err(e) = control::check_tool_results(session.engine.messages(), &content) {
             refuse(&output_line, session, &e)?;
             last_error = true;

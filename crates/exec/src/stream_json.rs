@@ -158,6 +158,9 @@ pub struct MessageLine {
     /// The tool's own result, on a user line carrying tool results.
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_use_result: Option<Value>,
+    /// An SDK's own message echoed back (`--replay-user-messages`).
+    #[serde(rename = "isReplay", skip_serializing_if = "std::ops::Not::not")]
+    is_replay: bool,
 }
 
 /// The message of an `assistant` line is the API's message object; a `user` line's is
@@ -274,6 +277,24 @@ pub fn message(message: &Message, meta: &ResponseMeta, session_id: &str, uuid: &
         session_id: session_id.to_owned(),
         uuid: uuid.to_owned(),
         tool_use_result: tool_use_result(message),
+        is_replay: false,
+    })
+}
+
+/// The `user` line echoing a message the SDK sent, under the SDK's own `uuid`
+/// (`--replay-user-messages`): it says the message's turn has started.
+#[must_use]
+pub fn user_replay(content: &[gyre_protocol::ContentBlock], session_id: &str, uuid: &str) -> Line {
+    Line::User(MessageLine {
+        message: MessageBody::User {
+            role: Role::User,
+            content: Blocks::from(content.to_vec()),
+        },
+        parent_tool_use_id: None,
+        session_id: session_id.to_owned(),
+        uuid: uuid.to_owned(),
+        tool_use_result: None,
+        is_replay: true,
     })
 }
 

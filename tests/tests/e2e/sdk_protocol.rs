@@ -1622,6 +1622,37 @@ fn settings_sent_in_initialize_apply_to_the_session() {
     );
 }
 
+/// `--replay-user-messages`: each message the SDK sent is echoed under its own uuid
+/// when its turn starts (Zed's ACP adapter waits for that before it reads the result).
+#[test]
+fn replayed_user_messages_carry_the_sdks_uuid_before_their_turn_runs() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")])).unwrap();
+    let mut message = user(&json!("hello"));
+    message["uuid"] = json!("5b0c1f3e-uuid-from-the-sdk");
+    let (lines, stderr) = converse(
+        &sandbox,
+        &server,
+        &["--replay-user-messages"],
+        &[message],
+        |line| (line["type"] != "result").then(Vec::new),
+    );
+    let replay = lines
+        .iter()
+        .position(|l| l["type"] == "user" && l["isReplay"] == true)
+        .unwrap_or_else(|| panic!("no replay: {lines:?} {stderr}"));
+    assert_eq!(lines[replay]["uuid"], "5b0c1f3e-uuid-from-the-sdk");
+    assert_eq!(lines[replay]["message"]["content"][0]["text"], "hello");
+    let answer = lines.iter().position(|l| l["type"] == "assistant").unwrap();
+    assert!(replay < answer, "{lines:?}");
+    // Without the flag nothing is echoed.
+    let server = TestServer::spawn(Script::new([Turn::text("ok")])).unwrap();
+    let (lines, _) = converse(&sandbox, &server, &[], &[user(&json!("hello"))], |line| {
+        (line["type"] != "result").then(Vec::new)
+    });
+    assert!(!lines.iter().any(|l| l["type"] == "user"), "{lines:?}");
+}
+
 /// An embedding program's policy settings (`--managed-settings`, or `managedSettings` in
 /// `initialize`) restrict the session over every other source and never widen it.
 #[test]
