@@ -363,25 +363,24 @@ fn lazy_verifier(bundles: &[CaBundle]) -> Result<std::sync::Arc<LazyVerifier>, N
 type ProxyFor = fn(&str) -> reqwest::Result<reqwest::Proxy>;
 
 /// The files of a bundle: itself, or a directory's regular files (links followed), in
-/// name order.
+/// the directory's order. Lazy: the start-up check stops at the first good file
+/// instead of listing a system directory of hundreds.
 #[cfg(feature = "client")]
-fn bundle_files(bundle: &CaBundle) -> Result<Vec<PathBuf>, NetworkError> {
-    let failed = |message: String| NetworkError::CaBundle {
+fn bundle_files(bundle: &CaBundle) -> Result<Box<dyn Iterator<Item = PathBuf>>, NetworkError> {
+    if !bundle.path.is_dir() {
+        return Ok(Box::new(std::iter::once(bundle.path.clone())));
+    }
+    let entries = std::fs::read_dir(&bundle.path).map_err(|e| NetworkError::CaBundle {
         var: bundle.var.clone(),
         path: bundle.path.clone(),
-        message,
-    };
-    if !bundle.path.is_dir() {
-        return Ok(vec![bundle.path.clone()]);
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&bundle.path)
-        .map_err(|e| failed(e.to_string()))?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    Ok(files)
+        message: e.to_string(),
+    })?;
+    Ok(Box::new(
+        entries
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.is_file()),
+    ))
 }
 
 /// The certificates of one PEM file; `None` when it holds none (a directory may hold
