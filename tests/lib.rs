@@ -634,12 +634,41 @@ pub fn install(what: &str, cmd: &mut Command) {
     );
 }
 
+/// A session whose fourth request is refused as too long: three Reads of a long
+/// `log.txt` (written into `sandbox`), the API's prompt-too-long error, then the
+/// compaction summary and the answer after it ("Done, after compacting.").
+#[allow(clippy::unwrap_used)]
+#[must_use]
+pub fn prompt_too_long_after_three_reads(sandbox: &Sandbox) -> gyre_testkit::Script {
+    use gyre_testkit::Turn;
+    let file = sandbox
+        .write(
+            "log.txt",
+            &"a line of a long log file for the context\n".repeat(800),
+        )
+        .unwrap();
+    let read = || Turn::tool_use("Read", serde_json::json!({"file_path": file}));
+    let too_long = Turn::http_error(400).with_body(serde_json::json!({
+        "type": "error",
+        "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}
+    }));
+    gyre_testkit::Script::new([
+        read(),
+        read(),
+        read(),
+        too_long,
+        Turn::text("<summary>The user asked to read log.txt three times.</summary>"),
+        Turn::text("Done, after compacting."),
+    ])
+}
+
 /// Held while one test process installs into the target dir's folder `name`: tests in
 /// other processes that need the same folder wait, then find it installed.
 #[allow(clippy::unwrap_used)]
 fn install_lock(name: &str) -> std::fs::File {
-    std::fs::create_dir_all(target_dir()).unwrap();
-    let lock = std::fs::File::create(target_dir().join(format!("{name}.lock"))).unwrap();
+    let path = target_dir().join(format!("{name}.lock"));
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let lock = std::fs::File::create(path).unwrap();
     lock.lock().unwrap();
     lock
 }

@@ -150,26 +150,7 @@ fn vertex_overloads_and_throttling_then_the_fallback_model_answers_after_a_cut_s
 
 fn prompt_too_long_compacts_and_succeeds(cloud: Cloud) {
     let sandbox = Sandbox::new().unwrap();
-    let file = sandbox
-        .write(
-            "log.txt",
-            &"a line of a long log file for the context\n".repeat(800),
-        )
-        .unwrap();
-    let read = || Turn::tool_use("Read", json!({"file_path": file}));
-    let too_long = Turn::http_error(400).with_body(json!({
-        "type": "error",
-        "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}
-    }));
-    let server = TestServer::spawn(Script::new([
-        read(),
-        read(),
-        read(),
-        too_long,
-        Turn::text("<summary>The user asked to read log.txt three times.</summary>"),
-        Turn::text("Done, after compacting."),
-    ]))
-    .unwrap();
+    let server = TestServer::spawn(gyre_e2e::prompt_too_long_after_three_reads(&sandbox)).unwrap();
     let (out, lines) = cloud.stream_json(&sandbox, &server, &["--model", "claude-sonnet-4-5"]);
     let boundary = lines
         .iter()

@@ -174,26 +174,7 @@ fn three_overloads_with_a_fallback_model_switch_models_and_succeed() {
 #[test]
 fn prompt_too_long_on_a_long_history_compacts_and_succeeds() {
     let sandbox = Sandbox::new().unwrap();
-    let file = sandbox
-        .write(
-            "log.txt",
-            &"a line of a long log file for the context\n".repeat(800),
-        )
-        .unwrap();
-    let read = || Turn::tool_use("Read", json!({"file_path": file}));
-    let too_long = Turn::http_error(400).with_body(json!({
-        "type": "error",
-        "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}
-    }));
-    let server = TestServer::spawn(Script::new([
-        read(),
-        read(),
-        read(),
-        too_long,
-        Turn::text("<summary>The user asked to read log.txt three times.</summary>"),
-        Turn::text("Done, after compacting."),
-    ]))
-    .unwrap();
+    let server = TestServer::spawn(gyre_e2e::prompt_too_long_after_three_reads(&sandbox)).unwrap();
     let out = run(sandbox.gyre(&server).unwrap().args([
         "-p",
         "read the log",

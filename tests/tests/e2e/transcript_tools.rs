@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use gyre_e2e::{Sandbox, copy_tree, run, target_dir, transcript_fixture};
+use gyre_e2e::{Sandbox, copy_tree, run, transcript_fixture};
 use gyre_testkit::{Script, TestServer, Turn, Usage};
 use serde_json::{Value, json};
 
@@ -25,59 +25,22 @@ const CLAUDE_CODE_LOG: &str = "1.7.0";
 /// The reference CLI's session in the fixture.
 const REFERENCE_SESSION: &str = "7d3c1a52-9b8e-4f61-a0d2-5e4b3c2a1f90";
 
-/// Runs `script` (a shell command line installing into `dir`) under a lock, unless an
-/// earlier run left `dir/.installed`.
-fn install_once(dir: &Path, what: &str, script: &str) {
-    let marker = dir.join(".installed");
-    if marker.is_file() {
-        return;
-    }
-    std::fs::create_dir_all(dir.parent().unwrap()).unwrap();
-    let mut lock = dir.as_os_str().to_owned();
-    lock.push(".lock");
-    gyre_e2e::install(
-        what,
-        Command::new("flock").arg(&lock).args([
-            "bash",
-            "-c",
-            &format!(
-                "set -e; test -f '{m}' && exit 0; {script}; touch '{m}'",
-                m = marker.display()
-            ),
-        ]),
-    );
-}
-
 /// ccusage's script, installing it when missing.
 fn ccusage() -> PathBuf {
-    let dir = target_dir()
-        .join("transcript-tools")
-        .join(format!("ccusage-{CCUSAGE}"));
-    install_once(
-        &dir,
-        "installing ccusage from npm (node and npm: apt-get install nodejs npm)",
-        &format!(
-            "npm install --silent --no-audit --no-fund --prefix '{}' ccusage@{CCUSAGE}",
-            dir.display()
-        ),
-    );
-    dir.join("node_modules/ccusage/dist/index.js")
+    gyre_e2e::npm_package(
+        &format!("transcript-tools/ccusage-{CCUSAGE}"),
+        &format!("ccusage@{CCUSAGE}"),
+    )
+    .join("node_modules/ccusage/dist/index.js")
 }
 
 /// claude-code-log's command, installing it into a venv when missing.
 fn claude_code_log() -> PathBuf {
-    let venv = target_dir()
-        .join("transcript-tools")
-        .join(format!("claude-code-log-{CLAUDE_CODE_LOG}"));
-    install_once(
-        &venv,
-        "installing claude-code-log from PyPI (apt-get install python3-venv)",
-        &format!(
-            "python3 -m venv '{v}'; '{v}/bin/pip' install --quiet --disable-pip-version-check claude-code-log=={CLAUDE_CODE_LOG}",
-            v = venv.display()
-        ),
-    );
-    venv.join("bin/claude-code-log")
+    gyre_e2e::pip_venv(
+        &format!("transcript-tools/claude-code-log-{CLAUDE_CODE_LOG}"),
+        &format!("claude-code-log=={CLAUDE_CODE_LOG}"),
+    )
+    .with_file_name("claude-code-log")
 }
 
 /// `ccusage session --json --offline` over the transcripts under `config_dir` (its
