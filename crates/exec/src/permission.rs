@@ -8,7 +8,9 @@ use gyre_tools::PermissionRule;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::control::{ClientRequest, ControlChannel, SessionStates, WireRule, WireUpdate};
+use crate::control::{
+    ClientRequest, ControlChannel, SessionStates, WireError, WireRule, WireUpdate,
+};
 use crate::stream_json::SessionState;
 
 /// The SDK's answer to `can_use_tool`.
@@ -44,7 +46,7 @@ fn suggestion(request: &ApprovalRequest) -> WireUpdate {
 /// # Errors
 /// What was wrong: an `addRules` behavior other than allow, ask or deny, or a rule
 /// that does not parse.
-pub fn updates(wire: &[WireUpdate]) -> Result<Vec<PermissionUpdate>, String> {
+pub fn updates(wire: &[WireUpdate]) -> Result<Vec<PermissionUpdate>, WireError> {
     let mut updates = Vec::new();
     for update in wire {
         match update {
@@ -55,7 +57,7 @@ pub fn updates(wire: &[WireUpdate]) -> Result<Vec<PermissionUpdate>, String> {
                     "allow" => RuleBehavior::Allow,
                     "ask" => RuleBehavior::Ask,
                     "deny" => RuleBehavior::Deny,
-                    other => return Err(format!("addRules with behavior {other:?}")),
+                    other => return Err(WireError(format!("addRules with behavior {other:?}"))),
                 };
                 let rules = rules
                     .iter()
@@ -207,7 +209,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             updates(&bad).unwrap_err(),
-            "addRules with behavior \"maybe\""
+            WireError("addRules with behavior \"maybe\"".into())
         );
     }
 

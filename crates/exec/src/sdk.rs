@@ -17,7 +17,9 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::ExecError;
-use crate::control::{self, ControlChannel, ControlRequest, Inbound, LineOut, SessionStates};
+use crate::control::{
+    self, ControlChannel, ControlRequest, Inbound, LineOut, SessionStates, WireError,
+};
 use crate::headless::{self, Output};
 use crate::stream_json::{self, ContextFacts, SessionState};
 use futures::StreamExt;
@@ -114,7 +116,7 @@ impl SdkInput {
     }
 }
 
-fn resolve(channel: &ControlChannel, request_id: &str, result: Result<Value, String>) {
+fn resolve(channel: &ControlChannel, request_id: &str, result: Result<Value, WireError>) {
     if !channel.resolve(request_id, result) {
         eprintln!("gyre: control_response for unknown request {request_id:?}; ignored");
     }
@@ -204,7 +206,10 @@ impl Dispatcher {
                 request_id,
                 request,
             } => {
-                let reply = match request.and_then(|request| self.answer(&request_id, request)) {
+                let reply = match request
+                    .map_err(String::from)
+                    .and_then(|request| self.answer(&request_id, request))
+                {
                     Ok(body) => control::success(&request_id, body),
                     Err(e) => control::error(&request_id, &e),
                 };
@@ -664,7 +669,7 @@ pub async fn run(
             ))?;
         }
         if let Err(e) = control::check_tool_results(session.engine.messages(), &content) {
-            refuse(&output_line, session, &e)?;
+            refuse(&output_line, session, &e.0)?;
             last_error = true;
             continue;
         }
