@@ -347,12 +347,18 @@ pub enum WireUpdate {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         destination: Option<String>,
     },
+    RemoveRules {
+        rules: Vec<WireRule>,
+        behavior: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        destination: Option<String>,
+    },
     SetMode {
         mode: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         destination: Option<String>,
     },
-    /// `replaceRules`, `removeRules`, `addDirectories`, …: not supported; skipped.
+    /// `replaceRules`, `addDirectories`, …: not supported; skipped.
     #[serde(other)]
     Other,
 }

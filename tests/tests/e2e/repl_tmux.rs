@@ -19,7 +19,7 @@ use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::json;
 
 /// The REPL's own waits, on top of the shared driver.
-trait ReplScreen {
+pub(crate) trait ReplScreen {
     /// Waits until the REPL is idle at an empty input box (so typing is not early).
     fn wait_for_prompt(&self) -> String;
 }
@@ -37,7 +37,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// The input box's first text row (`│> text   │` → `text`), if a box is on screen.
-fn box_text(pane: &str) -> Option<String> {
+pub(crate) fn box_text(pane: &str) -> Option<String> {
     pane.lines().find_map(|l| {
         let inner = l.strip_prefix("│>")?;
         Some(inner.trim_end_matches(['│', ' ']).trim_start().to_owned())
@@ -76,13 +76,24 @@ fn in_ci_tmux_is_installed_for_the_terminal_tests() {
 
 /// `gyre` (no arguments) in a tmux pane, in the sandbox's project, against `server`,
 /// with `NO_COLOR=1`; the pane's shell prints how gyre exited.
-fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
+pub(crate) fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
     start_gyre_with(sandbox, server, false, &[])
 }
 
 fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &[&str]) -> Tmux {
+    start_gyre_env(sandbox, server, colour, args, &[])
+}
+
+/// [`start_gyre_with`], with more variables in gyre's environment.
+pub(crate) fn start_gyre_env(
+    sandbox: &Sandbox,
+    server: &TestServer,
+    colour: bool,
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> Tmux {
     let gyre = gyre_binary().unwrap();
-    let env = [
+    let mut env = vec![
         ("PATH", std::env::var("PATH").unwrap_or_default()),
         ("HOME", sandbox.home().display().to_string()),
         ("GYRE_HOME", sandbox.home().display().to_string()),
@@ -91,6 +102,7 @@ fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &
         ("NO_COLOR", if colour { "" } else { "1" }.to_owned()),
         ("TERM", "tmux-256color".to_owned()),
     ];
+    env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
     let mut command = format!(
         "cd {} && env -i",
         shell_quote(&sandbox.project().display().to_string())
@@ -114,7 +126,7 @@ fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &
 }
 
 /// The text of the newest user message the server received.
-fn last_prompt(server: &TestServer) -> String {
+pub(crate) fn last_prompt(server: &TestServer) -> String {
     let requests = server.requests();
     let messages = requests.last().unwrap().body["messages"].clone();
     let last = messages.as_array().and_then(|m| m.last()).unwrap().clone();
