@@ -27,6 +27,7 @@ pub mod ops;
 pub mod options;
 pub mod rule_files;
 pub mod session;
+pub mod sessions;
 pub mod settings;
 pub mod status;
 pub mod structured;

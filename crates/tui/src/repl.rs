@@ -111,15 +111,8 @@ pub async fn run(
     let palette = Palette::detect();
     let home = env.gyre_home();
     let history = HistoryFile::new(home.join("history"));
-    let mcp = gyre_core::mcp_config::start(options, cwd, &home, env).await?;
-    let mut session = session::build(options, cwd, settings, true, env, mcp)?;
-    // Permission questions come as events in a turn's; the UI loop answers them by id.
-    session.ask_questions();
-    // auto mode's verdicts go into the scrollback, not onto stderr under the UI.
     let (verdicts_tx, verdicts) = mpsc::unbounded_channel();
-    session.gate.report_verdicts_to(Arc::new(move |line: &str| {
-        let _ = verdicts_tx.send(line.to_owned());
-    }));
+    let session = open_session(options, cwd, settings, env, &verdicts_tx).await?;
     let resumed = !session.engine.messages().is_empty();
     let status = StatusLine {
         model: session.facts.model(),
@@ -152,6 +145,9 @@ pub async fn run(
         session,
         front,
         env: env.clone(),
+        options: options.clone(),
+        settings: settings.clone(),
+        verdicts_tx,
         started: Instant::now(),
         api_ms: 0,
         sent: false,
@@ -166,6 +162,27 @@ pub async fn run(
     outcome?;
     finished?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Starts the MCP servers and builds the session `options` ask for, its permission
+/// questions coming as events the UI loop answers by id and auto mode's verdicts going
+/// to `verdicts` (the scrollback, not stderr under the UI).
+async fn open_session(
+    options: &SessionOptions,
+    cwd: &Path,
+    settings: &Settings,
+    env: &Environment,
+    verdicts: &mpsc::UnboundedSender<String>,
+) -> Result<Session> {
+    let home = env.gyre_home();
+    let mcp = gyre_core::mcp_config::start(options, cwd, &home, env).await?;
+    let mut session = session::build(options, cwd, settings, true, env, mcp)?;
+    session.ask_questions();
+    let verdicts = verdicts.clone();
+    session.gate.report_verdicts_to(Arc::new(move |line: &str| {
+        let _ = verdicts.send(line.to_owned());
+    }));
+    Ok(session)
 }
 
 /// Quitting before anything was sent leaves no empty session behind.
@@ -216,6 +233,10 @@ struct Repl {
     front: Front,
     /// The environment the session was built from (`/doctor`, `/memory`'s editor).
     env: Environment,
+    /// What the session was built from, for `/resume` to build another.
+    options: SessionOptions,
+    settings: Settings,
+    verdicts_tx: mpsc::UnboundedSender<String>,
     started: Instant,
     /// Time spent waiting for the API, summed over turns (for `/cost`).
     api_ms: u64,
@@ -934,6 +955,10 @@ impl Repl {
             SlashCommand::AddDir(arg) => self.add_dir(arg.as_deref()),
             SlashCommand::Export(arg) => self.export(arg.as_deref())?,
             SlashCommand::Init => return self.init().await,
+            SlashCommand::Resume(arg) => {
+                let lines = self.resume(arg.as_deref()).await?;
+                return self.print_lines(lines);
+            }
             SlashCommand::Memory => self.memory()?,
             SlashCommand::Unknown(name) => p.red(format!(
                 "Unknown command /{name} · /help lists the commands"

@@ -303,3 +303,61 @@ fn memory_opens_claude_md_in_the_users_editor_and_the_ui_comes_back() {
     tmux.wait_for_prompt();
     quit(&tmux);
 }
+
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn resume_lists_this_folders_sessions_and_continues_the_one_picked() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("The answer is 42."),
+        Turn::text("Still 42, as I said."),
+    ]))
+    .unwrap();
+    // An earlier session of this folder, run headless.
+    let earlier = gyre_e2e::run(
+        sandbox
+            .gyre(&server)
+            .unwrap()
+            .args(["-p", "what is the answer to everything"]),
+    )
+    .unwrap();
+    assert_eq!(earlier.code, Some(0), "{}", earlier.stderr);
+    let id = sandbox.transcripts()[0]
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+
+    let tmux = start_gyre(&sandbox, &server);
+    tmux.type_line("/resume");
+    let pane = words(&tmux.wait_for("/resume N continues the Nth"));
+    assert!(
+        pane.contains("1. what is the answer to everything ·"),
+        "{pane}"
+    );
+    assert!(pane.contains(&format!("· 1 turn · {id}")), "{pane}");
+    tmux.wait_for_prompt();
+    tmux.type_line("/resume 1");
+    let pane = words(&tmux.wait_for(&format!("Resumed {id}")));
+    assert!(pane.contains("The answer is 42."), "{pane}");
+    tmux.wait_for_prompt();
+    tmux.type_line("are you sure");
+    tmux.wait_for("Still 42, as I said.");
+    tmux.wait_for_prompt();
+    // The follow-up went with the earlier conversation, into the earlier transcript.
+    let requests = server.requests();
+    let messages = requests.last().unwrap().body["messages"].clone();
+    assert_eq!(messages.as_array().unwrap().len(), 3, "{messages}");
+    assert_eq!(
+        messages[0]["content"][0]["text"],
+        "what is the answer to everything"
+    );
+    let transcript = std::fs::read_to_string(&sandbox.transcripts()[0]).unwrap();
+    assert!(transcript.contains("are you sure"), "{transcript}");
+    tmux.type_line("/resume 7");
+    tmux.wait_for("No session 7 here");
+    tmux.wait_for_prompt();
+    quit(&tmux);
+    // Nothing was sent in the session /resume replaced: no empty transcript is left.
+    assert_eq!(sandbox.transcripts().len(), 1);
+}

@@ -7,8 +7,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use base64::Engine;
+use gyre_core::Resume;
 use gyre_core::approvals::{PermissionUpdate, RuleBehavior};
 use gyre_core::rule_files::{self, Destination};
+use gyre_core::sessions::SessionSummary;
 use gyre_tools::PermissionRule;
 use ratatui::text::{Line, Span};
 
@@ -242,6 +244,103 @@ impl Repl {
         })
     }
 }
+
+impl Repl {
+    /// `/resume`: this folder's other sessions, numbered, newest first; `/resume N` (or
+    /// an id, or the start of one) continues that session in place of this one.
+    pub(super) async fn resume(&mut self, arg: Option<&str>) -> Result<Vec<Line<'static>>> {
+        let p = self.front.palette;
+        let current = self.session.facts.session_id.clone();
+        let sessions: Vec<SessionSummary> =
+            gyre_core::sessions::list(&self.front.home, &self.front.cwd)
+                .into_iter()
+                .filter(|s| s.id != current && s.turns > 0)
+                .collect();
+        let Some(arg) = arg else {
+            if sessions.is_empty() {
+                return Ok(vec![Line::from(
+                    p.dim("No other sessions in this folder yet."),
+                )]);
+            }
+            let mut lines = vec![Line::from(p.bold("Sessions of this folder"))];
+            for (n, s) in sessions.iter().enumerate() {
+                let when = s
+                    .timestamp
+                    .get(..16)
+                    .unwrap_or(&s.timestamp)
+                    .replace('T', " ");
+                let prompt: String = s.first_prompt.replace('\n', " ").chars().take(50).collect();
+                lines.push(Line::from(vec![
+                    Span::raw(format!("  {:>2}. ", n + 1)),
+                    Span::raw(prompt),
+                    p.dim(format!(
+                        "  · {when} · {} turn{} · {}",
+                        s.turns,
+                        if s.turns == 1 { "" } else { "s" },
+                        s.id
+                    )),
+                ]));
+            }
+            lines.push(Line::from(p.dim("/resume N continues the Nth")));
+            return Ok(lines);
+        };
+        let chosen = match arg.parse::<usize>() {
+            Ok(n) if (1..=sessions.len()).contains(&n) => Some(&sessions[n - 1]),
+            Ok(_) => None,
+            Err(_) => sessions.iter().find(|s| s.id.starts_with(arg)),
+        };
+        let Some(chosen) = chosen else {
+            return Ok(vec![Line::from(
+                p.red(format!("No session {arg} here · /resume lists them")),
+            )]);
+        };
+        let mut options = self.options.clone();
+        options.resume = Resume::Id(chosen.id.clone());
+        options.session_id = None;
+        options.fork_session = false;
+        let session = match super::open_session(
+            &options,
+            &self.front.cwd,
+            &self.settings,
+            &self.env,
+            &self.verdicts_tx,
+        )
+        .await
+        {
+            Ok(session) => session,
+            Err(e) => return Ok(vec![Line::from(p.red(format!("Could not resume: {e}")))]),
+        };
+        if !self.sent {
+            super::discard_empty_transcript(&self.front.home, &self.front.cwd, &self.session.facts);
+        }
+        self.session = session;
+        self.sent = true;
+        self.front.control = self.session.control();
+        self.front.shells = self.session.engine.tools().background_shells().cloned();
+        self.front.status.model = self.session.facts.model();
+        self.front.status.mode = self.session.facts.permission_mode.clone();
+        self.front.status.context = None;
+        let text = gyre_core::export::conversation_text(self.session.engine.messages());
+        let tail: Vec<&str> = text.lines().collect();
+        let mut lines = vec![Line::from(vec![
+            Span::raw("Resumed "),
+            p.bold(chosen.id.clone()),
+            p.dim(format!(
+                " · {} messages",
+                self.session.engine.messages().len()
+            )),
+        ])];
+        lines.extend(
+            tail[tail.len().saturating_sub(RESUME_TAIL_LINES)..]
+                .iter()
+                .map(|l| Line::from(p.dim((*l).to_owned()))),
+        );
+        Ok(lines)
+    }
+}
+
+/// Lines of the resumed conversation `/resume` shows.
+const RESUME_TAIL_LINES: usize = 12;
 
 /// `~/x` under `home`; any other path as it is.
 fn expand_home(path: &str, home: Option<&Path>) -> PathBuf {

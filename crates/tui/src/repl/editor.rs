@@ -7,7 +7,7 @@ use std::path::PathBuf;
 const MAX_HISTORY: usize = 1000;
 
 /// The slash commands Tab completes, in the order `/help` lists them.
-pub const COMMANDS: [&str; 18] = [
+pub const COMMANDS: [&str; 19] = [
     "/compact",
     "/clear",
     "/cost",
@@ -23,6 +23,7 @@ pub const COMMANDS: [&str; 18] = [
     "/export",
     "/init",
     "/memory",
+    "/resume",
     "/help",
     "/exit",
     "/quit",

@@ -1,6 +1,7 @@
 //! Slash commands typed at the prompt: `/compact`, `/clear`, `/cost`, `/model [name]`,
 //! `/mcp`, `/bashes [kill ID]`, `/context`, `/status`, `/doctor`, `/permissions …`,
-//! `/agents`, `/add-dir PATH`, `/export [FILE]`, `/init`, `/memory`, `/help`, `/exit`.
+//! `/agents`, `/add-dir PATH`, `/export [FILE]`, `/init`, `/memory`, `/resume [N]`, `/help`,
+//! `/exit`.
 
 use gyre_protocol::Usage;
 
@@ -35,6 +36,8 @@ pub enum SlashCommand {
     Init,
     /// Opens a memory file in `$VISUAL`/`$EDITOR`.
     Memory,
+    /// `/resume` lists this folder's sessions; `/resume N` (or an id) continues one.
+    Resume(Option<String>),
     Help,
     Exit,
     /// Anything else that starts with `/`: the command name as typed.
@@ -66,6 +69,7 @@ impl SlashCommand {
             "export" => Self::Export(arg),
             "init" => Self::Init,
             "memory" => Self::Memory,
+            "resume" | "continue" => Self::Resume(arg),
             "help" | "?" => Self::Help,
             "exit" | "quit" => Self::Exit,
             other => Self::Unknown(other.to_owned()),
@@ -91,6 +95,7 @@ Commands
   /export [FILE]  the conversation as text, to FILE or the clipboard
   /init           have the model write this project's CLAUDE.md
   /memory         edit the project's CLAUDE.md in $VISUAL or $EDITOR
+  /resume [N]     this folder's sessions; /resume N continues the Nth
   /help           this list
   /exit           quit (also Ctrl+D)
 
