@@ -105,7 +105,7 @@ impl ModelUsage {
             output_tokens: usage.output_tokens,
             cache_read_input_tokens: usage.cache_read_input_tokens,
             cache_creation_input_tokens: usage.cache_creation_input_tokens,
-            web_search_requests: 0,
+            web_search_requests: usage.server_tool_use.web_search_requests,
             cost_usd: totals.cost_usd,
             context_window,
         }

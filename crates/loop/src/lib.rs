@@ -45,7 +45,10 @@ pub use compaction::{
     PreparedContext,
 };
 pub use conversation::Conversation;
-pub use cost::{ModelPrice, price_for_model, usage_cost_usd};
+pub use cost::{
+    LONG_CONTEXT_TOKENS, ModelPrice, PRICES, PriceRow, price_for_model, price_for_request,
+    price_row, usage_cost_usd,
+};
 pub use deps::{ApiDeps, ModelStream, QueryDeps};
 pub use engine::{
     EngineConfig, EngineEvent, InterruptHandle, ModelTotals, QueryEngine, TurnResult, UsageMeter,

@@ -2,7 +2,7 @@
 //! JSON, or an API error body. Pure functions, no I/O.
 
 use bytes::Bytes;
-use gyre_protocol::ErrorDetail;
+use gyre_protocol::{CacheCreation, ErrorDetail, ServerToolUsage};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -149,6 +149,12 @@ struct WireUsage {
     cache_creation_input_tokens: u64,
     cache_read_input_tokens: u64,
     output_tokens: u64,
+    /// Writes by cache lifetime, as the API breaks them down (when scripted).
+    #[serde(skip_serializing_if = "CacheCreation::is_zero")]
+    cache_creation: CacheCreation,
+    /// Server tools the request ran (web searches), when scripted.
+    #[serde(skip_serializing_if = "ServerToolUsage::is_zero")]
+    server_tool_use: ServerToolUsage,
 }
 
 impl WireUsage {
@@ -168,6 +174,8 @@ impl WireUsage {
             cache_creation_input_tokens: turn.usage.cache_creation_input_tokens,
             cache_read_input_tokens: turn.usage.cache_read_input_tokens,
             output_tokens,
+            cache_creation: turn.usage.cache_creation,
+            server_tool_use: turn.usage.server_tool_use,
         }
     }
 }

@@ -15,6 +15,7 @@ mod child_env;
 mod cloud_mock;
 mod compaction_e2e;
 mod containment;
+mod cost_e2e;
 mod crash_safety;
 mod dependency_rules;
 mod exit_plan_mode_e2e;

@@ -106,10 +106,10 @@ mod tests {
     #[test]
     fn totals_add_up_usage_and_the_price_of_each_response() {
         let totals = UsageMeter::default();
-        totals.add("claude-sonnet-4-5", &usage(1_000_000, 0));
-        totals.add("claude-sonnet-4-5", &usage(0, 1_000_000));
-        assert_eq!(totals.usage(), usage(1_000_000, 1_000_000));
-        let one_each = usage_cost_usd("claude-sonnet-4-5", &usage(1_000_000, 1_000_000));
+        totals.add("claude-sonnet-4-5", &usage(100_000, 0));
+        totals.add("claude-sonnet-4-5", &usage(0, 100_000));
+        assert_eq!(totals.usage(), usage(100_000, 100_000));
+        let one_each = usage_cost_usd("claude-sonnet-4-5", &usage(100_000, 100_000));
         assert!((totals.cost_usd() - one_each).abs() < 1e-9);
         assert!(totals.cost_usd() > 0.0);
         totals.add("claude-haiku-4-5", &usage(1_000_000, 0));
