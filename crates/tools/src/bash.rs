@@ -148,6 +148,25 @@ enum Ending {
     Cancelled,
 }
 
+/// git in a command uses a bare repository only when told (`--git-dir`, `GIT_DIR`):
+/// `safe.bareRepository=explicit`, added to the command's `GIT_CONFIG_*` list. A
+/// directory planted in the workspace with a `HEAD`, `objects/`, `refs/` and a `config`
+/// holding an alias or `core.fsmonitor` would otherwise be found by `git -C dir …` (or
+/// from inside it) and its configuration would run.
+pub(crate) fn git_uses_no_found_bare_repository(bash: &mut Command, ctx: &ToolContext) {
+    let count = ctx
+        .child_env
+        .iter()
+        .find(|(k, _)| k == "GIT_CONFIG_COUNT")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("GIT_CONFIG_COUNT").ok())
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    bash.env(format!("GIT_CONFIG_KEY_{count}"), "safe.bareRepository")
+        .env(format!("GIT_CONFIG_VALUE_{count}"), "explicit")
+        .env("GIT_CONFIG_COUNT", (count + 1).to_string());
+}
+
 async fn run_command(
     command: &str,
     timeout_ms: u64,
@@ -169,6 +188,7 @@ async fn run_command(
     for name in sandbox::SECRET_ENV {
         bash.env_remove(name);
     }
+    git_uses_no_found_bare_repository(&mut bash, ctx);
     let confinement = match ctx.confinement() {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(e.to_string()),
