@@ -7,7 +7,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::io::AsyncReadExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::Command;
 
 use crate::editor::TerminalEnding;
@@ -296,7 +296,9 @@ async fn run_command(
         }
     }
 
-    let text = String::from_utf8_lossy(&captured).into_owned();
+    // Not a second copy of up to MAX_CAPTURE_BYTES when the output is UTF-8.
+    let text = String::from_utf8(captured)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     let mut body = shorten_output(&text, dropped_bytes, ctx).await;
     // The command's PID namespace is gone with its shell: nothing of it can create
     // anything after this.
@@ -444,12 +446,18 @@ async fn save_full_output(
         .suffix(".txt")
         .tempfile_in(dir)?;
     let (_, path) = file.keep().map_err(|e| e.error)?;
-    let mut content = text.to_owned();
+    // Written as it is, not copied: the output may be MAX_CAPTURE_BYTES long.
+    let mut out = tokio::fs::File::create(&path).await?;
+    out.write_all(text.as_bytes()).await?;
     if dropped_bytes > 0 {
-        content.push_str(&format!(
-            "\n[{dropped_bytes} further bytes of output were dropped: over the {MAX_CAPTURE_BYTES}-byte capture limit]\n"
-        ));
+        out.write_all(
+            format!(
+                "\n[{dropped_bytes} further bytes of output were dropped: over the {MAX_CAPTURE_BYTES}-byte capture limit]\n"
+            )
+            .as_bytes(),
+        )
+        .await?;
     }
-    tokio::fs::write(&path, content).await?;
+    out.flush().await?;
     Ok(path)
 }
