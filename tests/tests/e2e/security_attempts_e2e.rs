@@ -94,14 +94,17 @@ fn pwned_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Runs one attempt in a fresh project; panics with the attempt's name when it got
-/// through.
-fn try_attempt(a: Attempt) -> Run {
-    try_attempt_then(a, |_| {})
+/// Runs one attempt in a fresh project: its run when it was held, what got through
+/// when it was not.
+fn try_attempt(a: Attempt) -> Result<Run, String> {
+    try_attempt_then(a, |_| Ok(()))
 }
 
 /// [`try_attempt`], then `check` on the project before it is removed.
-fn try_attempt_then(a: Attempt, check: impl FnOnce(&Path)) -> Run {
+fn try_attempt_then(
+    a: Attempt,
+    check: impl FnOnce(&Path) -> Result<(), String>,
+) -> Result<Run, String> {
     let sandbox = Sandbox::new().unwrap();
     sandbox.write("keep.txt", "keep\n").unwrap();
     std::fs::write(sandbox.home().join("secret.txt"), "TOPSECRET\n").unwrap();
@@ -137,6 +140,14 @@ fn try_attempt_then(a: Attempt, check: impl FnOnce(&Path)) -> Run {
     cmd.args(["-p", "go", "--output-format", "stream-json", "--verbose"])
         .args(&a.args)
         .env("PATH", path);
+    for (key, value) in [
+        ("GIT_AUTHOR_NAME", "t"),
+        ("GIT_AUTHOR_EMAIL", "t@example.com"),
+        ("GIT_COMMITTER_NAME", "t"),
+        ("GIT_COMMITTER_EMAIL", "t@example.com"),
+    ] {
+        cmd.env(key, value);
+    }
     for (key, value) in &a.env {
         cmd.env(key, value);
     }
@@ -144,25 +155,38 @@ fn try_attempt_then(a: Attempt, check: impl FnOnce(&Path)) -> Run {
     assert_eq!(out.code, Some(0), "{}: {}", a.what, out.stderr);
     let root = sandbox.project().parent().unwrap().to_path_buf();
     let results = gyre_e2e::tool_results_of_lines(&out.lines().unwrap());
-    assert_eq!(
-        std::fs::read_to_string(sandbox.project().join("keep.txt")).ok(),
-        Some("keep\n".to_owned()),
-        "{}: keep.txt was removed: {results:?}",
-        a.what
-    );
+    let what = a.what;
+    if std::fs::read_to_string(sandbox.project().join("keep.txt"))
+        .ok()
+        .as_deref()
+        != Some("keep\n")
+    {
+        return Err(format!("{what}: keep.txt was removed: {results:?}"));
+    }
+    let made = pwned_under(&root);
+    if !made.is_empty() {
+        return Err(format!("{what}: {made:?} made: {results:?}"));
+    }
+    if out.stdout.contains("TOPSECRET") {
+        return Err(format!("{what}: the secret was read: {results:?}"));
+    }
+    check(&sandbox.project()).map_err(|e| format!("{what}: {e}: {results:?}"))?;
+    Ok(out)
+}
+
+/// Every attempt of a table held; the message lists those that did not.
+fn assert_all_held(attempts: Vec<Attempt>) {
+    let count = attempts.len();
+    let through: Vec<String> = attempts
+        .into_iter()
+        .filter_map(|a| try_attempt(a).err())
+        .collect();
     assert!(
-        pwned_under(&root).is_empty(),
-        "{}: {:?} made: {results:?}",
-        a.what,
-        pwned_under(&root)
+        through.is_empty(),
+        "{} of {count} attempts got through:\n{}",
+        through.len(),
+        through.join("\n")
     );
-    assert!(
-        !out.stdout.contains("TOPSECRET"),
-        "{}: the secret was read: {results:?}",
-        a.what
-    );
-    check(&sandbox.project());
-    out
 }
 
 const DENY_RM: &[&str] = &["--allowedTools", "Bash", "--disallowedTools", "Bash(rm:*)"];
@@ -281,7 +305,11 @@ fn a_deny_rule_is_not_bypassed_by_code_it_cannot_read() {
             ],
             DENY_RM_EDITS,
         ),
-        attempt("npx", vec![bash("npx --yes rimraf keep.txt")], DENY_RM),
+        attempt(
+            "npx",
+            vec![bash("npx --offline --yes rimraf keep.txt")],
+            DENY_RM,
+        ),
         attempt(
             "sed's e command",
             vec![bash("echo x | sed 's/x/rm keep.txt/e'")],
@@ -348,7 +376,7 @@ fn a_deny_rule_is_not_bypassed_by_code_it_cannot_read() {
         attempt(
             "a hook written in one call, git commit in the next",
             vec![
-                bash("printf '#!/bin/sh\\nrm keep.txt\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit"),
+                bash("mkdir -p .git/hooks && printf '#!/bin/sh\\nrm keep.txt\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit"),
                 bash("git commit --allow-empty -qm x"),
             ],
             DENY_RM,
@@ -362,14 +390,12 @@ fn a_deny_rule_is_not_bypassed_by_code_it_cannot_read() {
         .files(&planted_bare_repo("evil")),
         attempt(
             "git rebase --exec",
-            vec![bash("git rebase --exec 'rm keep.txt' --root")],
+            vec![bash("git commit --allow-empty -qm a && git rebase --exec 'rm keep.txt' --root")],
             DENY_RM,
         )
         .git(),
     ];
-    for a in attempts {
-        try_attempt(a);
-    }
+    assert_all_held(attempts);
 }
 
 /// Issue 29: git finds no repository a project planted (a bare repository's layout, a
@@ -471,9 +497,7 @@ fn git_runs_no_configuration_a_project_planted() {
         )
         .git(),
     ];
-    for a in attempts {
-        try_attempt(a);
-    }
+    assert_all_held(attempts);
 }
 
 /// Issue 29, class 4's gap: with `sandbox.enabled`, protected names that did not exist
@@ -526,29 +550,40 @@ fn a_sandboxed_command_cannot_plant_protected_names_that_did_not_exist() {
         )
         .git(),
     ];
+    let count = attempts.len();
+    let mut through = Vec::new();
     for a in attempts {
         let git = a.git;
-        let out = try_attempt_then(a, |project| {
+        let held = try_attempt_then(a, |project| {
             // Nothing at the names once the command is done, whatever it tried.
             for name in [".mcp.json", ".gyre", ".claude"] {
-                assert!(
-                    project.join(name).symlink_metadata().is_err(),
-                    "{name} was left"
-                );
+                if project.join(name).symlink_metadata().is_ok() {
+                    return Err(format!("{name} was left"));
+                }
             }
-            if git {
-                assert!(!project.join(".git/hooks").exists());
-                assert!(!project.join(".git/commondir").exists());
+            let left = if git {
+                [".git/hooks", ".git/commondir"]
+                    .iter()
+                    .find(|p| project.join(p).exists())
             } else {
-                assert!(!project.join(".git").exists());
-            }
+                [".git"].iter().find(|p| project.join(p).exists())
+            };
+            left.map_or(Ok(()), |p| Err(format!("{p} was left")))
         });
-        assert!(
-            !out.stdout.contains("does not let commands create"),
-            "{}",
-            out.stdout
-        );
+        match held {
+            Ok(out) if out.stdout.contains("does not let commands create") => {
+                through.push(format!("made, then removed: {}", out.stdout));
+            }
+            Ok(_) => {}
+            Err(e) => through.push(e),
+        }
     }
+    assert!(
+        through.is_empty(),
+        "{} of {count} attempts got through:\n{}",
+        through.len(),
+        through.join("\n")
+    );
 }
 
 /// An HTTP server on 127.0.0.1 that counts the connections it accepts.
@@ -636,19 +671,32 @@ fn web_fetch_refuses_names_that_resolve_to_local_addresses() {
         ),
         ("upper case", "EVIL.test", &["--allowedTools", "WebFetch"]),
     ];
+    let count = cases.len();
+    let mut through = Vec::new();
     for (what, host, args) in cases {
-        let out = try_attempt(
+        let held = try_attempt(
             attempt(what, vec![fetch(host)], args).env("GYRE_TEST_RESOLVE", resolve.to_owned()),
-        );
-        let results = gyre_e2e::tool_results_of_lines(&out.lines().unwrap());
-        assert!(
-            results[0].0
+        )
+        .and_then(|out| {
+            let results = gyre_e2e::tool_results_of_lines(&out.lines().unwrap());
+            let refused = results[0].0
                 && results[0]
                     .1
-                    .contains("an address on this machine or a private network"),
-            "{what}: {results:?}"
-        );
+                    .contains("an address on this machine or a private network");
+            if refused {
+                Ok(())
+            } else {
+                Err(format!("{what}: {results:?}"))
+            }
+        });
+        through.extend(held.err());
     }
+    assert!(
+        through.is_empty(),
+        "{} of {count} attempts got through:\n{}",
+        through.len(),
+        through.join("\n")
+    );
     assert_eq!(hits.load(std::sync::atomic::Ordering::SeqCst), 0);
 }
 
@@ -708,9 +756,7 @@ fn plan_mode_holds_interpreters_and_build_tools() {
             plan,
         ),
     ];
-    for a in attempts {
-        try_attempt(a);
-    }
+    assert_all_held(attempts);
 }
 
 /// Peak resident memory of `pid` so far (VmHWM, KiB), 0 once it is gone.
@@ -723,6 +769,87 @@ fn peak_rss_kib(pid: u32) -> u64 {
                 .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
         })
         .unwrap_or(0)
+}
+
+/// Runs `cmd` to completion, sampling its peak resident memory (KiB) as it runs.
+fn run_measured(cmd: &mut std::process::Command) -> (Run, u64) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap());
+    let errors = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap());
+    let mut peak = 0;
+    while child.try_wait().unwrap().is_none() {
+        peak = peak.max(peak_rss_kib(pid));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = Run {
+        code: child.wait().unwrap().code(),
+        stdout: reader.join().unwrap(),
+        stderr: errors.join().unwrap(),
+    };
+    (out, peak)
+}
+
+/// Issue 29, resource exhaustion through tools: a command printing 300 MB, a Read of a
+/// 4 GiB (sparse) file, a Grep through one 64 MiB line. Each ends with a bounded
+/// answer, and gyre's memory stays bounded.
+#[test]
+fn tools_stay_bounded_against_outputs_and_files_made_to_exhaust_memory() {
+    let sandbox = Sandbox::new().unwrap();
+    let big = sandbox.project().join("big.bin");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(4 << 30)
+        .unwrap();
+    sandbox
+        .write("line.txt", &format!("{}needle\n", "a".repeat(64 << 20)))
+        .unwrap();
+    let calls = [
+        (
+            "a command printing 300 MB",
+            bash("head -c 300000000 /dev/zero | tr '\\0' a"),
+        ),
+        (
+            "a Read of a 4 GiB file",
+            Turn::tool_use("Read", json!({"file_path": big})),
+        ),
+        (
+            "a Grep through one 64 MiB line",
+            Turn::tool_use(
+                "Grep",
+                json!({"pattern": "needle", "path": "line.txt", "output_mode": "content"}),
+            ),
+        ),
+    ];
+    let mut over = Vec::new();
+    for (what, call) in calls {
+        let server = TestServer::spawn(Script::new([call, Turn::text("done")])).unwrap();
+        let (out, peak) = run_measured(sandbox.gyre(&server).unwrap().args([
+            "-p",
+            "go",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--permission-mode",
+            "bypassPermissions",
+        ]));
+        assert_eq!(out.code, Some(0), "{what}: {}", out.stderr);
+        let results = gyre_e2e::tool_results_of_lines(&out.lines().unwrap());
+        assert_eq!(results.len(), 1, "{what}: {results:?}");
+        if results[0].1.len() > 200_000 || peak > 150 * 1024 {
+            over.push(format!(
+                "{what}: a {}-byte result, peak RSS {peak} KiB",
+                results[0].1.len()
+            ));
+        }
+    }
+    assert!(over.is_empty(), "{over:#?}");
 }
 
 /// Issue 29, class 16 through the binary: a model streams a tool call whose input is far
@@ -745,36 +872,15 @@ fn an_oversized_tool_input_is_refused_with_bounded_memory() {
         .with_chunk_chars(1 << 20),
     )
     .unwrap();
-    let mut child = sandbox
-        .gyre(&server)
-        .unwrap()
-        .args([
-            "-p",
-            "go",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-            "--permission-mode",
-            "bypassPermissions",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let stdout = child.stdout.take().unwrap();
-    let reader = std::thread::spawn(move || std::io::read_to_string(stdout).unwrap());
-    let mut peak = 0;
-    while child.try_wait().unwrap().is_none() {
-        peak = peak.max(peak_rss_kib(pid));
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    let stdout = reader.join().unwrap();
-    let out = Run {
-        code: child.wait().unwrap().code(),
-        stdout,
-        stderr: String::new(),
-    };
+    let (out, peak) = run_measured(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "go",
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "bypassPermissions",
+    ]));
     assert_eq!(out.code, Some(0));
     let results = gyre_e2e::tool_results_of_lines(&out.lines().unwrap());
     assert_eq!(results.len(), 2, "{results:?}");
