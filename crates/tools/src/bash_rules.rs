@@ -204,6 +204,27 @@ const SCRIPT_RUNNERS: &[&str] = &[
     "su",
     "ssh",
     "xdg-open",
+    // Programs with a command of their own that runs a shell command (`!`, `.shell`,
+    // `system`, `EXEC:`, `-e`), or that start one later (`at`, `crontab`, `tmux`).
+    "gdb",
+    "lldb",
+    "m4",
+    "dc",
+    "sqlite3",
+    "psql",
+    "mysql",
+    "gnuplot",
+    "octave",
+    "socat",
+    "nc",
+    "ncat",
+    "netcat",
+    "tmux",
+    "screen",
+    "at",
+    "batch",
+    "crontab",
+    "nawk",
 ];
 
 /// Editors and pagers whose commands run programs (`vim -c '!rm x'`, `ed` `!`).
@@ -1521,6 +1542,20 @@ mod tests {
             "watch rm y",
             "ssh host rm y",
             "eval \"$(cat cmd)\"",
+            "source ./evil.sh",
+            ". ./evil.sh",
+            "awk '{system($0)}' cmds",
+            "ssh -o ProxyCommand='rm x' h",
+            "exec -a ls /proc/self/exe",
+            "cc x.c -o y && ./y",
+            "xargs -a cmds sh",
+            "busybox sh -c 'perl -e 1'",
+            "echo '!rm x' | dc",
+            "sqlite3 :memory: '.shell rm x'",
+            "tmux new -d 'rm x'",
+            "crontab jobs",
+            "socat - EXEC:'rm x'",
+            "gdb -batch -ex 'shell rm x'",
         ] {
             assert!(runs_unseen_code(c, &nothing_written), "{c}");
         }

@@ -384,8 +384,9 @@ pub fn read_config_file(path: &Path) -> std::io::Result<String> {
 /// bash will search) lies inside the working directories, or its inode changed at
 /// `since` or later (a copy, a rename, an overwrite: `cp -p` keeps the modification
 /// time, not the change time). For `git`, also the repository's configuration and
-/// hooks and the user's git configuration, which decide what git runs. A word that
-/// names no file (a builtin, a function) is not.
+/// hooks and the user's git configuration, which decide what git runs; for every word,
+/// `/etc/ld.so.preload` (a library every program loads). A word that names no file (a
+/// builtin, a function) is not.
 #[must_use]
 pub fn program_written_since(
     word: &str,
@@ -398,6 +399,10 @@ pub fn program_written_since(
             .zip(std::fs::metadata(path).ok())
             .is_some_and(|(link, meta)| changed_since(&link, since) || changed_since(&meta, since))
     };
+    // A library every program loads, which only root can plant: any word then.
+    if changed(Path::new("/etc/ld.so.preload")) {
+        return true;
+    }
     // The word's own file (a symlink's change time is its own), then where it leads.
     let found = if word.contains('/') {
         Some(lexical_path(&ctx.cwd, word))
