@@ -529,7 +529,8 @@ impl Permissions {
     /// an interpreter's script, a Makefile or package script, a program given as a path
     /// or written during the session (`cp /bin/rm ./x` in one call, `./x` in the next)
     /// — asks, whatever allow rule or mode would run it; plan mode excepted, whose
-    /// commands the kernel holds read-only (or asks about where it cannot).
+    /// commands the kernel holds read-only (or asks about where it cannot), and a rule
+    /// naming exactly this command line (the user's "always" answer).
     fn bash_unseen_by_rules(&self, command: &str, ctx: &ToolContext) -> Option<PermissionDecision> {
         let ruled = self
             .deny
@@ -539,6 +540,18 @@ impl Permissions {
             .map(ToString::to_string)
             .collect::<Vec<_>>();
         if ruled.is_empty() || self.mode.get() == PermissionMode::Plan {
+            return None;
+        }
+        // The user's own decision about this very command line (an "always" answer, an
+        // exact rule) stands, as a "yes" would.
+        let named_exactly = self
+            .allow
+            .iter()
+            .chain(self.session_rules().iter())
+            .any(|r| {
+                r.tool == "Bash" && r.specifier.as_deref().map(str::trim) == Some(command.trim())
+            });
+        if named_exactly {
             return None;
         }
         let since = session_start();
