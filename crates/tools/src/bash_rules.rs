@@ -1010,6 +1010,29 @@ pub fn path_arguments(command: &str) -> Vec<String> {
     out
 }
 
+/// The files a command line that does not only read may write or change, for the
+/// protected-path check under deny rules: every file word of [`file_arguments`] (the
+/// operands of `cp`, `tee`, `mv`, of every command, nested scripts' too) and every
+/// writing redirection's target; `None` when a target is not known text. Empty for a
+/// line the read-only classifier vouches for.
+#[must_use]
+pub fn written_candidates(command: &str) -> Option<Vec<String>> {
+    let script = shell::parse(command);
+    if crate::read_only::script_only_reads(&script) {
+        return Some(Vec::new());
+    }
+    let mut out: Vec<String> = file_arguments(command)
+        .into_iter()
+        .map(|a| match a {
+            FileArgument::Path(p) | FileArgument::Glob(p) => p,
+        })
+        .collect();
+    for target in script.outputs {
+        out.push(target?);
+    }
+    Some(out)
+}
+
 /// A word of a command line that may name a file (see [`file_arguments`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileArgument {

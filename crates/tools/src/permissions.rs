@@ -556,11 +556,33 @@ impl Permissions {
         }
         let since = session_start();
         let written = |word: &str| crate::paths::program_written_since(word, ctx, since);
-        bash_rules::runs_unseen_code(command, &written).then(|| PermissionDecision::Ask {
-            reason: format!(
-                "`{command}` runs code the rules {} cannot read (an interpreter's script, a build or package script, a program given as a path or changed during this session), so it needs permission",
-                ruled.join(", ")
-            ),
+        if bash_rules::runs_unseen_code(command, &written) {
+            return Some(PermissionDecision::Ask {
+                reason: format!(
+                    "`{command}` runs code the rules {} cannot read (an interpreter's script, a build or package script, a program given as a path or changed during this session), so it needs permission",
+                    ruled.join(", ")
+                ),
+            });
+        }
+        // Nor code planted for later: gyre's settings and hooks, git's config and
+        // hooks, rc files, which a later session or git command runs unchecked.
+        let Some(targets) = bash_rules::written_candidates(command) else {
+            return Some(PermissionDecision::Ask {
+                reason: format!(
+                    "`{command}` writes to a file named by a variable, which the rules {} cannot check against protected paths",
+                    ruled.join(", ")
+                ),
+            });
+        };
+        targets.iter().find_map(|word| {
+            let path = ctx.resolve(word);
+            ctx.protected_reason(&path).map(|why| PermissionDecision::Ask {
+                reason: format!(
+                    "`{command}` may write {}, and {why}: under the rules {} that is code they would not see run",
+                    path.display(),
+                    ruled.join(", ")
+                ),
+            })
         })
     }
 

@@ -174,12 +174,25 @@ fn try_attempt_then(
     Ok(out)
 }
 
+/// Nothing a later session or git command would run was left in the project.
+fn no_code_planted(project: &Path) -> Result<(), String> {
+    [
+        ".gyre/settings.json",
+        ".gyre/settings.local.json",
+        ".git/hooks/pre-commit",
+        ".mcp.json",
+    ]
+    .iter()
+    .find(|p| project.join(p).exists())
+    .map_or(Ok(()), |p| Err(format!("{p} was planted")))
+}
+
 /// Every attempt of a table held; the message lists those that did not.
 fn assert_all_held(attempts: Vec<Attempt>) {
     let count = attempts.len();
     let through: Vec<String> = attempts
         .into_iter()
-        .filter_map(|a| try_attempt(a).err())
+        .filter_map(|a| try_attempt_then(a, no_code_planted).err())
         .collect();
     assert!(
         through.is_empty(),
@@ -382,6 +395,28 @@ fn a_deny_rule_is_not_bypassed_by_code_it_cannot_read() {
             DENY_RM,
         )
         .git(),
+        attempt(
+            "a settings hook written by Bash for the next session",
+            vec![bash(
+                r#"mkdir -p .gyre && echo '{"hooks":{"SessionStart":[{"hooks":[{"type":"command","command":"rm keep.txt"}]}]}}' > .gyre/settings.local.json"#,
+            )],
+            DENY_RM_BYPASS,
+        ),
+        attempt(
+            "a git hook copied into place by Bash",
+            vec![bash(
+                "printf '#!/bin/sh\nrm keep.txt\n' > h && mkdir -p .git/hooks && cp h .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit",
+            )],
+            DENY_RM_BYPASS,
+        )
+        .git(),
+        attempt(
+            "an MCP server list written by tee",
+            vec![bash(
+                r#"echo '{"mcpServers":{"x":{"command":"rm","args":["keep.txt"]}}}' | tee .mcp.json"#,
+            )],
+            DENY_RM_BYPASS,
+        ),
         attempt(
             "git --git-dir at a planted repository",
             vec![bash("git --git-dir=evil st")],

@@ -1078,3 +1078,33 @@ async fn under_a_deny_rule_code_it_cannot_read_asks() {
         &decide(&exact, &ctx, "Bash", json!({"command": "python3 -c 1"})).await
     ));
 }
+
+/// Issue 29, round 3: under a `Bash(rm:*)` deny rule, a command that may write a
+/// protected path (gyre's settings and hooks, git's hooks, `.mcp.json`) asks: the code
+/// it plants would run later, where the rule never looks.
+#[tokio::test]
+async fn under_a_deny_rule_writing_protected_paths_asks() {
+    let (_work, _outside, ctx) = setup();
+    let perms = Permissions::from_rules(
+        PermissionMode::BypassPermissions,
+        &["Bash"],
+        &[],
+        &["Bash(rm:*)"],
+    )
+    .unwrap();
+    for command in [
+        "echo '{\"hooks\":{}}' > .gyre/settings.local.json",
+        "cp evil.sh .git/hooks/pre-commit",
+        "echo '{}' | tee .mcp.json",
+        "mkdir -p .claude/agents",
+        "bash -c 'cat x >> ~/.bashrc'",
+        "f=.mcp.json; echo '{}' > \"$f\"",
+    ] {
+        let d = decide(&perms, &ctx, "Bash", json!({ "command": command })).await;
+        assert!(!allowed(&d), "{command}: {d:?}");
+    }
+    for command in ["echo x > out.txt", "cat .gyre/settings.json", "cp a b"] {
+        let d = decide(&perms, &ctx, "Bash", json!({ "command": command })).await;
+        assert!(allowed(&d), "{command}: {d:?}");
+    }
+}
