@@ -80,6 +80,75 @@ fn is_local(host: &str) -> bool {
     matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
 }
 
+/// WebFetch's resolver: the system's answer, refused when a name resolves to an address
+/// on this machine or a private network (`127.0.0.1.nip.io`, a DNS record pointing at
+/// 10.0.0.1). The permission check judged the name; this is where the address it leads
+/// to is known, and it is the address reqwest connects to (no second lookup to race).
+/// `localhost` and `*.localhost` are names of this machine already asked about by the
+/// permission check, and resolve as usual.
+struct PublicNames;
+
+/// A name that resolved to a local or private address; its text is the call's error.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "{host} resolves to {address}, an address on this machine or a private network; WebFetch does not fetch such a name. To fetch from there, give the address itself in the URL (http://{address}/…), which asks for permission"
+)]
+struct LocalName {
+    host: String,
+    address: std::net::IpAddr,
+}
+
+impl reqwest::dns::Resolve for PublicNames {
+    fn resolve(&self, name: reqwest::dns::Name) -> reqwest::dns::Resolving {
+        let host = name.as_str().trim_end_matches('.').to_ascii_lowercase();
+        Box::pin(async move {
+            let addrs: Vec<std::net::SocketAddr> = match test_address(&host) {
+                Some(addr) => vec![addr],
+                None => {
+                    let lookup = host.clone();
+                    tokio::task::spawn_blocking(move || {
+                        std::net::ToSocketAddrs::to_socket_addrs(&(lookup.as_str(), 0))
+                            .map(Iterator::collect::<Vec<_>>)
+                    })
+                    .await??
+                }
+            };
+            let named_local = host == "localhost" || host.ends_with(".localhost");
+            if !named_local
+                && let Some(local) = addrs
+                    .iter()
+                    .find(|a| gyre_tools::domain::is_local_address(a.ip()))
+            {
+                return Err(Box::new(LocalName {
+                    host,
+                    address: local.ip(),
+                })
+                    as Box<dyn std::error::Error + Send + Sync>);
+            }
+            Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
+        })
+    }
+}
+
+/// Debug builds (the tests) resolve the names `GYRE_TEST_RESOLVE` lists
+/// (`name=address,…`) to those addresses, so a test can point a name at this machine
+/// without a DNS server.
+#[cfg(debug_assertions)]
+fn test_address(host: &str) -> Option<std::net::SocketAddr> {
+    std::env::var("GYRE_TEST_RESOLVE")
+        .ok()?
+        .split(',')
+        .filter_map(|pair| pair.split_once('='))
+        .find(|(name, _)| name.eq_ignore_ascii_case(host))
+        .and_then(|(_, ip)| ip.parse::<std::net::IpAddr>().ok())
+        .map(|ip| std::net::SocketAddr::new(ip, 0))
+}
+
+#[cfg(not(debug_assertions))]
+fn test_address(_host: &str) -> Option<std::net::SocketAddr> {
+    None
+}
+
 /// `url::ParseError`, named through reqwest's `Url` (gyre-core does not depend on `url`).
 type UrlParseError = <Url as std::str::FromStr>::Err;
 
@@ -195,6 +264,7 @@ impl WebFetchTool {
         Ok(network
             .client_builder()
             .map_err(|e| e.to_string())?
+            .dns_resolver(PublicNames)
             .redirect(reqwest::redirect::Policy::none())
             .timeout(FETCH_TIMEOUT)
             .user_agent(concat!("gyre/", env!("CARGO_PKG_VERSION"), " (WebFetch)")))

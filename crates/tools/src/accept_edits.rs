@@ -54,6 +54,12 @@ pub fn file_command_paths(command: &str) -> Option<Vec<String>> {
     Some(paths.into_iter().filter(|p| !p.is_empty()).collect())
 }
 
+/// Whether a `sed` invocation (its arguments) can do more than edit its files: run a
+/// command (`e`, `s///e`), write or read other files, or read its script from a file.
+pub(crate) fn sed_runs_or_reaches_out(args: &[&str]) -> bool {
+    sed_files(args).is_none()
+}
+
 /// The files a `sed` invocation reads and (with `-i`) rewrites, when its options and
 /// script are ones that touch nothing else; `None` otherwise.
 fn sed_files(args: &[&str]) -> Option<Vec<String>> {

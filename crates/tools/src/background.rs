@@ -201,6 +201,7 @@ impl ShellTable {
         for name in crate::sandbox::SECRET_ENV {
             bash.env_remove(name);
         }
+        crate::bash::git_uses_no_found_bare_repository(&mut bash, ctx);
         let confinement = ctx.confinement()?;
         let mut temp_dir = None;
         let mut placeholders = None;

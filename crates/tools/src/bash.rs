@@ -7,7 +7,7 @@ use std::time::Duration;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
-use tokio::io::AsyncReadExt as _;
+use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::process::Command;
 
 use crate::editor::TerminalEnding;
@@ -148,6 +148,25 @@ enum Ending {
     Cancelled,
 }
 
+/// git in a command uses a bare repository only when told (`--git-dir`, `GIT_DIR`):
+/// `safe.bareRepository=explicit`, added to the command's `GIT_CONFIG_*` list. A
+/// directory planted in the workspace with a `HEAD`, `objects/`, `refs/` and a `config`
+/// holding an alias or `core.fsmonitor` would otherwise be found by `git -C dir …` (or
+/// from inside it) and its configuration would run.
+pub(crate) fn git_uses_no_found_bare_repository(bash: &mut Command, ctx: &ToolContext) {
+    let count = ctx
+        .child_env
+        .iter()
+        .find(|(k, _)| k == "GIT_CONFIG_COUNT")
+        .map(|(_, v)| v.clone())
+        .or_else(|| std::env::var("GIT_CONFIG_COUNT").ok())
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .unwrap_or(0);
+    bash.env(format!("GIT_CONFIG_KEY_{count}"), "safe.bareRepository")
+        .env(format!("GIT_CONFIG_VALUE_{count}"), "explicit")
+        .env("GIT_CONFIG_COUNT", (count + 1).to_string());
+}
+
 async fn run_command(
     command: &str,
     timeout_ms: u64,
@@ -169,6 +188,7 @@ async fn run_command(
     for name in sandbox::SECRET_ENV {
         bash.env_remove(name);
     }
+    git_uses_no_found_bare_repository(&mut bash, ctx);
     let confinement = match ctx.confinement() {
         Ok(c) => c,
         Err(e) => return ToolOutput::error(e.to_string()),
@@ -276,7 +296,9 @@ async fn run_command(
         }
     }
 
-    let text = String::from_utf8_lossy(&captured).into_owned();
+    // Not a second copy of up to MAX_CAPTURE_BYTES when the output is UTF-8.
+    let text = String::from_utf8(captured)
+        .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
     let mut body = shorten_output(&text, dropped_bytes, ctx).await;
     // The command's PID namespace is gone with its shell: nothing of it can create
     // anything after this.
@@ -424,12 +446,18 @@ async fn save_full_output(
         .suffix(".txt")
         .tempfile_in(dir)?;
     let (_, path) = file.keep().map_err(|e| e.error)?;
-    let mut content = text.to_owned();
+    // Written as it is, not copied: the output may be MAX_CAPTURE_BYTES long.
+    let mut out = tokio::fs::File::create(&path).await?;
+    out.write_all(text.as_bytes()).await?;
     if dropped_bytes > 0 {
-        content.push_str(&format!(
-            "\n[{dropped_bytes} further bytes of output were dropped: over the {MAX_CAPTURE_BYTES}-byte capture limit]\n"
-        ));
+        out.write_all(
+            format!(
+                "\n[{dropped_bytes} further bytes of output were dropped: over the {MAX_CAPTURE_BYTES}-byte capture limit]\n"
+            )
+            .as_bytes(),
+        )
+        .await?;
     }
-    tokio::fs::write(&path, content).await?;
+    out.flush().await?;
     Ok(path)
 }

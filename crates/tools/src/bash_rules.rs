@@ -63,10 +63,274 @@ pub fn deny_matches(spec: &str, command: &str) -> bool {
         return true;
     }
     let spec = parse_spec(spec);
-    script_matches_deny(&spec, &shell::parse(command), 0)
+    script_matches_deny(&Matcher::Rule(&spec), &shell::parse(command), 0)
 }
 
-fn script_matches_deny(spec: &Spec, script: &Script, depth: usize) -> bool {
+/// Whether some command word of `command` — wherever the deny rules look: wrappers,
+/// nested scripts, `find -exec` — runs code those rules cannot read: an interpreter or
+/// a build or package tool (`python3 -c`, `perl script.pl`, `make`, `npm run`, `npx`),
+/// an editor or a program with an option that runs programs (`vim -c`, `rg --pre`,
+/// `git -C dir`, `git config alias.x '!…'`), or a program given as a path outside the
+/// system's directories (`./x`). `written` is asked about every other program word
+/// (`ls`, `/usr/bin/ls`): whether it names a file the session may have written (a
+/// copy of `rm` put on the `PATH` in an earlier call). A line the parser cannot judge
+/// counts too.
+#[must_use]
+pub fn runs_unseen_code(command: &str, written: &dyn Fn(&str) -> bool) -> bool {
+    script_matches_deny(&Matcher::Unseen(written), &shell::parse(command), 0)
+}
+
+/// What the deny walk looks for in each command it finds.
+#[derive(Clone, Copy)]
+enum Matcher<'a> {
+    /// A deny or ask rule's specifier.
+    Rule(&'a Spec),
+    /// Code the rules cannot see (see [`runs_unseen_code`]).
+    Unseen(&'a dyn Fn(&str) -> bool),
+}
+
+impl Matcher<'_> {
+    fn matches(&self, argv: &[Word], extra_args: bool) -> bool {
+        match self {
+            Matcher::Rule(spec) => argv_matches(spec, argv, extra_args, Side::Deny),
+            Matcher::Unseen(written) => argv_runs_unseen_code(argv, *written),
+        }
+    }
+}
+
+/// Interpreters: whatever they are handed (`-c`, `-e`, a script, stdin) is code the
+/// deny rules do not read. Matched on the program's name without a version suffix
+/// (`python3.12`, `perl5.36`).
+const INTERPRETERS: &[&str] = &[
+    "python",
+    "pypy",
+    "perl",
+    "ruby",
+    "irb",
+    "node",
+    "nodejs",
+    "php",
+    "lua",
+    "luajit",
+    "tclsh",
+    "wish",
+    "expect",
+    "rscript",
+    "r",
+    "julia",
+    "deno",
+    "bun",
+    "bunx",
+    "osascript",
+    "pwsh",
+    "powershell",
+    "guile",
+    "racket",
+    "sbcl",
+    "clisp",
+    "ghci",
+    "runghc",
+    "runhaskell",
+    "scala",
+    "groovy",
+    "kotlin",
+    "java",
+    "jshell",
+    "swift",
+    "elixir",
+    "erl",
+    "escript",
+    "dotnet",
+];
+
+/// Build, task and package tools: they run recipes and scripts from files (a Makefile
+/// the previous command wrote, `package.json`'s scripts, `build.rs`, a test suite).
+const SCRIPT_RUNNERS: &[&str] = &[
+    "make",
+    "gmake",
+    "bmake",
+    "just",
+    "rake",
+    "ninja",
+    "scons",
+    "cmake",
+    "meson",
+    "gradle",
+    "gradlew",
+    "mvn",
+    "mvnw",
+    "ant",
+    "sbt",
+    "lein",
+    "bazel",
+    "bazelisk",
+    "buck",
+    "buck2",
+    "cargo",
+    "go",
+    "npm",
+    "npx",
+    "pnpm",
+    "pnpx",
+    "yarn",
+    "corepack",
+    "pip",
+    "pip3",
+    "pipx",
+    "uv",
+    "uvx",
+    "poetry",
+    "pdm",
+    "hatch",
+    "tox",
+    "nox",
+    "pytest",
+    "py.test",
+    "jest",
+    "vitest",
+    "mocha",
+    "bundle",
+    "bundler",
+    "gem",
+    "composer",
+    "mix",
+    "stack",
+    "cabal",
+    "rebar3",
+    "swiftc",
+    "run-parts",
+    "watch",
+    "script",
+    "su",
+    "ssh",
+    "xdg-open",
+    // Programs with a command of their own that runs a shell command (`!`, `.shell`,
+    // `system`, `EXEC:`, `-e`), or that start one later (`at`, `crontab`, `tmux`).
+    "gdb",
+    "lldb",
+    "m4",
+    "dc",
+    "sqlite3",
+    "psql",
+    "mysql",
+    "gnuplot",
+    "octave",
+    "socat",
+    "nc",
+    "ncat",
+    "netcat",
+    "tmux",
+    "screen",
+    "at",
+    "batch",
+    "crontab",
+    "nawk",
+];
+
+/// Editors and pagers whose commands run programs (`vim -c '!rm x'`, `ed` `!`).
+const EDITORS: &[&str] = &[
+    "vi",
+    "vim",
+    "nvim",
+    "view",
+    "ex",
+    "rvim",
+    "gvim",
+    "emacs",
+    "emacsclient",
+    "ed",
+    "red",
+    "nano",
+    "pico",
+    "joe",
+    "mg",
+    "kak",
+    "hx",
+];
+
+/// Whether one command runs code the deny rules cannot read (see [`runs_unseen_code`]).
+fn argv_runs_unseen_code(argv: &[Word], written: &dyn Fn(&str) -> bool) -> bool {
+    let Some(Word::Literal(program)) = argv.first() else {
+        return true;
+    };
+    if program.contains('/') && !is_system_program(program) {
+        return true;
+    }
+    let name = basename(program);
+    let words: Vec<&str> = argv[1..].iter().filter_map(Word::literal).collect();
+    let only_asks_version = matches!(
+        words.as_slice(),
+        ["--version" | "-V" | "-v" | "--help" | "-h"]
+    );
+    let bare = name
+        .trim_end_matches(|c: char| c.is_ascii_digit() || c == '.')
+        .to_ascii_lowercase();
+    if !only_asks_version
+        && (INTERPRETERS.contains(&bare.as_str())
+            || SCRIPT_RUNNERS.contains(&name)
+            || EDITORS.contains(&name))
+    {
+        return true;
+    }
+    let unseen_option = match name {
+        "git" => git_runs_unseen_code(&argv[1..]),
+        // The program of an `xargs` or `env` is looked at by the walk itself.
+        "sed" | "gsed" => sed_runs_programs(&words),
+        "tar" | "gtar" => words.iter().any(|w| {
+            w.starts_with("--to-command")
+                || w.starts_with("--use-compress-program")
+                || w.starts_with("--checkpoint-action")
+                || w.starts_with("--info-script")
+                || w.starts_with("--new-volume-script")
+                || (w.starts_with('-') && !w.starts_with("--") && w.contains(['I', 'F']))
+        }),
+        "rsync" => words.iter().any(|w| {
+            w.starts_with("-e") || w.starts_with("--rsh") || w.starts_with("--rsync-path")
+        }),
+        "zip" => words
+            .iter()
+            .any(|w| w.starts_with("-TT") || w.starts_with("--unzip-command")),
+        _ => has_option_table(name) && has_unsafe_option(name, &words) && name != "find",
+    };
+    unseen_option || written(program)
+}
+
+/// A sed script with `e`, `s///e` or a script file: it may run commands.
+fn sed_runs_programs(words: &[&str]) -> bool {
+    crate::accept_edits::sed_runs_or_reaches_out(words)
+}
+
+/// git run so that it reads configuration or code from elsewhere (`-C dir`, `--git-dir`,
+/// `--exec-path`, `--config-env`), setting a configuration value (an alias, a pager, a
+/// hook path that later runs), or a subcommand that runs programs its arguments or
+/// configuration name (`rebase -x`, `bisect run`, `submodule foreach`, `difftool -x`).
+fn git_runs_unseen_code(args: &[Word]) -> bool {
+    let mut i = 0;
+    while let Some(w) = args.get(i) {
+        let Some(w) = w.literal() else {
+            return true;
+        };
+        if !w.starts_with('-') {
+            break;
+        }
+        let name = w.split('=').next().unwrap_or(w);
+        if matches!(
+            name,
+            "-C" | "--git-dir" | "--work-tree" | "--exec-path" | "--config-env" | "--attr-source"
+        ) {
+            return true;
+        }
+        i += if GIT_GLOBAL_WITH_VALUE.contains(&w) {
+            2
+        } else {
+            1
+        };
+    }
+    let rest: Vec<&str> = args.iter().skip(i).filter_map(Word::literal).collect();
+    crate::read_only::git_subcommand_runs_programs(&rest)
+}
+
+fn script_matches_deny(spec: &Matcher<'_>, script: &Script, depth: usize) -> bool {
     if script.unknown || depth > MAX_NESTING || changes_what_commands_mean(script) {
         return true;
     }
@@ -238,7 +502,7 @@ fn runs_its_arguments(program: &str) -> bool {
 }
 
 /// Whether one simple command, or a command it runs, matches a deny rule.
-fn command_matches_deny(spec: &Spec, argv: &[Word], extra_args: bool, depth: usize) -> bool {
+fn command_matches_deny(spec: &Matcher<'_>, argv: &[Word], extra_args: bool, depth: usize) -> bool {
     if depth > MAX_NESTING {
         return true;
     }
@@ -246,7 +510,7 @@ fn command_matches_deny(spec: &Spec, argv: &[Word], extra_args: bool, depth: usi
     for (i, w) in argv.iter().enumerate() {
         if let Word::Literal(p) = w
             && (i == 0 || shell::is_wrapper(p, true))
-            && argv_matches(spec, &argv[i..], extra_args, Side::Deny)
+            && spec.matches(&argv[i..], extra_args)
         {
             return true;
         }
@@ -256,7 +520,7 @@ fn command_matches_deny(spec: &Spec, argv: &[Word], extra_args: bool, depth: usi
     };
     let extra_args = extra_args || unwrapped.extra_args;
     let inner = unwrapped.argv;
-    if argv_matches(spec, inner, extra_args, Side::Deny) {
+    if spec.matches(inner, extra_args) {
         return true;
     }
     let program = match inner.first() {
@@ -746,6 +1010,29 @@ pub fn path_arguments(command: &str) -> Vec<String> {
     out
 }
 
+/// The files a command line that does not only read may write or change, for the
+/// protected-path check under deny rules: every file word of [`file_arguments`] (the
+/// operands of `cp`, `tee`, `mv`, of every command, nested scripts' too) and every
+/// writing redirection's target; `None` when a target is not known text. Empty for a
+/// line the read-only classifier vouches for.
+#[must_use]
+pub fn written_candidates(command: &str) -> Option<Vec<String>> {
+    let script = shell::parse(command);
+    if crate::read_only::script_only_reads(&script) {
+        return Some(Vec::new());
+    }
+    let mut out: Vec<String> = file_arguments(command)
+        .into_iter()
+        .map(|a| match a {
+            FileArgument::Path(p) | FileArgument::Glob(p) => p,
+        })
+        .collect();
+    for target in script.outputs {
+        out.push(target?);
+    }
+    Some(out)
+}
+
 /// A word of a command line that may name a file (see [`file_arguments`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FileArgument {
@@ -1225,5 +1512,115 @@ mod tests {
                 .collect();
             assert!(allowed(&specs, c), "{c:?}: {rules:?}");
         }
+    }
+
+    /// Issue 29, the gaps of class 10: code a deny rule cannot read — an interpreter's
+    /// script, a Makefile or package script, an option that runs a program, a program
+    /// given as a path — is found wherever a command word is; a program word the
+    /// session may have written is asked about through `written`.
+    #[test]
+    fn code_the_deny_rules_cannot_read_is_found_wherever_a_command_word_is() {
+        let nothing_written = |_: &str| false;
+        for c in [
+            "python3 -c 'import os; os.remove(\"x\")'",
+            "python3 - <<'EOF'\nimport os\nos.remove('x')\nEOF",
+            "python3.12 script.py",
+            "/usr/bin/python3 -c pass",
+            "perl -e 'unlink \"x\"'",
+            "node -e 'require(\"fs\").rmSync(\"x\")'",
+            "ruby -e 'File.delete(\"x\")'",
+            "php -r 'unlink(\"x\");'",
+            "make",
+            "make -f Makefile clean",
+            "npm run clean",
+            "npm test",
+            "npx rimraf x",
+            "yarn clean",
+            "cargo run",
+            "timeout 5 python3 -c pass",
+            "bash -c 'perl -e 1'",
+            "find . -exec python3 -c pass {} +",
+            "echo x | xargs node -e 1",
+            "ls && vim -c '!rm x' -c q",
+            "sed 's/a/rm x/e' f",
+            "sed -f prog.sed f",
+            "rg --pre rm x .",
+            "less +'!rm x' f",
+            "sort --compress-program=./x f",
+            "tar -cf a.tar --to-command='rm x' .",
+            "tar -I ./x -cf a.tar .",
+            "rsync -e ./x a b:",
+            "git -C planted status",
+            "git --git-dir=planted log",
+            "git --exec-path=. status",
+            "git config alias.x '!rm y'",
+            "git config core.fsmonitor ./x",
+            "git config --add core.hooksPath h",
+            "git rebase -x 'rm y' HEAD~1",
+            "git bisect run rm y",
+            "git submodule foreach rm y",
+            "./x y",
+            "../bin/x y",
+            "x/rm y",
+            "watch rm y",
+            "ssh host rm y",
+            "eval \"$(cat cmd)\"",
+            "source ./evil.sh",
+            ". ./evil.sh",
+            "awk '{system($0)}' cmds",
+            "ssh -o ProxyCommand='rm x' h",
+            "exec -a ls /proc/self/exe",
+            "cc x.c -o y && ./y",
+            "xargs -a cmds sh",
+            "busybox sh -c 'perl -e 1'",
+            "echo '!rm x' | dc",
+            "sqlite3 :memory: '.shell rm x'",
+            "tmux new -d 'rm x'",
+            "crontab jobs",
+            "socat - EXEC:'rm x'",
+            "gdb -batch -ex 'shell rm x'",
+        ] {
+            assert!(runs_unseen_code(c, &nothing_written), "{c}");
+        }
+        for c in [
+            "ls -la",
+            "cat a | grep b",
+            "git status",
+            "git config --get user.name",
+            "git config user.name",
+            "git config --list",
+            "git log --oneline",
+            "python3 --version",
+            "/usr/bin/ls x",
+            "sed -i 's/a/b/' f",
+            "find . -name '*.rs' -delete",
+            "echo python3 -c 'rm x'",
+            "rm x",
+        ] {
+            assert!(!runs_unseen_code(c, &nothing_written), "{c}");
+        }
+        // A program word that names a file the session wrote (`ls` copied over on the
+        // PATH, `/usr/bin/ls` overwritten), wherever it is.
+        let ls_written = |w: &str| basename(w) == "ls";
+        for c in [
+            "ls y",
+            "/usr/bin/ls y",
+            "timeout 5 ls",
+            "bash -c 'ls y'",
+            "cat a | ls",
+        ] {
+            assert!(runs_unseen_code(c, &ls_written), "{c}");
+        }
+        assert!(!runs_unseen_code("cat y", &ls_written));
+        // `Bash(git:*)` does not cover setting what git runs later.
+        for c in [
+            "git config alias.x '!rm y'",
+            "git config core.fsmonitor ./x",
+            "git rebase --exec 'rm y' HEAD~1",
+        ] {
+            assert!(!allowed(&["git:*"], c), "{c}");
+        }
+        assert!(allowed(&["git:*"], "git config --get user.name"));
+        assert!(allowed(&["git config:*"], "git config alias.x '!rm y'"));
     }
 }

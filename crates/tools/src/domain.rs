@@ -53,6 +53,17 @@ pub fn is_local_url(url: &str) -> bool {
     }
 }
 
+/// Whether an address a name resolved to reaches this machine or a private network (the
+/// addresses [`is_local_url`] names): WebFetch's resolver refuses a name that resolves
+/// to one, since the rule judged the name, not where it leads.
+#[must_use]
+pub fn is_local_address(ip: std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => local_v4(v4),
+        std::net::IpAddr::V6(v6) => local_v6(v6),
+    }
+}
+
 fn local_v4(ip: Ipv4Addr) -> bool {
     let [a, b, ..] = ip.octets();
     ip.is_loopback()

@@ -232,7 +232,10 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
         // Counting lines costs a pass over every buffer: only content shows them.
         .line_number(mode == OutputMode::Content)
         .multi_line(multiline)
-        .binary_detection(BinaryDetection::quit(0));
+        .binary_detection(BinaryDetection::quit(0))
+        // One line (with multiline, one file) is held whole: a file made of one huge
+        // line must not take gyre's memory. Past this the file is skipped.
+        .heap_limit(Some(MAX_LINE_BYTES));
     if mode == OutputMode::Content {
         searcher
             .before_context(to_count(input.before).max(context))
@@ -326,6 +329,9 @@ fn grep(input: &GrepInput, ctx: &ToolContext) -> ToolOutput {
     }
     ToolOutput::ok(out)
 }
+
+/// The most of one line (with `multiline`, of one file) Grep holds in memory.
+const MAX_LINE_BYTES: usize = 16 << 20;
 
 fn search_file(
     search: &Search<'_>,

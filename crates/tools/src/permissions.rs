@@ -276,6 +276,7 @@ impl Permissions {
     /// A headless policy in `mode` with no rules.
     #[must_use]
     pub fn new(mode: PermissionMode) -> Self {
+        session_start();
         Self {
             mode: ModeHandle::new(mode),
             allow: Vec::new(),
@@ -430,6 +431,11 @@ impl Permissions {
                 reason: format!("the ask rule `{rule}` requires confirmation"),
             };
         }
+        if name == "Bash"
+            && let Some(decision) = self.bash_unseen_by_rules(target.command(), ctx)
+        {
+            return decision;
+        }
         let own = tool.check_permissions(input, ctx);
         if let PermissionDecision::Deny { .. } = own {
             return own;
@@ -517,6 +523,67 @@ impl Permissions {
                 }
             }
         }
+    }
+
+    /// Under `Bash(…)` deny or ask rules, a command whose code those rules cannot read —
+    /// an interpreter's script, a Makefile or package script, a program given as a path
+    /// or written during the session (`cp /bin/rm ./x` in one call, `./x` in the next)
+    /// — asks, whatever allow rule or mode would run it; plan mode excepted, whose
+    /// commands the kernel holds read-only (or asks about where it cannot), and a rule
+    /// naming exactly this command line (the user's "always" answer).
+    fn bash_unseen_by_rules(&self, command: &str, ctx: &ToolContext) -> Option<PermissionDecision> {
+        let ruled = self
+            .deny
+            .iter()
+            .chain(&self.ask)
+            .filter(|r| r.tool == "Bash" && r.specifier.is_some())
+            .map(ToString::to_string)
+            .collect::<Vec<_>>();
+        if ruled.is_empty() || self.mode.get() == PermissionMode::Plan {
+            return None;
+        }
+        // The user's own decision about this very command line (an "always" answer, an
+        // exact rule) stands, as a "yes" would.
+        let named_exactly = self
+            .allow
+            .iter()
+            .chain(self.session_rules().iter())
+            .any(|r| {
+                r.tool == "Bash" && r.specifier.as_deref().map(str::trim) == Some(command.trim())
+            });
+        if named_exactly {
+            return None;
+        }
+        let since = session_start();
+        let written = |word: &str| crate::paths::program_written_since(word, ctx, since);
+        if bash_rules::runs_unseen_code(command, &written) {
+            return Some(PermissionDecision::Ask {
+                reason: format!(
+                    "`{command}` runs code the rules {} cannot read (an interpreter's script, a build or package script, a program given as a path or changed during this session), so it needs permission",
+                    ruled.join(", ")
+                ),
+            });
+        }
+        // Nor code planted for later: gyre's settings and hooks, git's config and
+        // hooks, rc files, which a later session or git command runs unchecked.
+        let Some(targets) = bash_rules::written_candidates(command) else {
+            return Some(PermissionDecision::Ask {
+                reason: format!(
+                    "`{command}` writes to a file named by a variable, which the rules {} cannot check against protected paths",
+                    ruled.join(", ")
+                ),
+            });
+        };
+        targets.iter().find_map(|word| {
+            let path = ctx.resolve(word);
+            ctx.protected_reason(&path).map(|why| PermissionDecision::Ask {
+                reason: format!(
+                    "`{command}` may write {}, and {why}: under the rules {} that is code they would not see run",
+                    path.display(),
+                    ruled.join(", ")
+                ),
+            })
+        })
     }
 
     /// acceptEdits runs `mkdir`, `touch`, `rm`, `rmdir`, `mv`, `cp` and a contained `sed`
@@ -904,6 +971,13 @@ fn local_fetch_reason(input: &Value, allow: &[&PermissionRule]) -> Option<String
             "{url} reaches this machine or a private network, which needs permission unless a WebFetch(domain:…) rule names that host"
         )
     })
+}
+
+/// When the first policy of this process was made: a program file changed since then
+/// may be one a tool call of the session wrote.
+fn session_start() -> std::time::SystemTime {
+    static START: std::sync::OnceLock<std::time::SystemTime> = std::sync::OnceLock::new();
+    *START.get_or_init(std::time::SystemTime::now)
 }
 
 /// Tools whose specifiers are path patterns.

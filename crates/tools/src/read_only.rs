@@ -369,6 +369,71 @@ fn git_only_reads(args: &[&str]) -> bool {
             .is_some_and(|r| !r.flags(&args[i + 1..]))
 }
 
+/// Whether a git subcommand (`rest`: the subcommand and its arguments) sets a
+/// configuration value (an alias, a pager or a hook path runs later) or runs programs
+/// its arguments or configuration name (`rebase -x`, `bisect run`, `submodule foreach`,
+/// `difftool`, `filter-branch`).
+pub(crate) fn git_subcommand_runs_programs(rest: &[&str]) -> bool {
+    match rest {
+        ["config", tail @ ..] => git_config_writes(tail),
+        [
+            "filter-branch" | "filter-repo" | "mergetool" | "difftool" | "send-email" | "bisect"
+            | "submodule" | "instaweb" | "archimport" | "cvsimport" | "svn" | "p4",
+            ..,
+        ] => true,
+        ["rebase", tail @ ..] => tail.iter().any(|w| {
+            w.starts_with("-x")
+                || w.starts_with("--exec")
+                || *w == "-i"
+                || w.starts_with("--interactive")
+        }),
+        _ => false,
+    }
+}
+
+/// Whether `git config …` (its arguments) sets something: anything but a read
+/// (`--get`, `--list`, `get`, `list`, one key alone). Without arguments it counts as
+/// setting, so that a rule naming `git config` names its writes.
+fn git_config_writes(args: &[&str]) -> bool {
+    if args.is_empty() {
+        return true;
+    }
+    let reading_option = |w: &&str| {
+        matches!(
+            *w,
+            "--get"
+                | "--get-all"
+                | "--get-regexp"
+                | "--get-urlmatch"
+                | "--list"
+                | "-l"
+                | "--show-origin"
+                | "--show-scope"
+                | "--name-only"
+                | "-z"
+                | "--null"
+                | "--global"
+                | "--system"
+                | "--local"
+                | "--worktree"
+                | "--includes"
+                | "--no-includes"
+                | "--bool"
+                | "--int"
+                | "--path"
+        ) || w.starts_with("--type=")
+    };
+    let (options, operands): (Vec<&str>, Vec<&str>) = args.iter().partition(|w| w.starts_with('-'));
+    if !options.iter().all(reading_option) {
+        return true;
+    }
+    let reads = options
+        .iter()
+        .any(|w| w.starts_with("--get") || matches!(*w, "-l" | "--list"))
+        || matches!(operands.first(), Some(&"get" | &"list"));
+    !(reads || operands.len() <= 1)
+}
+
 /// Whether `args` of `program` hold an option or operand that writes or executes, by
 /// the same table: an allow rule `Bash(git diff:*)` does not cover `git diff --output=x`.
 #[must_use]
@@ -377,6 +442,7 @@ pub fn has_unsafe_option(program: &str, args: &[&str]) -> bool {
     if program == "git" {
         let (i, unsafe_global) = git_subcommand(args);
         return unsafe_global
+            || git_subcommand_runs_programs(&args[i.min(args.len())..])
             || args
                 .get(i)
                 .and_then(|sub| GIT_RULES.iter().find(|r| r.name == *sub))

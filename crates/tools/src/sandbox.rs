@@ -38,6 +38,7 @@ use landlock::{
 
 mod access;
 pub mod namespace;
+mod placeholder;
 pub mod seccomp;
 
 pub use access::{
@@ -544,21 +545,28 @@ pub struct Confinement {
     pub sweep: ProtectedSweep,
 }
 
-/// Protected paths that did not exist when a command started: the kernel cannot refuse
-/// creating a name that has nothing to mount over, so what the command created there is
+/// Protected paths that did not exist when a command started. Each has a placeholder
+/// the command's namespace mounts read-only (see [`placeholder`]), released when the
+/// command is done; where none could be made, what the command created there is
 /// removed once its PID namespace, and everything it started, is gone.
 #[derive(Debug, Default)]
 pub struct ProtectedSweep {
     missing: Vec<PathBuf>,
+    placeholders: placeholder::Lease,
 }
 
 impl ProtectedSweep {
-    /// Removes what was created at the protected paths since the command started; the
-    /// paths removed, for the command's output.
+    /// Releases the placeholders and removes what was created at the protected paths
+    /// that had none; the paths removed, for the command's output.
     #[must_use]
     pub fn sweep(self) -> Vec<PathBuf> {
+        let Self {
+            missing,
+            placeholders,
+        } = self;
+        drop(placeholders);
         let mut removed = Vec::new();
-        for path in self.missing {
+        for path in missing {
             let Ok(meta) = path.symlink_metadata() else {
                 continue;
             };
@@ -647,6 +655,12 @@ pub fn confinement(
     let mut writable = vec![temp_dir.path().to_path_buf()];
     let mut read_only = Vec::new();
     let mut missing = Vec::new();
+    let mut placeholders = placeholder::Lease::default();
+    // Before placeholders are made: a `.git` placeholder is covered, not pinned.
+    let parents: Vec<PathBuf> = working_dirs
+        .iter()
+        .flat_map(|dir| pinned_parents(dir))
+        .collect();
     if matches!(policy, SandboxPolicy::Workspace { .. }) {
         // Writes in the working dirs; reading there is what the grants above say, so a
         // denied file inside the project stays unreadable.
@@ -656,7 +670,12 @@ pub fn confinement(
         }
         for dir in working_dirs {
             for path in protected_paths(dir) {
-                if path.symlink_metadata().is_err() {
+                // A placeholder where nothing is (or what appeared meanwhile) is
+                // covered like an existing path.
+                if path.symlink_metadata().is_err()
+                    && !placeholders.hold(&path)
+                    && path.symlink_metadata().is_err()
+                {
                     missing.push(path);
                     continue;
                 }
@@ -670,7 +689,7 @@ pub fn confinement(
     }
     let mut pinned = pinned_paths(&writable, &denied);
     if matches!(policy, SandboxPolicy::Workspace { .. }) {
-        pinned.extend(working_dirs.iter().flat_map(|dir| pinned_parents(dir)));
+        pinned.extend(parents);
     }
     let mounts = namespace::MountPlan::new(cwd, &writable, &read_only, &pinned, temp_dir.path())?;
     let filter = seccomp::filter(seccomp::SocketPolicy {
@@ -689,7 +708,10 @@ pub fn confinement(
         })),
         temp_dir: Some(temp_dir),
         placeholders: None,
-        sweep: ProtectedSweep { missing },
+        sweep: ProtectedSweep {
+            missing,
+            placeholders,
+        },
     }))
 }
 

@@ -62,6 +62,9 @@ pub struct Script {
     pub assigned: Vec<String>,
     /// A redirection writes a file (`> out`, `>> log`, `3>f`).
     pub writes_files: bool,
+    /// The files writing redirections name, `None` where the name is not known text
+    /// (`> "$f"`).
+    pub outputs: Vec<Option<String>>,
 }
 
 /// Parses `source` as bash.
@@ -418,11 +421,22 @@ fn note_redirect(node: Node<'_>, source: &str, script: &mut Script) {
     match safe_redirect(node, source) {
         None => {
             script.plain = false;
-            script.writes_files |= text(node, source).contains('>');
+            if text(node, source).contains('>') {
+                script.writes_files = true;
+                script.outputs.push(redirect_destination(node, source));
+            }
         }
         Some(Some(input)) => script.inputs.push(input),
         Some(None) => {}
     }
+}
+
+/// The literal file a redirection names, if it names one.
+fn redirect_destination(node: Node<'_>, source: &str) -> Option<String> {
+    fields(node)
+        .into_iter()
+        .find(|(field, _)| *field == Some("destination"))
+        .and_then(|(_, child)| word(child, source).literal().map(str::to_owned))
 }
 
 /// `>/dev/null`, `2>/dev/null`, `&>/dev/null`, `2>&1`, `>&2`, `<&-` and `< file` (a

@@ -38,6 +38,7 @@ mod repl_tmux;
 mod sdk_driver;
 mod sdk_protocol;
 mod secrets;
+mod security_attempts_e2e;
 mod security_e2e;
 mod security_kernel_e2e;
 mod security_sandbox_e2e;

@@ -353,14 +353,19 @@ fn unprivileged_ids() -> (String, String) {
 }
 
 /// The sandbox holds for a user who is not root: gyre then creates a user namespace
-/// (mapping the user to itself) to own the mount and PID namespaces.
+/// (mapping the user to itself) to own the mount and PID namespaces. The same attempts
+/// as root's: protected paths existing or not, devices, other processes, reads and
+/// writes outside, sockets, modes. Run as root, the test makes the user (`useradd`);
+/// run as another user, it is skipped, saying so.
 #[test]
-#[ignore = "needs root: makes a user with useradd and runs gyre as it (CI runs it, as root)"]
 fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
-    assert!(
-        rustix::process::geteuid().is_root(),
-        "this test makes an unprivileged user with useradd and runs gyre as it, which needs root; run the tests as root (as CI does)"
-    );
+    if !rustix::process::geteuid().is_root() {
+        eprintln!(
+            "SKIPPED: this test makes an unprivileged user with useradd and runs gyre as it, which needs root; the tests run as uid {} (run them as root, as CI does, to cover the user-namespace sandbox)",
+            rustix::process::geteuid().as_raw()
+        );
+        return;
+    }
     let (uid, gid) = unprivileged_ids();
     let sandbox = Sandbox::new().unwrap();
     sandbox.write(".gyre/settings.json", "{}").unwrap();
@@ -385,6 +390,16 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
         format!("cat {}", open_file.display()),
         format!("echo x > {}/new.txt", outside.path().display()),
         "ls /proc | grep -c '^[0-9]'".to_owned(),
+        "echo '{\"mcpServers\":{}}' > .mcp.json".to_owned(),
+        "mkdir -p .claude/agents".to_owned(),
+        "mknod disk b 8 0".to_owned(),
+        "exec 3<>/dev/tcp/127.0.0.1/9".to_owned(),
+        format!("chmod 700 {}", outside.path().display()),
+        // This test's own process: outside the command's PID namespace.
+        format!(
+            "cat /proc/{}/environ >/dev/null && echo readable",
+            std::process::id()
+        ),
     ];
     let turns = commands
         .iter()
@@ -418,6 +433,26 @@ fn an_unprivileged_user_gets_the_same_sandbox_through_a_user_namespace() {
     assert!(!outside.path().join("new.txt").exists());
     let count: u32 = results[5].1.trim().parse().unwrap();
     assert!(count <= 3, "{results:?}");
+    for (i, what) in [
+        (6, "a missing .mcp.json was created"),
+        (7, "a missing .claude/ was created"),
+        (8, "a block device was made"),
+        (9, "a TCP socket was opened"),
+        (10, "a mode outside the workspace was changed"),
+    ] {
+        assert!(results[i].0, "{what}: {results:?}");
+    }
+    assert!(!results[11].1.contains("readable"), "{results:?}");
+    for name in [".mcp.json", ".claude", "disk"] {
+        assert!(
+            sandbox.project().join(name).symlink_metadata().is_err(),
+            "{name}: {results:?}"
+        );
+    }
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(outside.path()).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o777);
 }
 
 /// Where gyre may not create namespaces (not root, unprivileged user namespaces off),

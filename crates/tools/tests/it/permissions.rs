@@ -1016,3 +1016,95 @@ async fn gyre_home_under_any_name_is_protected_in_accept_edits() {
     let elsewhere = json!({"file_path": work.path().join("in.txt"), "content": "x"});
     assert!(allowed(&decide(&perms, &ctx, "Write", elsewhere).await));
 }
+
+/// Issue 29, round 3: under a `Bash(rm:*)` deny rule, code the rule cannot read asks
+/// whatever allow rule or mode would run it — an interpreter, a program given as a
+/// path, a program written after the session started — unless a rule names exactly
+/// that command line (the user's own "always").
+#[tokio::test]
+async fn under_a_deny_rule_code_it_cannot_read_asks() {
+    let (_work, outside, ctx) = setup();
+    // Headless, the question is answered no: the reason says why it was asked.
+    let asks = |d: &PermissionDecision| match d {
+        PermissionDecision::Ask { reason } | PermissionDecision::Deny { reason } => {
+            reason.contains("Bash(rm:*) cannot read")
+        }
+        PermissionDecision::Allow => false,
+    };
+    for mode in [PermissionMode::BypassPermissions, PermissionMode::Default] {
+        let perms = Permissions::from_rules(mode, &["Bash"], &[], &["Bash(rm:*)"]).unwrap();
+        for command in [
+            "python3 -c 'import os; os.remove(\"x\")'",
+            "make clean",
+            "./x keep.txt",
+            "git -C planted st",
+        ] {
+            let d = decide(&perms, &ctx, "Bash", json!({ "command": command })).await;
+            assert!(asks(&d), "{mode:?} {command}: {d:?}");
+        }
+        assert!(allowed(
+            &decide(&perms, &ctx, "Bash", json!({"command": "ls -la"})).await
+        ));
+    }
+    // A program file made now, after the policy, outside the working directories, run
+    // by name on the PATH.
+    let bin = outside.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy("/bin/ls", bin.join("tidy")).unwrap();
+    let mut ctx = ctx;
+    ctx.child_env = vec![(
+        "PATH".to_owned(),
+        format!("{}:/usr/bin:/bin", bin.display()),
+    )]
+    .into();
+    let perms =
+        Permissions::from_rules(PermissionMode::Default, &["Bash"], &[], &["Bash(rm:*)"]).unwrap();
+    assert!(asks(
+        &decide(&perms, &ctx, "Bash", json!({"command": "tidy x"})).await
+    ));
+    // Without deny rules nothing changes; an exact rule is the user's decision.
+    let open = Permissions::from_rules(PermissionMode::Default, &["Bash"], &[], &[]).unwrap();
+    assert!(allowed(
+        &decide(&open, &ctx, "Bash", json!({"command": "python3 -c 1"})).await
+    ));
+    let exact = Permissions::from_rules(
+        PermissionMode::Default,
+        &["Bash(python3 -c 1)"],
+        &[],
+        &["Bash(rm:*)"],
+    )
+    .unwrap();
+    assert!(allowed(
+        &decide(&exact, &ctx, "Bash", json!({"command": "python3 -c 1"})).await
+    ));
+}
+
+/// Issue 29, round 3: under a `Bash(rm:*)` deny rule, a command that may write a
+/// protected path (gyre's settings and hooks, git's hooks, `.mcp.json`) asks: the code
+/// it plants would run later, where the rule never looks.
+#[tokio::test]
+async fn under_a_deny_rule_writing_protected_paths_asks() {
+    let (_work, _outside, ctx) = setup();
+    let perms = Permissions::from_rules(
+        PermissionMode::BypassPermissions,
+        &["Bash"],
+        &[],
+        &["Bash(rm:*)"],
+    )
+    .unwrap();
+    for command in [
+        "echo '{\"hooks\":{}}' > .gyre/settings.local.json",
+        "cp evil.sh .git/hooks/pre-commit",
+        "echo '{}' | tee .mcp.json",
+        "mkdir -p .claude/agents",
+        "bash -c 'cat x >> ~/.bashrc'",
+        "f=.mcp.json; echo '{}' > \"$f\"",
+    ] {
+        let d = decide(&perms, &ctx, "Bash", json!({ "command": command })).await;
+        assert!(!allowed(&d), "{command}: {d:?}");
+    }
+    for command in ["echo x > out.txt", "cat .gyre/settings.json", "cp a b"] {
+        let d = decide(&perms, &ctx, "Bash", json!({ "command": command })).await;
+        assert!(allowed(&d), "{command}: {d:?}");
+    }
+}
