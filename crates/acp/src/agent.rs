@@ -269,12 +269,16 @@ impl GyreAgent {
 
     /// The slash commands, sent once the session's id is known to the editor: after
     /// the answer that names it.
-    fn announce_commands(&self, session_id: &acp::SessionId) {
+    fn announce_commands(
+        &self,
+        session_id: &acp::SessionId,
+        commands: &[gyre_core::commands::CommandInfo],
+    ) {
         let conn = Rc::clone(&self.conn);
         let notification = acp::SessionNotification::new(
             session_id.clone(),
             acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(
-                crate::prompt::available_commands(),
+                crate::prompt::available_commands(commands),
             )),
         );
         tokio::task::spawn_local(async move {
@@ -336,7 +340,7 @@ impl acp::Agent for GyreAgent {
             .start(&args.cwd, &args.mcp_servers, Resume::New)
             .await?;
         let id = acp::SessionId::new(started.session_id.clone());
-        self.announce_commands(&id);
+        self.announce_commands(&id, &started.commands);
         Ok(acp::NewSessionResponse::new(id)
             .modes(modes(&started.mode, self.bypass_allowed()))
             .config_options(vec![model_option(&started.model)]))
@@ -365,7 +369,7 @@ impl acp::Agent for GyreAgent {
                 self.notify(&id, update).await;
             }
         }
-        self.announce_commands(&id);
+        self.announce_commands(&id, &started.commands);
         Ok(acp::LoadSessionResponse::new()
             .modes(modes(&started.mode, self.bypass_allowed()))
             .config_options(vec![model_option(&started.model)]))

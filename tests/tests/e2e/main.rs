@@ -42,6 +42,7 @@ mod security_sandbox_e2e;
 mod security_session_e2e;
 mod security_trust_e2e;
 mod sessions_e2e;
+mod skills_e2e;
 mod todo_e2e;
 mod transcript_integrity;
 mod transcript_tools;

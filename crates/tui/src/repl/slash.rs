@@ -72,6 +72,28 @@ Keys
   1 / 2 / 3          answer a plan (ExitPlanMode): yes with edits auto-accepted,
                      yes with edits asking first, no and type what to change";
 
+/// The custom commands and skills `/help` lists after gyre's own (nothing without any).
+#[must_use]
+pub fn custom_help(commands: &[gyre_core::commands::CommandInfo]) -> String {
+    use gyre_core::commands::CommandKind;
+    let mut out = String::new();
+    for (title, skills) in [("Custom commands", false), ("Skills", true)] {
+        let rows: Vec<String> = commands
+            .iter()
+            .filter(|c| matches!(c.kind, CommandKind::Skill { .. }) == skills)
+            .filter(|c| c.kind != CommandKind::Builtin)
+            .map(|c| {
+                let usage = format!("/{} {}", c.name, c.argument_hint);
+                format!("\n  {:<15} {}", usage.trim_end(), c.description)
+            })
+            .collect();
+        if !rows.is_empty() {
+            out.push_str(&format!("\n\n{title}{}", rows.concat()));
+        }
+    }
+    out
+}
+
 /// What `/bashes` says when the session started no background shell.
 pub const NO_SHELLS: &str =
     "No background shells. (The model starts them with Bash run_in_background.)";
