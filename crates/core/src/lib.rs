@@ -23,6 +23,7 @@ pub mod folder_rules;
 pub mod gate;
 pub mod hooks;
 pub mod mcp_config;
+pub mod memory;
 pub mod ops;
 pub mod options;
 pub mod session;

@@ -445,7 +445,10 @@ pub fn build(
         None => cli.system_prompt.is_none() && cli.system_prompt_file.is_none(),
     };
     let system_text = if memory {
-        format!("{system_text}{}", project_memory(cwd))
+        format!(
+            "{system_text}{}",
+            project_memory(cwd, env.home().as_deref())
+        )
     } else {
         system_text
     };
@@ -489,6 +492,14 @@ pub fn build(
             &crate::backend::network(env),
         )?;
         registry.register(Arc::new(fetch));
+    }
+    // Memory files of subfolders come with the first Read there, when memory is on.
+    if memory && let Some(read) = registry.get("Read").cloned() {
+        registry.register(Arc::new(crate::memory::NestedMemoryRead::new(
+            read,
+            cwd,
+            env.home().as_deref(),
+        )));
     }
     if offered(crate::skills::SKILL_TOOL)
         && let Some(tool) = crate::skills::SkillTool::new(commands.skills())

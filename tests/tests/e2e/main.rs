@@ -25,6 +25,7 @@ mod import_circles;
 mod load;
 mod lossless_e2e;
 mod mcp_e2e;
+mod memory_e2e;
 mod network_e2e;
 mod permissions_e2e;
 mod plan_mode_e2e;
