@@ -19,7 +19,7 @@ use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::json;
 
 /// The REPL's own waits, on top of the shared driver.
-trait ReplScreen {
+pub(crate) trait ReplScreen {
     /// Waits until the REPL is idle at an empty input box (so typing is not early).
     fn wait_for_prompt(&self) -> String;
 }
@@ -37,7 +37,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// The input box's first text row (`│> text   │` → `text`), if a box is on screen.
-fn box_text(pane: &str) -> Option<String> {
+pub(crate) fn box_text(pane: &str) -> Option<String> {
     pane.lines().find_map(|l| {
         let inner = l.strip_prefix("│>")?;
         Some(inner.trim_end_matches(['│', ' ']).trim_start().to_owned())
@@ -76,7 +76,7 @@ fn in_ci_tmux_is_installed_for_the_terminal_tests() {
 
 /// `gyre` (no arguments) in a tmux pane, in the sandbox's project, against `server`,
 /// with `NO_COLOR=1`; the pane's shell prints how gyre exited.
-fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
+pub(crate) fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
     start_gyre_with(sandbox, server, false, &[])
 }
 
