@@ -133,7 +133,7 @@ impl NestedMemoryRead {
     pub fn new(read: Arc<dyn Tool>, cwd: &Path, home: Option<&Path>) -> Self {
         Self {
             read,
-            cwd: cwd.canonicalize().unwrap_or_else(|_| cwd.to_path_buf()),
+            cwd: cwd.to_path_buf(),
             home: home.map(Path::to_path_buf),
             loaded: Mutex::new(HashSet::new()),
         }
@@ -145,10 +145,12 @@ impl NestedMemoryRead {
         let Some(dir) = file.parent() else {
             return Vec::new();
         };
-        let Ok(below) = dir.strip_prefix(&self.cwd) else {
+        // Resolved here, not at start-up: a session that never reads pays nothing.
+        let cwd = self.cwd.canonicalize().unwrap_or_else(|_| self.cwd.clone());
+        let Ok(below) = dir.strip_prefix(&cwd) else {
             return Vec::new();
         };
-        let mut folder = self.cwd.clone();
+        let mut folder = cwd.clone();
         let mut out = Vec::new();
         let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
         for part in below.components() {

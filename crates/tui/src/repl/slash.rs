@@ -61,7 +61,9 @@ Keys
   Enter              send
   Ctrl+J, Alt+Enter  new line (or end the line with \\ and press Enter)
   Up / Down          history (kept in $GYRE_HOME/history); Ctrl+R searches it
-  Tab                complete a /command
+  Tab                complete a /command, or a file after @
+  @path              attach the file (as Read reads it) to the message
+  !command           run your own shell command; the model sees it and its output
   Esc or Ctrl+C      interrupt the running turn; Ctrl+C twice quits
   Ctrl+D             quit at an empty box (also `exit` or `quit`)
   Ctrl+O             show the newest folded Bash output whole (again: the one before)
@@ -235,6 +237,33 @@ mod tests {
             ..Usage::default()
         };
         insta::assert_snapshot!(cost_report(0.01234, &usage, 1250, 125_000));
+    }
+
+    #[test]
+    fn help_lists_custom_commands_and_skills_apart() {
+        use gyre_core::commands::{CommandInfo, CommandKind};
+        let info = |name: &str, hint: &str, kind: CommandKind| CommandInfo {
+            name: name.to_owned(),
+            description: format!("{name} it"),
+            argument_hint: hint.to_owned(),
+            kind,
+        };
+        let text = custom_help(&[
+            info("compact", "", CommandKind::Builtin),
+            info("review", "<file>", CommandKind::Custom),
+            info(
+                "pdf",
+                "",
+                CommandKind::Skill {
+                    dir: "/s/pdf".into(),
+                },
+            ),
+        ]);
+        assert_eq!(
+            text,
+            "\n\nCustom commands\n  /review <file>  review it\n\nSkills\n  /pdf            pdf it"
+        );
+        assert_eq!(custom_help(&[]), "");
     }
 
     #[test]
