@@ -348,3 +348,13 @@ fn sdk_initialize_lists_commands_and_skills_and_runs_a_command_prompt() {
     let sent = last_user_text(&server.requests()[0].body);
     assert!(sent.contains("Review main.rs"), "{sent}");
 }
+
+#[test]
+fn sdk_program_loads_skills_and_commands_through_setting_sources() {
+    // The real Python Agent SDK (the venv agent_sdk.rs installs).
+    let python = gyre_e2e::pip_venv("agent-sdk-venv", "claude-agent-sdk==0.2.189");
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/sdk/skills_sdk_cases.py");
+    let mut cmd = std::process::Command::new(python);
+    cmd.arg(script);
+    gyre_e2e::run_client_cases(cmd);
+}
