@@ -794,6 +794,7 @@ impl Session {
                 }
                 Op::Clear => {
                     self.engine.clear();
+                    self.pending.clear();
                     yield Event::Cleared;
                 }
                 // Applied above.
