@@ -646,7 +646,7 @@ pub async fn run(
     let mut output = Output::new(out, crate::OutputFormat::StreamJson, partial);
     // The init line comes first, then the answers: also to the `initialize` the session
     // was built with.
-    headless::print_init(&mut output, &session.facts)?;
+    headless::print_init(&mut output, session)?;
     tokio::spawn(async move {
         if let Some(inbound) = first {
             dispatcher.handle(inbound);

@@ -335,6 +335,17 @@ fn sdk_initialize_lists_commands_and_skills_and_runs_a_command_prompt() {
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     let lines = out.lines().unwrap();
+    let init_line = lines.iter().find(|l| l["subtype"] == "init").unwrap();
+    let slash: Vec<&str> = init_line["slash_commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        slash.ends_with(&["review", "pdf", "changelog", "deploy"]),
+        "{slash:?}"
+    );
     let init = lines
         .iter()
         .find(|l| l["type"] == "control_response" && l["response"]["request_id"] == "init")
