@@ -201,8 +201,11 @@ impl GyreAgent {
                 gyre_core::agents::project_agent_names(cwd),
             )
         };
-        let items =
+        let mut items =
             gyre_core::trust::ignored_items(&settings.untrusted, &servers_ignored, &agents_ignored);
+        if !trusted {
+            items.extend(gyre_core::commands::project_untrusted_item(cwd));
+        }
         if !items.is_empty() {
             eprintln!("{}", gyre_core::trust::ignored_line(&items));
         }

@@ -230,6 +230,29 @@ impl CommandRoots {
     }
 }
 
+/// What an untrusted project's `.claude`/`.gyre` folders would add (for the notice
+/// that names what was not used): `skills "a", "b" and custom commands "c" in .claude,
+/// .gyre`, or `None`.
+#[must_use]
+pub fn project_untrusted_item(cwd: &Path) -> Option<String> {
+    let roots = CommandRoots::new(None, Path::new(""), cwd, false, true);
+    let quoted = |found: Vec<CustomCommand>| -> String {
+        found
+            .iter()
+            .map(|c| format!("\"{}\"", c.name))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (skills, _) = roots.load_skills();
+    let (commands, _) = roots.load_commands();
+    let parts: Vec<String> = [("skills", skills), ("custom commands", commands)]
+        .into_iter()
+        .filter(|(_, found)| !found.is_empty())
+        .map(|(what, found)| format!("{what} {}", quoted(found)))
+        .collect();
+    (!parts.is_empty()).then(|| format!("{} in .claude, .gyre", parts.join(" and ")))
+}
+
 fn push_new(found: &mut Vec<CustomCommand>, command: CustomCommand) {
     if !found.iter().any(|c| c.name == command.name) {
         found.push(command);

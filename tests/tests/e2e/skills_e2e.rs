@@ -160,6 +160,13 @@ fn project_skills_and_commands_wait_for_folder_trust() {
     assert!(!description.contains("deploy"), "{description}");
     // Not a command here: the text goes to the model as typed.
     assert_eq!(last_user_text(request), "/hello");
+    assert!(
+        out.stderr.contains(
+            "skills \"deploy\" and custom commands \"hello\" in .claude, .gyre. If you trust it"
+        ),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
