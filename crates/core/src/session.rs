@@ -685,8 +685,6 @@ impl Session {
     /// files its `@` mentions name; after what the user's own shell commands printed
     /// since the last message.
     async fn expand(&mut self, content: Vec<ContentBlock>) -> (Vec<ContentBlock>, Option<String>) {
-        let expander = self.expander();
-        let mut model = None;
         let line = match content.as_slice() {
             [ContentBlock::Text { text, .. }] => crate::commands::split_command_line(text)
                 .and_then(|(name, args)| {
@@ -694,23 +692,34 @@ impl Session {
                 }),
             _ => None,
         };
+        let mentions = content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Text { text, .. } if text.contains('@')));
         let mut expanded = std::mem::take(&mut self.pending);
-        if let Some((command, args)) = line {
-            model.clone_from(&command.model);
-            expanded.extend(expander.command(&command, &args).await);
-        } else {
-            let mut attached = Vec::new();
-            for block in &content {
-                if let ContentBlock::Text { text, .. } = block
-                    && text.contains('@')
-                {
-                    attached.extend(expander.mentions(&Author::User, text).await);
-                }
+        // A plain message costs nothing more.
+        if line.is_none() && !mentions {
+            if expanded.is_empty() {
+                return (content, None);
             }
             expanded.extend(content);
-            expanded.extend(attached);
+            return (expanded, None);
         }
-        (expanded, model)
+        let expander = self.expander();
+        if let Some((command, args)) = line {
+            expanded.extend(expander.command(&command, &args).await);
+            return (expanded, command.model);
+        }
+        let mut attached = Vec::new();
+        for block in &content {
+            if let ContentBlock::Text { text, .. } = block
+                && text.contains('@')
+            {
+                attached.extend(expander.mentions(&Author::User, text).await);
+            }
+        }
+        expanded.extend(content);
+        expanded.extend(attached);
+        (expanded, None)
     }
 
     /// Runs `op` and streams the events it causes; the stream ends when the operation
