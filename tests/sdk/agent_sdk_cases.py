@@ -403,6 +403,10 @@ async def test_client_context_usage_and_mcp_status(case):
         usage = await client.get_context_usage()
     expect(usage["model"] == "claude-sonnet-4-5" and usage["maxTokens"] == 200000, f"usage {usage}")
     expect(isinstance(usage["totalTokens"], int) and usage["totalTokens"] > 0, f"tokens {usage}")
+    # What /context shows, by category, after the turn: the conversation is in it.
+    categories = {c["name"]: c["tokens"] for c in usage["categories"]}
+    expect(categories.get("Messages", 0) > 0, f"categories {usage['categories']}")
+    expect(sum(categories.values()) == usage["maxTokens"], f"categories {usage['categories']}")
 
 
 async def test_client_sdk_mcp_tool(case):

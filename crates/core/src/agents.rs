@@ -76,3 +76,25 @@ pub fn with_agent_tool(
     }
     registry.with(Arc::new(AgentTool::new(setup, events)))
 }
+
+/// Where the sub-agent `name` comes from, as `/agents` shows it: `project` or `user`
+/// (the later wins, as [`definitions`] merges them), `built-in`, else `--agents` (the
+/// flag, or the SDK's `agents`).
+#[must_use]
+pub fn source_of(name: &str, home: Option<&Path>, cwd: &Path) -> &'static str {
+    let defines = |dirs: &[PathBuf]| {
+        gyre_loop::load_agent_dirs(dirs)
+            .0
+            .iter()
+            .any(|def| def.name == name)
+    };
+    if defines(&project_dirs(cwd)) {
+        "project"
+    } else if home.is_some_and(|h| defines(&[h.join(".claude").join("agents")])) {
+        "user"
+    } else if name == gyre_loop::general_purpose().name {
+        "built-in"
+    } else {
+        "--agents"
+    }
+}

@@ -63,6 +63,11 @@ pub enum PermissionUpdate {
         behavior: RuleBehavior,
         rules: Vec<PermissionRule>,
     },
+    /// Fewer rules of one kind (a rule not there is no error).
+    RemoveRules {
+        behavior: RuleBehavior,
+        rules: Vec<PermissionRule>,
+    },
     /// Another permission mode, by its Claude Code name (`acceptEdits`, `plan`, …).
     SetMode(String),
 }

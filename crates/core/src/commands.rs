@@ -131,6 +131,39 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
         "Background shells: list them, kill one",
         "[kill ID]",
     ),
+    (
+        "context",
+        "What fills the context window, as a grid and by category",
+        "",
+    ),
+    (
+        "status",
+        "Version, model, backend, credentials, settings, MCP servers",
+        "",
+    ),
+    ("doctor", "Check the installation and configuration", ""),
+    (
+        "permissions",
+        "The permission rules: list, add or remove one",
+        "[add|remove allow|ask|deny RULE [where]]",
+    ),
+    ("agents", "The sub-agents and where each comes from", ""),
+    (
+        "add-dir",
+        "Let the tools work in another directory too",
+        "<path>",
+    ),
+    (
+        "export",
+        "The conversation as text, to a file or the clipboard",
+        "[file]",
+    ),
+    ("init", "Have the model write this project's CLAUDE.md", ""),
+    (
+        "memory",
+        "Edit the project's CLAUDE.md in $VISUAL or $EDITOR",
+        "",
+    ),
     ("help", "The commands and keys", ""),
     ("exit", "Quit", ""),
 ];

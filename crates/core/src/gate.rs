@@ -215,6 +215,17 @@ impl Gate {
         }
     }
 
+    /// The rules in force, from every source (settings, flags, saved and session
+    /// answers), by kind.
+    #[must_use]
+    pub fn rules(&self) -> Rules {
+        self.policy
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .rules
+            .clone()
+    }
+
     /// The shared mode handle (ExitPlanMode switches it).
     #[must_use]
     pub fn mode_handle(&self) -> ModeHandle {
@@ -275,6 +286,19 @@ impl Gate {
                             RuleBehavior::Ask => &mut policy.rules.ask,
                         };
                         list.extend(rules.iter().map(ToString::to_string));
+                    }
+                    PermissionUpdate::RemoveRules { behavior, rules } => {
+                        let list = match behavior {
+                            RuleBehavior::Allow => &mut policy.rules.allow,
+                            RuleBehavior::Deny => &mut policy.rules.deny,
+                            RuleBehavior::Ask => &mut policy.rules.ask,
+                        };
+                        // Compared parsed, so `Bash(npm test)` matches however it was
+                        // spaced in the file it came from.
+                        list.retain(|kept| {
+                            kept.parse::<gyre_tools::PermissionRule>()
+                                .map_or(true, |kept| !rules.contains(&kept))
+                        });
                     }
                     PermissionUpdate::SetMode(mode) => policy.mode = mode.parse()?,
                 }

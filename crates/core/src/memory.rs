@@ -84,18 +84,24 @@ fn import_path(word: &str, base: &Path, home: Option<&Path>) -> PathBuf {
     }
 }
 
-/// The memory files of `cwd` and its parents, outermost first, each followed by its
-/// imports.
+/// The memory files of `cwd` and its parents, outermost first (without imports).
 #[must_use]
-pub fn project_files(cwd: &Path, home: Option<&Path>) -> Vec<MemoryFile> {
+pub fn ancestor_files(cwd: &Path) -> Vec<PathBuf> {
     let mut found: Vec<PathBuf> = cwd
         .ancestors()
         .flat_map(|dir| MEMORY_FILES.iter().map(move |name| dir.join(name)))
         .filter(|p| p.is_file())
         .collect();
     found.reverse();
-    let mut seen = HashSet::new();
     found
+}
+
+/// The memory files of `cwd` and its parents, outermost first, each followed by its
+/// imports.
+#[must_use]
+pub fn project_files(cwd: &Path, home: Option<&Path>) -> Vec<MemoryFile> {
+    let mut seen = HashSet::new();
+    ancestor_files(cwd)
         .iter()
         .flat_map(|path| with_imports(path, home, &mut seen))
         .collect()

@@ -640,6 +640,26 @@ enum Next {
 }
 
 impl Session {
+    /// What fills the context window now, by category (`/context`, `get_context_usage`).
+    #[must_use]
+    pub fn context_breakdown(&self) -> crate::context::ContextBreakdown {
+        let model = self.facts.model();
+        let memory_files: Vec<(PathBuf, String)> =
+            crate::system_prompt::memory_files(Path::new(&self.facts.cwd))
+                .into_iter()
+                .filter_map(|p| Some((p.clone(), gyre_tools::read_config_file(&p).ok()?)))
+                .collect();
+        crate::context::ContextBreakdown::of(&crate::context::ContextParts {
+            model: &model,
+            window: self.facts.context.window(&model),
+            autocompact: self.facts.context.autocompact,
+            system: self.engine.system(),
+            tools: &self.engine.tools().definitions(),
+            memory_files: &memory_files,
+            messages: self.engine.messages(),
+        })
+    }
+
     /// Permission questions become [`Event::Question`]s in a turn's events, answered
     /// with [`Op::Answer`]. Without this an "ask" is a denial that says which rule would
     /// allow the call (headless).

@@ -53,6 +53,13 @@ pub fn default_system_prompt<S: Borrow<str>>(
     )
 }
 
+/// `AGENTS.md` / `CLAUDE.md` files from `cwd` up to the root, outermost first (their
+/// imports not included).
+#[must_use]
+pub fn memory_files(cwd: &Path) -> Vec<std::path::PathBuf> {
+    crate::memory::ancestor_files(cwd)
+}
+
 /// The memory files of `cwd` and its parents, with their imports (`~/` under `home`),
 /// as `<project-memory>` sections, each after a blank line (empty when there are none).
 #[must_use]

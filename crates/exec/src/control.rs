@@ -17,6 +17,24 @@ use gyre_protocol::{ContentBlock, Message};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::oneshot;
+
+/// What went wrong with a control message, in the words the SDK is sent (the `error`
+/// of a `control_response`, or a line on stderr).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct WireError(pub String);
+
+impl From<WireError> for String {
+    fn from(error: WireError) -> Self {
+        error.0
+    }
+}
+
+impl From<String> for WireError {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
 use tokio_util::sync::CancellationToken;
 
 /// One stdin line, sorted.
@@ -31,12 +49,12 @@ pub enum Inbound {
     /// or the error that answers it (an unknown subtype, a field of the wrong type).
     Request {
         request_id: String,
-        request: Result<ControlRequest, String>,
+        request: Result<ControlRequest, WireError>,
     },
     /// `{"type":"control_response","response":{"subtype":"success"|"error",…}}`.
     Response {
         request_id: String,
-        result: Result<Value, String>,
+        result: Result<Value, WireError>,
     },
     /// `{"type":"control_cancel_request","request_id":…}`.
     Cancel { request_id: String },
@@ -190,21 +208,23 @@ impl Initialize {
     ///
     /// # Errors
     /// A field of the wrong shape, named.
-    pub fn session_options(&self) -> Result<InitializeOptions, String> {
-        let invalid = |field: &str, want: &str| format!("initialize: invalid `{field}`: {want}");
-        let texts = |field: &str, value: &Option<Value>| -> Result<Option<Vec<String>>, String> {
-            match value {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(vec![s.clone()])),
-                Some(Value::Array(items)) => items
-                    .iter()
-                    .map(|i| i.as_str().map(str::to_owned))
-                    .collect::<Option<Vec<_>>>()
-                    .map(Some)
-                    .ok_or_else(|| invalid(field, "expected a string or a list of strings")),
-                Some(_) => Err(invalid(field, "expected a string or a list of strings")),
-            }
-        };
+    pub fn session_options(&self) -> Result<InitializeOptions, WireError> {
+        let invalid =
+            |field: &str, want: &str| WireError(format!("initialize: invalid `{field}`: {want}"));
+        let texts =
+            |field: &str, value: &Option<Value>| -> Result<Option<Vec<String>>, WireError> {
+                match value {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(Value::String(s)) => Ok(Some(vec![s.clone()])),
+                    Some(Value::Array(items)) => items
+                        .iter()
+                        .map(|i| i.as_str().map(str::to_owned))
+                        .collect::<Option<Vec<_>>>()
+                        .map(Some)
+                        .ok_or_else(|| invalid(field, "expected a string or a list of strings")),
+                    Some(_) => Err(invalid(field, "expected a string or a list of strings")),
+                }
+            };
         let joined = |parts: Vec<String>| {
             parts
                 .into_iter()
@@ -271,20 +291,20 @@ impl ControlRequest {
     /// # Errors
     /// The error the SDK gets: `unknown control request subtype "…"`, or what is wrong
     /// with the request, naming the field.
-    pub fn parse(request: &Map<String, Value>) -> Result<Self, String> {
+    pub fn parse(request: &Map<String, Value>) -> Result<Self, WireError> {
         let subtype = request
             .get("subtype")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        let unknown = || format!("unknown control request subtype {subtype:?}");
+        let unknown = || WireError(format!("unknown control request subtype {subtype:?}"));
         match Self::from_map(request) {
             Ok(Self::Unknown) => Err(unknown()),
             Ok(known) => Ok(known),
             Err(_) if subtype.is_empty() => Err(unknown()),
-            Err(e) => Err(match Self::culprit(request, &e) {
+            Err(e) => Err(WireError(match Self::culprit(request, &e) {
                 Some(field) => format!("{subtype}: invalid `{field}`: {e}"),
                 None => format!("{subtype}: {e}"),
-            }),
+            })),
         }
     }
 
@@ -327,12 +347,18 @@ pub enum WireUpdate {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         destination: Option<String>,
     },
+    RemoveRules {
+        rules: Vec<WireRule>,
+        behavior: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        destination: Option<String>,
+    },
     SetMode {
         mode: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         destination: Option<String>,
     },
-    /// `replaceRules`, `removeRules`, `addDirectories`, …: not supported; skipped.
+    /// `replaceRules`, `addDirectories`, …: not supported; skipped.
     #[serde(other)]
     Other,
 }
@@ -416,7 +442,7 @@ pub fn parse_inbound(line: &str) -> Inbound {
             },
             ControlResponse::Error { request_id, error } => Inbound::Response {
                 request_id,
-                result: Err(error),
+                result: Err(WireError(error)),
             },
         },
         Ok(StdinLine::ControlCancelRequest { request_id }) => Inbound::Cancel { request_id },
@@ -432,7 +458,7 @@ pub fn parse_inbound(line: &str) -> Inbound {
                     response: RequestId { request_id },
                 }) => Inbound::Response {
                     request_id,
-                    result: Err(sdk_error()),
+                    result: Err(WireError(sdk_error())),
                 },
                 Err(_) => {
                     Inbound::Invalid("control_response needs `response.request_id`".to_owned())
@@ -454,7 +480,7 @@ pub fn parse_inbound(line: &str) -> Inbound {
 ///
 /// # Errors
 /// The first orphan's id.
-pub fn check_tool_results(history: &[Message], content: &[ContentBlock]) -> Result<(), String> {
+pub fn check_tool_results(history: &[Message], content: &[ContentBlock]) -> Result<(), WireError> {
     let open: Vec<&str> = history
         .last()
         .filter(|m| m.role == gyre_protocol::Role::Assistant)
@@ -474,14 +500,14 @@ pub fn check_tool_results(history: &[Message], content: &[ContentBlock]) -> Resu
             continue;
         };
         if !open.contains(&tool_use_id.as_str()) {
-            return Err(format!(
+            return Err(WireError(format!(
                 "stdin user line has a tool_result for {tool_use_id}, which answers no tool_use of the conversation; send tool results only for the assistant's pending tool calls"
-            ));
+            )));
         }
         if answered.contains(&tool_use_id.as_str()) {
-            return Err(format!(
+            return Err(WireError(format!(
                 "stdin user line answers {tool_use_id} twice; send one tool_result per tool call"
-            ));
+            )));
         }
         answered.push(tool_use_id);
     }
@@ -583,7 +609,7 @@ pub fn error(request_id: &str, message: &str) -> ControlLine {
     }
 }
 
-type Pending = HashMap<String, oneshot::Sender<Result<Value, String>>>;
+type Pending = HashMap<String, oneshot::Sender<Result<Value, WireError>>>;
 
 /// Our requests to the SDK (`can_use_tool`, `hook_callback`, `mcp_message`) and their
 /// answers.
@@ -612,13 +638,15 @@ impl ControlChannel {
         &self,
         request: ClientRequest,
         cancel: &CancellationToken,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, WireError> {
         let id = format!("gyre_req_{}", self.next.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         {
             let mut pending = self.pending.lock().unwrap_or_else(PoisonError::into_inner);
             let Some(map) = pending.as_mut() else {
-                return Err("stdin is closed: the SDK can no longer answer".to_owned());
+                return Err(WireError(
+                    "stdin is closed: the SDK can no longer answer".to_owned(),
+                ));
             };
             map.insert(id.clone(), tx);
         }
@@ -628,14 +656,14 @@ impl ControlChannel {
         };
         if let Err(e) = self.out.line(&line) {
             self.forget(&id);
-            return Err(format!("could not write to stdout: {e}"));
+            return Err(WireError(format!("could not write to stdout: {e}")));
         }
         tokio::select! {
-            answer = rx => answer.unwrap_or_else(|_| Err("stdin closed before the SDK answered".to_owned())),
+            answer = rx => answer.unwrap_or_else(|_| Err(WireError("stdin closed before the SDK answered".to_owned()))),
             () = cancel.cancelled() => {
                 self.forget(&id);
                 let _ = self.out.line(&ControlLine::CancelRequest { request_id: id });
-                Err("interrupted".to_owned())
+                Err(WireError("interrupted".to_owned()))
             }
         }
     }
@@ -652,7 +680,7 @@ impl ControlChannel {
     }
 
     /// Hands an answer to its waiting request. False when no request has that id.
-    pub fn resolve(&self, request_id: &str, result: Result<Value, String>) -> bool {
+    pub fn resolve(&self, request_id: &str, result: Result<Value, WireError>) -> bool {
         let sender = self
             .pending
             .lock()
@@ -691,7 +719,7 @@ impl gyre_core::ClientRequests for ControlChannel {
         Box::pin(async move {
             Self::request(self, request, cancel)
                 .await
-                .map_err(gyre_core::ClientError)
+                .map_err(|e| gyre_core::ClientError(e.0))
         })
     }
 
@@ -708,7 +736,7 @@ impl gyre_core::ClientRequests for ControlChannel {
         Box::pin(async move {
             let answer = Self::request(self, request, cancel)
                 .await
-                .map_err(gyre_core::ClientError)?;
+                .map_err(|e| gyre_core::ClientError(e.0))?;
             let answer = McpMessageAnswer::deserialize(&answer).map_err(|_| {
                 gyre_core::ClientError(format!(
                     "the SDK's answer for MCP server \"{server}\" has no mcp_response"
@@ -733,7 +761,7 @@ mod tests {
 
     use super::*;
 
-    fn initialize(fields: &Value) -> Result<InitializeOptions, String> {
+    fn initialize(fields: &Value) -> Result<InitializeOptions, WireError> {
         let mut request = json!({"subtype": "initialize"});
         request
             .as_object_mut()
@@ -776,9 +804,9 @@ mod tests {
                 .unwrap()
                 .is_empty()
         );
-        let wrong = initialize(&json!({"systemPrompt": 42})).unwrap_err();
+        let wrong = initialize(&json!({"systemPrompt": 42})).unwrap_err().0;
         assert!(wrong.contains("`systemPrompt`"), "{wrong}");
-        let wrong = initialize(&json!({"mcpServers": ["fs"]})).unwrap_err();
+        let wrong = initialize(&json!({"mcpServers": ["fs"]})).unwrap_err().0;
         assert!(wrong.contains("`mcpServers`"), "{wrong}");
     }
 
@@ -816,7 +844,7 @@ mod tests {
             let request = json!({ "subtype": subtype });
             let parsed = ControlRequest::parse(request.as_object().unwrap());
             assert!(
-                !matches!(&parsed, Err(e) if e.starts_with("unknown control request subtype")),
+                !matches!(&parsed, Err(e) if e.0.starts_with("unknown control request subtype")),
                 "the docs list `{subtype}`, which gyre does not handle"
             );
         }
@@ -835,7 +863,7 @@ mod tests {
         assert_eq!(sent, to_sdk, "{err}");
     }
 
-    fn request(v: &Value) -> Result<ControlRequest, String> {
+    fn request(v: &Value) -> Result<ControlRequest, WireError> {
         let Value::Object(map) = v else { panic!("{v}") };
         ControlRequest::parse(map)
     }
@@ -882,7 +910,7 @@ mod tests {
             ),
             Inbound::Response {
                 request_id: "g2".into(),
-                result: Err("boom".into())
+                result: Err(WireError("boom".into()))
             }
         );
         assert_eq!(
@@ -999,15 +1027,17 @@ mod tests {
     fn an_unknown_subtype_is_answered_with_its_name() {
         assert_eq!(
             request(&json!({"subtype": "frobnicate", "x": 1})),
-            Err("unknown control request subtype \"frobnicate\"".to_owned())
+            Err(WireError(
+                "unknown control request subtype \"frobnicate\"".to_owned()
+            ))
         );
         assert_eq!(
             request(&json!({"nothing": true})),
-            Err("unknown control request subtype \"\"".to_owned())
+            Err(WireError("unknown control request subtype \"\"".to_owned()))
         );
         assert_eq!(
             request(&json!({"subtype": 7})),
-            Err("unknown control request subtype \"\"".to_owned())
+            Err(WireError("unknown control request subtype \"\"".to_owned()))
         );
         let line =
             r#"{"type":"control_request","request_id":"r2","request":{"subtype":"frobnicate"}}"#;
@@ -1015,24 +1045,35 @@ mod tests {
             parse_inbound(line),
             Inbound::Request {
                 request_id: "r2".into(),
-                request: Err("unknown control request subtype \"frobnicate\"".into())
+                request: Err(WireError(
+                    "unknown control request subtype \"frobnicate\"".into()
+                ))
             }
         );
     }
 
     #[test]
     fn a_field_of_the_wrong_type_is_named_in_the_error() {
-        let err = request(&json!({"subtype": "set_model", "model": 5, "extra": 1})).unwrap_err();
+        let err = request(&json!({"subtype": "set_model", "model": 5, "extra": 1}))
+            .unwrap_err()
+            .0;
         assert!(err.starts_with("set_model: invalid `model`: "), "{err}");
         assert!(err.contains("integer `5`"), "{err}");
         let err = request(&json!({"subtype": "mcp_toggle", "serverName": "x", "enabled": "yes"}))
-            .unwrap_err();
+            .unwrap_err()
+            .0;
         assert!(err.contains("invalid `enabled`"), "{err}");
-        let err = request(&json!({"subtype": "mcp_reconnect", "serverName": ["x"]})).unwrap_err();
+        let err = request(&json!({"subtype": "mcp_reconnect", "serverName": ["x"]}))
+            .unwrap_err()
+            .0;
         assert!(err.contains("invalid `serverName`"), "{err}");
-        let err = request(&json!({"subtype": "mcp_toggle", "serverName": "x"})).unwrap_err();
+        let err = request(&json!({"subtype": "mcp_toggle", "serverName": "x"}))
+            .unwrap_err()
+            .0;
         assert_eq!(err, "mcp_toggle: missing field `enabled`");
-        let err = request(&json!({"subtype": "set_permission_mode"})).unwrap_err();
+        let err = request(&json!({"subtype": "set_permission_mode"}))
+            .unwrap_err()
+            .0;
         assert_eq!(err, "set_permission_mode: missing field `mode`");
     }
 
@@ -1099,7 +1140,7 @@ mod tests {
             ),
             Inbound::Response {
                 request_id: "g3".into(),
-                result: Err("the SDK answered with an error".into())
+                result: Err(WireError("the SDK answered with an error".into()))
             }
         );
         assert_eq!(
@@ -1108,7 +1149,7 @@ mod tests {
             ),
             Inbound::Response {
                 request_id: "g4".into(),
-                result: Err("the SDK answered with an error".into())
+                result: Err(WireError("the SDK answered with an error".into()))
             }
         );
         assert_eq!(
@@ -1151,10 +1192,11 @@ mod tests {
         assert!(
             check_tool_results(&history, &twice)
                 .unwrap_err()
+                .0
                 .contains("twice")
         );
         let orphan = vec![ContentBlock::tool_result("toolu_9", "ok", false)];
-        let err = check_tool_results(&history, &orphan).unwrap_err();
+        let err = check_tool_results(&history, &orphan).unwrap_err().0;
         assert!(err.contains("toolu_9"), "{err}");
         assert!(check_tool_results(&[], &answer).is_err());
     }
@@ -1192,6 +1234,6 @@ mod tests {
                 &CancellationToken::new(),
             )
             .await;
-        assert!(late.unwrap_err().contains("closed"));
+        assert!(late.unwrap_err().0.contains("closed"));
     }
 }

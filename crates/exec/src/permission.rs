@@ -8,7 +8,9 @@ use gyre_tools::PermissionRule;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::control::{ClientRequest, ControlChannel, SessionStates, WireRule, WireUpdate};
+use crate::control::{
+    ClientRequest, ControlChannel, SessionStates, WireError, WireRule, WireUpdate,
+};
 use crate::stream_json::SessionState;
 
 /// The SDK's answer to `can_use_tool`.
@@ -42,30 +44,23 @@ fn suggestion(request: &ApprovalRequest) -> WireUpdate {
 /// Reads wire updates into the session's; one malformed update rejects them all.
 ///
 /// # Errors
-/// What was wrong: an `addRules` behavior other than allow, ask or deny, or a rule
+/// What was wrong: an `addRules`/`removeRules` behavior other than allow, ask or deny, or a rule
 /// that does not parse.
-pub fn updates(wire: &[WireUpdate]) -> Result<Vec<PermissionUpdate>, String> {
+pub fn updates(wire: &[WireUpdate]) -> Result<Vec<PermissionUpdate>, WireError> {
     let mut updates = Vec::new();
     for update in wire {
         match update {
             WireUpdate::AddRules {
                 rules, behavior, ..
             } => {
-                let behavior = match behavior.as_str() {
-                    "allow" => RuleBehavior::Allow,
-                    "ask" => RuleBehavior::Ask,
-                    "deny" => RuleBehavior::Deny,
-                    other => return Err(format!("addRules with behavior {other:?}")),
-                };
-                let rules = rules
-                    .iter()
-                    .map(|r| match &r.rule_content {
-                        Some(content) => format!("{}({content})", r.tool_name).parse(),
-                        None => r.tool_name.parse(),
-                    })
-                    .collect::<Result<Vec<PermissionRule>, _>>()
-                    .map_err(|e| e.to_string())?;
+                let (behavior, rules) = rule_update("addRules", behavior, rules)?;
                 updates.push(PermissionUpdate::AddRules { behavior, rules });
+            }
+            WireUpdate::RemoveRules {
+                rules, behavior, ..
+            } => {
+                let (behavior, rules) = rule_update("removeRules", behavior, rules)?;
+                updates.push(PermissionUpdate::RemoveRules { behavior, rules });
             }
             WireUpdate::SetMode { mode, .. } => {
                 updates.push(PermissionUpdate::SetMode(mode.clone()));
@@ -76,6 +71,29 @@ pub fn updates(wire: &[WireUpdate]) -> Result<Vec<PermissionUpdate>, String> {
         }
     }
     Ok(updates)
+}
+
+/// An `addRules` or `removeRules` update's behavior and parsed rules.
+fn rule_update(
+    kind: &str,
+    behavior: &str,
+    rules: &[WireRule],
+) -> Result<(RuleBehavior, Vec<PermissionRule>), WireError> {
+    let behavior = match behavior {
+        "allow" => RuleBehavior::Allow,
+        "ask" => RuleBehavior::Ask,
+        "deny" => RuleBehavior::Deny,
+        other => return Err(WireError(format!("{kind} with behavior {other:?}"))),
+    };
+    let rules = rules
+        .iter()
+        .map(|r| match &r.rule_content {
+            Some(content) => format!("{}({content})", r.tool_name).parse(),
+            None => r.tool_name.parse(),
+        })
+        .collect::<Result<Vec<PermissionRule>, _>>()
+        .map_err(|e| WireError(e.to_string()))?;
+    Ok((behavior, rules))
 }
 
 fn refused(message: String) -> Approval {
@@ -188,6 +206,8 @@ mod tests {
                 "rules": [{"toolName": "Bash", "ruleContent": "rm:*"}]},
             {"type": "setMode", "mode": "acceptEdits", "destination": "session"},
             {"type": "addDirectories", "directories": ["/x"], "destination": "session"},
+            {"type": "removeRules", "behavior": "allow", "destination": "session",
+                "rules": [{"toolName": "Read"}]},
         ]))
         .unwrap();
         assert_eq!(
@@ -198,6 +218,10 @@ mod tests {
                     rules: vec!["Bash(rm:*)".parse().unwrap()],
                 },
                 PermissionUpdate::SetMode("acceptEdits".into()),
+                PermissionUpdate::RemoveRules {
+                    behavior: RuleBehavior::Allow,
+                    rules: vec!["Read".parse().unwrap()],
+                },
             ]
         );
         let bad: Vec<WireUpdate> = serde_json::from_value(json!([
@@ -207,7 +231,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             updates(&bad).unwrap_err(),
-            "addRules with behavior \"maybe\""
+            WireError("addRules with behavior \"maybe\"".into())
         );
     }
 

@@ -17,11 +17,14 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use crate::ExecError;
-use crate::control::{self, ControlChannel, ControlRequest, Inbound, LineOut, SessionStates};
+use crate::control::{
+    self, ControlChannel, ControlRequest, Inbound, LineOut, SessionStates, WireError,
+};
 use crate::headless::{self, Output};
 use crate::stream_json::{self, ContextFacts, SessionState};
 use futures::StreamExt;
 use gyre_core::InitializeOptions;
+use gyre_core::context::ContextBreakdown;
 use gyre_core::gate::Gate;
 use gyre_core::session::Session;
 use gyre_core::{Control, Event as SessionEvent, Op};
@@ -114,7 +117,7 @@ impl SdkInput {
     }
 }
 
-fn resolve(channel: &ControlChannel, request_id: &str, result: Result<Value, String>) {
+fn resolve(channel: &ControlChannel, request_id: &str, result: Result<Value, WireError>) {
     if !channel.resolve(request_id, result) {
         eprintln!("gyre: control_response for unknown request {request_id:?}; ignored");
     }
@@ -138,6 +141,8 @@ struct Shared {
     interrupts: u64,
     /// Tokens of the last request's context, for `get_context_usage`.
     context_tokens: u64,
+    /// What filled the window after the last turn, for `get_context_usage`.
+    breakdown: Option<ContextBreakdown>,
 }
 
 struct Dispatcher {
@@ -207,7 +212,10 @@ impl Dispatcher {
                 request_id,
                 request,
             } => {
-                let reply = match request.and_then(|request| self.answer(&request_id, request)) {
+                let reply = match request
+                    .map_err(String::from)
+                    .and_then(|request| self.answer(&request_id, request))
+                {
                     Ok(body) => control::success(&request_id, body),
                     Err(e) => control::error(&request_id, &e),
                 };
@@ -290,18 +298,16 @@ impl Dispatcher {
             }),
             ControlRequest::GetContextUsage => {
                 let model = self.model_now();
-                let tokens = self
-                    .shared
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .context_tokens;
+                let (tokens, breakdown) = {
+                    let shared = self.shared.lock().unwrap_or_else(PoisonError::into_inner);
+                    (shared.context_tokens, shared.breakdown.clone())
+                };
                 let window = self.context.window(&model);
-                body(&ContextUsage::new(
-                    tokens,
-                    window,
-                    model,
-                    self.context.autocompact,
-                ))
+                let mut usage = ContextUsage::new(tokens, window, model, self.context.autocompact);
+                if let Some(breakdown) = &breakdown {
+                    usage.fill(breakdown);
+                }
+                body(&usage)
             }
             ControlRequest::RewindFiles { .. } => Err(
                 "rewind_files is not supported by gyre: it keeps no file checkpoints".to_owned(),
@@ -496,25 +502,87 @@ impl SdkServerStatus {
     }
 }
 
-/// The answer to `get_context_usage`. gyre knows the total only: the breakdowns are
-/// empty.
+/// The answer to `get_context_usage`: the last request's context size, and what fills
+/// the window by category as the session estimates it after the last turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ContextUsage {
-    categories: Vec<Value>,
+    categories: Vec<UsageCategory>,
     total_tokens: u64,
     max_tokens: u64,
     raw_max_tokens: u64,
     percentage: f64,
     model: String,
     is_auto_compact_enabled: bool,
-    memory_files: Vec<Value>,
-    mcp_tools: Vec<Value>,
+    memory_files: Vec<UsageMemoryFile>,
+    mcp_tools: Vec<UsageMcpTool>,
     agents: Vec<Value>,
     grid_rows: Vec<Value>,
 }
 
+/// `{"name": "Messages", "tokens": 1200, "color": "purple"}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct UsageCategory {
+    name: String,
+    tokens: u64,
+    color: String,
+}
+
+/// `{"path": "/p/CLAUDE.md", "type": "Project", "tokens": 120}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct UsageMemoryFile {
+    path: String,
+    #[serde(rename = "type")]
+    kind: String,
+    tokens: u64,
+}
+
+/// `{"name": "mcp__docs__search", "serverName": "docs", "tokens": 80}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct UsageMcpTool {
+    name: String,
+    server_name: String,
+    tokens: u64,
+}
+
 impl ContextUsage {
+    /// The categories, memory files and MCP tools of `breakdown`; when no request has
+    /// been sent yet, its estimate is the total too.
+    fn fill(&mut self, breakdown: &ContextBreakdown) {
+        self.categories = breakdown
+            .categories
+            .iter()
+            .map(|c| UsageCategory {
+                name: c.name.to_owned(),
+                tokens: c.tokens,
+                color: gyre_core::context::color(c.name).to_owned(),
+            })
+            .collect();
+        self.memory_files = breakdown
+            .memory_files
+            .iter()
+            .map(|m| UsageMemoryFile {
+                path: m.path.display().to_string(),
+                kind: "Project".to_owned(),
+                tokens: m.tokens,
+            })
+            .collect();
+        self.mcp_tools = breakdown
+            .mcp_tools
+            .iter()
+            .map(|t| UsageMcpTool {
+                name: t.name.clone(),
+                server_name: t.server.clone(),
+                tokens: t.tokens,
+            })
+            .collect();
+        if self.total_tokens == 0 {
+            self.total_tokens = breakdown.used();
+            self.percentage = breakdown.percent();
+        }
+    }
+
     fn new(total_tokens: u64, window: u64, model: String, autocompact: bool) -> Self {
         #[allow(clippy::cast_precision_loss)]
         let percentage = total_tokens as f64 * 100.0 / window as f64;
@@ -611,7 +679,10 @@ pub async fn run(
         first,
         boot_initialize,
     } = input;
-    let shared = Arc::new(Mutex::new(Shared::default()));
+    let shared = Arc::new(Mutex::new(Shared {
+        breakdown: Some(session.context_breakdown()),
+        ..Shared::default()
+    }));
     let default_model = session.engine.model().to_owned();
     if ask_over_stdio {
         session.ask_questions();
@@ -678,7 +749,7 @@ pub async fn run(
             ))?;
         }
         if let Err(e) = control::check_tool_results(session.engine.messages(), &content) {
-            refuse(&output_line, session, &e)?;
+            refuse(&output_line, session, &e.0)?;
             last_error = true;
             continue;
         }
@@ -733,11 +804,13 @@ pub async fn run(
             break;
         }
         let used = session.facts.last_usage;
-        shared
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .context_tokens =
-            used.input_tokens + used.cache_read_input_tokens + used.cache_creation_input_tokens;
+        let breakdown = session.context_breakdown();
+        {
+            let mut shared = shared.lock().unwrap_or_else(PoisonError::into_inner);
+            shared.context_tokens =
+                used.input_tokens + used.cache_read_input_tokens + used.cache_creation_input_tokens;
+            shared.breakdown = Some(breakdown);
+        }
         if ctrl_c.is_cancelled() {
             break;
         }

@@ -8,10 +8,12 @@
 //! interrupt a turn, a second Ctrl+C quits, Ctrl+D at an empty box quits, Ctrl+O shows
 //! a folded Bash output whole.
 
+mod commands;
 mod diff;
 mod editor;
 mod markdown;
 mod question;
+mod reports;
 mod slash;
 mod spinner;
 mod style;
@@ -153,6 +155,7 @@ pub async fn run(
     let mut repl = Repl {
         session,
         front,
+        env: env.clone(),
         started: Instant::now(),
         api_ms: 0,
         sent: false,
@@ -215,6 +218,8 @@ enum Busy {
 struct Repl {
     session: Session,
     front: Front,
+    /// The environment the session was built from (`/doctor`, `/memory`'s editor).
+    env: Environment,
     started: Instant,
     /// Time spent waiting for the API, summed over turns (for `/cost`).
     api_ms: u64,
@@ -973,11 +978,29 @@ impl Repl {
                 Some(text) => text,
                 None => return Ok(Flow::Continue),
             },
+            SlashCommand::Context => return self.print_lines(self.context_report()),
+            SlashCommand::Status => return self.print_lines(self.status_report()),
+            SlashCommand::Doctor => return self.print_lines(self.doctor_report()),
+            SlashCommand::Agents => return self.print_lines(self.agents_report()),
+            SlashCommand::Permissions(arg) => {
+                return self.print_lines(self.permissions(arg.as_deref()));
+            }
+            SlashCommand::AddDir(arg) => self.add_dir(arg.as_deref()),
+            SlashCommand::Export(arg) => self.export(arg.as_deref())?,
+            SlashCommand::Init => return self.init().await,
+            SlashCommand::Memory => self.memory()?,
             SlashCommand::Unknown(name) => p.red(format!(
                 "Unknown command /{name} · /help lists the commands"
             )),
         };
         let mut lines = lines_of(&text);
+        lines.push(Line::default());
+        self.front.print(&lines)?;
+        Ok(Flow::Continue)
+    }
+
+    /// Prints a command's lines and a blank line under them.
+    fn print_lines(&mut self, mut lines: Vec<Line<'static>>) -> Result<Flow> {
         lines.push(Line::default());
         self.front.print(&lines)?;
         Ok(Flow::Continue)

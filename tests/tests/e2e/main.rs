@@ -33,6 +33,7 @@ mod process_hygiene;
 mod progress_lines;
 mod readme_e2e;
 mod recovery_e2e;
+mod repl_commands_tmux;
 mod repl_input_tmux;
 mod repl_tmux;
 mod sdk_driver;

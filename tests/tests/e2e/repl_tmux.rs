@@ -81,8 +81,19 @@ pub(crate) fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
 }
 
 fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &[&str]) -> Tmux {
+    start_gyre_env(sandbox, server, colour, args, &[])
+}
+
+/// [`start_gyre_with`], with more variables in gyre's environment.
+pub(crate) fn start_gyre_env(
+    sandbox: &Sandbox,
+    server: &TestServer,
+    colour: bool,
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> Tmux {
     let gyre = gyre_binary().unwrap();
-    let env = [
+    let mut env = vec![
         ("PATH", std::env::var("PATH").unwrap_or_default()),
         ("HOME", sandbox.home().display().to_string()),
         ("GYRE_HOME", sandbox.home().display().to_string()),
@@ -91,6 +102,7 @@ fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &
         ("NO_COLOR", if colour { "" } else { "1" }.to_owned()),
         ("TERM", "tmux-256color".to_owned()),
     ];
+    env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
     let mut command = format!(
         "cd {} && env -i",
         shell_quote(&sandbox.project().display().to_string())
@@ -114,7 +126,7 @@ fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &
 }
 
 /// The text of the newest user message the server received.
-fn last_prompt(server: &TestServer) -> String {
+pub(crate) fn last_prompt(server: &TestServer) -> String {
     let requests = server.requests();
     let messages = requests.last().unwrap().body["messages"].clone();
     let last = messages.as_array().and_then(|m| m.last()).unwrap().clone();

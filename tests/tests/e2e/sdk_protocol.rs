@@ -1267,11 +1267,14 @@ fn mcp_toggle_withdraws_and_restores_a_servers_tools_and_mcp_reconnect_restarts_
 
 /// `get_context_usage` and `modelUsage` report the window compaction acts on: the
 /// model's own (1M for a `[1m]` model) or `GYRE_CONTEXT_WINDOW`; `isAutoCompactEnabled`
-/// is what the compactor does (`GYRE_DISABLE_AUTOCOMPACT=0` leaves it on).
+/// is what the compactor does (`GYRE_DISABLE_AUTOCOMPACT=0` leaves it on). The
+/// categories (what `/context` shows) fill the window: memory files named, messages,
+/// the autocompact buffer when compaction is on, free space last.
 #[test]
 fn context_usage_reports_the_window_and_autocompaction_the_compactor_uses() {
     let ask = |env: &[(&str, &str)], model: &str| {
         let sandbox = Sandbox::new().unwrap();
+        std::fs::write(sandbox.project().join("CLAUDE.md"), "Use tabs. ".repeat(60)).unwrap();
         let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
         let out = stream_with_env(
             &sandbox,
@@ -1296,6 +1299,26 @@ fn context_usage_reports_the_window_and_autocompaction_the_compactor_uses() {
     assert_eq!(usage["maxTokens"], 1_000_000, "{usage}");
     assert_eq!(usage["isAutoCompactEnabled"], true, "{usage}");
     assert_eq!(window, 1_000_000);
+    let categories = usage["categories"].as_array().unwrap();
+    let tokens = |name: &str| {
+        categories
+            .iter()
+            .find(|c| c["name"] == name)
+            .and_then(|c| c["tokens"].as_u64())
+    };
+    assert_eq!(tokens("Memory files"), Some(200), "{usage}");
+    assert!(tokens("System tools").unwrap() > 1_000, "{usage}");
+    assert_eq!(tokens("Autocompact buffer"), Some(13_000), "{usage}");
+    let sum: u64 = categories.iter().filter_map(|c| c["tokens"].as_u64()).sum();
+    assert_eq!(sum, 1_000_000, "{usage}");
+    assert_eq!(categories.last().unwrap()["name"], "Free space");
+    assert!(
+        usage["memoryFiles"][0]["path"]
+            .as_str()
+            .unwrap()
+            .ends_with("CLAUDE.md"),
+        "{usage}"
+    );
     let (usage, window) = ask(
         &[
             ("GYRE_CONTEXT_WINDOW", "50000"),
@@ -1306,6 +1329,14 @@ fn context_usage_reports_the_window_and_autocompaction_the_compactor_uses() {
     assert_eq!(usage["maxTokens"], 50_000, "{usage}");
     assert_eq!(usage["isAutoCompactEnabled"], false, "{usage}");
     assert_eq!(window, 50_000);
+    assert!(
+        usage["categories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["name"] != "Autocompact buffer"),
+        "{usage}"
+    );
 }
 
 /// `stop_task` stops a background shell (gyre's tasks): the shell the model started with

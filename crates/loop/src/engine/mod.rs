@@ -190,6 +190,25 @@ impl QueryEngine {
         self.conversation.messages()
     }
 
+    /// The system prompt each request sends.
+    #[must_use]
+    pub fn system(&self) -> &[gyre_protocol::SystemBlock] {
+        &self.config.system
+    }
+
+    /// Another directory the tools may work in from the next call on (`/add-dir`).
+    pub fn add_working_dir(&mut self, dir: PathBuf) {
+        if !self.tool_context.working_dirs.contains(&dir) {
+            self.tool_context.working_dirs.push(dir);
+        }
+    }
+
+    /// The directories the tools may work in: the cwd first.
+    #[must_use]
+    pub fn working_dirs(&self) -> &[PathBuf] {
+        &self.tool_context.working_dirs
+    }
+
     /// The session's id.
     #[must_use]
     pub fn session_id(&self) -> &str {

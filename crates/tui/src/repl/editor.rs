@@ -9,8 +9,25 @@ use std::path::{Path, PathBuf};
 const MAX_HISTORY: usize = 1000;
 
 /// The slash commands Tab completes, in the order `/help` lists them.
-pub const COMMANDS: [&str; 9] = [
-    "/compact", "/clear", "/cost", "/model", "/mcp", "/bashes", "/help", "/exit", "/quit",
+pub const COMMANDS: [&str; 18] = [
+    "/compact",
+    "/clear",
+    "/cost",
+    "/model",
+    "/mcp",
+    "/bashes",
+    "/context",
+    "/status",
+    "/doctor",
+    "/permissions",
+    "/agents",
+    "/add-dir",
+    "/export",
+    "/init",
+    "/memory",
+    "/help",
+    "/exit",
+    "/quit",
 ];
 
 /// A multi-line text with a cursor (line, char index).
@@ -554,8 +571,8 @@ mod tests {
     #[test]
     fn tab_completes_a_slash_command() {
         let mut e = typed("/co");
-        assert_eq!(e.completions(), ["/compact", "/cost"]);
-        assert!(!e.complete(), "two commands start with /co");
+        assert_eq!(e.completions(), ["/compact", "/cost", "/context"]);
+        assert!(!e.complete(), "three commands start with /co");
         assert_eq!(e.text(), "/co");
         e.insert_char('s');
         assert!(e.complete());

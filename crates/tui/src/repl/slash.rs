@@ -1,5 +1,6 @@
 //! Slash commands typed at the prompt: `/compact`, `/clear`, `/cost`, `/model [name]`,
-//! `/mcp`, `/bashes [kill ID]`, `/help`, `/exit`.
+//! `/mcp`, `/bashes [kill ID]`, `/context`, `/status`, `/doctor`, `/permissions …`,
+//! `/agents`, `/add-dir PATH`, `/export [FILE]`, `/init`, `/memory`, `/help`, `/exit`.
 
 use gyre_protocol::Usage;
 
@@ -16,6 +17,24 @@ pub enum SlashCommand {
     Mcp,
     /// `/bashes` opens the list of background shells; `/bashes kill ID` stops one.
     Bashes(Option<String>),
+    /// What fills the context window, as a grid and by category.
+    Context,
+    /// Version, model, backend, credentials, settings, memory, MCP servers.
+    Status,
+    /// Checks the installation and configuration and says what to fix.
+    Doctor,
+    /// `/permissions` lists the rules; `/permissions add|remove …` changes one.
+    Permissions(Option<String>),
+    /// The sub-agents and where each comes from.
+    Agents,
+    /// `/add-dir PATH`: another directory the tools may work in.
+    AddDir(Option<String>),
+    /// `/export [FILE]`: the conversation as text, to a file or the clipboard.
+    Export(Option<String>),
+    /// Asks the model to write the project's memory file (CLAUDE.md).
+    Init,
+    /// Opens a memory file in `$VISUAL`/`$EDITOR`.
+    Memory,
     Help,
     Exit,
     /// Anything else that starts with `/`: the command name as typed.
@@ -38,6 +57,15 @@ impl SlashCommand {
             "model" => Self::Model(arg),
             "mcp" => Self::Mcp,
             "bashes" => Self::Bashes(arg),
+            "context" => Self::Context,
+            "status" => Self::Status,
+            "doctor" => Self::Doctor,
+            "permissions" | "allowed-tools" => Self::Permissions(arg),
+            "agents" => Self::Agents,
+            "add-dir" => Self::AddDir(arg),
+            "export" => Self::Export(arg),
+            "init" => Self::Init,
+            "memory" => Self::Memory,
             "help" | "?" => Self::Help,
             "exit" | "quit" => Self::Exit,
             other => Self::Unknown(other.to_owned()),
@@ -54,6 +82,15 @@ Commands
   /model [name]   show the model, or switch to another
   /mcp            the MCP servers, their state and tools
   /bashes         background shells: ↑/↓ and k kill one (or /bashes kill ID)
+  /context        what fills the context window, as a grid and by category
+  /status         version, model, backend, credentials, settings, MCP servers
+  /doctor         check the installation and configuration
+  /permissions    the rules; /permissions add|remove allow|ask|deny RULE [where]
+  /agents         the sub-agents and where each comes from
+  /add-dir PATH   let the tools work in another directory too
+  /export [FILE]  the conversation as text, to FILE or the clipboard
+  /init           have the model write this project's CLAUDE.md
+  /memory         edit the project's CLAUDE.md in $VISUAL or $EDITOR
   /help           this list
   /exit           quit (also Ctrl+D)
 
