@@ -244,6 +244,46 @@ pub fn run(cmd: &mut Command) -> Result<Run> {
     Ok(cmd.output().context("running gyre")?.into())
 }
 
+/// Runs `gyre` in `sandbox` in stream-json mode (input and output, `--verbose`) with
+/// `extra` arguments and `env` variables, writes `lines` to its stdin, closes it, and
+/// waits for the end.
+///
+/// # Panics
+/// When gyre cannot be started (this is for tests).
+#[allow(clippy::unwrap_used)]
+pub fn stream_json_lines(
+    sandbox: &Sandbox,
+    server: &TestServer,
+    extra: &[&str],
+    env: &[(&str, &str)],
+    lines: &[Value],
+) -> Run {
+    use std::io::Write;
+    let mut child = sandbox
+        .gyre(server)
+        .unwrap()
+        .args([
+            "--input-format",
+            "stream-json",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+        ])
+        .args(extra)
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    for line in lines {
+        writeln!(stdin, "{line}").unwrap();
+    }
+    drop(stdin);
+    child.wait_with_output().unwrap().into()
+}
+
 /// Runs `cmd` (a `gyre` command with its arguments) in stream-json mode the way an SDK
 /// program does: `first` goes to stdin, then every stdout line is handed to `answer`,
 /// whose lines are written back; stdin closes when `answer` returns `None`. Returns

@@ -550,8 +550,10 @@ CASES = {
 }
 
 
-def main():
+def main(cases=None):
+    """Runs `cases` (name -> (test, turns[, script])), CASES by default."""
     global GYRE, TESTKIT
+    cases = CASES if cases is None else cases
     parser = argparse.ArgumentParser()
     parser.add_argument("--gyre", required=True)
     parser.add_argument("--testkit", required=True)
@@ -559,7 +561,7 @@ def main():
     args = parser.parse_args()
     GYRE, TESTKIT = os.path.abspath(args.gyre), os.path.abspath(args.testkit)
     passed = failed = 0
-    for name, (test, turns, *extra) in CASES.items():
+    for name, (test, turns, *extra) in cases.items():
         if args.only and name not in args.only:
             continue
         with tempfile.TemporaryDirectory() as work:

@@ -201,8 +201,11 @@ impl GyreAgent {
                 gyre_core::agents::project_agent_names(cwd),
             )
         };
-        let items =
+        let mut items =
             gyre_core::trust::ignored_items(&settings.untrusted, &servers_ignored, &agents_ignored);
+        if !trusted {
+            items.extend(gyre_core::commands::project_untrusted_item(cwd));
+        }
         if !items.is_empty() {
             eprintln!("{}", gyre_core::trust::ignored_line(&items));
         }
@@ -269,12 +272,16 @@ impl GyreAgent {
 
     /// The slash commands, sent once the session's id is known to the editor: after
     /// the answer that names it.
-    fn announce_commands(&self, session_id: &acp::SessionId) {
+    fn announce_commands(
+        &self,
+        session_id: &acp::SessionId,
+        commands: &[gyre_core::commands::CommandInfo],
+    ) {
         let conn = Rc::clone(&self.conn);
         let notification = acp::SessionNotification::new(
             session_id.clone(),
             acp::SessionUpdate::AvailableCommandsUpdate(acp::AvailableCommandsUpdate::new(
-                crate::prompt::available_commands(),
+                crate::prompt::available_commands(commands),
             )),
         );
         tokio::task::spawn_local(async move {
@@ -336,7 +343,7 @@ impl acp::Agent for GyreAgent {
             .start(&args.cwd, &args.mcp_servers, Resume::New)
             .await?;
         let id = acp::SessionId::new(started.session_id.clone());
-        self.announce_commands(&id);
+        self.announce_commands(&id, &started.commands);
         Ok(acp::NewSessionResponse::new(id)
             .modes(modes(&started.mode, self.bypass_allowed()))
             .config_options(vec![model_option(&started.model)]))
@@ -365,7 +372,7 @@ impl acp::Agent for GyreAgent {
                 self.notify(&id, update).await;
             }
         }
-        self.announce_commands(&id);
+        self.announce_commands(&id, &started.commands);
         Ok(acp::LoadSessionResponse::new()
             .modes(modes(&started.mode, self.bypass_allowed()))
             .config_options(vec![model_option(&started.model)]))

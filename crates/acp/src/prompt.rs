@@ -14,17 +14,28 @@ pub enum Request {
     Clear,
 }
 
-/// The commands an editor offers in its `/` menu.
+/// gyre's own commands a prompt may be ([`request`]).
+pub const BUILTIN_COMMANDS: &[&str] = &["compact", "clear"];
+
+/// The commands an editor offers in its `/` menu: gyre's own, the custom commands and
+/// the skills (which the session expands from a prompt `/name args`).
 #[must_use]
-pub fn available_commands() -> Vec<acp::AvailableCommand> {
-    vec![
-        acp::AvailableCommand::new("compact", "Summarise the conversation to free context").input(
-            acp::AvailableCommandInput::Unstructured(acp::UnstructuredCommandInput::new(
-                "what the summary should keep",
-            )),
-        ),
-        acp::AvailableCommand::new("clear", "Start the conversation afresh"),
-    ]
+pub fn available_commands(
+    commands: &[gyre_core::commands::CommandInfo],
+) -> Vec<acp::AvailableCommand> {
+    commands
+        .iter()
+        .map(|c| {
+            let command = acp::AvailableCommand::new(c.name.clone(), c.description.clone());
+            if c.argument_hint.is_empty() {
+                command
+            } else {
+                command.input(acp::AvailableCommandInput::Unstructured(
+                    acp::UnstructuredCommandInput::new(c.argument_hint.clone()),
+                ))
+            }
+        })
+        .collect()
 }
 
 /// The prompt's blocks as gyre's: text as text, images inline, an embedded file as its

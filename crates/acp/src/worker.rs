@@ -33,6 +33,9 @@ pub struct Started {
     pub model: String,
     /// The conversation so far (a loaded session's), to replay.
     pub history: Vec<Message>,
+    /// The slash commands: gyre's own that a prompt may be, the custom commands and
+    /// the skills.
+    pub commands: Vec<gyre_core::commands::CommandInfo>,
 }
 
 enum Command {
@@ -106,6 +109,7 @@ pub fn spawn(mut session: Session, conn: Connection, shown: Shown) -> (Handle, S
         mode: control.mode_name(),
         model: session.engine.model().to_owned(),
         history: session.engine.messages().to_vec(),
+        commands: session.commands(crate::prompt::BUILTIN_COMMANDS),
     };
     let (commands, receiver) = mpsc::unbounded_channel();
     let handle = Handle {
@@ -366,6 +370,8 @@ async fn turn(
                 Event::Compacted(Ok(None)) => out.say("Nothing to compact yet.").await,
                 Event::Compacted(Err(e)) => tally.failure = Some(e.to_string()),
                 Event::Cleared => out.say("Started the conversation afresh.").await,
+                // ACP prompts run no shell of the user's.
+                Event::ShellRan { .. } => {}
                 Event::ModeChanged(_) | Event::ModelChanged(_) => {}
             }
         }

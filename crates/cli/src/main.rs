@@ -226,7 +226,10 @@ fn settle_trust(
     } else {
         gyre_core::agents::project_agent_names(cwd)
     };
-    let items = gyre_core::trust::ignored_items(&settings.untrusted, &servers, &agents);
+    let mut items = gyre_core::trust::ignored_items(&settings.untrusted, &servers, &agents);
+    if !trusted {
+        items.extend(gyre_core::commands::project_untrusted_item(cwd));
+    }
     if items.is_empty() {
         return Ok(None);
     }

@@ -37,6 +37,9 @@ pub enum Op {
     Compact { instructions: Option<String> },
     /// Starts the conversation afresh (`/clear`).
     Clear,
+    /// Runs the user's own shell command (`!cmd` at the prompt) without a question:
+    /// its output is shown, and goes to the model with the next message.
+    Shell(String),
 }
 
 /// What the session tells a front-end.
@@ -57,6 +60,11 @@ pub enum Event {
     Compacted(Result<Option<CompactionOutcome>, CompactionError>),
     /// The conversation was cleared.
     Cleared,
+    /// `Op::Shell`: the command and what it printed.
+    ShellRan {
+        command: String,
+        output: crate::expansion::ShellOutput,
+    },
 }
 
 /// The operations a running turn allows, from any task.

@@ -14,7 +14,7 @@ use gyre_loop::{
     left_out_note, load_transcript, project_dir_name,
 };
 use gyre_mcp::McpServers;
-use gyre_protocol::{CacheControl, SystemBlock};
+use gyre_protocol::{CacheControl, ContentBlock, SystemBlock};
 use gyre_tools::plan::ExitPlanModeTool;
 use gyre_tools::{PermissionMode, ToolContext, ToolRegistry};
 
@@ -23,8 +23,10 @@ use gyre_loop::{EngineEvent, LoopEvent};
 
 use crate::approvals::{ApprovalRequest, Approvals};
 use crate::backend::BackendFacts;
+use crate::commands::{CommandInfo, CommandRoots, Commands};
 use crate::env::Environment;
 use crate::error::CoreError;
+use crate::expansion::{Author, Expander};
 use crate::facts::SessionFacts;
 use crate::gate::{Gate, ModeName, Rules, UnknownMode};
 use crate::hooks::{HookBase, Hooks};
@@ -115,6 +117,13 @@ pub struct Session {
     pub agents: AgentCatalog,
     /// Where permission questions go, and the model `SetModel(None)` restores.
     asking: Asking,
+    /// The custom commands and skills (`/name args`).
+    commands: Arc<Commands>,
+    /// The tools' context, in which a prompt's `@` files are read and `!` commands run.
+    tool_context: ToolContext,
+    /// What the user's own shell commands printed since the last message: sent before
+    /// the next one.
+    pending: Vec<ContentBlock>,
 }
 
 impl std::fmt::Debug for Session {
@@ -235,13 +244,24 @@ pub fn build(
         session_id
     };
 
+    let trusted = crate::trust::is_trusted(&home, cwd);
     // A shared catalog: the SDK's `agents` from `initialize` are added to it.
     let agents = AgentCatalog::new(crate::agents::definitions(
         cli.agents.as_deref(),
         env.home().as_deref(),
         cwd,
-        crate::trust::is_trusted(&home, cwd),
+        trusted,
     )?);
+    // Custom commands and skills: the user's and the project's as --setting-sources
+    // says, the project's only in a trusted folder.
+    let sources = cli.setting_sources.as_deref();
+    let commands = Arc::new(Commands::new(CommandRoots::new(
+        env.home().as_deref(),
+        &home,
+        cwd,
+        CommandRoots::source_enabled(sources, "user"),
+        CommandRoots::source_enabled(sources, "project") && trusted,
+    )));
     // `--agent NAME`: the main thread runs as that agent (its prompt, tools and model).
     let main_agent = match &cli.agent {
         Some(name) => Some(agents.get(name).ok_or_else(|| {
@@ -425,7 +445,10 @@ pub fn build(
         None => cli.system_prompt.is_none() && cli.system_prompt_file.is_none(),
     };
     let system_text = if memory {
-        format!("{system_text}{}", project_memory(cwd))
+        format!(
+            "{system_text}{}",
+            project_memory(cwd, env.home().as_deref())
+        )
     } else {
         system_text
     };
@@ -469,6 +492,19 @@ pub fn build(
             &crate::backend::network(env),
         )?;
         registry.register(Arc::new(fetch));
+    }
+    // Memory files of subfolders come with the first Read there, when memory is on.
+    if memory && let Some(read) = registry.get("Read").cloned() {
+        registry.register(Arc::new(crate::memory::NestedMemoryRead::new(
+            read,
+            cwd,
+            env.home().as_deref(),
+        )));
+    }
+    if offered(crate::skills::SKILL_TOOL)
+        && let Some(tool) = crate::skills::SkillTool::new(commands.skills())
+    {
+        registry.register(Arc::new(tool));
     }
     // A bare tool name in --disallowedTools takes the tool out of the request; a rule
     // with a specifier (`Bash(rm:*)`) only denies matching calls.
@@ -542,6 +578,7 @@ pub fn build(
     let output = crate::thinking::output_config(cli.effort.as_deref(), cli.task_budget)
         .map_err(|e| CoreError::Invalid(e.to_string()))?;
     let loop_deps = ThinkingDeps::wrap(deps, thinking, output);
+    let expansion_context = tool_context.clone();
     let mut engine = QueryEngine::new(
         config,
         loop_deps,
@@ -581,6 +618,9 @@ pub fn build(
         mcp: Arc::new(mcp),
         gate,
         agents,
+        commands,
+        tool_context: expansion_context,
+        pending: Vec::new(),
     })
 }
 
@@ -640,6 +680,68 @@ impl Session {
         )
     }
 
+    /// Every command a front-end offers: the `builtins` it runs (names of
+    /// [`crate::commands::BUILTIN`]), then the custom commands and skills.
+    #[must_use]
+    pub fn commands(&self, builtins: &[&str]) -> Vec<CommandInfo> {
+        self.commands.list(builtins)
+    }
+
+    /// Whether `/name` is a custom command or skill of this session (a prompt for the
+    /// model, expanded by [`Op::UserMessage`]).
+    #[must_use]
+    pub fn has_command(&self, name: &str) -> bool {
+        self.commands.find(name).is_some()
+    }
+
+    /// Reads files and runs commands for a prompt, under the policy in force now.
+    #[must_use]
+    pub fn expander(&self) -> Expander {
+        Expander::new(self.tool_context.clone(), self.gate.permissions())
+    }
+
+    /// The message `content` stands for: `/name args` of a custom command or skill as
+    /// its instructions (and the model it asks for), otherwise `content` with the
+    /// files its `@` mentions name; after what the user's own shell commands printed
+    /// since the last message.
+    async fn expand(&mut self, content: Vec<ContentBlock>) -> (Vec<ContentBlock>, Option<String>) {
+        let line = match content.as_slice() {
+            [ContentBlock::Text { text, .. }] => crate::commands::split_command_line(text)
+                .and_then(|(name, args)| {
+                    Some((self.commands.find(name)?.clone(), args.to_owned()))
+                }),
+            _ => None,
+        };
+        let mentions = content
+            .iter()
+            .any(|b| matches!(b, ContentBlock::Text { text, .. } if text.contains('@')));
+        let mut expanded = std::mem::take(&mut self.pending);
+        // A plain message costs nothing more.
+        if line.is_none() && !mentions {
+            if expanded.is_empty() {
+                return (content, None);
+            }
+            expanded.extend(content);
+            return (expanded, None);
+        }
+        let expander = self.expander();
+        if let Some((command, args)) = line {
+            expanded.extend(expander.command(&command, &args).await);
+            return (expanded, command.model);
+        }
+        let mut attached = Vec::new();
+        for block in &content {
+            if let ContentBlock::Text { text, .. } = block
+                && text.contains('@')
+            {
+                attached.extend(expander.mentions(&Author::User, text).await);
+            }
+        }
+        expanded.extend(content);
+        expanded.extend(attached);
+        (expanded, None)
+    }
+
     /// Runs `op` and streams the events it causes; the stream ends when the operation
     /// has (a turn: after its [`EngineEvent::Result`]).
     pub fn submit(&mut self, op: Op) -> impl Stream<Item = Event> + Send + '_ {
@@ -658,6 +760,7 @@ impl Session {
             };
             match op {
                 Op::UserMessage(content) => {
+                    let (content, model) = self.expand(content).await;
                     let content =
                         match crate::gate::prompt_hooks(&self.gate, &self.facts.session_id, content).await {
                             Ok(content) => content,
@@ -667,6 +770,13 @@ impl Session {
                             }
                         };
                     let Session { engine, facts, asking, .. } = self;
+                    // A command's `model` holds for its turn only.
+                    let before = model.map(|model| {
+                        let before = engine.model().to_owned();
+                        engine.set_model(model);
+                        before
+                    });
+                    {
                     let events = engine.submit_message(content);
                     futures::pin_mut!(events);
                     loop {
@@ -687,6 +797,20 @@ impl Session {
                             }
                         }
                     }
+                    }
+                    if let Some(before) = before {
+                        engine.set_model(before);
+                    }
+                }
+                Op::Shell(command) => {
+                    let ran = self.expander().shell(Author::User, &command).await;
+                    // As the reference keeps them: the command and its output, which
+                    // the model reads with the next message.
+                    self.pending.push(ContentBlock::text(format!(
+                        "<bash-input>{command}</bash-input>\n<bash-output>{}</bash-output>",
+                        ran.output.trim_end()
+                    )));
+                    yield Event::ShellRan { command, output: ran };
                 }
                 Op::SetModel(model) => {
                     let model = model.unwrap_or_else(|| self.asking.default_model.clone());
@@ -699,6 +823,7 @@ impl Session {
                 }
                 Op::Clear => {
                     self.engine.clear();
+                    self.pending.clear();
                     yield Event::Cleared;
                 }
                 // Applied above.

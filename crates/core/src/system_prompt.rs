@@ -1,27 +1,13 @@
-//! The default system prompt: who gyre is, the environment, and project memory.
+//! The default system prompt: who gyre is, the environment, and project memory
+//! (read by [`crate::memory`]).
 
 use std::borrow::Borrow;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::SystemTime;
 
 const IDENTITY: &str = "You are gyre, a coding agent running in the user's terminal. You help with software engineering tasks: reading and changing code, running commands, finding and fixing bugs.
 
 Work in small verified steps: read before you edit, prefer Edit over rewriting whole files, run the project's tests or build after changes when you can. Use Grep and Glob to find code instead of guessing paths. Keep answers short and concrete; show the commands and files you touched. Never invent file contents you have not read. If a tool call is denied, do not retry it the same way: explain what you needed and let the user decide.";
-
-/// The memory files read from the cwd and each parent, outermost first.
-pub const MEMORY_FILES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
-
-/// `AGENTS.md` / `CLAUDE.md` files from `cwd` up to the root, outermost first.
-#[must_use]
-pub fn memory_files(cwd: &Path) -> Vec<PathBuf> {
-    let mut found: Vec<PathBuf> = cwd
-        .ancestors()
-        .flat_map(|dir| MEMORY_FILES.iter().map(move |name| dir.join(name)))
-        .filter(|p| p.is_file())
-        .collect();
-    found.reverse();
-    found
-}
 
 fn git_state(cwd: &Path) -> String {
     let is_repo = cwd.ancestors().any(|d| d.join(".git").exists());
@@ -67,21 +53,18 @@ pub fn default_system_prompt<S: Borrow<str>>(
     )
 }
 
-/// The memory files' text as `<project-memory>` sections, each after a blank line
-/// (empty when there are none).
+/// `AGENTS.md` / `CLAUDE.md` files from `cwd` up to the root, outermost first (their
+/// imports not included).
 #[must_use]
-pub fn project_memory(cwd: &Path) -> String {
-    let mut out = String::new();
-    for path in memory_files(cwd) {
-        if let Ok(text) = gyre_tools::read_config_file(&path) {
-            out.push_str(&format!(
-                "\n\n<project-memory path=\"{}\">\n{}\n</project-memory>",
-                path.display(),
-                text.trim()
-            ));
-        }
-    }
-    out
+pub fn memory_files(cwd: &Path) -> Vec<std::path::PathBuf> {
+    crate::memory::ancestor_files(cwd)
+}
+
+/// The memory files of `cwd` and its parents, with their imports (`~/` under `home`),
+/// as `<project-memory>` sections, each after a blank line (empty when there are none).
+#[must_use]
+pub fn project_memory(cwd: &Path, home: Option<&Path>) -> String {
+    crate::memory::sections(&crate::memory::project_files(cwd, home))
 }
 
 #[cfg(test)]
@@ -96,7 +79,7 @@ mod tests {
         std::fs::write(dir.path().join("AGENTS.md"), "outer rule").unwrap();
         std::fs::write(sub.join("CLAUDE.md"), "inner rule").unwrap();
         let p = default_system_prompt(&sub, &["Read", "Bash"], SystemTime::UNIX_EPOCH)
-            + &project_memory(&sub);
+            + &project_memory(&sub, None);
         assert!(p.contains(&format!("Working directory: {}", sub.display())));
         assert!(p.contains("Tools available: Read, Bash"));
         assert!(p.contains("Today's date: 1970-01-01"));

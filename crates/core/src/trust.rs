@@ -4,7 +4,8 @@
 //! folder — a repository the user just cloned can ship them. Until the user trusts the
 //! folder, gyre does not use what in them would run code or skip a question: allow
 //! rules, `defaultMode: acceptEdits`, hooks, `.mcp.json` servers (with the approvals
-//! that start them), and the sub-agents of `.claude/agents/` and `.gyre/agents/`. Deny and ask rules, the sandbox and harmless settings
+//! that start them), the sub-agents of `.claude/agents/` and `.gyre/agents/`, and the
+//! skills and custom commands of `.claude/` and `.gyre/` ([`crate::commands`]). Deny and ask rules, the sandbox and harmless settings
 //! apply either way. Trust is kept in the user's own config (`$GYRE_HOME/trusted-folders.json`),
 //! never in the project, and covers the folder and everything beneath it.
 //!

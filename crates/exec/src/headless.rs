@@ -17,7 +17,7 @@ use gyre_tools::PermissionDenial;
 use gyre_term::style::Palette;
 use gyre_term::tool_line::{call_summary, outcome_summary, render_call, render_outcome};
 
-use crate::stream_json::{self, ResponseMeta, ResultExtras, SessionFacts};
+use crate::stream_json::{self, ResponseMeta, ResultExtras};
 use crate::{ExecError, OutputFormat};
 
 /// Where headless output goes; every line is flushed as it is written, so a driver
@@ -93,9 +93,11 @@ fn uuid() -> String {
 }
 
 /// Prints the `init` line (stream-json only).
-pub fn print_init<W: Write>(output: &mut Output<W>, facts: &SessionFacts) -> Result<(), ExecError> {
+pub fn print_init<W: Write>(output: &mut Output<W>, session: &Session) -> Result<(), ExecError> {
     if output.streaming() {
-        output.line(&stream_json::init(facts, &uuid()))?;
+        // Custom commands and skills are read only for a line that names them.
+        let custom = session.commands(&[]).into_iter().map(|c| c.name).collect();
+        output.line(&stream_json::init(&session.facts, &uuid(), custom))?;
     }
     Ok(())
 }

@@ -225,7 +225,7 @@ pub async fn run(
     )
     .with_progress(!options.quiet)
     .with_tool_lines(options.verbose && !options.quiet);
-    headless::print_init(&mut output, &session.facts)?;
+    headless::print_init(&mut output, &session)?;
     let mut last_error = false;
     if let Some(prompt) = prompt {
         let result = headless::run_turn(

@@ -163,6 +163,9 @@ struct Dispatcher {
     shells: Option<Arc<gyre_tools::background::ShellTable>>,
     /// The id of the `initialize` the session was built with.
     boot_initialize: Option<String>,
+    /// The slash commands a user message may be: `/compact`, the custom commands and
+    /// the skills.
+    commands: Vec<SlashCommand>,
 }
 
 impl Dispatcher {
@@ -265,6 +268,7 @@ impl Dispatcher {
                 }
                 let model = self.model_now();
                 body(&InitializeResponse::new(
+                    self.commands.clone(),
                     AgentInfo::all(&self.agents),
                     &model,
                     applied,
@@ -368,7 +372,12 @@ const MODELS: [(&str, &str); 3] = [
 impl InitializeResponse {
     /// `model`: the session's; `applied`: whether the session was built with this
     /// request's options.
-    fn new(agents: Vec<AgentInfo>, model: &str, applied: bool) -> Self {
+    fn new(
+        commands: Vec<SlashCommand>,
+        agents: Vec<AgentInfo>,
+        model: &str,
+        applied: bool,
+    ) -> Self {
         let mut models = vec![ModelInfo {
             value: model.to_owned(),
             display_name: format!("Default ({model})"),
@@ -385,11 +394,7 @@ impl InitializeResponse {
                 }),
         );
         Self {
-            commands: vec![SlashCommand {
-                name: "compact".to_owned(),
-                description: "Summarise the conversation so far to free context".to_owned(),
-                argument_hint: "<what to keep>".to_owned(),
-            }],
+            commands,
             agents,
             output_style: "default".to_owned(),
             available_output_styles: vec!["default".to_owned()],
@@ -698,12 +703,21 @@ pub async fn run(
         agents: session.agents.clone(),
         shells: session.engine.tools().background_shells().cloned(),
         boot_initialize,
+        commands: session
+            .commands(&["compact"])
+            .into_iter()
+            .map(|c| SlashCommand {
+                name: c.name,
+                description: c.description,
+                argument_hint: c.argument_hint,
+            })
+            .collect(),
     };
     let output_line = out.clone();
     let mut output = Output::new(out, crate::OutputFormat::StreamJson, partial);
     // The init line comes first, then the answers: also to the `initialize` the session
     // was built with.
-    headless::print_init(&mut output, &session.facts)?;
+    headless::print_init(&mut output, session)?;
     tokio::spawn(async move {
         if let Some(inbound) = first {
             dispatcher.handle(inbound);
@@ -900,7 +914,13 @@ mod tests {
             description: "Reviews diffs".into(),
             model: None,
         };
-        let init = InitializeResponse::new(vec![reviewer], "claude-sonnet-4-5", true);
+        let compact = SlashCommand {
+            name: "compact".into(),
+            description: "Summarise the conversation so far to free context".into(),
+            argument_hint: "<what to keep>".into(),
+        };
+        let init =
+            InitializeResponse::new(vec![compact], vec![reviewer], "claude-sonnet-4-5", true);
         round_trip(
             &init,
             &json!({

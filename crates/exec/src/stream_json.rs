@@ -123,7 +123,7 @@ pub struct InitLine {
     model: String,
     #[serde(rename = "permissionMode")]
     permission_mode: String,
-    slash_commands: [&'static str; 5],
+    slash_commands: Vec<String>,
     #[serde(rename = "apiKeySource")]
     api_key_source: &'static str,
     output_style: &'static str,
@@ -210,8 +210,13 @@ pub struct ResultLine {
     errors: Vec<String>,
 }
 
+/// gyre's own commands the `init` line names; the session's custom commands and skills
+/// follow them.
+const INIT_COMMANDS: [&str; 5] = ["compact", "clear", "cost", "model", "help"];
+
+/// The `init` line; `custom` are the names of the session's custom commands and skills.
 #[must_use]
-pub fn init(facts: &SessionFacts, uuid: &str) -> Line {
+pub fn init(facts: &SessionFacts, uuid: &str, custom: Vec<String>) -> Line {
     Line::System(SystemLine::Init(Box::new(InitLine {
         cwd: facts.cwd.clone(),
         session_id: facts.session_id.clone(),
@@ -226,7 +231,11 @@ pub fn init(facts: &SessionFacts, uuid: &str) -> Line {
             .collect(),
         model: facts.model(),
         permission_mode: facts.permission_mode.clone(),
-        slash_commands: ["compact", "clear", "cost", "model", "help"],
+        slash_commands: INIT_COMMANDS
+            .iter()
+            .map(|&c| c.to_owned())
+            .chain(custom)
+            .collect(),
         api_key_source: "ANTHROPIC_API_KEY",
         output_style: "default",
         claude_code_version: env!("CARGO_PKG_VERSION"),
@@ -563,7 +572,8 @@ mod tests {
 
     #[test]
     fn init_line() {
-        let mut line = serde_json::to_value(init(&facts(), UUID)).unwrap();
+        let mut line =
+            serde_json::to_value(init(&facts(), UUID, vec!["review".to_owned()])).unwrap();
         line["gyre_version"] = json!("[version]");
         line["claude_code_version"] = json!("[version]");
         insta::assert_json_snapshot!(line);

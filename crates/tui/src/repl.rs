@@ -123,7 +123,11 @@ pub async fn run(
     };
     let front = Front {
         ui: Ui::start(palette.color())?,
-        editor: Editor::new(history.load()),
+        editor: {
+            let mut editor = Editor::new(history.load());
+            editor.add_commands(session.commands(&[]).into_iter().map(|c| c.name));
+            editor
+        },
         keys: EventStream::new(),
         verdicts,
         palette,
@@ -511,8 +515,10 @@ impl Front {
             KeyCode::Down => e.down(),
             KeyCode::Home => e.home(),
             KeyCode::End => e.end(),
-            KeyCode::Tab => {
-                e.complete();
+            // A slash command first, else an `@path`.
+            KeyCode::Tab if !e.complete() => {
+                let home = std::env::var_os("HOME").map(PathBuf::from);
+                e.complete_mention(&self.cwd, home.as_deref());
             }
             _ => {}
         }
@@ -851,10 +857,56 @@ impl Repl {
         if trimmed == "exit" || trimmed == "quit" {
             return Ok(Flow::Quit);
         }
+        // `!cmd`: the user's own shell command, run without a question.
+        if let Some(command) = trimmed.strip_prefix('!') {
+            return self.shell(command.trim()).await;
+        }
         match SlashCommand::parse(trimmed) {
+            // A custom command or skill: the session expands it into the turn's prompt.
+            Some(SlashCommand::Unknown(name)) if self.session.has_command(&name) => {
+                self.turn(text).await
+            }
             Some(command) => self.command(command).await,
             None => self.turn(text).await,
         }
+    }
+
+    /// `!cmd`: runs it, shows its output; the model reads both with the next message.
+    async fn shell(&mut self, command: &str) -> Result<Flow> {
+        let p = self.front.palette;
+        let ran = async {
+            let events = self.session.submit(Op::Shell(command.to_owned()));
+            futures::pin_mut!(events);
+            let mut ran = None;
+            while let Some(event) = events.next().await {
+                if let SessionEvent::ShellRan { output, .. } = event {
+                    ran = Some(output);
+                }
+            }
+            ran
+        };
+        let mut lines = match until_interrupted(&mut self.front, "Running", ran).await? {
+            None => vec![p.dim("Interrupted.").into()],
+            Some(None) => Vec::new(),
+            Some(Some(out)) if out.output.trim().is_empty() => vec![p.dim("(no output)").into()],
+            Some(Some(out)) => out
+                .output
+                .trim_end()
+                .lines()
+                .map(|l| {
+                    let line = format!("  {l}");
+                    if out.is_error {
+                        p.red(line)
+                    } else {
+                        Span::raw(line)
+                    }
+                    .into()
+                })
+                .collect(),
+        };
+        lines.push(Line::default());
+        self.front.print(&lines)?;
+        Ok(Flow::Continue)
     }
 
     async fn command(&mut self, command: SlashCommand) -> Result<Flow> {
@@ -862,7 +914,9 @@ impl Repl {
         let facts = self.session.facts.clone();
         let text = match command {
             SlashCommand::Exit => return Ok(Flow::Quit),
-            SlashCommand::Help => HELP.into(),
+            SlashCommand::Help => {
+                format!("{HELP}{}", slash::custom_help(&self.session.commands(&[]))).into()
+            }
             SlashCommand::Clear => {
                 self.session.submit(Op::Clear).for_each(|_| async {}).await;
                 self.front.status.context = None;
@@ -912,7 +966,7 @@ impl Repl {
                     }
                     outcome
                 };
-                let result = until_interrupted(&mut self.front, compacted).await?;
+                let result = until_interrupted(&mut self.front, "Compacting", compacted).await?;
                 match result {
                     None => p.dim("Compaction interrupted."),
                     Some(Ok(Some(outcome))) => format!(
@@ -1102,12 +1156,14 @@ impl Repl {
     }
 }
 
-/// `/compact`'s work, with the spinner running; `None` when Esc or Ctrl+C gave up.
+/// `/compact`'s or a `!` command's work, with the spinner running under `label`;
+/// `None` when Esc or Ctrl+C gave up.
 async fn until_interrupted<F: std::future::Future>(
     front: &mut Front,
+    label: &'static str,
     work: F,
 ) -> Result<Option<F::Output>> {
-    let status = Status::working("Compacting");
+    let status = Status::working(label);
     let mut tick = tokio::time::interval(TICK);
     futures::pin_mut!(work);
     loop {

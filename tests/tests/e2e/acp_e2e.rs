@@ -613,6 +613,56 @@ fn a_refusal_ends_the_prompt_as_a_refusal() {
 }
 
 #[test]
+fn acp_available_commands_list_custom_commands_and_skills_and_a_prompt_runs_one() {
+    local(async {
+        let sandbox = Sandbox::new().unwrap();
+        sandbox
+            .write(
+                ".claude/commands/review.md",
+                "---\ndescription: Review a file\nargument-hint: <file>\n---\nReview $ARGUMENTS closely",
+            )
+            .unwrap();
+        sandbox
+            .write(
+                ".claude/skills/pdf/SKILL.md",
+                "---\nname: pdf\ndescription: Work with PDF files\n---\nUse pdftotext.",
+            )
+            .unwrap();
+        let server = TestServer::spawn(Script::new([Turn::text("Reviewed.")])).unwrap();
+        let gyre = Acp::start(&sandbox, &server, no_fs()).await;
+        let session = gyre.new_session(&sandbox.project()).await;
+        let editor = &gyre.editor;
+        editor
+            .wait_until("the commands", |e| {
+                e.updates_of(&session.session_id)
+                    .iter()
+                    .any(|u| matches!(u, acp::SessionUpdate::AvailableCommandsUpdate(_)))
+            })
+            .await;
+        let commands = editor
+            .updates_of(&session.session_id)
+            .iter()
+            .find_map(|u| match u {
+                acp::SessionUpdate::AvailableCommandsUpdate(c) => {
+                    Some(c.available_commands.clone())
+                }
+                _ => None,
+            })
+            .unwrap();
+        let names: Vec<&str> = commands.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["compact", "clear", "review", "pdf"]);
+        assert_eq!(commands[2].description, "Review a file");
+        let stop = gyre
+            .prompt(&session.session_id, "/review lib.rs")
+            .await
+            .unwrap();
+        assert_eq!(stop, acp::StopReason::EndTurn);
+        let sent = server.requests()[0].body["messages"].to_string();
+        assert!(sent.contains("Review lib.rs closely"), "{sent}");
+    });
+}
+
+#[test]
 fn a_loaded_session_replays_its_history_and_goes_on() {
     local(async {
         let sandbox = Sandbox::new().unwrap();

@@ -1486,7 +1486,11 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          lines, then the input box.\n\n\
          Keys: Enter sends; Ctrl+J or Alt+Enter (or `\\` then Enter) starts a new line;\n\
          ↑/↓ move between the lines of a longer text, then browse the history, and Ctrl+R\n\
-         searches it; a paste keeps its newlines; Tab completes a `/command`; Esc or Ctrl+C\n\
+         searches it; a paste keeps its newlines; Tab completes a `/command` (gyre's, then\n\
+         your custom commands and skills, which `/help` lists) or a path after `@` (an\n\
+         `@path` attaches the file, as Read reads it, unless a `Read(…)` deny rule names it);\n\
+         `!command` runs your own shell command, shows its output and hands both to the model\n\
+         with your next message; Esc or Ctrl+C\n\
          interrupt a turn (Ctrl+C twice quits); Ctrl+D, `exit` or `quit` leave; Shift+Tab\n\
          switches the permission mode (default, acceptEdits, plan); Ctrl+O shows the newest\n\
          folded Bash output whole (again: the one before); a permission question takes\n\

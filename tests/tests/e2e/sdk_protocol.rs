@@ -22,29 +22,7 @@ fn stream_with_env(
     env: &[(&str, &str)],
     lines: &[Value],
 ) -> Run {
-    let mut child = sandbox
-        .gyre(server)
-        .unwrap()
-        .args([
-            "--input-format",
-            "stream-json",
-            "--output-format",
-            "stream-json",
-            "--verbose",
-        ])
-        .args(extra)
-        .envs(env.iter().copied())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    for line in lines {
-        writeln!(stdin, "{line}").unwrap();
-    }
-    drop(stdin);
-    child.wait_with_output().unwrap().into()
+    gyre_e2e::stream_json_lines(sandbox, server, extra, env, lines)
 }
 
 fn user(content: &Value) -> Value {

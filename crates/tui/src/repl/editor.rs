@@ -1,7 +1,9 @@
-//! The input box's text: several lines, a cursor, history (↑/↓ and a Ctrl+R search)
-//! and slash-command completion. Pure data; the REPL maps keys onto these methods.
+//! The input box's text: several lines, a cursor, history (↑/↓ and a Ctrl+R search),
+//! slash-command completion (gyre's commands, then the session's custom commands and
+//! skills) and `@path` completion. Pure data but for the folder listing of `@path`;
+//! the REPL maps keys onto these methods.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Entries kept in the history file.
 const MAX_HISTORY: usize = 1000;
@@ -42,6 +44,8 @@ pub struct Editor {
     draft: String,
     /// `Some(query)` during a Ctrl+R search.
     search: Option<String>,
+    /// The session's custom commands and skills, `/name`, completed after [`COMMANDS`].
+    custom: Vec<String>,
 }
 
 impl Editor {
@@ -52,6 +56,83 @@ impl Editor {
             history,
             ..Self::default()
         }
+    }
+
+    /// Tab completes these too (`/name`): the session's custom commands and skills.
+    pub fn add_commands(&mut self, names: impl IntoIterator<Item = String>) {
+        for name in names {
+            let command = format!("/{name}");
+            if !COMMANDS.contains(&command.as_str()) && !self.custom.contains(&command) {
+                self.custom.push(command);
+            }
+        }
+    }
+
+    /// Every command Tab completes, gyre's first.
+    fn all_commands(&self) -> impl Iterator<Item = &str> {
+        COMMANDS
+            .iter()
+            .copied()
+            .chain(self.custom.iter().map(String::as_str))
+    }
+
+    /// Tab after `@partial`: completes the path of a file or folder under `cwd` (or an
+    /// absolute or `~/` one); `true` when the text changed.
+    pub fn complete_mention(&mut self, cwd: &Path, home: Option<&Path>) -> bool {
+        let line = &self.lines[self.row];
+        let end = Self::byte_at(line, self.col);
+        let start = line[..end].rfind(char::is_whitespace).map_or(0, |i| {
+            i + line[i..].chars().next().map_or(1, char::len_utf8)
+        });
+        let Some(partial) = line[start..end].strip_prefix('@') else {
+            return false;
+        };
+        let (dir_part, prefix) = partial
+            .rsplit_once('/')
+            .map_or(("", partial), |(d, f)| (d, f));
+        let dir = match (dir_part, partial.starts_with('/')) {
+            ("", true) => PathBuf::from("/"),
+            (d, true) => PathBuf::from(d),
+            (d, false) => match (d.strip_prefix('~'), home) {
+                (Some(rest), Some(home)) => home.join(rest.trim_start_matches('/')),
+                _ => cwd.join(d),
+            },
+        };
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            return false;
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let hidden = name.starts_with('.') && !prefix.starts_with('.');
+                (name.starts_with(prefix) && !hidden).then(|| {
+                    let folder = e.path().is_dir();
+                    if folder { format!("{name}/") } else { name }
+                })
+            })
+            .collect();
+        names.sort();
+        let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+        let completed = match refs.as_slice() {
+            [] => return false,
+            [one] if one.ends_with('/') => (*one).to_owned(),
+            [one] => format!("{one} "),
+            many => common_prefix(many),
+        };
+        let head = if partial.contains('/') {
+            format!("{dir_part}/")
+        } else {
+            String::new()
+        };
+        let word = format!("@{head}{completed}");
+        if word.trim_end() == &line[start..end] && !word.ends_with(' ') {
+            return false;
+        }
+        let line = &mut self.lines[self.row];
+        line.replace_range(start..end, &word);
+        self.col = line[..start + word.len()].chars().count();
+        true
     }
 
     #[must_use]
@@ -249,9 +330,8 @@ impl Editor {
         if !text.starts_with('/') || text.contains(char::is_whitespace) {
             return false;
         }
-        let matches: Vec<&str> = COMMANDS
-            .iter()
-            .copied()
+        let matches: Vec<&str> = self
+            .all_commands()
             .filter(|c| c.starts_with(&text))
             .collect();
         let completed = match matches.as_slice() {
@@ -268,14 +348,12 @@ impl Editor {
 
     /// The commands that the text could still become (shown under the box).
     #[must_use]
-    pub fn completions(&self) -> Vec<&'static str> {
+    pub fn completions(&self) -> Vec<&str> {
         let text = self.text();
         if !text.starts_with('/') || text.contains(char::is_whitespace) {
             return Vec::new();
         }
-        COMMANDS
-            .iter()
-            .copied()
+        self.all_commands()
             .filter(|c| c.starts_with(&text))
             .collect()
     }
@@ -505,6 +583,43 @@ mod tests {
         assert_eq!(e.text(), "/help ");
         let mut e = typed("hello");
         assert!(!e.complete());
+    }
+
+    #[test]
+    fn tab_completes_custom_commands_after_gyres_own() {
+        let mut e = typed("/re");
+        e.add_commands([
+            "review".to_owned(),
+            "release:notes".to_owned(),
+            "help".to_owned(),
+        ]);
+        assert_eq!(e.completions(), ["/review", "/release:notes"]);
+        assert!(!e.complete(), "both start with /re");
+        assert_eq!(e.text(), "/re");
+        e.insert_char('v');
+        assert!(e.complete());
+        assert_eq!(e.text(), "/review ");
+    }
+
+    #[test]
+    fn tab_completes_a_mentioned_path() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("src/nested")).unwrap();
+        std::fs::write(dir.path().join("src/lib.rs"), "").unwrap();
+        std::fs::write(dir.path().join("README.md"), "").unwrap();
+        let mut e = typed("look at @RE");
+        assert!(e.complete_mention(dir.path(), None));
+        assert_eq!(e.text(), "look at @README.md ");
+        let mut e = typed("@sr");
+        assert!(e.complete_mention(dir.path(), None));
+        assert_eq!(e.text(), "@src/");
+        assert!(!e.complete_mention(dir.path(), None), "lib.rs or nested/");
+        assert_eq!(e.text(), "@src/");
+        e.insert_char('l');
+        assert!(e.complete_mention(dir.path(), None));
+        assert_eq!(e.text(), "@src/lib.rs ");
+        let mut e = typed("no mention");
+        assert!(!e.complete_mention(dir.path(), None));
     }
 
     #[test]

@@ -103,7 +103,9 @@ Keys
   Enter              send
   Ctrl+J, Alt+Enter  new line (or end the line with \\ and press Enter)
   Up / Down          history (kept in $GYRE_HOME/history); Ctrl+R searches it
-  Tab                complete a /command
+  Tab                complete a /command, or a file after @
+  @path              attach the file (as Read reads it) to the message
+  !command           run your own shell command; the model sees it and its output
   Esc or Ctrl+C      interrupt the running turn; Ctrl+C twice quits
   Ctrl+D             quit at an empty box (also `exit` or `quit`)
   Ctrl+O             show the newest folded Bash output whole (again: the one before)
@@ -113,6 +115,28 @@ Keys
                      $GYRE_HOME/folder-rules.json), no
   1 / 2 / 3          answer a plan (ExitPlanMode): yes with edits auto-accepted,
                      yes with edits asking first, no and type what to change";
+
+/// The custom commands and skills `/help` lists after gyre's own (nothing without any).
+#[must_use]
+pub fn custom_help(commands: &[gyre_core::commands::CommandInfo]) -> String {
+    use gyre_core::commands::CommandKind;
+    let mut out = String::new();
+    for (title, skills) in [("Custom commands", false), ("Skills", true)] {
+        let rows: Vec<String> = commands
+            .iter()
+            .filter(|c| matches!(c.kind, CommandKind::Skill { .. }) == skills)
+            .filter(|c| c.kind != CommandKind::Builtin)
+            .map(|c| {
+                let usage = format!("/{} {}", c.name, c.argument_hint);
+                format!("\n  {:<15} {}", usage.trim_end(), c.description)
+            })
+            .collect();
+        if !rows.is_empty() {
+            out.push_str(&format!("\n\n{title}{}", rows.concat()));
+        }
+    }
+    out
+}
 
 /// What `/bashes` says when the session started no background shell.
 pub const NO_SHELLS: &str =
@@ -255,6 +279,33 @@ mod tests {
             ..Usage::default()
         };
         insta::assert_snapshot!(cost_report(0.01234, &usage, 1250, 125_000));
+    }
+
+    #[test]
+    fn help_lists_custom_commands_and_skills_apart() {
+        use gyre_core::commands::{CommandInfo, CommandKind};
+        let info = |name: &str, hint: &str, kind: CommandKind| CommandInfo {
+            name: name.to_owned(),
+            description: format!("{name} it"),
+            argument_hint: hint.to_owned(),
+            kind,
+        };
+        let text = custom_help(&[
+            info("compact", "", CommandKind::Builtin),
+            info("review", "<file>", CommandKind::Custom),
+            info(
+                "pdf",
+                "",
+                CommandKind::Skill {
+                    dir: "/s/pdf".into(),
+                },
+            ),
+        ]);
+        assert_eq!(
+            text,
+            "\n\nCustom commands\n  /review <file>  review it\n\nSkills\n  /pdf            pdf it"
+        );
+        assert_eq!(custom_help(&[]), "");
     }
 
     #[test]
