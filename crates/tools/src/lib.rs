@@ -52,6 +52,7 @@ mod paths;
 pub mod permissions;
 pub mod plan;
 pub mod process_tree;
+mod program_age;
 pub mod protected;
 pub mod read;
 pub mod read_only;

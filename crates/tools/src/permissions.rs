@@ -555,7 +555,7 @@ impl Permissions {
             return None;
         }
         let since = session_start();
-        let written = |word: &str| crate::paths::program_written_since(word, ctx, since);
+        let written = |word: &str| crate::program_age::program_written_since(word, ctx, since);
         if bash_rules::runs_unseen_code(command, &written) {
             return Some(PermissionDecision::Ask {
                 reason: format!(

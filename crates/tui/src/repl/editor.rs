@@ -593,8 +593,8 @@ mod tests {
             "release:notes".to_owned(),
             "help".to_owned(),
         ]);
-        assert_eq!(e.completions(), ["/review", "/release:notes"]);
-        assert!(!e.complete(), "both start with /re");
+        assert_eq!(e.completions(), ["/resume", "/review", "/release:notes"]);
+        assert!(!e.complete(), "three start with /re");
         assert_eq!(e.text(), "/re");
         e.insert_char('v');
         assert!(e.complete());
