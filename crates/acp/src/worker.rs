@@ -366,7 +366,8 @@ async fn turn(
                 Event::Compacted(Ok(None)) => out.say("Nothing to compact yet.").await,
                 Event::Compacted(Err(e)) => tally.failure = Some(e.to_string()),
                 Event::Cleared => out.say("Started the conversation afresh.").await,
-                Event::ModeChanged(_) | Event::ModelChanged(_) => {}
+                // This front-end sends no rewinds.
+                Event::ModeChanged(_) | Event::ModelChanged(_) | Event::Rewound(_) => {}
             }
         }
     }

@@ -13,6 +13,7 @@ pub mod agents;
 pub mod approvals;
 pub mod auto_mode;
 pub mod backend;
+pub mod checkpoint;
 pub mod client;
 pub mod env;
 pub mod error;

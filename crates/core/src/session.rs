@@ -19,16 +19,19 @@ use gyre_tools::plan::ExitPlanModeTool;
 use gyre_tools::{PermissionMode, ToolContext, ToolRegistry};
 
 use futures::{Stream, StreamExt};
-use gyre_loop::{EngineEvent, LoopEvent};
+use gyre_loop::{EngineEvent, LoopEvent, PromptMark, SharedTranscript, starts_turn, unknown_marks};
 
 use crate::approvals::{ApprovalRequest, Approvals};
 use crate::backend::BackendFacts;
+use crate::checkpoint::{Checkpoints, RewindError};
 use crate::env::Environment;
 use crate::error::CoreError;
 use crate::facts::SessionFacts;
 use crate::gate::{Gate, ModeName, Rules, UnknownMode};
 use crate::hooks::{HookBase, Hooks};
-use crate::ops::{Asking, Control, Event, Op, next_question};
+use crate::ops::{
+    Asking, Checkpointing, Control, Event, Op, RewindMode, RewindPoint, Rewound, next_question,
+};
 use crate::options::{Resume, SessionOptions, split_tool_list};
 use crate::settings::Settings;
 use crate::structured::{self, StructuredOutput};
@@ -115,6 +118,11 @@ pub struct Session {
     pub agents: AgentCatalog,
     /// Where permission questions go, and the model `SetModel(None)` restores.
     asking: Asking,
+    /// The file checkpoints, or why the session keeps none.
+    checkpoints: Checkpointing,
+    /// One per message of the conversation that starts a turn: the prompt it came
+    /// from, where known (see [`gyre_loop::LoadedSession::marks`]).
+    marks: Vec<Option<PromptMark>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -523,7 +531,7 @@ pub fn build(
         max_output_tokens,
         token_budget: None,
     };
-    let (transcript, transcript_health): (Box<dyn gyre_loop::TranscriptStore>, _) =
+    let (transcript, transcript_health): (Option<SharedTranscript>, _) =
         if !cli.no_session_persistence {
             let transcript = JsonlTranscript::open(transcript_path.clone())
                 .map_err(CoreError::io(
@@ -532,10 +540,39 @@ pub fn build(
                 ))?
                 .on_first_failure(|message| eprintln!("gyre: {message}"));
             let health = transcript.health();
-            (Box::new(transcript), health)
+            (Some(SharedTranscript::new(Box::new(transcript))), health)
         } else {
-            (Box::new(Unrecorded), TranscriptHealth::default())
+            (None, TranscriptHealth::default())
         };
+    // An SDK's session keeps checkpoints when the SDK asks for them, as the reference's.
+    let checkpoints = if from_sdk
+        && !env
+            .var("CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING")
+            .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes"))
+    {
+        Checkpointing::Off(
+            "file checkpointing is off in this SDK session: create the client with enable_file_checkpointing=True (enableFileCheckpointing, CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING=true)".to_owned(),
+        )
+    } else {
+        let store = Checkpoints::new(
+            crate::checkpoint::backup_dir(&home, &session_id),
+            transcript.clone(),
+            tool_context.editor_files.clone(),
+        )
+        .resume(
+            loaded
+                .as_ref()
+                .map(|l| l.file_history.clone())
+                .unwrap_or_default(),
+        );
+        let store = Arc::new(store);
+        tool_context.file_history = Some(Arc::clone(&store) as _);
+        Checkpointing::On(store)
+    };
+    let transcript: Box<dyn gyre_loop::TranscriptStore> = match transcript {
+        Some(shared) => Box::new(shared),
+        None => Box::new(Unrecorded),
+    };
     // Thinking and effort go on the main loop's requests, not on compaction summaries.
     let thinking = Thinking::from_flags(cli.max_thinking_tokens, cli.thinking.as_deref())
         .map_err(|e| CoreError::Invalid(e.to_string()))?;
@@ -574,6 +611,8 @@ pub fn build(
         backend,
     };
     Ok(Session {
+        marks: loaded.map(|l| l.marks).unwrap_or_default(),
+        checkpoints,
         asking: Asking::new(engine.model().to_owned()),
         engine,
         facts,
@@ -617,7 +656,76 @@ impl Session {
             Arc::clone(&self.gate),
             self.asking.approvals.clone(),
             self.engine.interrupt_handle(),
+            self.checkpoints.clone(),
         )
+    }
+
+    /// The prompts of the conversation a rewind can go back to, oldest first.
+    #[must_use]
+    pub fn rewind_points(&self) -> Vec<RewindPoint> {
+        self.marks
+            .iter()
+            .flatten()
+            .filter_map(|mark| {
+                Some(RewindPoint {
+                    uuid: mark.uuid.clone(),
+                    text: mark.text.clone()?,
+                    code: match &self.checkpoints {
+                        Checkpointing::On(store) => store.has(&mark.uuid),
+                        Checkpointing::Off(_) => false,
+                    },
+                })
+            })
+            .collect()
+    }
+
+    /// Takes the conversation back to before the prompt `to`.
+    fn rewind_conversation(&mut self, to: &str) -> Result<String, RewindError> {
+        let gone = || RewindError::ConversationGone;
+        let at = self
+            .marks
+            .iter()
+            .position(|m| m.as_ref().is_some_and(|m| m.uuid == to))
+            .ok_or_else(gone)?;
+        let text = self.marks[at]
+            .as_ref()
+            .and_then(|m| m.text.clone())
+            .ok_or_else(gone)?;
+        let starts: Vec<usize> = self
+            .engine
+            .messages()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| starts_turn(m))
+            .map(|(i, _)| i)
+            .collect();
+        if starts.len() != self.marks.len() {
+            return Err(gone());
+        }
+        self.engine.rewind_conversation(starts[at], to, &text);
+        self.marks.truncate(at);
+        Ok(text)
+    }
+
+    fn rewind(
+        &mut self,
+        to: &str,
+        mode: RewindMode,
+        dry_run: bool,
+    ) -> Result<Rewound, RewindError> {
+        let known = self.marks.iter().flatten().any(|m| m.uuid == to)
+            || matches!(&self.checkpoints, Checkpointing::On(store) if store.has(to));
+        if !known {
+            return Err(RewindError::UnknownCheckpoint(to.to_owned()));
+        }
+        let mut rewound = Rewound::default();
+        if mode.code() {
+            rewound.files = Some(self.checkpoints.rewind_files(to, dry_run)?);
+        }
+        if mode.conversation() && !dry_run {
+            rewound.prompt = Some(self.rewind_conversation(to)?);
+        }
+        Ok(rewound)
     }
 
     /// Runs `op` and streams the events it causes; the stream ends when the operation
@@ -636,6 +744,10 @@ impl Session {
                 }
                 Err(op) => op,
             };
+            let (op, uuid) = match op {
+                Op::UserMessageWithId { content, uuid } => (Op::UserMessage(content), Some(uuid)),
+                other => (other, None),
+            };
             match op {
                 Op::UserMessage(content) => {
                     let content =
@@ -646,8 +758,15 @@ impl Session {
                                 return;
                             }
                         };
-                    let Session { engine, facts, asking, .. } = self;
-                    let events = engine.submit_message(content);
+                    // Every prompt is a checkpoint, named by the prompt's uuid.
+                    let uuid = uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                    if let Checkpointing::On(store) = &self.checkpoints {
+                        store.begin(&uuid);
+                    }
+                    let mut compacted = false;
+                    {
+                    let Session { engine, facts, asking, marks, .. } = self;
+                    let events = engine.submit_message_as(content, Some(uuid));
                     futures::pin_mut!(events);
                     loop {
                         let next = tokio::select! {
@@ -659,13 +778,27 @@ impl Session {
                             Next::Question(question) => yield Event::Question(question),
                             Next::Engine(None) => break,
                             Next::Engine(Some(event)) => {
-                                // The main conversation's last usage is the context in use.
-                                if let EngineEvent::Loop(LoopEvent::Usage { usage, .. }) = &event {
-                                    facts.last_usage = *usage;
+                                match &event {
+                                    // The main conversation's last usage is the context in use.
+                                    EngineEvent::Loop(LoopEvent::Usage { usage, .. }) => {
+                                        facts.last_usage = *usage;
+                                    }
+                                    EngineEvent::Message { uuid, message, is_meta } if starts_turn(message) => {
+                                        marks.push(Some(PromptMark {
+                                            uuid: uuid.clone(),
+                                            text: (!is_meta).then(|| message.text()),
+                                        }));
+                                    }
+                                    EngineEvent::Loop(LoopEvent::Compacted(_)) => compacted = true,
+                                    _ => {}
                                 }
                                 yield Event::Engine(event);
                             }
                         }
+                    }
+                    }
+                    if compacted {
+                        self.marks = unknown_marks(self.engine.messages());
                     }
                 }
                 Op::SetModel(model) => {
@@ -675,14 +808,21 @@ impl Session {
                 }
                 Op::Compact { instructions } => {
                     let outcome = self.engine.compact_with(instructions.as_deref()).await;
+                    if matches!(outcome, Ok(Some(_))) {
+                        self.marks = unknown_marks(self.engine.messages());
+                    }
                     yield Event::Compacted(outcome);
                 }
                 Op::Clear => {
                     self.engine.clear();
+                    self.marks.clear();
                     yield Event::Cleared;
                 }
+                Op::Rewind { to, mode, dry_run } => {
+                    yield Event::Rewound(self.rewind(&to, mode, dry_run));
+                }
                 // Applied above.
-                Op::Interrupt | Op::SetMode(_) | Op::Answer { .. } => {}
+                Op::Interrupt | Op::SetMode(_) | Op::Answer { .. } | Op::UserMessageWithId { .. } => {}
             }
         }
     }

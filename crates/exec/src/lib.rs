@@ -231,6 +231,7 @@ pub async fn run(
         let result = headless::run_turn(
             &mut session,
             vec![ContentBlock::text(prompt)],
+            None,
             &mut output,
             || {},
             |_| {},

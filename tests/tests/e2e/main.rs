@@ -33,6 +33,7 @@ mod progress_lines;
 mod readme_e2e;
 mod recovery_e2e;
 mod repl_tmux;
+mod rewind_e2e;
 mod sdk_driver;
 mod sdk_protocol;
 mod secrets;
