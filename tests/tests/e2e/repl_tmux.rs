@@ -19,7 +19,7 @@ use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::json;
 
 /// The REPL's own waits, on top of the shared driver.
-trait ReplScreen {
+pub(crate) trait ReplScreen {
     /// Waits until the REPL is idle at an empty input box (so typing is not early).
     fn wait_for_prompt(&self) -> String;
 }
@@ -37,7 +37,7 @@ fn shell_quote(s: &str) -> String {
 }
 
 /// The input box's first text row (`│> text   │` → `text`), if a box is on screen.
-fn box_text(pane: &str) -> Option<String> {
+pub(crate) fn box_text(pane: &str) -> Option<String> {
     pane.lines().find_map(|l| {
         let inner = l.strip_prefix("│>")?;
         Some(inner.trim_end_matches(['│', ' ']).trim_start().to_owned())
@@ -80,7 +80,12 @@ fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
     start_gyre_with(sandbox, server, false, &[])
 }
 
-fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &[&str]) -> Tmux {
+pub(crate) fn start_gyre_with(
+    sandbox: &Sandbox,
+    server: &TestServer,
+    colour: bool,
+    args: &[&str],
+) -> Tmux {
     let gyre = gyre_binary().unwrap();
     let env = [
         ("PATH", std::env::var("PATH").unwrap_or_default()),

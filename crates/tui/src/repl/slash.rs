@@ -1,5 +1,5 @@
 //! Slash commands typed at the prompt: `/compact`, `/clear`, `/cost`, `/model [name]`,
-//! `/mcp`, `/bashes [kill ID]`, `/help`, `/exit`.
+//! `/mcp`, `/bashes [kill ID]`, `/rewind`, `/help`, `/exit`.
 
 use gyre_protocol::Usage;
 
@@ -16,6 +16,8 @@ pub enum SlashCommand {
     Mcp,
     /// `/bashes` opens the list of background shells; `/bashes kill ID` stops one.
     Bashes(Option<String>),
+    /// `/rewind` (also `/checkpoint`, and Esc Esc): go back to before a prompt.
+    Rewind,
     Help,
     Exit,
     /// Anything else that starts with `/`: the command name as typed.
@@ -38,6 +40,7 @@ impl SlashCommand {
             "model" => Self::Model(arg),
             "mcp" => Self::Mcp,
             "bashes" => Self::Bashes(arg),
+            "rewind" | "checkpoint" => Self::Rewind,
             "help" | "?" => Self::Help,
             "exit" | "quit" => Self::Exit,
             other => Self::Unknown(other.to_owned()),
@@ -54,6 +57,7 @@ Commands
   /model [name]   show the model, or switch to another
   /mcp            the MCP servers, their state and tools
   /bashes         background shells: ↑/↓ and k kill one (or /bashes kill ID)
+  /rewind         go back to before a prompt: code, conversation or both (Esc Esc)
   /help           this list
   /exit           quit (also Ctrl+D)
 
