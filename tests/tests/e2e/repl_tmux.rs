@@ -1489,7 +1489,9 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          auto-accepted), `2` (yes, edits ask first) or `3` (no: type what to change).\n\
          Running sub-agents each have a live line (their newest tool call, tool uses,\n\
          tokens) that becomes one outcome line; `/bashes` lists the background shells\n\
-         (`k` kills the selected one) and the status line counts them. `NO_COLOR` turns\n\
+         (`k` kills the selected one) and the status line counts them. `/rewind` (or Esc\n\
+         Esc at an empty box) goes back to before a prompt: the files Edit and Write\n\
+         changed since, the conversation, or both (what Bash did stays). `NO_COLOR` turns\n\
          colours off.\n\n\
          ## A recorded session\n\n\
          [`repl-session.cast`](repl-session.cast) is a recording of gyre in colour editing a\n\

@@ -52,6 +52,7 @@ fn esc_esc_and_slash_rewind_restore_code_and_conversation_through_the_picker() {
         Turn::tool_use("Write", json!({"file_path": b, "content": "new\n"})),
         Turn::text("Added."),
         Turn::text("Hi again."),
+        Turn::text("Resumed."),
     ]))
     .unwrap();
     let tmux = start_gyre_with(
@@ -118,4 +119,92 @@ fn esc_esc_and_slash_rewind_restore_code_and_conversation_through_the_picker() {
         .unwrap()
         .clone();
     assert_eq!(messages.len(), 1, "{messages:#?}");
+}
+
+/// A session killed with `kill -9` right after an Edit keeps its checkpoint (the
+/// backup and its `file-history-snapshot` line are on disk before the file changes);
+/// `gyre --resume` offers the prompt in `/rewind`, and "Restore code" puts the file
+/// back while the conversation stays.
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn checkpoints_survive_kill_9_and_a_resumed_repl_rewinds_the_code() {
+    use crate::repl_tmux::{ReplScreen, start_gyre_with};
+    use gyre_testkit::{Script, TestServer, Turn};
+    use serde_json::{Value, json};
+    use std::time::{Duration, Instant};
+
+    let sandbox = gyre_e2e::Sandbox::new().unwrap();
+    let a = sandbox.write("a.txt", "one\n").unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Read", json!({"file_path": a})),
+        Turn::tool_use(
+            "Edit",
+            json!({"file_path": a, "old_string": "one", "new_string": "two"}),
+        ),
+        Turn::text("never finished").stall_forever(1),
+    ]))
+    .unwrap();
+    let mut child = sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "make it two", "--allowedTools", "Edit"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while server.turns_served() < 3 {
+        assert!(Instant::now() < deadline, "the third request never came");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "two\n");
+
+    let transcript = sandbox.transcripts().pop().unwrap();
+    let session = transcript
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let lines: Vec<Value> = std::fs::read_to_string(&transcript)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let snapshot = lines
+        .iter()
+        .rev()
+        .find(|l| l["type"] == "file-history-snapshot")
+        .unwrap();
+    let prompt = lines.iter().find(|l| l["type"] == "user").unwrap();
+    assert_eq!(
+        snapshot["messageId"], prompt["uuid"],
+        "the prompt is the checkpoint"
+    );
+    assert_eq!(snapshot["isSnapshotUpdate"], true);
+    let backup = &snapshot["snapshot"]["trackedFileBackups"][a.display().to_string()];
+    assert_eq!(backup["version"], 1, "{snapshot}");
+    let name = backup["backupFileName"].as_str().unwrap();
+    let kept = sandbox
+        .home()
+        .join("file-history")
+        .join(&session)
+        .join(name);
+    assert_eq!(std::fs::read_to_string(kept).unwrap(), "one\n");
+
+    let tmux = start_gyre_with(&sandbox, &server, false, &["--resume", &session]);
+    tmux.type_line("/rewind");
+    let picker = tmux.wait_for("Rewind: go back to before which prompt?");
+    assert!(picker.contains(" › make it two"), "{picker}");
+    tmux.key("Enter");
+    let modes = tmux.wait_for("1 file would change (+1 -1).");
+    assert!(modes.contains("Restore code"), "{modes}");
+    tmux.key("Down");
+    tmux.key("Down");
+    tmux.key("Enter");
+    let done = tmux.wait_for("Rewound the code to before “make it two”: 1 file restored (+1 -1).");
+    assert!(!done.contains("Rewound the conversation"), "{done}");
+    tmux.wait_for_prompt();
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "one\n");
 }
