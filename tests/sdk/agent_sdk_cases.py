@@ -542,6 +542,33 @@ async def test_rewind_files_needs_checkpointing(case):
     expect(os.path.exists(b), "without enable_file_checkpointing nothing was kept to rewind")
 
 
+async def test_hook_events_as_callbacks(case):
+    seen = []
+
+    async def record(hook_input, tool_use_id, context):
+        name = hook_input["hook_event_name"]
+        seen.append((name, hook_input.get("tool_name") or hook_input.get("agent_type")))
+        if name == "PermissionRequest":
+            return {"hookSpecificOutput": {"hookEventName": name,
+                                           "decision": {"behavior": "allow"}}}
+        if name == "SubagentStart":
+            return {"hookSpecificOutput": {"hookEventName": name,
+                                           "additionalContext": "Be brief."}}
+        return {}
+
+    events = ["PostToolUseFailure", "PermissionRequest", "SubagentStart", "SubagentStop"]
+    hooks = {event: [HookMatcher(hooks=[record])] for event in events}
+    messages = await collect(query(prompt="Go", options=case.options(hooks=hooks)))
+    expect(result_of(messages).result == "Done.", f"{messages}")
+    expect(seen == [("PostToolUseFailure", "Read"), ("PermissionRequest", "Write"),
+                    ("SubagentStart", "general-purpose"), ("SubagentStop", "general-purpose")],
+           f"callbacks: {seen}")
+    expect(open(os.path.join(case.project, "a.txt")).read() == "a\n",
+           "the PermissionRequest callback allowed the Write")
+    expect("Be brief." in json.dumps(case.tk.requests()[3]["messages"]),
+           "the sub-agent got SubagentStart's context")
+
+
 CASES = {
     "text": (test_text, [text_turn("Hi there.")]),
     "tool_round_trip": (test_tool_round_trip, [
@@ -599,6 +626,13 @@ CASES = {
         text_turn("Yes.")]),
     "rewind_files_needs_checkpointing": (test_rewind_files_needs_checkpointing, [
         tool_turn("Write", {"file_path": "b.txt", "content": "new\n"}), text_turn("Done.")]),
+    "hook_events_as_callbacks": (test_hook_events_as_callbacks, [
+        tool_turn("Read", {"file_path": "missing.txt"}),
+        tool_turn("Write", {"file_path": "a.txt", "content": "a\n"}),
+        tool_turn("Agent", {"description": "look", "prompt": "Look around.",
+                            "subagent_type": "general-purpose"}),
+        text_turn("Found nothing."),
+        text_turn("Done.")]),
     "sdk_mcp_server_in_init": (test_sdk_mcp_server_in_init, [
         tool_turn("mcp__calc__add", {"a": 2, "b": 3}), text_turn("It is 5.")]),
 }

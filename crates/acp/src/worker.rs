@@ -367,7 +367,10 @@ async fn turn(
                 Event::Compacted(Err(e)) => tally.failure = Some(e.to_string()),
                 Event::Cleared => out.say("Started the conversation afresh.").await,
                 // This front-end sends no rewinds.
-                Event::ModeChanged(_) | Event::ModelChanged(_) | Event::Rewound(_) => {}
+                Event::ModeChanged(_)
+                | Event::ModelChanged(_)
+                | Event::Rewound(_)
+                | Event::Ended => {}
             }
         }
     }

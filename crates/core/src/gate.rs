@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use gyre_compact::Trigger;
 use gyre_loop::{
     AfterToolOutcome, CompactHook, InterruptHandle, PreCompactOutcome, StopHook, StopHookOutcome,
-    ToolHook,
+    SubagentHook, ToolHook,
 };
 use gyre_protocol::{ContentBlock, Message, Role};
 use gyre_tools::{
@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approvals::{Approval, Approvals, PermissionUpdate, Question, RuleBehavior};
 use crate::auto_mode::{Judge, Verdict};
 use crate::client::ClientChannel;
-use crate::hooks::{HookEvent, HookEventSink, Hooks};
+use crate::hooks::{HookEvent, HookEventSink, Hooks, PermissionAnswer};
 use crate::structured;
 
 /// Every name [`ModeName`] parses, in the order `--help` lists them.
@@ -419,7 +419,10 @@ impl Gate {
             },
             None => reason,
         };
-        if mode.never_ask {
+        // PermissionRequest hooks may answer for the user (in every front-end, also where
+        // an "ask" would be a denial).
+        let hooked = self.permission_request(call, ctx, &mode.name).await;
+        if hooked.is_none() && mode.never_ask {
             return keep(PermissionDecision::Deny {
                 reason: format!(
                     "Permission to use {} was not granted in advance (dontAsk mode: {reason}).",
@@ -427,20 +430,32 @@ impl Gate {
                 ),
             });
         }
-        let Some(approvals) = self.approvals.get() else {
-            return InputDecision {
-                decision: permissions.can_use_tool(tool, call, ctx).await,
-                updated_input: updated,
-            };
+        let approval = match (hooked, self.approvals.get()) {
+            (Some(answer), _) => answer,
+            (None, None) => {
+                return InputDecision {
+                    decision: permissions.can_use_tool(tool, call, ctx).await,
+                    updated_input: updated,
+                };
+            }
+            (None, Some(approvals)) => {
+                let question = Question {
+                    tool: call.name.clone(),
+                    input: call.input.clone(),
+                    tool_use_id: call.id.clone(),
+                    reason,
+                    always: gyre_tools::always_rule(tool, call, ctx),
+                };
+                self.notify(
+                    "permission_prompt",
+                    &format!("gyre needs your permission to use {}", call.name),
+                    &mode.name,
+                )
+                .await;
+                approvals.ask(question, &ctx.cancel).await
+            }
         };
-        let question = Question {
-            tool: call.name.clone(),
-            input: call.input.clone(),
-            tool_use_id: call.id.clone(),
-            reason,
-            always: gyre_tools::always_rule(tool, call, ctx),
-        };
-        match approvals.ask(question, &ctx.cancel).await {
+        match approval {
             Approval::Allow {
                 updated_input,
                 updates,
@@ -470,6 +485,76 @@ impl Gate {
                 keep(PermissionDecision::Deny { reason })
             }
         }
+    }
+}
+
+impl Gate {
+    /// PermissionRequest hooks for a call the policy would ask about: their answer, as
+    /// the user's would be, or `None` when none answered.
+    async fn permission_request(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        mode: &str,
+    ) -> Option<Approval> {
+        let hooks = self.hooks();
+        if !hooks.has(HookEvent::PermissionRequest) {
+            return None;
+        }
+        let fields = json!({
+            "tool_name": call.name,
+            "tool_input": call.input,
+            "tool_use_id": call.id,
+            "permission_suggestions": [],
+        });
+        let verdict = hooks
+            .run(
+                HookEvent::PermissionRequest,
+                Some(&call.name),
+                Some(&call.id),
+                mode,
+                fields,
+                &ctx.cancel,
+            )
+            .await;
+        Some(match verdict.permission? {
+            PermissionAnswer::Allow {
+                updated_input,
+                updated_permissions,
+            } => Approval::Allow {
+                updated_input,
+                updates: updated_permissions,
+            },
+            PermissionAnswer::Deny { message, interrupt } => Approval::Deny {
+                message: message.or_else(|| {
+                    Some(format!(
+                        "A PermissionRequest hook denied permission to use {}.",
+                        call.name
+                    ))
+                }),
+                interrupt,
+            },
+        })
+    }
+
+    /// Notification hooks: gyre waits for the user (`notification_type`:
+    /// `permission_prompt`, `idle_prompt`).
+    pub async fn notify(&self, kind: &str, message: &str, mode: &str) {
+        let hooks = self.hooks();
+        if !hooks.has(HookEvent::Notification) {
+            return;
+        }
+        let fields = json!({ "message": message, "notification_type": kind, "title": "gyre" });
+        hooks
+            .run(
+                HookEvent::Notification,
+                Some(kind),
+                None,
+                mode,
+                fields,
+                &CancellationToken::new(),
+            )
+            .await;
     }
 }
 
@@ -519,16 +604,34 @@ impl ToolHook for Gate {
                 ..AfterToolOutcome::default()
             };
             let hooks = self.hooks();
-            if hooks.has(HookEvent::PostToolUse) && outcome.denial.is_none() {
-                let fields = json!({
-                    "tool_name": outcome.tool_name,
-                    "tool_input": outcome.input,
-                    "tool_response": outcome.output.content,
-                    "tool_use_id": outcome.tool_use_id,
-                });
+            // A failed call has its own event, with the error and whether an interrupt
+            // caused it.
+            let (event, fields) = if outcome.output.is_error {
+                (
+                    HookEvent::PostToolUseFailure,
+                    json!({
+                        "tool_name": outcome.tool_name,
+                        "tool_input": outcome.input,
+                        "tool_use_id": outcome.tool_use_id,
+                        "error": outcome.output.content,
+                        "is_interrupt": outcome.output.content == "Interrupted by user",
+                    }),
+                )
+            } else {
+                (
+                    HookEvent::PostToolUse,
+                    json!({
+                        "tool_name": outcome.tool_name,
+                        "tool_input": outcome.input,
+                        "tool_response": outcome.output.content,
+                        "tool_use_id": outcome.tool_use_id,
+                    }),
+                )
+            };
+            if hooks.has(event) && outcome.denial.is_none() {
                 let v = hooks
                     .run(
-                        HookEvent::PostToolUse,
+                        event,
                         Some(&outcome.tool_name),
                         Some(&outcome.tool_use_id),
                         &self.mode_name(),
@@ -635,6 +738,81 @@ impl StopHook for Gate {
                 StopHookOutcome::Allow
             } else {
                 StopHookOutcome::Block(blocking)
+            }
+        })
+    }
+}
+
+impl SubagentHook for Gate {
+    /// SubagentStart hooks (`agent_id`, `agent_type`; matched on the type): their
+    /// `additionalContext` goes to the sub-agent.
+    fn on_start<'a>(
+        &'a self,
+        agent_id: &'a str,
+        agent_type: &'a str,
+    ) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let hooks = self.hooks();
+            if !hooks.has(HookEvent::SubagentStart) {
+                return Vec::new();
+            }
+            let fields = json!({ "agent_id": agent_id, "agent_type": agent_type });
+            hooks
+                .run(
+                    HookEvent::SubagentStart,
+                    Some(agent_type),
+                    None,
+                    &self.mode_name(),
+                    fields,
+                    &CancellationToken::new(),
+                )
+                .await
+                .context
+        })
+    }
+
+    /// SubagentStop hooks, as Stop's for the sub-agent: a block sends it on with the
+    /// reason, `continue: false` ends it.
+    fn on_stop<'a>(
+        &'a self,
+        agent_id: &'a str,
+        agent_type: &'a str,
+        transcript: Option<&'a std::path::Path>,
+        messages: &'a [Message],
+        stop_hook_active: bool,
+    ) -> BoxFuture<'a, StopHookOutcome> {
+        Box::pin(async move {
+            let hooks = self.hooks();
+            if !hooks.has(HookEvent::SubagentStop) {
+                return StopHookOutcome::Allow;
+            }
+            let last = messages
+                .iter()
+                .rev()
+                .find(|m| m.role == Role::Assistant)
+                .map(Message::text)
+                .unwrap_or_default();
+            let fields = json!({
+                "stop_hook_active": stop_hook_active,
+                "agent_id": agent_id,
+                "agent_type": agent_type,
+                "agent_transcript_path": transcript.map(|p| p.display().to_string()),
+                "last_assistant_message": last,
+            });
+            let v = hooks
+                .run(
+                    HookEvent::SubagentStop,
+                    Some(agent_type),
+                    None,
+                    &self.mode_name(),
+                    fields,
+                    &CancellationToken::new(),
+                )
+                .await;
+            match (v.stop, v.block) {
+                (Some(reason), _) => StopHookOutcome::Prevent(reason),
+                (None, Some(reason)) => StopHookOutcome::Block(vec![reason]),
+                (None, None) => StopHookOutcome::Allow,
             }
         })
     }

@@ -52,8 +52,12 @@ pub enum Op {
     Answer { id: u64, approval: Approval },
     /// Compacts the conversation now (`/compact [instructions]`).
     Compact { instructions: Option<String> },
-    /// Starts the conversation afresh (`/clear`).
+    /// Starts the conversation afresh (`/clear`): SessionEnd hooks (`clear`), and the
+    /// next prompt runs SessionStart hooks (`clear`).
     Clear,
+    /// The session is over: its SessionEnd hooks run with `reason`
+    /// (`prompt_input_exit` when the user quit the REPL, `other` otherwise).
+    End { reason: String },
 }
 
 /// What the session tells a front-end.
@@ -76,6 +80,8 @@ pub enum Event {
     Cleared,
     /// `Op::Rewind`: what it did, or why it could not.
     Rewound(Result<Rewound, RewindError>),
+    /// `Op::End`: the SessionEnd hooks ran.
+    Ended,
 }
 
 /// What a rewind takes back.

@@ -123,6 +123,9 @@ pub struct Session {
     /// One per message of the conversation that starts a turn: the prompt it came
     /// from, where known (see [`gyre_loop::LoadedSession::marks`]).
     marks: Vec<Option<PromptMark>>,
+    /// The `source` SessionStart hooks run with before the next prompt (`startup`,
+    /// `resume`, `clear`, `compact`), once.
+    session_start: Option<&'static str>,
 }
 
 impl std::fmt::Debug for Session {
@@ -496,6 +499,7 @@ pub fn build(
         max_turns: DEFAULT_SUBAGENT_MAX_TURNS,
         session_id: session_id.clone(),
         sidechain_dir: Some(session_dir.join("subagents")),
+        hook: Some(Arc::clone(&gate) as Arc<dyn gyre_loop::SubagentHook>),
     };
     let wants_agents = (offered("Agent") || offered("Task"))
         && !removed.iter().any(|r| r == "Agent" || r == "Task");
@@ -611,6 +615,11 @@ pub fn build(
         backend,
     };
     Ok(Session {
+        session_start: Some(if loaded.is_some() {
+            "resume"
+        } else {
+            "startup"
+        }),
         marks: loaded.map(|l| l.marks).unwrap_or_default(),
         checkpoints,
         asking: Asking::new(engine.model().to_owned()),
@@ -678,7 +687,58 @@ impl Session {
             })
             .collect()
     }
+}
 
+/// SessionStart hooks (`source`): what they print joins the prompt as context, before it.
+async fn session_start_hooks(
+    gate: &Gate,
+    model: &str,
+    source: &str,
+    content: Vec<gyre_protocol::ContentBlock>,
+) -> Vec<gyre_protocol::ContentBlock> {
+    let hooks = gate.hooks();
+    if !hooks.has(crate::hooks::HookEvent::SessionStart) {
+        return content;
+    }
+    let fields = serde_json::json!({ "source": source, "model": model });
+    let verdict = hooks
+        .run(
+            crate::hooks::HookEvent::SessionStart,
+            Some(source),
+            None,
+            &gate.mode_name(),
+            fields,
+            &tokio_util::sync::CancellationToken::new(),
+        )
+        .await;
+    let mut blocks: Vec<_> = verdict
+        .context
+        .into_iter()
+        .map(gyre_protocol::ContentBlock::text)
+        .collect();
+    blocks.extend(content);
+    blocks
+}
+
+/// SessionEnd hooks, with `reason`; what they decide changes nothing.
+async fn session_end_hooks(gate: &Gate, reason: &str) {
+    let hooks = gate.hooks();
+    if !hooks.has(crate::hooks::HookEvent::SessionEnd) {
+        return;
+    }
+    hooks
+        .run(
+            crate::hooks::HookEvent::SessionEnd,
+            None,
+            None,
+            &gate.mode_name(),
+            serde_json::json!({ "reason": reason }),
+            &tokio_util::sync::CancellationToken::new(),
+        )
+        .await;
+}
+
+impl Session {
     /// Takes the conversation back to before the prompt `to`.
     fn rewind_conversation(&mut self, to: &str) -> Result<String, RewindError> {
         let gone = || RewindError::ConversationGone;
@@ -750,6 +810,21 @@ impl Session {
             };
             match op {
                 Op::UserMessage(content) => {
+                    let typed: String = content
+                        .iter()
+                        .filter_map(|b| match b {
+                            gyre_protocol::ContentBlock::Text { text, .. } => Some(text.as_str()),
+                            _ => None,
+                        })
+                        .collect();
+                    let content = match self.session_start.take() {
+                        Some(source) => {
+                            let gate = Arc::clone(&self.gate);
+                            let model = self.engine.model().to_owned();
+                            session_start_hooks(&gate, &model, source, content).await
+                        }
+                        None => content,
+                    };
                     let content =
                         match crate::gate::prompt_hooks(&self.gate, &self.facts.session_id, content).await {
                             Ok(content) => content,
@@ -764,6 +839,7 @@ impl Session {
                         store.begin(&uuid);
                     }
                     let mut compacted = false;
+                    let mut typed = Some(typed);
                     {
                     let Session { engine, facts, asking, marks, .. } = self;
                     let events = engine.submit_message_as(content, Some(uuid));
@@ -784,10 +860,13 @@ impl Session {
                                         facts.last_usage = *usage;
                                     }
                                     EngineEvent::Message { uuid, message, is_meta } if starts_turn(message) => {
-                                        marks.push(Some(PromptMark {
-                                            uuid: uuid.clone(),
-                                            text: (!is_meta).then(|| message.text()),
-                                        }));
+                                        // The prompt is named by what the user typed, not
+                                        // by the hooks' context that rode along.
+                                        let text = match typed.take() {
+                                            Some(prompt) => Some(prompt),
+                                            None => (!is_meta).then(|| message.text()),
+                                        };
+                                        marks.push(Some(PromptMark { uuid: uuid.clone(), text }));
                                     }
                                     EngineEvent::Loop(LoopEvent::Compacted(_)) => compacted = true,
                                     _ => {}
@@ -799,6 +878,7 @@ impl Session {
                     }
                     if compacted {
                         self.marks = unknown_marks(self.engine.messages());
+                        self.session_start = Some("compact");
                     }
                 }
                 Op::SetModel(model) => {
@@ -810,19 +890,29 @@ impl Session {
                     let outcome = self.engine.compact_with(instructions.as_deref()).await;
                     if matches!(outcome, Ok(Some(_))) {
                         self.marks = unknown_marks(self.engine.messages());
+                        self.session_start = Some("compact");
                     }
                     yield Event::Compacted(outcome);
                 }
                 Op::Clear => {
+                    session_end_hooks(&Arc::clone(&self.gate), "clear").await;
                     self.engine.clear();
                     self.marks.clear();
+                    self.session_start = Some("clear");
                     yield Event::Cleared;
+                }
+                Op::End { reason } => {
+                    session_end_hooks(&Arc::clone(&self.gate), &reason).await;
+                    yield Event::Ended;
                 }
                 Op::Rewind { to, mode, dry_run } => {
                     yield Event::Rewound(self.rewind(&to, mode, dry_run));
                 }
                 // Applied above.
-                Op::Interrupt | Op::SetMode(_) | Op::Answer { .. } | Op::UserMessageWithId { .. } => {}
+                Op::Interrupt
+                | Op::SetMode(_)
+                | Op::Answer { .. }
+                | Op::UserMessageWithId { .. } => {}
             }
         }
     }

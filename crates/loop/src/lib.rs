@@ -57,7 +57,8 @@ pub use event::{
 /// The compaction types that cross the seam, owned by `gyre-compact`.
 pub use gyre_compact::{Trigger, UsageAnchor};
 pub use hooks::{
-    AfterToolOutcome, CompactHook, PreCompactOutcome, StopHook, StopHookOutcome, ToolHook,
+    AfterToolOutcome, CompactHook, PreCompactOutcome, StopHook, StopHookOutcome, SubagentHook,
+    ToolHook,
 };
 pub use pipeline_compactor::PipelineCompactor;
 pub use query::{

@@ -158,6 +158,13 @@ pub async fn run(
     };
     let outcome = repl.run(first).await;
     let finished = repl.front.ui.finish();
+    // SessionEnd hooks: the user left the prompt.
+    repl.session
+        .submit(Op::End {
+            reason: "prompt_input_exit".to_owned(),
+        })
+        .for_each(|_| async {})
+        .await;
     // A history that cannot be saved is not worth failing the session for.
     let _ = history.save(repl.front.editor.history());
     if !repl.sent && !resumed {

@@ -21,6 +21,7 @@ mod exit_plan_mode_e2e;
 mod fault_matrix;
 mod fixtures_e2e;
 mod headless;
+mod hooks_e2e;
 mod import_circles;
 mod load;
 mod lossless_e2e;
