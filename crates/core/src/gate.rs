@@ -449,7 +449,6 @@ impl Gate {
                 self.notify(
                     "permission_prompt",
                     &format!("gyre needs your permission to use {}", call.name),
-                    &mode.name,
                 )
                 .await;
                 approvals.ask(question, &ctx.cancel).await
@@ -539,22 +538,36 @@ impl Gate {
 
     /// Notification hooks: gyre waits for the user (`notification_type`:
     /// `permission_prompt`, `idle_prompt`).
-    pub async fn notify(&self, kind: &str, message: &str, mode: &str) {
-        let hooks = self.hooks();
-        if !hooks.has(HookEvent::Notification) {
-            return;
-        }
+    pub async fn notify(&self, kind: &str, message: &str) {
         let fields = json!({ "message": message, "notification_type": kind, "title": "gyre" });
-        hooks
-            .run(
-                HookEvent::Notification,
-                Some(kind),
-                None,
-                mode,
-                fields,
-                &CancellationToken::new(),
-            )
-            .await;
+        self.fire(HookEvent::Notification, Some(kind), fields).await;
+    }
+
+    /// Runs the hooks of `event` that match `subject` (not a tool call's: nothing to
+    /// cancel them with) and merges what they decided; `None` when none listens.
+    async fn fire(
+        &self,
+        event: HookEvent,
+        subject: Option<&str>,
+        fields: Value,
+    ) -> Option<crate::hooks::HookVerdict> {
+        let hooks = self.hooks();
+        if !hooks.has(event) {
+            return None;
+        }
+        let mode = self.mode_name();
+        Some(
+            hooks
+                .run(
+                    event,
+                    subject,
+                    None,
+                    &mode,
+                    fields,
+                    &CancellationToken::new(),
+                )
+                .await,
+        )
     }
 }
 
@@ -698,26 +711,11 @@ impl StopHook for Gate {
     ) -> BoxFuture<'a, StopHookOutcome> {
         Box::pin(async move {
             let mut blocking = Vec::new();
-            let hooks = self.hooks();
-            if hooks.has(HookEvent::Stop) {
-                let last = messages
-                    .iter()
-                    .rev()
-                    .find(|m| m.role == Role::Assistant)
-                    .map(Message::text)
-                    .unwrap_or_default();
-                let fields =
-                    json!({ "stop_hook_active": stop_hook_active, "last_assistant_message": last });
-                let v = hooks
-                    .run(
-                        HookEvent::Stop,
-                        None,
-                        None,
-                        &self.mode_name(),
-                        fields,
-                        &CancellationToken::new(),
-                    )
-                    .await;
+            let fields = json!({
+                "stop_hook_active": stop_hook_active,
+                "last_assistant_message": last_assistant_text(messages),
+            });
+            if let Some(v) = self.fire(HookEvent::Stop, None, fields).await {
                 if let Some(reason) = v.stop {
                     return StopHookOutcome::Prevent(reason);
                 }
@@ -752,22 +750,11 @@ impl SubagentHook for Gate {
         agent_type: &'a str,
     ) -> BoxFuture<'a, Vec<String>> {
         Box::pin(async move {
-            let hooks = self.hooks();
-            if !hooks.has(HookEvent::SubagentStart) {
-                return Vec::new();
-            }
             let fields = json!({ "agent_id": agent_id, "agent_type": agent_type });
-            hooks
-                .run(
-                    HookEvent::SubagentStart,
-                    Some(agent_type),
-                    None,
-                    &self.mode_name(),
-                    fields,
-                    &CancellationToken::new(),
-                )
+            self.fire(HookEvent::SubagentStart, Some(agent_type), fields)
                 .await
-                .context
+                .map(|v| v.context)
+                .unwrap_or_default()
         })
     }
 
@@ -782,33 +769,19 @@ impl SubagentHook for Gate {
         stop_hook_active: bool,
     ) -> BoxFuture<'a, StopHookOutcome> {
         Box::pin(async move {
-            let hooks = self.hooks();
-            if !hooks.has(HookEvent::SubagentStop) {
-                return StopHookOutcome::Allow;
-            }
-            let last = messages
-                .iter()
-                .rev()
-                .find(|m| m.role == Role::Assistant)
-                .map(Message::text)
-                .unwrap_or_default();
             let fields = json!({
                 "stop_hook_active": stop_hook_active,
                 "agent_id": agent_id,
                 "agent_type": agent_type,
                 "agent_transcript_path": transcript.map(|p| p.display().to_string()),
-                "last_assistant_message": last,
+                "last_assistant_message": last_assistant_text(messages),
             });
-            let v = hooks
-                .run(
-                    HookEvent::SubagentStop,
-                    Some(agent_type),
-                    None,
-                    &self.mode_name(),
-                    fields,
-                    &CancellationToken::new(),
-                )
-                .await;
+            let Some(v) = self
+                .fire(HookEvent::SubagentStop, Some(agent_type), fields)
+                .await
+            else {
+                return StopHookOutcome::Allow;
+            };
             match (v.stop, v.block) {
                 (Some(reason), _) => StopHookOutcome::Prevent(reason),
                 (None, Some(reason)) => StopHookOutcome::Block(vec![reason]),
@@ -816,6 +789,16 @@ impl SubagentHook for Gate {
             }
         })
     }
+}
+
+/// The text of the last assistant message (what Stop hooks are told the model said).
+fn last_assistant_text(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant)
+        .map(Message::text)
+        .unwrap_or_default()
 }
 
 /// UserPromptSubmit hooks: a block refuses the prompt; additional context rides along

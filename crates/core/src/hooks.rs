@@ -358,6 +358,38 @@ impl Hooks {
         self.hooks.iter().any(|h| h.event == event)
     }
 
+    /// The hooks registered, one line each, by event (`/hooks`): the event, the
+    /// matcher (`*` for every subject), what runs and its timeout.
+    #[must_use]
+    pub fn listing(&self) -> String {
+        if self.hooks.is_empty() {
+            return "No hooks configured. Add them under \"hooks\" in ~/.gyre/settings.json or \
+                    the project's .gyre/settings.json (a project's run once the folder is \
+                    trusted); an Agent SDK registers its callbacks in initialize."
+                .to_owned();
+        }
+        let mut lines = vec![format!("Hooks ({})", self.hooks.len())];
+        for event in HookEvent::ALL {
+            for hook in self.hooks.iter().filter(|h| h.event == event) {
+                let matcher = hook
+                    .matcher
+                    .as_deref()
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or("*");
+                let runs = match &hook.runner {
+                    Runner::Command(command) => format!("command: {command}"),
+                    Runner::Callback(id) => format!("SDK callback {id}"),
+                };
+                lines.push(format!(
+                    "  {:<18} {matcher:<16} {runs} ({}s)",
+                    event.name(),
+                    hook.timeout.as_secs()
+                ));
+            }
+        }
+        lines.join("\n")
+    }
+
     /// Adds the SDK's hooks from `initialize`'s `hooks` map:
     /// `{"PreToolUse":[{"matcher":"Bash","hookCallbackIds":["hook_0"],"timeout":5}]}`.
     /// Events gyre does not fire are ignored.

@@ -29,6 +29,7 @@ pub mod settings;
 pub mod structured;
 pub mod system_prompt;
 pub mod thinking;
+pub mod todos;
 pub mod trust;
 pub mod web_fetch;
 pub mod web_search;

@@ -1057,6 +1057,22 @@ impl Repl {
                 self.open_rewind()?;
                 return Ok(Flow::Continue);
             }
+            SlashCommand::Hooks => self.session.gate.hooks().listing().into(),
+            SlashCommand::Todos => {
+                match gyre_core::todos::last_todo_list(self.session.engine.messages()) {
+                    Some(todos) if !todos.is_empty() => {
+                        let input = serde_json::json!({ "todos": todos });
+                        let mut lines = vec![Line::from("Todos")];
+                        lines.extend(turn::todo_checklist(p, "TodoWrite", &input));
+                        lines.push(Line::default());
+                        self.front.print(&lines)?;
+                        return Ok(Flow::Continue);
+                    }
+                    _ => p.dim(
+                        "No todos: the model has not written a todo list in this conversation.",
+                    ),
+                }
+            }
             SlashCommand::Bashes(arg) => match self.bashes(arg.as_deref()) {
                 Some(text) => text,
                 None => return Ok(Flow::Continue),

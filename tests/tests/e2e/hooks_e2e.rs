@@ -334,3 +334,53 @@ fn new_hook_events_reach_python_sdk_callbacks() {
     .args(["--only", "hook_events_as_callbacks"]);
     gyre_e2e::run_client_cases(cmd);
 }
+
+/// `/hooks` lists the configured hooks and `/todos` shows TodoWrite's list, in the REPL
+/// (tmux, real keys, the screen read back).
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn slash_hooks_lists_the_hooks_and_slash_todos_shows_the_list() {
+    use crate::repl_tmux::{ReplScreen, start_gyre_with};
+
+    let sandbox = Sandbox::new().unwrap();
+    install(
+        &sandbox,
+        &json!({
+            "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "./check.sh", "timeout": 5}]}],
+            "SessionEnd": [{"hooks": [{"type": "command", "command": "true"}]}],
+        }),
+    );
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use(
+            "TodoWrite",
+            json!({"todos": [
+                {"content": "Write the tests", "status": "completed", "activeForm": "Writing the tests"},
+                {"content": "Run the tests", "status": "in_progress", "activeForm": "Running the tests"},
+                {"content": "Ship it", "status": "pending", "activeForm": "Shipping it"},
+            ]}),
+        ),
+        Turn::text("Planned."),
+    ]))
+    .unwrap();
+    let tmux = start_gyre_with(&sandbox, &server, false, &[]);
+    tmux.type_line("/todos");
+    tmux.wait_for("No todos: the model has not written a todo list");
+    tmux.type_line("/hooks");
+    let hooks = tmux.wait_for("Hooks (2)");
+    assert!(
+        hooks.contains("PreToolUse         Bash             command: ./check.sh (5s)"),
+        "{hooks}"
+    );
+    assert!(
+        hooks.contains("SessionEnd         *                command: true (60s)"),
+        "{hooks}"
+    );
+    tmux.wait_for_prompt();
+    tmux.type_line("plan it");
+    tmux.wait_for("Planned.");
+    tmux.wait_for_prompt();
+    tmux.type_line("/todos");
+    let todos = tmux.wait_for("◼ Running the tests");
+    assert!(todos.contains("☒ Write the tests"), "{todos}");
+    assert!(todos.contains("☐ Ship it"), "{todos}");
+}

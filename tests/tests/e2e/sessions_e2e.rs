@@ -8,13 +8,16 @@ use gyre_e2e::{Run, Sandbox, copy_tree, kinds, run, transcript_fixture};
 use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::{Value, json};
 
+/// The conversation's lines of the one transcript: the checkpoints' own lines
+/// (`file-history-snapshot`, one at each prompt; `rewind_e2e` tests them) left out.
 fn transcript_lines(sandbox: &Sandbox) -> Vec<Value> {
     let files = sandbox.transcripts();
     assert_eq!(files.len(), 1, "{files:?}");
     std::fs::read_to_string(&files[0])
         .unwrap()
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|l| l["type"] != "file-history-snapshot")
         .collect()
 }
 

@@ -7,9 +7,9 @@ use std::path::PathBuf;
 const MAX_HISTORY: usize = 1000;
 
 /// The slash commands Tab completes, in the order `/help` lists them.
-pub const COMMANDS: [&str; 10] = [
-    "/compact", "/clear", "/cost", "/model", "/mcp", "/bashes", "/rewind", "/help", "/exit",
-    "/quit",
+pub const COMMANDS: [&str; 12] = [
+    "/compact", "/clear", "/cost", "/model", "/mcp", "/bashes", "/rewind", "/hooks", "/todos",
+    "/help", "/exit", "/quit",
 ];
 
 /// A multi-line text with a cursor (line, char index).

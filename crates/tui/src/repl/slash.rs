@@ -1,5 +1,5 @@
 //! Slash commands typed at the prompt: `/compact`, `/clear`, `/cost`, `/model [name]`,
-//! `/mcp`, `/bashes [kill ID]`, `/rewind`, `/help`, `/exit`.
+//! `/mcp`, `/bashes [kill ID]`, `/rewind`, `/hooks`, `/todos`, `/help`, `/exit`.
 
 use gyre_protocol::Usage;
 
@@ -18,6 +18,10 @@ pub enum SlashCommand {
     Bashes(Option<String>),
     /// `/rewind` (also `/checkpoint`, and Esc Esc): go back to before a prompt.
     Rewind,
+    /// `/hooks`: the hooks configured, by event.
+    Hooks,
+    /// `/todos`: TodoWrite's list as it stands.
+    Todos,
     Help,
     Exit,
     /// Anything else that starts with `/`: the command name as typed.
@@ -41,6 +45,8 @@ impl SlashCommand {
             "mcp" => Self::Mcp,
             "bashes" => Self::Bashes(arg),
             "rewind" | "checkpoint" => Self::Rewind,
+            "hooks" => Self::Hooks,
+            "todos" => Self::Todos,
             "help" | "?" => Self::Help,
             "exit" | "quit" => Self::Exit,
             other => Self::Unknown(other.to_owned()),
@@ -58,6 +64,8 @@ Commands
   /mcp            the MCP servers, their state and tools
   /bashes         background shells: ↑/↓ and k kill one (or /bashes kill ID)
   /rewind         go back to before a prompt: code, conversation or both (Esc Esc)
+  /hooks          the hooks configured, by event
+  /todos          the todo list as the model last wrote it
   /help           this list
   /exit           quit (also Ctrl+D)
 
