@@ -328,6 +328,46 @@ impl FileHistory for Checkpoints {
 mod tests {
     use super::*;
 
+    /// An editor holding `a.txt` in a buffer: what it was asked to write.
+    #[derive(Debug, Default)]
+    struct Buffers(Mutex<HashMap<PathBuf, String>>);
+
+    impl EditorFiles for Buffers {
+        fn read_text(&self, path: &Path) -> Option<String> {
+            self.0.lock().unwrap().get(path).cloned()
+        }
+
+        fn write_text(&self, path: &Path, text: &str) -> Option<std::io::Result<()>> {
+            self.0
+                .lock()
+                .unwrap()
+                .insert(path.to_path_buf(), text.to_owned());
+            Some(Ok(()))
+        }
+    }
+
+    #[test]
+    fn with_an_editor_the_buffer_is_compared_and_written_back_not_the_disk() {
+        let dir = tempfile::tempdir().unwrap();
+        let a = dir.path().join("a.txt");
+        std::fs::write(&a, "on disk\n").unwrap();
+        let editor = Arc::new(Buffers::default());
+        editor.write_text(&a, "unsaved\n");
+        let store = Checkpoints::new(
+            dir.path().join("backups"),
+            None,
+            Some(Arc::clone(&editor) as Arc<dyn EditorFiles>),
+        );
+        store.begin("p1");
+        // Edit hands over the editor's text, as it read it.
+        store.before_change(&a, Some(b"unsaved\n")).unwrap();
+        editor.write_text(&a, "edited\n");
+        let done = store.rewind("p1", false).unwrap();
+        assert_eq!(done.files_changed, [a.clone()]);
+        assert_eq!(editor.read_text(&a).as_deref(), Some("unsaved\n"));
+        assert_eq!(std::fs::read_to_string(&a).unwrap(), "on disk\n");
+    }
+
     #[test]
     fn a_rewind_restores_only_what_was_written_since_and_says_what() {
         let dir = tempfile::tempdir().unwrap();

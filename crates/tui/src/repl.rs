@@ -64,6 +64,10 @@ const SHELLS_REFRESH: Duration = Duration::from_secs(1);
 /// A second Ctrl+C within this long quits.
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
 
+/// How long an answer waits for the user before Notification hooks hear `idle_prompt`
+/// (the reference's 60 s).
+const IDLE_NOTIFICATION: Duration = Duration::from_secs(60);
+
 /// Why the interactive session stopped before its user ended it.
 #[derive(Debug, thiserror::Error)]
 pub enum TuiError {
@@ -155,6 +159,11 @@ pub async fn run(
         started: Instant::now(),
         api_ms: 0,
         sent: false,
+        idle_after: env
+            .var("GYRE_IDLE_NOTIFICATION_MS")
+            .and_then(|ms| ms.parse().ok())
+            .map_or(IDLE_NOTIFICATION, Duration::from_millis),
+        idle_notified: false,
     };
     let outcome = repl.run(first).await;
     let finished = repl.front.ui.finish();
@@ -234,6 +243,11 @@ struct Repl {
     api_ms: u64,
     /// A message went to the model (so the transcript is a session worth keeping).
     sent: bool,
+    /// How long the box may wait for the user after an answer before Notification
+    /// hooks hear `idle_prompt` (`GYRE_IDLE_NOTIFICATION_MS`, default 60 s, as the
+    /// reference's), and whether they heard it since the last message.
+    idle_after: Duration,
+    idle_notified: bool,
 }
 
 /// The terminal side: what is on screen and the keys that change it.
@@ -835,6 +849,18 @@ impl Repl {
                     Ok(event) => event?,
                     Err(_) => continue,
                 }
+            } else if self.sent && !self.idle_notified && self.notification_hooks() {
+                match tokio::time::timeout(self.idle_after, self.front.next_event()).await {
+                    Ok(event) => event?,
+                    Err(_) => {
+                        self.idle_notified = true;
+                        self.session
+                            .gate
+                            .notify("idle_prompt", "gyre is waiting for your input")
+                            .await;
+                        continue;
+                    }
+                }
             } else {
                 self.front.next_event().await?
             };
@@ -934,8 +960,17 @@ impl Repl {
         }
     }
 
+    /// Whether Notification hooks listen (the idle wait is timed only then).
+    fn notification_hooks(&self) -> bool {
+        self.session
+            .gate
+            .hooks()
+            .has(gyre_core::hooks::HookEvent::Notification)
+    }
+
     /// Submits `text`, then what was queued while it ran.
     async fn send(&mut self, text: String) -> Result<Flow> {
+        self.idle_notified = false;
         let mut next = Some(text);
         while let Some(text) = next.take() {
             if self.submit(&text).await? == Flow::Quit {

@@ -384,3 +384,48 @@ fn slash_hooks_lists_the_hooks_and_slash_todos_shows_the_list() {
     assert!(todos.contains("☒ Write the tests"), "{todos}");
     assert!(todos.contains("☐ Ship it"), "{todos}");
 }
+
+/// The REPL's idle wait after an answer is a Notification (`idle_prompt`), once until
+/// the next message (`GYRE_IDLE_NOTIFICATION_MS` shortens the reference's 60 s).
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn an_idle_repl_notifies_notification_hooks_once_after_an_answer() {
+    use crate::repl_tmux::{ReplScreen, start_gyre_with_env};
+
+    let sandbox = Sandbox::new().unwrap();
+    let (notify, log) = logging(&sandbox, "idle", "true");
+    install(
+        &sandbox,
+        &json!({"Notification": [{"matcher": "idle_prompt", "hooks": [notify]}]}),
+    );
+    let server = TestServer::spawn(Script::new([Turn::text("Hello.")])).unwrap();
+    let tmux = start_gyre_with_env(
+        &sandbox,
+        &server,
+        false,
+        &[],
+        &[("GYRE_IDLE_NOTIFICATION_MS", "300")],
+    );
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    assert!(
+        inputs(&log).is_empty(),
+        "no answer yet: nothing to be idle after"
+    );
+    tmux.type_line("hi");
+    tmux.wait_for("Hello.");
+    tmux.wait_for_prompt();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while inputs(&log).is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no idle notification");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    let notified = inputs(&log);
+    assert_eq!(
+        notified.len(),
+        1,
+        "once until the next message: {notified:?}"
+    );
+    assert_eq!(notified[0]["notification_type"], "idle_prompt");
+    assert_eq!(notified[0]["hook_event_name"], "Notification");
+}

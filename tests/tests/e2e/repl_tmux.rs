@@ -86,8 +86,19 @@ pub(crate) fn start_gyre_with(
     colour: bool,
     args: &[&str],
 ) -> Tmux {
+    start_gyre_with_env(sandbox, server, colour, args, &[])
+}
+
+/// [`start_gyre_with`], with `extra` variables in gyre's environment.
+pub(crate) fn start_gyre_with_env(
+    sandbox: &Sandbox,
+    server: &TestServer,
+    colour: bool,
+    args: &[&str],
+    extra: &[(&str, &str)],
+) -> Tmux {
     let gyre = gyre_binary().unwrap();
-    let env = [
+    let mut env = vec![
         ("PATH", std::env::var("PATH").unwrap_or_default()),
         ("HOME", sandbox.home().display().to_string()),
         ("GYRE_HOME", sandbox.home().display().to_string()),
@@ -96,6 +107,7 @@ pub(crate) fn start_gyre_with(
         ("NO_COLOR", if colour { "" } else { "1" }.to_owned()),
         ("TERM", "tmux-256color".to_owned()),
     ];
+    env.extend(extra.iter().map(|(k, v)| (*k, (*v).to_owned())));
     let mut command = format!(
         "cd {} && env -i",
         shell_quote(&sandbox.project().display().to_string())
