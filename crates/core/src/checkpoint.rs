@@ -363,7 +363,7 @@ mod tests {
         store.before_change(&a, Some(b"unsaved\n")).unwrap();
         editor.write_text(&a, "edited\n");
         let done = store.rewind("p1", false).unwrap();
-        assert_eq!(done.files_changed, [a.clone()]);
+        assert_eq!(done.files_changed, std::slice::from_ref(&a));
         assert_eq!(editor.read_text(&a).as_deref(), Some("unsaved\n"));
         assert_eq!(std::fs::read_to_string(&a).unwrap(), "on disk\n");
     }
