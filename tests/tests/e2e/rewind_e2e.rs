@@ -208,3 +208,72 @@ fn checkpoints_survive_kill_9_and_a_resumed_repl_rewinds_the_code() {
     tmux.wait_for_prompt();
     assert_eq!(std::fs::read_to_string(&a).unwrap(), "one\n");
 }
+
+/// `rewind_files` on the wire, as the TypeScript SDK's `rewindFiles(id, {dryRun})`
+/// sends it: the id is the `uuid` the SDK gave its user message; a dry run answers
+/// `RewindFilesResult` and changes nothing, the real one puts the files back.
+#[test]
+fn rewind_files_answers_a_dry_run_then_rewinds_to_the_sdks_own_message_uuid() {
+    use gyre_testkit::{Script, TestServer, Turn};
+    use serde_json::{Value, json};
+
+    let sandbox = gyre_e2e::Sandbox::new().unwrap();
+    let b = sandbox.project().join("b.txt");
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Write", json!({"file_path": b, "content": "one\ntwo\n"})),
+        Turn::text("Written."),
+    ]))
+    .unwrap();
+    let mut cmd = sandbox.gyre(&server).unwrap();
+    cmd.args(["--permission-mode", "acceptEdits", "--replay-user-messages"])
+        .env("CLAUDE_CODE_ENTRYPOINT", "sdk-ts")
+        .env("CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING", "true");
+    let uuid = "5a0c1d2e-3f40-4b5c-8d6e-7f8091a2b3c4";
+    let user = json!({"type": "user", "uuid": uuid, "session_id": "",
+                      "parent_tool_use_id": null,
+                      "message": {"role": "user", "content": "write b.txt"}});
+    let rewind = |id: &str, dry_run: bool| {
+        json!({"type": "control_request", "request_id": id, "request": {
+            "subtype": "rewind_files", "user_message_id": uuid, "dry_run": dry_run}})
+    };
+    let b_after_dry_run = std::cell::RefCell::new(None);
+    let (lines, stderr) = gyre_e2e::converse(cmd, &[user], |line| {
+        if line["type"] == "result" {
+            return Some(vec![rewind("dry", true)]);
+        }
+        match line["response"]["request_id"].as_str() {
+            Some("dry") => {
+                *b_after_dry_run.borrow_mut() = Some(b.exists());
+                Some(vec![rewind("real", false)])
+            }
+            Some("real") => None,
+            _ => Some(Vec::new()),
+        }
+    });
+    let replayed = lines
+        .iter()
+        .find(|l| l["type"] == "user" && l["uuid"] == uuid);
+    assert!(
+        replayed.is_some(),
+        "the message is replayed under its uuid: {lines:?}"
+    );
+    let answer = |id: &str| -> Value {
+        lines
+            .iter()
+            .find(|l| l["response"]["request_id"] == id)
+            .unwrap_or_else(|| panic!("no answer to {id}: {stderr}"))["response"]["response"]
+            .clone()
+    };
+    let path = b.display().to_string();
+    assert_eq!(
+        answer("dry"),
+        json!({"canRewind": true, "filesChanged": [path], "insertions": 2, "deletions": 0})
+    );
+    assert_eq!(
+        *b_after_dry_run.borrow(),
+        Some(true),
+        "a dry run changes nothing"
+    );
+    assert_eq!(answer("real")["canRewind"], true);
+    assert!(!b.exists(), "the file the session wrote is gone");
+}
