@@ -331,6 +331,15 @@ impl Gate {
             .report_to(sink);
     }
 
+    /// Whether any hook listens to `event` (without copying the hooks).
+    #[must_use]
+    pub fn has_hook(&self, event: HookEvent) -> bool {
+        self.hooks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .has(event)
+    }
+
     /// The hooks now registered (cheap: a few strings per hook).
     #[must_use]
     pub fn hooks(&self) -> Hooks {
@@ -551,10 +560,10 @@ impl Gate {
         subject: Option<&str>,
         fields: Value,
     ) -> Option<crate::hooks::HookVerdict> {
-        let hooks = self.hooks();
-        if !hooks.has(event) {
+        if !self.has_hook(event) {
             return None;
         }
+        let hooks = self.hooks();
         let mode = self.mode_name();
         Some(
             hooks

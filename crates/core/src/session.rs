@@ -696,12 +696,12 @@ async fn session_start_hooks(
     source: &str,
     content: Vec<gyre_protocol::ContentBlock>,
 ) -> Vec<gyre_protocol::ContentBlock> {
-    let hooks = gate.hooks();
-    if !hooks.has(crate::hooks::HookEvent::SessionStart) {
+    if !gate.has_hook(crate::hooks::HookEvent::SessionStart) {
         return content;
     }
     let fields = serde_json::json!({ "source": source, "model": model });
-    let verdict = hooks
+    let verdict = gate
+        .hooks()
         .run(
             crate::hooks::HookEvent::SessionStart,
             Some(source),
@@ -722,11 +722,10 @@ async fn session_start_hooks(
 
 /// SessionEnd hooks, with `reason`; what they decide changes nothing.
 async fn session_end_hooks(gate: &Gate, reason: &str) {
-    let hooks = gate.hooks();
-    if !hooks.has(crate::hooks::HookEvent::SessionEnd) {
+    if !gate.has_hook(crate::hooks::HookEvent::SessionEnd) {
         return;
     }
-    hooks
+    gate.hooks()
         .run(
             crate::hooks::HookEvent::SessionEnd,
             None,
