@@ -240,6 +240,13 @@ pub fn build(
             "could not fork the transcript into",
             &fork_path,
         ))?;
+        // Its checkpoints go along: the fork can rewind to the prompts it copied.
+        let backups = crate::checkpoint::backup_dir(&home, &session_id);
+        if backups.is_dir() {
+            let into = crate::checkpoint::backup_dir(&home, &fork);
+            gyre_loop::copy_files(&backups, &into)
+                .map_err(CoreError::io("could not fork the checkpoints into", &into))?;
+        }
         transcript_path = fork_path;
         fork
     } else {

@@ -706,14 +706,7 @@ pub fn import_transcript(from: &Path, to: &Path) -> io::Result<()> {
     std::fs::copy(from, &partial)?;
     let subagents = from.with_extension("").join("subagents");
     if subagents.is_dir() {
-        let into = to.with_extension("").join("subagents");
-        std::fs::create_dir_all(&into)?;
-        for file in std::fs::read_dir(&subagents)? {
-            let file = file?;
-            if file.file_type()?.is_file() {
-                std::fs::copy(file.path(), into.join(file.file_name()))?;
-            }
-        }
+        copy_files(&subagents, &to.with_extension("").join("subagents"))?;
     }
     // <home>/projects/<project>/<session>.jsonl → <home>/file-history/<session>/
     let backups = |transcript: &Path| {
@@ -723,15 +716,25 @@ pub fn import_transcript(from: &Path, to: &Path) -> io::Result<()> {
     if let (Some(from_dir), Some(to_dir)) = (backups(from), backups(to))
         && from_dir.is_dir()
     {
-        std::fs::create_dir_all(&to_dir)?;
-        for file in std::fs::read_dir(&from_dir)? {
-            let file = file?;
-            if file.file_type()?.is_file() {
-                std::fs::copy(file.path(), to_dir.join(file.file_name()))?;
-            }
-        }
+        copy_files(&from_dir, &to_dir)?;
     }
     std::fs::rename(&partial, to)
+}
+
+/// Copies the files of the folder `from` (not its subfolders) into `to`, made if need
+/// be: a session's sub-agent transcripts or checkpoint backups.
+///
+/// # Errors
+/// When a file cannot be read or written.
+pub fn copy_files(from: &Path, to: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for file in std::fs::read_dir(from)? {
+        let file = file?;
+        if file.file_type()?.is_file() {
+            std::fs::copy(file.path(), to.join(file.file_name()))?;
+        }
+    }
+    Ok(())
 }
 
 /// What an import leaves behind, for the user: the kinds of lines read past, each with

@@ -277,3 +277,57 @@ fn rewind_files_answers_a_dry_run_then_rewinds_to_the_sdks_own_message_uuid() {
     assert_eq!(answer("real")["canRewind"], true);
     assert!(!b.exists(), "the file the session wrote is gone");
 }
+
+/// `--fork-session` takes the checkpoints along: the fork's `/rewind` restores what the
+/// original session wrote.
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn a_forked_session_rewinds_to_the_checkpoints_it_copied() {
+    use crate::repl_tmux::{ReplScreen, start_gyre_with};
+    use gyre_testkit::{Script, TestServer, Turn};
+    use serde_json::json;
+
+    let sandbox = gyre_e2e::Sandbox::new().unwrap();
+    let a = sandbox.write("a.txt", "one\n").unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::tool_use("Read", json!({"file_path": a})),
+        Turn::tool_use("Write", json!({"file_path": a, "content": "rewritten\n"})),
+        Turn::text("Rewritten."),
+    ]))
+    .unwrap();
+    let out = gyre_e2e::run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "rewrite a.txt",
+        "--permission-mode",
+        "acceptEdits",
+        "--output-format",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let session = out.result().unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let tmux = start_gyre_with(
+        &sandbox,
+        &server,
+        false,
+        &["--resume", &session, "--fork-session"],
+    );
+    tmux.type_line("/rewind");
+    tmux.wait_for(" › rewrite a.txt");
+    tmux.key("Enter");
+    tmux.wait_for("1 file would change (+1 -1).");
+    tmux.key("Down");
+    tmux.key("Down");
+    tmux.key("Enter");
+    tmux.wait_for("1 file restored (+1 -1).");
+    tmux.wait_for_prompt();
+    assert_eq!(std::fs::read_to_string(&a).unwrap(), "one\n");
+    assert_eq!(
+        sandbox.transcripts().len(),
+        2,
+        "the original stays as it was"
+    );
+}
