@@ -689,11 +689,7 @@ impl CompactHook for Gate {
             if !hooks.has(HookEvent::PreCompact) {
                 return PreCompactOutcome::default();
             }
-            // Claude Code knows two triggers: a compaction it was not asked for is `auto`.
-            let trigger = match trigger {
-                Trigger::Manual => "manual",
-                Trigger::Auto | Trigger::Reactive => "auto",
-            };
+            let trigger = trigger_name(trigger);
             let fields = json!({ "trigger": trigger, "custom_instructions": custom_instructions });
             let v = hooks
                 .run(
@@ -708,6 +704,16 @@ impl CompactHook for Gate {
             PreCompactOutcome {
                 instructions: v.context,
             }
+        })
+    }
+
+    /// PostCompact hooks: the trigger (`auto` or `manual`) and the summary.
+    fn after_compact<'a>(&'a self, trigger: Trigger, summary: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let trigger = trigger_name(trigger);
+            let fields = json!({ "trigger": trigger, "compact_summary": summary });
+            self.fire(HookEvent::PostCompact, Some(trigger), fields)
+                .await;
         })
     }
 }
@@ -797,6 +803,15 @@ impl SubagentHook for Gate {
                 (None, None) => StopHookOutcome::Allow,
             }
         })
+    }
+}
+
+/// A compaction's trigger as hooks name it: Claude Code knows two, and a compaction it
+/// was not asked for is `auto`.
+fn trigger_name(trigger: Trigger) -> &'static str {
+    match trigger {
+        Trigger::Manual => "manual",
+        Trigger::Auto | Trigger::Reactive => "auto",
     }
 }
 

@@ -15,7 +15,7 @@ use crate::client::ClientChannel;
 /// The events gyre fires, by Claude Code's names. The matcher of each is matched
 /// against the tool's name (the tool events), the `source` (SessionStart), the
 /// `notification_type` (Notification), the agent type (SubagentStart, SubagentStop) or
-/// the `trigger` (PreCompact); the others match every hook.
+/// the `trigger` (PreCompact, PostCompact); the others match every hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookEvent {
     PreToolUse,
@@ -32,6 +32,8 @@ pub enum HookEvent {
     SubagentStop,
     /// Before a compaction's summary; the matcher names the trigger (`auto`, `manual`).
     PreCompact,
+    /// After a compaction's summary came back (`trigger`, `compact_summary`).
+    PostCompact,
     /// Before the first prompt of a session (`startup`, `resume`) and the first after
     /// `/clear` (`clear`) or a compaction (`compact`); its output joins that prompt.
     SessionStart,
@@ -43,7 +45,7 @@ pub enum HookEvent {
 
 impl HookEvent {
     /// Every event gyre fires.
-    pub const ALL: [Self; 12] = [
+    pub const ALL: [Self; 13] = [
         Self::PreToolUse,
         Self::PostToolUse,
         Self::PostToolUseFailure,
@@ -53,6 +55,7 @@ impl HookEvent {
         Self::SubagentStart,
         Self::SubagentStop,
         Self::PreCompact,
+        Self::PostCompact,
         Self::SessionStart,
         Self::SessionEnd,
         Self::Notification,
@@ -70,6 +73,7 @@ impl HookEvent {
             Self::SubagentStart => "SubagentStart",
             Self::SubagentStop => "SubagentStop",
             Self::PreCompact => "PreCompact",
+            Self::PostCompact => "PostCompact",
             Self::SessionStart => "SessionStart",
             Self::SessionEnd => "SessionEnd",
             Self::Notification => "Notification",

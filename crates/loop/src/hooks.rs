@@ -68,6 +68,13 @@ pub trait CompactHook: Send + Sync {
         trigger: Trigger,
         custom_instructions: Option<&'a str>,
     ) -> BoxFuture<'a, PreCompactOutcome>;
+
+    /// The summary came back (Claude Code's PostCompact hooks); nothing it does
+    /// changes the compaction.
+    fn after_compact<'a>(&'a self, trigger: Trigger, summary: &'a str) -> BoxFuture<'a, ()> {
+        let _ = (trigger, summary);
+        Box::pin(async {})
+    }
 }
 
 /// Runs when a sub-agent (the Agent tool) starts and when it would finish (Claude

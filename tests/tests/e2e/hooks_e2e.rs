@@ -92,10 +92,15 @@ fn session_start_output_joins_the_first_prompt_and_session_end_runs_when_it_ends
 }
 
 #[test]
-fn session_start_runs_again_after_a_compaction_with_source_compact() {
+fn session_start_runs_again_after_a_compaction_and_post_compact_hears_the_summary() {
     let sandbox = Sandbox::new().unwrap();
     let (start, start_log) = logging(&sandbox, "start", "echo 'Context again.'");
-    install(&sandbox, &json!({"SessionStart": [{"hooks": [start]}]}));
+    let (post, post_log) = logging(&sandbox, "post", "true");
+    install(
+        &sandbox,
+        &json!({"SessionStart": [{"hooks": [start]}],
+                "PostCompact": [{"matcher": "manual", "hooks": [post]}]}),
+    );
     let server = TestServer::spawn(Script::new([
         Turn::text("Hello."),
         Turn::text("Noted."),
@@ -133,6 +138,17 @@ fn session_start_runs_again_after_a_compaction_with_source_compact() {
         .map(|i| i["source"].clone())
         .collect();
     assert_eq!(sources, [json!("startup"), json!("compact")], "{stderr}");
+    let compacted = inputs(&post_log);
+    assert_eq!(compacted.len(), 1, "{compacted:?}");
+    assert_eq!(compacted[0]["hook_event_name"], "PostCompact");
+    assert_eq!(compacted[0]["trigger"], "manual");
+    assert!(
+        compacted[0]["compact_summary"]
+            .as_str()
+            .unwrap()
+            .contains("The user pasted a long text."),
+        "{compacted:?}"
+    );
     // It joins the prompt after the compaction.
     let messages = server.requests()[4].body["messages"].clone();
     let last = messages.as_array().unwrap().last().unwrap().to_string();
