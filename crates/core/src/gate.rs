@@ -61,6 +61,10 @@ pub enum GateError {
     BypassNotAllowed,
 }
 
+/// What the model is told after a refusal when a PermissionDenied hook allows a retry.
+const RETRY_NOTE: &str =
+    " A PermissionDenied hook says you may retry this call (for instance in a safer way).";
+
 /// Shows one of `auto` mode's verdicts (`auto mode allowed Bash: …`).
 pub type VerdictSink = Arc<dyn Fn(&str) + Send + Sync>;
 
@@ -420,9 +424,11 @@ impl Gate {
                 }
                 Verdict::Deny(why) => {
                     self.show_verdict(&format!("auto mode refused {}: {why}", call.name));
-                    return keep(PermissionDecision::Deny {
-                        reason: format!("auto mode's judge refused {}: {why}", call.name),
-                    });
+                    let mut reason = format!("auto mode's judge refused {}: {why}", call.name);
+                    if self.permission_denied(call, &why).await {
+                        reason.push_str(RETRY_NOTE);
+                    }
+                    return keep(PermissionDecision::Deny { reason });
                 }
                 Verdict::Unsure(why) => format!("{reason} (auto mode's judge: {why})"),
             },
@@ -543,6 +549,20 @@ impl Gate {
                 interrupt,
             },
         })
+    }
+
+    /// PermissionDenied hooks, after auto mode's judge refused `call` (`reason`):
+    /// whether one said the model may retry (`hookSpecificOutput.retry`).
+    async fn permission_denied(&self, call: &ToolCall, reason: &str) -> bool {
+        let fields = json!({
+            "tool_name": call.name,
+            "tool_input": call.input,
+            "tool_use_id": call.id,
+            "reason": reason,
+        });
+        self.fire(HookEvent::PermissionDenied, Some(&call.name), fields)
+            .await
+            .is_some_and(|v| v.retry)
     }
 
     /// Notification hooks: gyre waits for the user (`notification_type`:

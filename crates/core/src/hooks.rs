@@ -24,6 +24,8 @@ pub enum HookEvent {
     PostToolUseFailure,
     /// When the policy would ask about a call: a hook may answer for the user.
     PermissionRequest,
+    /// After auto mode's judge refused a call: a hook may let the model retry.
+    PermissionDenied,
     UserPromptSubmit,
     Stop,
     /// When a sub-agent (the Agent tool) starts; its context goes to the sub-agent.
@@ -45,11 +47,12 @@ pub enum HookEvent {
 
 impl HookEvent {
     /// Every event gyre fires.
-    pub const ALL: [Self; 13] = [
+    pub const ALL: [Self; 14] = [
         Self::PreToolUse,
         Self::PostToolUse,
         Self::PostToolUseFailure,
         Self::PermissionRequest,
+        Self::PermissionDenied,
         Self::UserPromptSubmit,
         Self::Stop,
         Self::SubagentStart,
@@ -68,6 +71,7 @@ impl HookEvent {
             Self::PostToolUse => "PostToolUse",
             Self::PostToolUseFailure => "PostToolUseFailure",
             Self::PermissionRequest => "PermissionRequest",
+            Self::PermissionDenied => "PermissionDenied",
             Self::UserPromptSubmit => "UserPromptSubmit",
             Self::Stop => "Stop",
             Self::SubagentStart => "SubagentStart",
@@ -230,6 +234,8 @@ pub struct HookVerdict {
     pub stop: Option<String>,
     /// A PermissionRequest hook's answer for the user.
     pub permission: Option<PermissionAnswer>,
+    /// A PermissionDenied hook's `retry: true`: the model may try the call again.
+    pub retry: bool,
 }
 
 impl HookVerdict {
@@ -265,6 +271,9 @@ impl HookVerdict {
         }
         if let Some(context) = text(&specific, "additionalContext") {
             self.context.push(context);
+        }
+        if specific.get("retry") == Some(&Value::Bool(true)) {
+            self.retry = true;
         }
         if let Some(decision) = specific.get("decision").filter(|d| d.is_object()) {
             match WireDecision::deserialize(decision) {
