@@ -485,3 +485,46 @@ fn permission_denied_hooks_hear_auto_modes_refusal_and_may_allow_a_retry() {
     let refusal = request_text(&server, 2);
     assert!(refusal.contains("you may retry this call"), "{refusal}");
 }
+
+/// In the REPL, `/clear` ends the session for SessionEnd hooks (`clear`) and the next
+/// prompt starts one for SessionStart's (`clear`); leaving is `prompt_input_exit`.
+#[test]
+#[ignore = "needs tmux (apt-get install tmux); cargo xtask ci installs it and runs ignored tests"]
+fn clear_and_quitting_the_repl_run_session_end_and_start_hooks_with_their_reasons() {
+    use crate::repl_tmux::{ReplScreen, start_gyre_with};
+
+    let sandbox = Sandbox::new().unwrap();
+    let (start, start_log) = logging(&sandbox, "start", "echo 'Fresh start.'");
+    let (end, end_log) = logging(&sandbox, "end", "true");
+    install(
+        &sandbox,
+        &json!({"SessionStart": [{"hooks": [start]}], "SessionEnd": [{"hooks": [end]}]}),
+    );
+    let server = TestServer::spawn(Script::new([Turn::text("One."), Turn::text("Two.")])).unwrap();
+    let tmux = start_gyre_with(&sandbox, &server, false, &[]);
+    tmux.type_line("hi");
+    tmux.wait_for("One.");
+    tmux.wait_for_prompt();
+    tmux.type_line("/clear");
+    tmux.wait_for("Conversation cleared");
+    tmux.wait_for_prompt();
+    tmux.type_line("again");
+    tmux.wait_for("Two.");
+    tmux.wait_for_prompt();
+    tmux.key("C-d");
+    tmux.wait_for("gyre exited");
+    let field = |log: &Path, key: &str| -> Vec<Value> {
+        inputs(log).iter().map(|i| i[key].clone()).collect()
+    };
+    assert_eq!(
+        field(&start_log, "source"),
+        [json!("startup"), json!("clear")]
+    );
+    assert_eq!(
+        field(&end_log, "reason"),
+        [json!("clear"), json!("prompt_input_exit")]
+    );
+    let after_clear = server.requests()[1].body["messages"].to_string();
+    assert!(after_clear.contains("Fresh start."), "{after_clear}");
+    assert!(!after_clear.contains("hi"), "{after_clear}");
+}
