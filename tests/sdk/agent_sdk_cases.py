@@ -499,6 +499,80 @@ async def test_client_pre_compact_hook(case):
     expect("keep the plan" in json.dumps(summary["messages"]), "the instructions reached the summary")
 
 
+def prompt_uuids(messages):
+    """The uuids of the prompts `--replay-user-messages` echoed (not tool results)."""
+    return [m.uuid for m in messages if isinstance(m, UserMessage)
+            and not (isinstance(m.content, list)
+                     and any(isinstance(b, ToolResultBlock) for b in m.content))]
+
+
+async def test_rewind_files(case):
+    a = case.write("a.txt", "one\n")
+    keep = case.write("keep.txt", "mine\n")
+    options = case.options(permission_mode="acceptEdits", allowed_tools=["Bash"],
+                           enable_file_checkpointing=True,
+                           extra_args={"replay-user-messages": None})
+    async with ClaudeSDKClient(options=options) as client:
+        await client.query("Change a.txt, add b.txt")
+        first = await collect(client.receive_response())
+        await client.query("Change a.txt again")
+        second = await collect(client.receive_response())
+        prompts = prompt_uuids(first) + prompt_uuids(second)
+        expect(len(prompts) == 2, f"two prompts replayed: {first + second}")
+        expect(open(a).read() == "three\n", "the edits ran")
+        expect(open(keep).read() == "bash\n", "Bash ran")
+        await client.rewind_files(prompts[1])
+        expect(open(a).read() == "two\n", "a.txt as the second prompt found it")
+        expect(os.path.exists(os.path.join(case.project, "b.txt")), "b.txt was there then")
+        await client.rewind_files(prompts[0])
+        expect(open(a).read() == "one\n", "a.txt as the first prompt found it")
+        expect(not os.path.exists(os.path.join(case.project, "b.txt")), "b.txt is gone")
+        expect(open(keep).read() == "bash\n", "what Bash did is not undone")
+        # The session goes on after a rewind of its files.
+        await client.query("Still there?")
+        third = await collect(client.receive_response())
+    expect(result_of(third).result == "Yes.", f"{third}")
+
+
+async def test_rewind_files_needs_checkpointing(case):
+    b = os.path.join(case.project, "b.txt")
+    options = case.options(permission_mode="acceptEdits",
+                           extra_args={"replay-user-messages": None})
+    async with ClaudeSDKClient(options=options) as client:
+        await client.query("Add b.txt")
+        first = await collect(client.receive_response())
+        expect(os.path.exists(b), "the Write ran")
+        await client.rewind_files(prompt_uuids(first)[0])
+    expect(os.path.exists(b), "without enable_file_checkpointing nothing was kept to rewind")
+
+
+async def test_hook_events_as_callbacks(case):
+    seen = []
+
+    async def record(hook_input, tool_use_id, context):
+        name = hook_input["hook_event_name"]
+        seen.append((name, hook_input.get("tool_name") or hook_input.get("agent_type")))
+        if name == "PermissionRequest":
+            return {"hookSpecificOutput": {"hookEventName": name,
+                                           "decision": {"behavior": "allow"}}}
+        if name == "SubagentStart":
+            return {"hookSpecificOutput": {"hookEventName": name,
+                                           "additionalContext": "Be brief."}}
+        return {}
+
+    events = ["PostToolUseFailure", "PermissionRequest", "SubagentStart", "SubagentStop"]
+    hooks = {event: [HookMatcher(hooks=[record])] for event in events}
+    messages = await collect(query(prompt="Go", options=case.options(hooks=hooks)))
+    expect(result_of(messages).result == "Done.", f"{messages}")
+    expect(seen == [("PostToolUseFailure", "Read"), ("PermissionRequest", "Write"),
+                    ("SubagentStart", "general-purpose"), ("SubagentStop", "general-purpose")],
+           f"callbacks: {seen}")
+    expect(open(os.path.join(case.project, "a.txt")).read() == "a\n",
+           "the PermissionRequest callback allowed the Write")
+    expect("Be brief." in json.dumps(case.tk.requests()[3]["messages"]),
+           "the sub-agent got SubagentStart's context")
+
+
 CASES = {
     "text": (test_text, [text_turn("Hi there.")]),
     "tool_round_trip": (test_tool_round_trip, [
@@ -545,6 +619,24 @@ CASES = {
         text_turn("<summary>The user pasted a long text.</summary>")]),
     "client_sdk_mcp_tool": (test_client_sdk_mcp_tool, [
         tool_turn("mcp__calc__add", {"a": 2, "b": 3}), text_turn("It is 5.")]),
+    "rewind_files": (test_rewind_files, [
+        tool_turn("Read", {"file_path": "a.txt"}),
+        tool_turn("Edit", {"file_path": "a.txt", "old_string": "one", "new_string": "two"}),
+        tool_turn("Write", {"file_path": "b.txt", "content": "new\n"}),
+        tool_turn("Bash", {"command": "echo bash > keep.txt"}),
+        text_turn("Done."),
+        tool_turn("Edit", {"file_path": "a.txt", "old_string": "two", "new_string": "three"}),
+        text_turn("Again."),
+        text_turn("Yes.")]),
+    "rewind_files_needs_checkpointing": (test_rewind_files_needs_checkpointing, [
+        tool_turn("Write", {"file_path": "b.txt", "content": "new\n"}), text_turn("Done.")]),
+    "hook_events_as_callbacks": (test_hook_events_as_callbacks, [
+        tool_turn("Read", {"file_path": "missing.txt"}),
+        tool_turn("Write", {"file_path": "a.txt", "content": "a\n"}),
+        tool_turn("Agent", {"description": "look", "prompt": "Look around.",
+                            "subagent_type": "general-purpose"}),
+        text_turn("Found nothing."),
+        text_turn("Done.")]),
     "sdk_mcp_server_in_init": (test_sdk_mcp_server_in_init, [
         tool_turn("mcp__calc__add", {"a": 2, "b": 3}), text_turn("It is 5.")]),
 }

@@ -370,9 +370,12 @@ async fn turn(
                 Event::Compacted(Ok(None)) => out.say("Nothing to compact yet.").await,
                 Event::Compacted(Err(e)) => tally.failure = Some(e.to_string()),
                 Event::Cleared => out.say("Started the conversation afresh.").await,
-                // ACP prompts run no shell of the user's.
-                Event::ShellRan { .. } => {}
-                Event::ModeChanged(_) | Event::ModelChanged(_) => {}
+                // ACP prompts run no shell of the user's, and send no rewinds.
+                Event::ShellRan { .. }
+                | Event::ModeChanged(_)
+                | Event::ModelChanged(_)
+                | Event::Rewound(_)
+                | Event::Ended => {}
             }
         }
     }

@@ -169,6 +169,13 @@ pub const BUILTIN: &[(&str, &str, &str)] = &[
         "This folder's sessions; continue the Nth",
         "[N|id]",
     ),
+    (
+        "rewind",
+        "Go back to before a prompt: code, conversation or both",
+        "",
+    ),
+    ("hooks", "The hooks configured, by event", ""),
+    ("todos", "The todo list as the model last wrote it", ""),
     ("help", "The commands and keys", ""),
     ("exit", "Quit", ""),
 ];

@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex, OnceLock, PoisonError, RwLock};
 use gyre_compact::Trigger;
 use gyre_loop::{
     AfterToolOutcome, CompactHook, InterruptHandle, PreCompactOutcome, StopHook, StopHookOutcome,
-    ToolHook,
+    SubagentHook, ToolHook,
 };
 use gyre_protocol::{ContentBlock, Message, Role};
 use gyre_tools::{
@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::approvals::{Approval, Approvals, PermissionUpdate, Question, RuleBehavior};
 use crate::auto_mode::{Judge, Verdict};
 use crate::client::ClientChannel;
-use crate::hooks::{HookEvent, HookEventSink, Hooks};
+use crate::hooks::{HookEvent, HookEventSink, Hooks, PermissionAnswer};
 use crate::structured;
 
 /// Every name [`ModeName`] parses, in the order `--help` lists them.
@@ -60,6 +60,10 @@ pub enum GateError {
     )]
     BypassNotAllowed,
 }
+
+/// What the model is told after a refusal when a PermissionDenied hook allows a retry.
+const RETRY_NOTE: &str =
+    " A PermissionDenied hook says you may retry this call (for instance in a safer way).";
 
 /// Shows one of `auto` mode's verdicts (`auto mode allowed Bash: …`).
 pub type VerdictSink = Arc<dyn Fn(&str) + Send + Sync>;
@@ -355,6 +359,15 @@ impl Gate {
             .report_to(sink);
     }
 
+    /// Whether any hook listens to `event` (without copying the hooks).
+    #[must_use]
+    pub fn has_hook(&self, event: HookEvent) -> bool {
+        self.hooks
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .has(event)
+    }
+
     /// The hooks now registered (cheap: a few strings per hook).
     #[must_use]
     pub fn hooks(&self) -> Hooks {
@@ -435,15 +448,20 @@ impl Gate {
                 }
                 Verdict::Deny(why) => {
                     self.show_verdict(&format!("auto mode refused {}: {why}", call.name));
-                    return keep(PermissionDecision::Deny {
-                        reason: format!("auto mode's judge refused {}: {why}", call.name),
-                    });
+                    let mut reason = format!("auto mode's judge refused {}: {why}", call.name);
+                    if self.permission_denied(call, &why).await {
+                        reason.push_str(RETRY_NOTE);
+                    }
+                    return keep(PermissionDecision::Deny { reason });
                 }
                 Verdict::Unsure(why) => format!("{reason} (auto mode's judge: {why})"),
             },
             None => reason,
         };
-        if mode.never_ask {
+        // PermissionRequest hooks may answer for the user (in every front-end, also where
+        // an "ask" would be a denial).
+        let hooked = self.permission_request(call, ctx, &mode.name).await;
+        if hooked.is_none() && mode.never_ask {
             return keep(PermissionDecision::Deny {
                 reason: format!(
                     "Permission to use {} was not granted in advance (dontAsk mode: {reason}).",
@@ -451,20 +469,31 @@ impl Gate {
                 ),
             });
         }
-        let Some(approvals) = self.approvals.get() else {
-            return InputDecision {
-                decision: permissions.can_use_tool(tool, call, ctx).await,
-                updated_input: updated,
-            };
+        let approval = match (hooked, self.approvals.get()) {
+            (Some(answer), _) => answer,
+            (None, None) => {
+                return InputDecision {
+                    decision: permissions.can_use_tool(tool, call, ctx).await,
+                    updated_input: updated,
+                };
+            }
+            (None, Some(approvals)) => {
+                let question = Question {
+                    tool: call.name.clone(),
+                    input: call.input.clone(),
+                    tool_use_id: call.id.clone(),
+                    reason,
+                    always: gyre_tools::always_rule(tool, call, ctx),
+                };
+                self.notify(
+                    "permission_prompt",
+                    &format!("gyre needs your permission to use {}", call.name),
+                )
+                .await;
+                approvals.ask(question, &ctx.cancel).await
+            }
         };
-        let question = Question {
-            tool: call.name.clone(),
-            input: call.input.clone(),
-            tool_use_id: call.id.clone(),
-            reason,
-            always: gyre_tools::always_rule(tool, call, ctx),
-        };
-        match approvals.ask(question, &ctx.cancel).await {
+        match approval {
             Approval::Allow {
                 updated_input,
                 updates,
@@ -494,6 +523,104 @@ impl Gate {
                 keep(PermissionDecision::Deny { reason })
             }
         }
+    }
+}
+
+impl Gate {
+    /// PermissionRequest hooks for a call the policy would ask about: their answer, as
+    /// the user's would be, or `None` when none answered.
+    async fn permission_request(
+        &self,
+        call: &ToolCall,
+        ctx: &ToolContext,
+        mode: &str,
+    ) -> Option<Approval> {
+        let hooks = self.hooks();
+        if !hooks.has(HookEvent::PermissionRequest) {
+            return None;
+        }
+        let fields = json!({
+            "tool_name": call.name,
+            "tool_input": call.input,
+            "tool_use_id": call.id,
+            "permission_suggestions": [],
+        });
+        let verdict = hooks
+            .run(
+                HookEvent::PermissionRequest,
+                Some(&call.name),
+                Some(&call.id),
+                mode,
+                fields,
+                &ctx.cancel,
+            )
+            .await;
+        Some(match verdict.permission? {
+            PermissionAnswer::Allow {
+                updated_input,
+                updated_permissions,
+            } => Approval::Allow {
+                updated_input,
+                updates: updated_permissions,
+            },
+            PermissionAnswer::Deny { message, interrupt } => Approval::Deny {
+                message: message.or_else(|| {
+                    Some(format!(
+                        "A PermissionRequest hook denied permission to use {}.",
+                        call.name
+                    ))
+                }),
+                interrupt,
+            },
+        })
+    }
+
+    /// PermissionDenied hooks, after auto mode's judge refused `call` (`reason`):
+    /// whether one said the model may retry (`hookSpecificOutput.retry`).
+    async fn permission_denied(&self, call: &ToolCall, reason: &str) -> bool {
+        let fields = json!({
+            "tool_name": call.name,
+            "tool_input": call.input,
+            "tool_use_id": call.id,
+            "reason": reason,
+        });
+        self.fire(HookEvent::PermissionDenied, Some(&call.name), fields)
+            .await
+            .is_some_and(|v| v.retry)
+    }
+
+    /// Notification hooks: gyre waits for the user (`notification_type`:
+    /// `permission_prompt`, `idle_prompt`).
+    pub async fn notify(&self, kind: &str, message: &str) {
+        let fields = json!({ "message": message, "notification_type": kind, "title": "gyre" });
+        self.fire(HookEvent::Notification, Some(kind), fields).await;
+    }
+
+    /// Runs the hooks of `event` that match `subject` (not a tool call's: nothing to
+    /// cancel them with) and merges what they decided; `None` when none listens.
+    async fn fire(
+        &self,
+        event: HookEvent,
+        subject: Option<&str>,
+        fields: Value,
+    ) -> Option<crate::hooks::HookVerdict> {
+        if !self.has_hook(event) {
+            return None;
+        }
+        let hooks = self.hooks();
+        let mode = self.mode_name();
+        Some(
+            hooks
+                .run(
+                    event,
+                    subject,
+                    None,
+                    &mode,
+                    fields,
+                    &CancellationToken::new(),
+                )
+                .await,
+        )
     }
 }
 
@@ -543,16 +670,34 @@ impl ToolHook for Gate {
                 ..AfterToolOutcome::default()
             };
             let hooks = self.hooks();
-            if hooks.has(HookEvent::PostToolUse) && outcome.denial.is_none() {
-                let fields = json!({
-                    "tool_name": outcome.tool_name,
-                    "tool_input": outcome.input,
-                    "tool_response": outcome.output.content,
-                    "tool_use_id": outcome.tool_use_id,
-                });
+            // A failed call has its own event, with the error and whether an interrupt
+            // caused it.
+            let (event, fields) = if outcome.output.is_error {
+                (
+                    HookEvent::PostToolUseFailure,
+                    json!({
+                        "tool_name": outcome.tool_name,
+                        "tool_input": outcome.input,
+                        "tool_use_id": outcome.tool_use_id,
+                        "error": outcome.output.content,
+                        "is_interrupt": outcome.output.content == "Interrupted by user",
+                    }),
+                )
+            } else {
+                (
+                    HookEvent::PostToolUse,
+                    json!({
+                        "tool_name": outcome.tool_name,
+                        "tool_input": outcome.input,
+                        "tool_response": outcome.output.content,
+                        "tool_use_id": outcome.tool_use_id,
+                    }),
+                )
+            };
+            if hooks.has(event) && outcome.denial.is_none() {
                 let v = hooks
                     .run(
-                        HookEvent::PostToolUse,
+                        event,
                         Some(&outcome.tool_name),
                         Some(&outcome.tool_use_id),
                         &self.mode_name(),
@@ -588,11 +733,7 @@ impl CompactHook for Gate {
             if !hooks.has(HookEvent::PreCompact) {
                 return PreCompactOutcome::default();
             }
-            // Claude Code knows two triggers: a compaction it was not asked for is `auto`.
-            let trigger = match trigger {
-                Trigger::Manual => "manual",
-                Trigger::Auto | Trigger::Reactive => "auto",
-            };
+            let trigger = trigger_name(trigger);
             let fields = json!({ "trigger": trigger, "custom_instructions": custom_instructions });
             let v = hooks
                 .run(
@@ -609,6 +750,16 @@ impl CompactHook for Gate {
             }
         })
     }
+
+    /// PostCompact hooks: the trigger (`auto` or `manual`) and the summary.
+    fn after_compact<'a>(&'a self, trigger: Trigger, summary: &'a str) -> BoxFuture<'a, ()> {
+        Box::pin(async move {
+            let trigger = trigger_name(trigger);
+            let fields = json!({ "trigger": trigger, "compact_summary": summary });
+            self.fire(HookEvent::PostCompact, Some(trigger), fields)
+                .await;
+        })
+    }
 }
 
 impl StopHook for Gate {
@@ -619,26 +770,11 @@ impl StopHook for Gate {
     ) -> BoxFuture<'a, StopHookOutcome> {
         Box::pin(async move {
             let mut blocking = Vec::new();
-            let hooks = self.hooks();
-            if hooks.has(HookEvent::Stop) {
-                let last = messages
-                    .iter()
-                    .rev()
-                    .find(|m| m.role == Role::Assistant)
-                    .map(Message::text)
-                    .unwrap_or_default();
-                let fields =
-                    json!({ "stop_hook_active": stop_hook_active, "last_assistant_message": last });
-                let v = hooks
-                    .run(
-                        HookEvent::Stop,
-                        None,
-                        None,
-                        &self.mode_name(),
-                        fields,
-                        &CancellationToken::new(),
-                    )
-                    .await;
+            let fields = json!({
+                "stop_hook_active": stop_hook_active,
+                "last_assistant_message": last_assistant_text(messages),
+            });
+            if let Some(v) = self.fire(HookEvent::Stop, None, fields).await {
                 if let Some(reason) = v.stop {
                     return StopHookOutcome::Prevent(reason);
                 }
@@ -662,6 +798,75 @@ impl StopHook for Gate {
             }
         })
     }
+}
+
+impl SubagentHook for Gate {
+    /// SubagentStart hooks (`agent_id`, `agent_type`; matched on the type): their
+    /// `additionalContext` goes to the sub-agent.
+    fn on_start<'a>(
+        &'a self,
+        agent_id: &'a str,
+        agent_type: &'a str,
+    ) -> BoxFuture<'a, Vec<String>> {
+        Box::pin(async move {
+            let fields = json!({ "agent_id": agent_id, "agent_type": agent_type });
+            self.fire(HookEvent::SubagentStart, Some(agent_type), fields)
+                .await
+                .map(|v| v.context)
+                .unwrap_or_default()
+        })
+    }
+
+    /// SubagentStop hooks, as Stop's for the sub-agent: a block sends it on with the
+    /// reason, `continue: false` ends it.
+    fn on_stop<'a>(
+        &'a self,
+        agent_id: &'a str,
+        agent_type: &'a str,
+        transcript: Option<&'a std::path::Path>,
+        messages: &'a [Message],
+        stop_hook_active: bool,
+    ) -> BoxFuture<'a, StopHookOutcome> {
+        Box::pin(async move {
+            let fields = json!({
+                "stop_hook_active": stop_hook_active,
+                "agent_id": agent_id,
+                "agent_type": agent_type,
+                "agent_transcript_path": transcript.map(|p| p.display().to_string()),
+                "last_assistant_message": last_assistant_text(messages),
+            });
+            let Some(v) = self
+                .fire(HookEvent::SubagentStop, Some(agent_type), fields)
+                .await
+            else {
+                return StopHookOutcome::Allow;
+            };
+            match (v.stop, v.block) {
+                (Some(reason), _) => StopHookOutcome::Prevent(reason),
+                (None, Some(reason)) => StopHookOutcome::Block(vec![reason]),
+                (None, None) => StopHookOutcome::Allow,
+            }
+        })
+    }
+}
+
+/// A compaction's trigger as hooks name it: Claude Code knows two, and a compaction it
+/// was not asked for is `auto`.
+fn trigger_name(trigger: Trigger) -> &'static str {
+    match trigger {
+        Trigger::Manual => "manual",
+        Trigger::Auto | Trigger::Reactive => "auto",
+    }
+}
+
+/// The text of the last assistant message (what Stop hooks are told the model said).
+fn last_assistant_text(messages: &[Message]) -> String {
+    messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant)
+        .map(Message::text)
+        .unwrap_or_default()
 }
 
 /// UserPromptSubmit hooks: a block refuses the prompt; additional context rides along

@@ -5,45 +5,184 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use serde::Deserialize as _;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::ClientChannel;
 
-/// The events gyre fires.
+/// The events gyre fires, by Claude Code's names. The matcher of each is matched
+/// against the tool's name (the tool events), the `source` (SessionStart), the
+/// `notification_type` (Notification), the agent type (SubagentStart, SubagentStop) or
+/// the `trigger` (PreCompact, PostCompact); the others match every hook.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookEvent {
     PreToolUse,
     PostToolUse,
+    /// After a tool call that failed (its result is an error).
+    PostToolUseFailure,
+    /// When the policy would ask about a call: a hook may answer for the user.
+    PermissionRequest,
+    /// After auto mode's judge refused a call: a hook may let the model retry.
+    PermissionDenied,
     UserPromptSubmit,
     Stop,
+    /// When a sub-agent (the Agent tool) starts; its context goes to the sub-agent.
+    SubagentStart,
+    /// When a sub-agent would finish; a block sends it on.
+    SubagentStop,
     /// Before a compaction's summary; the matcher names the trigger (`auto`, `manual`).
     PreCompact,
+    /// After a compaction's summary came back (`trigger`, `compact_summary`).
+    PostCompact,
+    /// Before the first prompt of a session (`startup`, `resume`) and the first after
+    /// `/clear` (`clear`) or a compaction (`compact`); its output joins that prompt.
+    SessionStart,
+    /// When the session ends (`reason`: `clear`, `prompt_input_exit`, `other`).
+    SessionEnd,
+    /// When gyre waits for the user (`permission_prompt`, `idle_prompt`).
+    Notification,
 }
 
 impl HookEvent {
+    /// Every event gyre fires.
+    pub const ALL: [Self; 14] = [
+        Self::PreToolUse,
+        Self::PostToolUse,
+        Self::PostToolUseFailure,
+        Self::PermissionRequest,
+        Self::PermissionDenied,
+        Self::UserPromptSubmit,
+        Self::Stop,
+        Self::SubagentStart,
+        Self::SubagentStop,
+        Self::PreCompact,
+        Self::PostCompact,
+        Self::SessionStart,
+        Self::SessionEnd,
+        Self::Notification,
+    ];
+
     #[must_use]
     pub fn name(self) -> &'static str {
         match self {
             Self::PreToolUse => "PreToolUse",
             Self::PostToolUse => "PostToolUse",
+            Self::PostToolUseFailure => "PostToolUseFailure",
+            Self::PermissionRequest => "PermissionRequest",
+            Self::PermissionDenied => "PermissionDenied",
             Self::UserPromptSubmit => "UserPromptSubmit",
             Self::Stop => "Stop",
+            Self::SubagentStart => "SubagentStart",
+            Self::SubagentStop => "SubagentStop",
             Self::PreCompact => "PreCompact",
+            Self::PostCompact => "PostCompact",
+            Self::SessionStart => "SessionStart",
+            Self::SessionEnd => "SessionEnd",
+            Self::Notification => "Notification",
         }
     }
 
     fn parse(name: &str) -> Option<Self> {
-        [
-            Self::PreToolUse,
-            Self::PostToolUse,
-            Self::UserPromptSubmit,
-            Self::Stop,
-            Self::PreCompact,
-        ]
-        .into_iter()
-        .find(|e| e.name() == name)
+        Self::ALL.into_iter().find(|e| e.name() == name)
+    }
+
+    /// Whether a command's plain stdout (not JSON) is context for the model.
+    fn stdout_is_context(self) -> bool {
+        matches!(
+            self,
+            Self::UserPromptSubmit | Self::PreCompact | Self::SessionStart
+        )
+    }
+}
+
+/// What a PermissionRequest hook answered for the user
+/// (`hookSpecificOutput.decision`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum PermissionAnswer {
+    /// `behavior: "allow"`, with `updatedInput` and `updatedPermissions` (the SDKs'
+    /// `PermissionUpdate`s: `addRules`, `setMode`).
+    Allow {
+        updated_input: Option<Value>,
+        updated_permissions: Vec<crate::approvals::PermissionUpdate>,
+    },
+    /// `behavior: "deny"`: `message` for the model; `interrupt` ends the turn.
+    Deny {
+        message: Option<String>,
+        interrupt: bool,
+    },
+}
+
+/// `hookSpecificOutput.decision` of a PermissionRequest hook, as written.
+#[derive(Debug, serde::Deserialize)]
+#[serde(tag = "behavior", rename_all = "camelCase")]
+enum WireDecision {
+    #[serde(rename_all = "camelCase")]
+    Allow {
+        #[serde(default)]
+        updated_input: Option<Value>,
+        #[serde(default)]
+        updated_permissions: Vec<WirePermissionUpdate>,
+    },
+    Deny {
+        #[serde(default)]
+        message: Option<String>,
+        #[serde(default)]
+        interrupt: bool,
+    },
+}
+
+/// A permission update a hook gave (`{"type":"addRules","rules":[{"toolName":…,
+/// "ruleContent":…}],"behavior":…}`, `{"type":"setMode","mode":…}`).
+#[derive(Debug, serde::Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum WirePermissionUpdate {
+    AddRules {
+        rules: Vec<WireRule>,
+        behavior: String,
+    },
+    SetMode {
+        mode: String,
+    },
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireRule {
+    tool_name: String,
+    #[serde(default)]
+    rule_content: Option<String>,
+}
+
+impl WirePermissionUpdate {
+    fn into_update(self) -> Option<crate::approvals::PermissionUpdate> {
+        use crate::approvals::{PermissionUpdate, RuleBehavior};
+        match self {
+            Self::AddRules { rules, behavior } => {
+                let behavior = match behavior.as_str() {
+                    "allow" => RuleBehavior::Allow,
+                    "deny" => RuleBehavior::Deny,
+                    "ask" => RuleBehavior::Ask,
+                    _ => return None,
+                };
+                let rules = rules
+                    .into_iter()
+                    .filter_map(|r| {
+                        let text = match r.rule_content {
+                            Some(content) => format!("{}({content})", r.tool_name),
+                            None => r.tool_name,
+                        };
+                        text.parse().ok()
+                    })
+                    .collect();
+                Some(PermissionUpdate::AddRules { behavior, rules })
+            }
+            Self::SetMode { mode } => Some(PermissionUpdate::SetMode(mode)),
+            Self::Other => None,
+        }
     }
 }
 
@@ -93,6 +232,10 @@ pub struct HookVerdict {
     pub context: Vec<String>,
     /// `continue: false`: stop the query, with this reason.
     pub stop: Option<String>,
+    /// A PermissionRequest hook's answer for the user.
+    pub permission: Option<PermissionAnswer>,
+    /// A PermissionDenied hook's `retry: true`: the model may try the call again.
+    pub retry: bool,
 }
 
 impl HookVerdict {
@@ -128,6 +271,31 @@ impl HookVerdict {
         }
         if let Some(context) = text(&specific, "additionalContext") {
             self.context.push(context);
+        }
+        if specific.get("retry") == Some(&Value::Bool(true)) {
+            self.retry = true;
+        }
+        if let Some(decision) = specific.get("decision").filter(|d| d.is_object()) {
+            match WireDecision::deserialize(decision) {
+                Ok(WireDecision::Allow {
+                    updated_input,
+                    updated_permissions,
+                }) if !matches!(self.permission, Some(PermissionAnswer::Deny { .. })) => {
+                    self.permission = Some(PermissionAnswer::Allow {
+                        updated_input: updated_input.filter(Value::is_object),
+                        updated_permissions: updated_permissions
+                            .into_iter()
+                            .filter_map(WirePermissionUpdate::into_update)
+                            .collect(),
+                    });
+                }
+                // A deny stands over an earlier hook's allow.
+                Ok(WireDecision::Deny { message, interrupt }) => {
+                    self.permission = Some(PermissionAnswer::Deny { message, interrupt });
+                }
+                Ok(WireDecision::Allow { .. }) => {}
+                Err(e) => tracing::warn!("a PermissionRequest hook's decision is not valid: {e}"),
+            }
         }
     }
 }
@@ -201,6 +369,38 @@ impl Hooks {
     #[must_use]
     pub fn has(&self, event: HookEvent) -> bool {
         self.hooks.iter().any(|h| h.event == event)
+    }
+
+    /// The hooks registered, one line each, by event (`/hooks`): the event, the
+    /// matcher (`*` for every subject), what runs and its timeout.
+    #[must_use]
+    pub fn listing(&self) -> String {
+        if self.hooks.is_empty() {
+            return "No hooks configured. Add them under \"hooks\" in ~/.gyre/settings.json or \
+                    the project's .gyre/settings.json (a project's run once the folder is \
+                    trusted); an Agent SDK registers its callbacks in initialize."
+                .to_owned();
+        }
+        let mut lines = vec![format!("Hooks ({})", self.hooks.len())];
+        for event in HookEvent::ALL {
+            for hook in self.hooks.iter().filter(|h| h.event == event) {
+                let matcher = hook
+                    .matcher
+                    .as_deref()
+                    .filter(|m| !m.is_empty())
+                    .unwrap_or("*");
+                let runs = match &hook.runner {
+                    Runner::Command(command) => format!("command: {command}"),
+                    Runner::Callback(id) => format!("SDK callback {id}"),
+                };
+                lines.push(format!(
+                    "  {:<18} {matcher:<16} {runs} ({}s)",
+                    event.name(),
+                    hook.timeout.as_secs()
+                ));
+            }
+        }
+        lines.join("\n")
     }
 
     /// Adds the SDK's hooks from `initialize`'s `hooks` map:
@@ -408,9 +608,7 @@ impl Hooks {
                         command: command_name(),
                         source,
                     })
-                } else if matches!(event, HookEvent::UserPromptSubmit | HookEvent::PreCompact)
-                    && !trimmed.is_empty()
-                {
+                } else if event.stdout_is_context() && !trimmed.is_empty() {
                     Ok(json!({ "hookSpecificOutput": { "additionalContext": trimmed } }))
                 } else {
                     Ok(json!({}))

@@ -17,13 +17,30 @@ use gyre_loop::{CompactionError, CompactionOutcome, EngineEvent, InterruptHandle
 use gyre_protocol::ContentBlock;
 
 use crate::approvals::{Approval, ApprovalRequest, ApprovalRequests, Approvals};
+use crate::checkpoint::{Checkpoints, FilesRewound, RewindError};
 use crate::gate::{Gate, GateError};
 
 /// What a front-end asks of the session.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Op {
-    /// A user turn: the UserPromptSubmit hooks, then the agent loop.
+    /// A user turn: the UserPromptSubmit hooks, then the agent loop. The prompt is a
+    /// checkpoint.
     UserMessage(Vec<ContentBlock>),
+    /// [`Op::UserMessage`] whose transcript line and checkpoint take `uuid`: the id a
+    /// client gave the message (the SDK's `uuid`), which it may rewind to later.
+    UserMessageWithId {
+        content: Vec<ContentBlock>,
+        uuid: String,
+    },
+    /// Goes back to before the prompt `to` (a checkpoint's uuid): the files the session
+    /// wrote since, the conversation, or both (`/rewind`, Esc Esc, the SDK's
+    /// `rewind_files`). With `dry_run`, only says what the files would need. A rewind
+    /// of the code alone is allowed while a turn runs.
+    Rewind {
+        to: String,
+        mode: RewindMode,
+        dry_run: bool,
+    },
     /// Stops the turn in flight (Ctrl+C, Esc, the SDK's `interrupt`).
     Interrupt,
     /// Another permission mode, by its Claude Code name (Shift+Tab,
@@ -35,11 +52,15 @@ pub enum Op {
     Answer { id: u64, approval: Approval },
     /// Compacts the conversation now (`/compact [instructions]`).
     Compact { instructions: Option<String> },
-    /// Starts the conversation afresh (`/clear`).
+    /// Starts the conversation afresh (`/clear`): SessionEnd hooks (`clear`), and the
+    /// next prompt runs SessionStart hooks (`clear`).
     Clear,
     /// Runs the user's own shell command (`!cmd` at the prompt) without a question:
     /// its output is shown, and goes to the model with the next message.
     Shell(String),
+    /// The session is over: its SessionEnd hooks run with `reason`
+    /// (`prompt_input_exit` when the user quit the REPL, `other` otherwise).
+    End { reason: String },
 }
 
 /// What the session tells a front-end.
@@ -65,6 +86,54 @@ pub enum Event {
         command: String,
         output: crate::expansion::ShellOutput,
     },
+    /// `Op::Rewind`: what it did, or why it could not.
+    Rewound(Result<Rewound, RewindError>),
+    /// `Op::End`: the SessionEnd hooks ran.
+    Ended,
+}
+
+/// What a rewind takes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewindMode {
+    /// The files Edit and Write changed since the prompt.
+    Code,
+    /// The conversation from the prompt on (the prompt comes back to the input).
+    Conversation,
+    /// Both.
+    Both,
+}
+
+impl RewindMode {
+    pub(crate) fn code(self) -> bool {
+        matches!(self, Self::Code | Self::Both)
+    }
+
+    pub(crate) fn conversation(self) -> bool {
+        matches!(self, Self::Conversation | Self::Both)
+    }
+}
+
+/// What [`Op::Rewind`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rewound {
+    /// The files put back (code rewinds; `None` for the conversation alone).
+    pub files: Option<FilesRewound>,
+    /// The prompt's text, taken out of the conversation (conversation rewinds), for the
+    /// input box.
+    pub prompt: Option<String>,
+}
+
+/// A prompt a rewind can go back to, oldest first ([`Session::rewind_points`]).
+///
+/// [`Session::rewind_points`]: crate::session::Session::rewind_points
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RewindPoint {
+    /// The checkpoint's id: the prompt's uuid.
+    pub uuid: String,
+    /// What the user typed.
+    pub text: String,
+    /// Whether the files can go back (the session kept a checkpoint there).
+    pub code: bool,
 }
 
 /// The operations a running turn allows, from any task.
@@ -73,6 +142,28 @@ pub struct Control {
     gate: Arc<Gate>,
     approvals: Option<Arc<Approvals>>,
     interrupt: InterruptHandle,
+    checkpoints: Checkpointing,
+}
+
+/// Whether the session keeps checkpoints: its store, or why not.
+#[derive(Debug, Clone)]
+pub(crate) enum Checkpointing {
+    On(Arc<Checkpoints>),
+    Off(String),
+}
+
+impl Checkpointing {
+    /// Rewinds the files to checkpoint `to`.
+    pub(crate) fn rewind_files(
+        &self,
+        to: &str,
+        dry_run: bool,
+    ) -> Result<FilesRewound, RewindError> {
+        match self {
+            Self::On(store) => store.rewind(to, dry_run),
+            Self::Off(why) => Err(RewindError::Disabled(why.clone())),
+        }
+    }
 }
 
 impl Control {
@@ -80,15 +171,18 @@ impl Control {
         gate: Arc<Gate>,
         approvals: Option<Arc<Approvals>>,
         interrupt: InterruptHandle,
+        checkpoints: Checkpointing,
     ) -> Self {
         Self {
             gate,
             approvals,
             interrupt,
+            checkpoints,
         }
     }
 
-    /// Applies `op` now if a turn allows it (interrupt, set the mode, answer) and
+    /// Applies `op` now if a turn allows it (interrupt, set the mode, answer, rewind the
+    /// code) and
     /// returns the event it causes, if any; any other operation comes back as `Err` to
     /// be submitted to the session when the turn has ended.
     ///
@@ -108,6 +202,18 @@ impl Control {
                 }
                 Ok(None)
             }
+            Op::Rewind {
+                to,
+                mode: RewindMode::Code,
+                dry_run,
+            } => Ok(Some(Event::Rewound(
+                self.checkpoints
+                    .rewind_files(&to, dry_run)
+                    .map(|files| Rewound {
+                        files: Some(files),
+                        prompt: None,
+                    }),
+            ))),
             other => Err(other),
         }
     }

@@ -19,10 +19,11 @@ use gyre_tools::plan::ExitPlanModeTool;
 use gyre_tools::{PermissionMode, ToolContext, ToolRegistry};
 
 use futures::{Stream, StreamExt};
-use gyre_loop::{EngineEvent, LoopEvent};
+use gyre_loop::{EngineEvent, LoopEvent, PromptMark, SharedTranscript, starts_turn, unknown_marks};
 
 use crate::approvals::{ApprovalRequest, Approvals};
 use crate::backend::BackendFacts;
+use crate::checkpoint::{Checkpoints, RewindError};
 use crate::commands::{CommandInfo, CommandRoots, Commands};
 use crate::env::Environment;
 use crate::error::CoreError;
@@ -30,7 +31,9 @@ use crate::expansion::{Author, Expander};
 use crate::facts::SessionFacts;
 use crate::gate::{Gate, ModeName, Rules, UnknownMode};
 use crate::hooks::{HookBase, Hooks};
-use crate::ops::{Asking, Control, Event, Op, next_question};
+use crate::ops::{
+    Asking, Checkpointing, Control, Event, Op, RewindMode, RewindPoint, Rewound, next_question,
+};
 use crate::options::{Resume, SessionOptions, split_tool_list};
 use crate::settings::Settings;
 use crate::structured::{self, StructuredOutput};
@@ -124,6 +127,14 @@ pub struct Session {
     /// What the user's own shell commands printed since the last message: sent before
     /// the next one.
     pending: Vec<ContentBlock>,
+    /// The file checkpoints, or why the session keeps none.
+    checkpoints: Checkpointing,
+    /// One per message of the conversation that starts a turn: the prompt it came
+    /// from, where known (see [`gyre_loop::LoadedSession::marks`]).
+    marks: Vec<Option<PromptMark>>,
+    /// The `source` SessionStart hooks run with before the next prompt (`startup`,
+    /// `resume`, `clear`, `compact`), once.
+    session_start: Option<&'static str>,
 }
 
 impl std::fmt::Debug for Session {
@@ -238,6 +249,13 @@ pub fn build(
             "could not fork the transcript into",
             &fork_path,
         ))?;
+        // Its checkpoints go along: the fork can rewind to the prompts it copied.
+        let backups = crate::checkpoint::backup_dir(&home, &session_id);
+        if backups.is_dir() {
+            let into = crate::checkpoint::backup_dir(&home, &fork);
+            gyre_loop::copy_files(&backups, &into)
+                .map_err(CoreError::io("could not fork the checkpoints into", &into))?;
+        }
         transcript_path = fork_path;
         fork
     } else {
@@ -524,6 +542,7 @@ pub fn build(
         max_turns: DEFAULT_SUBAGENT_MAX_TURNS,
         session_id: session_id.clone(),
         sidechain_dir: Some(session_dir.join("subagents")),
+        hook: Some(Arc::clone(&gate) as Arc<dyn gyre_loop::SubagentHook>),
     };
     let wants_agents = (offered("Agent") || offered("Task"))
         && !removed.iter().any(|r| r == "Agent" || r == "Task");
@@ -559,7 +578,7 @@ pub fn build(
         max_output_tokens,
         token_budget: None,
     };
-    let (transcript, transcript_health): (Box<dyn gyre_loop::TranscriptStore>, _) =
+    let (transcript, transcript_health): (Option<SharedTranscript>, _) =
         if !cli.no_session_persistence {
             let transcript = JsonlTranscript::open(transcript_path.clone())
                 .map_err(CoreError::io(
@@ -568,10 +587,39 @@ pub fn build(
                 ))?
                 .on_first_failure(|message| eprintln!("gyre: {message}"));
             let health = transcript.health();
-            (Box::new(transcript), health)
+            (Some(SharedTranscript::new(Box::new(transcript))), health)
         } else {
-            (Box::new(Unrecorded), TranscriptHealth::default())
+            (None, TranscriptHealth::default())
         };
+    // An SDK's session keeps checkpoints when the SDK asks for them, as the reference's.
+    let checkpoints = if from_sdk
+        && !env
+            .var("CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING")
+            .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes"))
+    {
+        Checkpointing::Off(
+            "file checkpointing is off in this SDK session: create the client with enable_file_checkpointing=True (enableFileCheckpointing, CLAUDE_CODE_ENABLE_SDK_FILE_CHECKPOINTING=true)".to_owned(),
+        )
+    } else {
+        let store = Checkpoints::new(
+            crate::checkpoint::backup_dir(&home, &session_id),
+            transcript.clone(),
+            tool_context.editor_files.clone(),
+        )
+        .resume(
+            loaded
+                .as_ref()
+                .map(|l| l.file_history.clone())
+                .unwrap_or_default(),
+        );
+        let store = Arc::new(store);
+        tool_context.file_history = Some(Arc::clone(&store) as _);
+        Checkpointing::On(store)
+    };
+    let transcript: Box<dyn gyre_loop::TranscriptStore> = match transcript {
+        Some(shared) => Box::new(shared),
+        None => Box::new(Unrecorded),
+    };
     // Thinking and effort go on the main loop's requests, not on compaction summaries.
     let thinking = Thinking::from_flags(cli.max_thinking_tokens, cli.thinking.as_deref())
         .map_err(|e| CoreError::Invalid(e.to_string()))?;
@@ -611,6 +659,13 @@ pub fn build(
         backend,
     };
     Ok(Session {
+        session_start: Some(if loaded.is_some() {
+            "resume"
+        } else {
+            "startup"
+        }),
+        marks: loaded.map(|l| l.marks).unwrap_or_default(),
+        checkpoints,
         asking: Asking::new(engine.model().to_owned()),
         engine,
         facts,
@@ -677,6 +732,7 @@ impl Session {
             Arc::clone(&self.gate),
             self.asking.approvals.clone(),
             self.engine.interrupt_handle(),
+            self.checkpoints.clone(),
         )
     }
 
@@ -742,6 +798,124 @@ impl Session {
         (expanded, None)
     }
 
+    /// The prompts of the conversation a rewind can go back to, oldest first.
+    #[must_use]
+    pub fn rewind_points(&self) -> Vec<RewindPoint> {
+        self.marks
+            .iter()
+            .flatten()
+            .filter_map(|mark| {
+                Some(RewindPoint {
+                    uuid: mark.uuid.clone(),
+                    text: mark.text.clone()?,
+                    code: match &self.checkpoints {
+                        Checkpointing::On(store) => store.has(&mark.uuid),
+                        Checkpointing::Off(_) => false,
+                    },
+                })
+            })
+            .collect()
+    }
+}
+
+/// SessionStart hooks (`source`): what they print joins the prompt as context, before it.
+async fn session_start_hooks(
+    gate: &Gate,
+    model: &str,
+    source: &str,
+    content: Vec<gyre_protocol::ContentBlock>,
+) -> Vec<gyre_protocol::ContentBlock> {
+    if !gate.has_hook(crate::hooks::HookEvent::SessionStart) {
+        return content;
+    }
+    let fields = serde_json::json!({ "source": source, "model": model });
+    let verdict = gate
+        .hooks()
+        .run(
+            crate::hooks::HookEvent::SessionStart,
+            Some(source),
+            None,
+            &gate.mode_name(),
+            fields,
+            &tokio_util::sync::CancellationToken::new(),
+        )
+        .await;
+    let mut blocks: Vec<_> = verdict
+        .context
+        .into_iter()
+        .map(gyre_protocol::ContentBlock::text)
+        .collect();
+    blocks.extend(content);
+    blocks
+}
+
+/// SessionEnd hooks, with `reason`; what they decide changes nothing.
+async fn session_end_hooks(gate: &Gate, reason: &str) {
+    if !gate.has_hook(crate::hooks::HookEvent::SessionEnd) {
+        return;
+    }
+    gate.hooks()
+        .run(
+            crate::hooks::HookEvent::SessionEnd,
+            None,
+            None,
+            &gate.mode_name(),
+            serde_json::json!({ "reason": reason }),
+            &tokio_util::sync::CancellationToken::new(),
+        )
+        .await;
+}
+
+impl Session {
+    /// Takes the conversation back to before the prompt `to`.
+    fn rewind_conversation(&mut self, to: &str) -> Result<String, RewindError> {
+        let gone = || RewindError::ConversationGone;
+        let at = self
+            .marks
+            .iter()
+            .position(|m| m.as_ref().is_some_and(|m| m.uuid == to))
+            .ok_or_else(gone)?;
+        let text = self.marks[at]
+            .as_ref()
+            .and_then(|m| m.text.clone())
+            .ok_or_else(gone)?;
+        let starts: Vec<usize> = self
+            .engine
+            .messages()
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| starts_turn(m))
+            .map(|(i, _)| i)
+            .collect();
+        if starts.len() != self.marks.len() {
+            return Err(gone());
+        }
+        self.engine.rewind_conversation(starts[at], to, &text);
+        self.marks.truncate(at);
+        Ok(text)
+    }
+
+    fn rewind(
+        &mut self,
+        to: &str,
+        mode: RewindMode,
+        dry_run: bool,
+    ) -> Result<Rewound, RewindError> {
+        let known = self.marks.iter().flatten().any(|m| m.uuid == to)
+            || matches!(&self.checkpoints, Checkpointing::On(store) if store.has(to));
+        if !known {
+            return Err(RewindError::UnknownCheckpoint(to.to_owned()));
+        }
+        let mut rewound = Rewound::default();
+        if mode.code() {
+            rewound.files = Some(self.checkpoints.rewind_files(to, dry_run)?);
+        }
+        if mode.conversation() && !dry_run {
+            rewound.prompt = Some(self.rewind_conversation(to)?);
+        }
+        Ok(rewound)
+    }
+
     /// Runs `op` and streams the events it causes; the stream ends when the operation
     /// has (a turn: after its [`EngineEvent::Result`]).
     pub fn submit(&mut self, op: Op) -> impl Stream<Item = Event> + Send + '_ {
@@ -758,9 +932,28 @@ impl Session {
                 }
                 Err(op) => op,
             };
+            let (op, uuid) = match op {
+                Op::UserMessageWithId { content, uuid } => (Op::UserMessage(content), Some(uuid)),
+                other => (other, None),
+            };
             match op {
                 Op::UserMessage(content) => {
+                    let typed: String = content
+                        .iter()
+                        .filter_map(|b| match b {
+                            gyre_protocol::ContentBlock::Text { text, .. } => Some(text.as_str()),
+                            _ => None,
+                        })
+                        .collect();
                     let (content, model) = self.expand(content).await;
+                    let content = match self.session_start.take() {
+                        Some(source) => {
+                            let gate = Arc::clone(&self.gate);
+                            let model = self.engine.model().to_owned();
+                            session_start_hooks(&gate, &model, source, content).await
+                        }
+                        None => content,
+                    };
                     let content =
                         match crate::gate::prompt_hooks(&self.gate, &self.facts.session_id, content).await {
                             Ok(content) => content,
@@ -769,15 +962,22 @@ impl Session {
                                 return;
                             }
                         };
-                    let Session { engine, facts, asking, .. } = self;
+                    // Every prompt is a checkpoint, named by the prompt's uuid.
+                    let uuid = uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                    if let Checkpointing::On(store) = &self.checkpoints {
+                        store.begin(&uuid);
+                    }
                     // A command's `model` holds for its turn only.
                     let before = model.map(|model| {
-                        let before = engine.model().to_owned();
-                        engine.set_model(model);
+                        let before = self.engine.model().to_owned();
+                        self.engine.set_model(model);
                         before
                     });
+                    let mut compacted = false;
+                    let mut typed = Some(typed);
                     {
-                    let events = engine.submit_message(content);
+                    let Session { engine, facts, asking, marks, .. } = self;
+                    let events = engine.submit_message_as(content, Some(uuid));
                     futures::pin_mut!(events);
                     loop {
                         let next = tokio::select! {
@@ -789,9 +989,22 @@ impl Session {
                             Next::Question(question) => yield Event::Question(question),
                             Next::Engine(None) => break,
                             Next::Engine(Some(event)) => {
-                                // The main conversation's last usage is the context in use.
-                                if let EngineEvent::Loop(LoopEvent::Usage { usage, .. }) = &event {
-                                    facts.last_usage = *usage;
+                                match &event {
+                                    // The main conversation's last usage is the context in use.
+                                    EngineEvent::Loop(LoopEvent::Usage { usage, .. }) => {
+                                        facts.last_usage = *usage;
+                                    }
+                                    EngineEvent::Message { uuid, message, is_meta } if starts_turn(message) => {
+                                        // The prompt is named by what the user typed, not
+                                        // by the hooks' context that rode along.
+                                        let text = match typed.take() {
+                                            Some(prompt) => Some(prompt),
+                                            None => (!is_meta).then(|| message.text()),
+                                        };
+                                        marks.push(Some(PromptMark { uuid: uuid.clone(), text }));
+                                    }
+                                    EngineEvent::Loop(LoopEvent::Compacted(_)) => compacted = true,
+                                    _ => {}
                                 }
                                 yield Event::Engine(event);
                             }
@@ -799,7 +1012,11 @@ impl Session {
                     }
                     }
                     if let Some(before) = before {
-                        engine.set_model(before);
+                        self.engine.set_model(before);
+                    }
+                    if compacted {
+                        self.marks = unknown_marks(self.engine.messages());
+                        self.session_start = Some("compact");
                     }
                 }
                 Op::Shell(command) => {
@@ -819,15 +1036,32 @@ impl Session {
                 }
                 Op::Compact { instructions } => {
                     let outcome = self.engine.compact_with(instructions.as_deref()).await;
+                    if matches!(outcome, Ok(Some(_))) {
+                        self.marks = unknown_marks(self.engine.messages());
+                        self.session_start = Some("compact");
+                    }
                     yield Event::Compacted(outcome);
                 }
                 Op::Clear => {
+                    session_end_hooks(&Arc::clone(&self.gate), "clear").await;
                     self.engine.clear();
                     self.pending.clear();
+                    self.marks.clear();
+                    self.session_start = Some("clear");
                     yield Event::Cleared;
                 }
+                Op::End { reason } => {
+                    session_end_hooks(&Arc::clone(&self.gate), &reason).await;
+                    yield Event::Ended;
+                }
+                Op::Rewind { to, mode, dry_run } => {
+                    yield Event::Rewound(self.rewind(&to, mode, dry_run));
+                }
                 // Applied above.
-                Op::Interrupt | Op::SetMode(_) | Op::Answer { .. } => {}
+                Op::Interrupt
+                | Op::SetMode(_)
+                | Op::Answer { .. }
+                | Op::UserMessageWithId { .. } => {}
             }
         }
     }

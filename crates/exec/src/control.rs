@@ -153,6 +153,9 @@ pub enum ControlRequest {
     GetContextUsage,
     RewindFiles {
         user_message_id: Option<String>,
+        /// Only say what would change.
+        #[serde(default)]
+        dry_run: Option<bool>,
     },
     StopTask {
         task_id: Option<String>,
@@ -992,6 +995,7 @@ mod tests {
                 json!({"subtype": "rewind_files", "user_message_id": "u"}),
                 ControlRequest::RewindFiles {
                     user_message_id: Some("u".into()),
+                    dry_run: None,
                 },
             ),
             (

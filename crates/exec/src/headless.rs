@@ -103,7 +103,7 @@ pub fn print_init<W: Write>(output: &mut Output<W>, session: &Session) -> Result
 }
 
 /// Runs one turn and prints what the format asks for. Returns the turn's result.
-/// `started` runs once the turn is under way (its interrupt handle armed); `ask` gets
+/// `prompt_uuid` names the prompt (an SDK's id of it, which it may rewind to). `started` runs once the turn is under way (its interrupt handle armed); `ask` gets
 /// the turn's permission questions (when the session asks them).
 ///
 /// # Errors
@@ -112,6 +112,7 @@ pub fn print_init<W: Write>(output: &mut Output<W>, session: &Session) -> Result
 pub async fn run_turn<W: Write>(
     session: &mut Session,
     content: Vec<ContentBlock>,
+    prompt_uuid: Option<String>,
     output: &mut Output<W>,
     started: impl FnOnce(),
     mut ask: impl FnMut(ApprovalRequest),
@@ -119,7 +120,11 @@ pub async fn run_turn<W: Write>(
     let mut started = Some(started);
     let facts = session.facts.clone();
     let session_id = facts.session_id.clone();
-    let events = session.submit(Op::UserMessage(content));
+    let op = match prompt_uuid {
+        Some(uuid) => Op::UserMessageWithId { content, uuid },
+        None => Op::UserMessage(content),
+    };
+    let events = session.submit(op);
     futures::pin_mut!(events);
     let mut first_user = true;
     let mut meta = ResponseMeta {

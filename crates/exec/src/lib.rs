@@ -215,6 +215,7 @@ pub async fn run(
                 || truthy("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS"),
         };
         let last_error = sdk::run(&mut session, input, out, &sdk_options, &ctrl_c).await?;
+        end(&mut session).await;
         return Ok(outcome(ctrl_c.is_cancelled(), last_error));
     }
     let stdout = std::io::stdout().lock();
@@ -231,6 +232,7 @@ pub async fn run(
         let result = headless::run_turn(
             &mut session,
             vec![ContentBlock::text(prompt)],
+            None,
             &mut output,
             || {},
             |_| {},
@@ -238,7 +240,19 @@ pub async fn run(
         .await?;
         last_error = result.is_error || session.transcript_health.failure().is_some();
     }
+    end(&mut session).await;
     Ok(outcome(ctrl_c.is_cancelled(), last_error))
+}
+
+/// The session's SessionEnd hooks (`reason` `other`: the input ended).
+async fn end(session: &mut gyre_core::session::Session) {
+    use futures::StreamExt as _;
+    session
+        .submit(gyre_core::Op::End {
+            reason: "other".to_owned(),
+        })
+        .for_each(|_| async {})
+        .await;
 }
 
 fn outcome(interrupted: bool, last_error: bool) -> Outcome {

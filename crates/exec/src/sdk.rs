@@ -309,9 +309,21 @@ impl Dispatcher {
                 }
                 body(&usage)
             }
-            ControlRequest::RewindFiles { .. } => Err(
-                "rewind_files is not supported by gyre: it keeps no file checkpoints".to_owned(),
-            ),
+            // Answered as the reference does: a success that says whether it could.
+            ControlRequest::RewindFiles {
+                user_message_id,
+                dry_run,
+            } => {
+                let op = Op::Rewind {
+                    to: user_message_id.unwrap_or_default(),
+                    mode: gyre_core::ops::RewindMode::Code,
+                    dry_run: dry_run.unwrap_or(false),
+                };
+                let Ok(Some(SessionEvent::Rewound(rewound))) = self.control.submit(op) else {
+                    return Err("rewind_files was not applied".to_owned());
+                };
+                body(&RewindFilesResponse::of(rewound))
+            }
             // gyre's tasks are Bash's background shells: the id is the shell's.
             ControlRequest::StopTask { task_id } => {
                 let id = task_id.as_deref().unwrap_or("");
@@ -497,6 +509,46 @@ impl SdkServerStatus {
             error: match &status.state {
                 gyre_mcp::ServerState::Failed { error } => Some(error.clone()),
                 _ => None,
+            },
+        }
+    }
+}
+
+/// The answer to `rewind_files` (the SDKs' `RewindFilesResult`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct RewindFilesResponse {
+    can_rewind: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    files_changed: Vec<String>,
+    insertions: usize,
+    deletions: usize,
+}
+
+impl RewindFilesResponse {
+    fn of(rewound: Result<gyre_core::ops::Rewound, gyre_core::checkpoint::RewindError>) -> Self {
+        match rewound {
+            Ok(rewound) => {
+                let files = rewound.files.unwrap_or_default();
+                Self {
+                    can_rewind: true,
+                    error: None,
+                    files_changed: files
+                        .files_changed
+                        .iter()
+                        .map(|p| p.display().to_string())
+                        .collect(),
+                    insertions: files.insertions,
+                    deletions: files.deletions,
+                }
+            }
+            Err(e) => Self {
+                can_rewind: false,
+                error: Some(e.to_string()),
+                files_changed: Vec::new(),
+                insertions: 0,
+                deletions: 0,
             },
         }
     }
@@ -740,8 +792,10 @@ pub async fn run(
             },
             () = ctrl_c.cancelled() => break,
         };
+        // The prompt's id, the SDK's own when it sent one: the checkpoint
+        // `rewind_files` names.
+        let uuid = uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         if replay_user_messages {
-            let uuid = uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
             output_line.line(&stream_json::user_replay(
                 &content,
                 &session.facts.session_id,
@@ -782,7 +836,8 @@ pub async fn run(
         };
         let ask = |request| permission::ask_over(&channel, &control, &states, request);
         states.send(SessionState::Running);
-        let turn = headless::run_turn(session, content, &mut output, started, ask).await;
+        let turn =
+            headless::run_turn(session, content, Some(uuid), &mut output, started, ask).await;
         let result = match turn {
             Ok(result) => result,
             Err(ExecError::PromptBlocked(reason)) => {

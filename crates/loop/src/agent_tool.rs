@@ -55,6 +55,8 @@ pub struct AgentSetup {
     pub session_id: String,
     /// Where sidechain transcripts go (`<session dir>/subagents`); `None` keeps them in memory.
     pub sidechain_dir: Option<PathBuf>,
+    /// SubagentStart and SubagentStop hooks.
+    pub hook: Option<Arc<dyn crate::hooks::SubagentHook>>,
 }
 
 impl std::fmt::Debug for AgentSetup {
@@ -170,7 +172,29 @@ impl AgentTool {
             parent_id: &parent_id,
             model: &model,
         };
-        let prompt = Message::user(vec![ContentBlock::text(input.prompt)]);
+        let mut blocks = vec![ContentBlock::text(input.prompt)];
+        if let Some(hook) = &self.setup.hook {
+            blocks.extend(
+                hook.on_start(&parent_id, kind)
+                    .await
+                    .into_iter()
+                    .map(ContentBlock::text),
+            );
+        }
+        let prompt = Message::user(blocks);
+        let stop_hooks: Vec<Arc<dyn crate::hooks::StopHook>> = match &self.setup.hook {
+            Some(hook) => vec![Arc::new(crate::hooks::SubagentStop {
+                hook: Arc::clone(hook),
+                agent_id: parent_id.clone(),
+                agent_type: kind.to_owned(),
+                transcript: self
+                    .setup
+                    .sidechain_dir
+                    .as_ref()
+                    .map(|dir| dir.join(format!("agent-{parent_id}.jsonl"))),
+            })],
+            None => Vec::new(),
+        };
         sidechain.message(prompt.clone(), false);
         let params = QueryParams {
             conversation: Conversation::new(vec![prompt], model.clone(), None),
@@ -192,7 +216,7 @@ impl AgentTool {
             tool_context: ctx.clone(),
             can_use_tool: Arc::clone(&self.setup.can_use_tool),
             compactor: Arc::new(Mutex::new(Box::new(NoCompaction))),
-            stop_hooks: Vec::new(),
+            stop_hooks,
             tool_hooks: Vec::new(),
             // The parent's abort (Ctrl+C, a sibling's failure) stops the sub-agent too.
             cancel: ctx.cancel.clone(),

@@ -1,5 +1,8 @@
 //! Hooks that can stop or redirect the loop.
 
+use std::path::Path;
+use std::sync::Arc;
+
 use gyre_compact::Trigger;
 use gyre_protocol::Message;
 use gyre_tools::{BoxFuture, ToolCallOutcome};
@@ -65,4 +68,55 @@ pub trait CompactHook: Send + Sync {
         trigger: Trigger,
         custom_instructions: Option<&'a str>,
     ) -> BoxFuture<'a, PreCompactOutcome>;
+
+    /// The summary came back (Claude Code's PostCompact hooks); nothing it does
+    /// changes the compaction.
+    fn after_compact<'a>(&'a self, trigger: Trigger, summary: &'a str) -> BoxFuture<'a, ()> {
+        let _ = (trigger, summary);
+        Box::pin(async {})
+    }
+}
+
+/// Runs when a sub-agent (the Agent tool) starts and when it would finish (Claude
+/// Code's SubagentStart and SubagentStop hooks).
+pub trait SubagentHook: Send + Sync {
+    /// The sub-agent `agent_id` of type `agent_type` starts: text for it, added to its
+    /// prompt.
+    fn on_start<'a>(&'a self, agent_id: &'a str, agent_type: &'a str)
+    -> BoxFuture<'a, Vec<String>>;
+
+    /// The sub-agent would finish, as [`StopHook::on_stop`]; `transcript` is its
+    /// sidechain transcript, when it has a file.
+    fn on_stop<'a>(
+        &'a self,
+        agent_id: &'a str,
+        agent_type: &'a str,
+        transcript: Option<&'a Path>,
+        messages: &'a [Message],
+        stop_hook_active: bool,
+    ) -> BoxFuture<'a, StopHookOutcome>;
+}
+
+/// A [`SubagentHook`]'s stop as the [`StopHook`] of one sub-agent's query.
+pub(crate) struct SubagentStop {
+    pub hook: Arc<dyn SubagentHook>,
+    pub agent_id: String,
+    pub agent_type: String,
+    pub transcript: Option<std::path::PathBuf>,
+}
+
+impl StopHook for SubagentStop {
+    fn on_stop<'a>(
+        &'a self,
+        messages: &'a [Message],
+        stop_hook_active: bool,
+    ) -> BoxFuture<'a, StopHookOutcome> {
+        self.hook.on_stop(
+            &self.agent_id,
+            &self.agent_type,
+            self.transcript.as_deref(),
+            messages,
+            stop_hook_active,
+        )
+    }
 }

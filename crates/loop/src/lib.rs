@@ -60,7 +60,8 @@ pub use event::{
 /// The compaction types that cross the seam, owned by `gyre-compact`.
 pub use gyre_compact::{Trigger, UsageAnchor};
 pub use hooks::{
-    AfterToolOutcome, CompactHook, PreCompactOutcome, StopHook, StopHookOutcome, ToolHook,
+    AfterToolOutcome, CompactHook, PreCompactOutcome, StopHook, StopHookOutcome, SubagentHook,
+    ToolHook,
 };
 pub use pipeline_compactor::PipelineCompactor;
 pub use query::{
@@ -70,8 +71,9 @@ pub use query::{
 pub use side_query::{SideAnswer, SideQueryError, side_query};
 pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{
-    CompactMetadata, JsonlTranscript, LoadedSession, MemoryTranscript, ResponseInfo,
-    TranscriptEntry, TranscriptHealth, TranscriptMessage, TranscriptStore, USER_TYPE, VERSION,
-    git_branch, import_transcript, left_out_note, load_transcript, project_dir_name,
-    repair_pairing, summarize_entry_value, timestamp,
+    CompactMetadata, FILE_HISTORY_SNAPSHOT, FileBackup, FileHistoryLine, FileHistorySnapshot,
+    JsonlTranscript, LoadedSession, MemoryTranscript, PromptMark, REWIND_SUBTYPE, ResponseInfo,
+    SharedTranscript, TranscriptEntry, TranscriptHealth, TranscriptMessage, TranscriptStore,
+    USER_TYPE, VERSION, copy_files, git_branch, import_transcript, left_out_note, load_transcript,
+    project_dir_name, repair_pairing, starts_turn, summarize_entry_value, timestamp, unknown_marks,
 };

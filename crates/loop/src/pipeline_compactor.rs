@@ -73,7 +73,7 @@ impl Summarizer for ModelSummarizer {
     ) -> BoxFuture<'a, Result<String, SummarizeError>> {
         Box::pin(async move {
             let messages = self.messages(request).await;
-            crate::side_query::side_query(
+            let summary = crate::side_query::side_query(
                 self.deps.as_ref(),
                 &self.model,
                 "You are summarizing a coding session so that it can continue in a fresh context. Follow the requested format exactly.",
@@ -83,7 +83,11 @@ impl Summarizer for ModelSummarizer {
             )
             .await
             .map(|answer| answer.text)
-            .map_err(|e| SummarizeError::new(e.to_string()))
+            .map_err(|e| SummarizeError::new(e.to_string()))?;
+            if let Some(hook) = self.hook.get() {
+                hook.after_compact(request.trigger, &summary).await;
+            }
+            Ok(summary)
         })
     }
 }

@@ -104,6 +104,62 @@ pub struct TranscriptEntry {
     /// On the first line gyre writes: the session's model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
+    /// On a gyre `rewind` line: the prompt whose line and everything after it were
+    /// taken back (the line's `history` is the conversation before that prompt).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rewound_to: Option<String>,
+}
+
+/// The `subtype` of the `system` line a conversation rewind writes.
+pub const REWIND_SUBTYPE: &str = "rewind";
+
+/// A `file-history-snapshot` line, as the reference CLI writes it: the files a
+/// checkpoint (the user prompt `message_id`) kept before they were changed. A later
+/// line for the same prompt (`is_snapshot_update`) replaces the earlier one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileHistoryLine {
+    /// `file-history-snapshot`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// The prompt's uuid.
+    pub message_id: String,
+    /// The checkpoint.
+    pub snapshot: FileHistorySnapshot,
+    /// Whether an earlier line of the same prompt is replaced.
+    #[serde(default)]
+    pub is_snapshot_update: bool,
+}
+
+/// The `type` of a [`FileHistoryLine`].
+pub const FILE_HISTORY_SNAPSHOT: &str = "file-history-snapshot";
+
+/// The files a checkpoint keeps, by path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileHistorySnapshot {
+    /// The prompt's uuid.
+    pub message_id: String,
+    /// When the checkpoint was made (RFC 3339).
+    #[serde(default)]
+    pub timestamp: String,
+    /// Each file's backup, by its path.
+    #[serde(default)]
+    pub tracked_file_backups: std::collections::BTreeMap<String, FileBackup>,
+}
+
+/// One kept file: the name of its backup under the session's `file-history/` folder,
+/// or `None` when the file did not exist.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileBackup {
+    /// `<16 hex digits of the path's SHA-256>@v<version>`; `None`: the file was absent.
+    pub backup_file_name: Option<String>,
+    /// Counts the backups of this file in the session, from 1.
+    pub version: u32,
+    /// When it was kept (RFC 3339).
+    #[serde(default)]
+    pub backup_time: String,
 }
 
 /// The message of a transcript line: the conversation's message and, on an assistant
@@ -214,6 +270,51 @@ impl From<&CompactionOutcome> for CompactMetadata {
 pub trait TranscriptStore: Send {
     /// Appends one line; it is on disk when this returns.
     fn append(&mut self, entry: &TranscriptEntry) -> io::Result<()>;
+
+    /// Appends a checkpoint's `file-history-snapshot` line; stores that keep no
+    /// checkpoints drop it.
+    ///
+    /// # Errors
+    /// When the line cannot be written.
+    fn append_file_history(&mut self, line: &FileHistoryLine) -> io::Result<()> {
+        let _ = line;
+        Ok(())
+    }
+}
+
+/// One transcript written from several places (the conversation's recorder and the
+/// checkpoint store), one whole line at a time.
+#[derive(Clone)]
+pub struct SharedTranscript(Arc<std::sync::Mutex<Box<dyn TranscriptStore>>>);
+
+impl std::fmt::Debug for SharedTranscript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedTranscript")
+    }
+}
+
+impl SharedTranscript {
+    /// Shares `store`.
+    #[must_use]
+    pub fn new(store: Box<dyn TranscriptStore>) -> Self {
+        Self(Arc::new(std::sync::Mutex::new(store)))
+    }
+
+    fn store(&self) -> std::sync::MutexGuard<'_, Box<dyn TranscriptStore>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl TranscriptStore for SharedTranscript {
+    fn append(&mut self, entry: &TranscriptEntry) -> io::Result<()> {
+        self.store().append(entry)
+    }
+
+    fn append_file_history(&mut self, line: &FileHistoryLine) -> io::Result<()> {
+        self.store().append_file_history(line)
+    }
 }
 
 /// A transcript kept in memory (tests, `--no-session-persistence`).
@@ -350,7 +451,7 @@ impl JsonlTranscript {
         &self.path
     }
 
-    fn write_line(&mut self, entry: &TranscriptEntry) -> io::Result<()> {
+    fn write_line(&mut self, entry: &impl Serialize) -> io::Result<()> {
         let mut line = serde_json::to_vec(entry)?;
         line.push(b'\n');
         // One write per line on an unbuffered file: a kill leaves whole lines behind.
@@ -368,6 +469,18 @@ impl JsonlTranscript {
 impl TranscriptStore for JsonlTranscript {
     fn append(&mut self, entry: &TranscriptEntry) -> io::Result<()> {
         let result = self.write_line(entry);
+        self.report(result)
+    }
+
+    fn append_file_history(&mut self, line: &FileHistoryLine) -> io::Result<()> {
+        let result = self.write_line(line);
+        self.report(result)
+    }
+}
+
+impl JsonlTranscript {
+    /// Keeps the first failure in the store's health and reports it.
+    fn report(&mut self, result: io::Result<()>) -> io::Result<()> {
         if let Err(e) = &result {
             let message = format!(
                 "could not write the transcript {}: {e}; this session cannot be resumed in full. Free disk space or fix the permissions of {}.",
@@ -399,9 +512,42 @@ pub struct LoadedSession {
     /// Synthetic tool results added for calls that had none.
     pub repaired_tool_calls: usize,
     /// Lines of kinds that do not take part in the conversation (the reference CLI's
-    /// file-history snapshots, titles, hook and progress lines, sub-agent lines kept in
-    /// the session's own file, error lines no model wrote), by kind: read past.
+    /// titles, hook and progress lines, sub-agent lines kept in the session's own
+    /// file, error lines no model wrote), by kind: read past.
     pub left_out: std::collections::BTreeMap<String, usize>,
+    /// The checkpoints (`file-history-snapshot` lines), in the order they were made,
+    /// each as its last line left it.
+    pub file_history: Vec<FileHistorySnapshot>,
+    /// One entry per message of `messages` that starts a turn ([`starts_turn`]), in
+    /// order: the prompt it came from, or `None` where that is not known (messages a
+    /// compaction wrote).
+    pub marks: Vec<Option<PromptMark>>,
+}
+
+/// A message of the conversation that starts a turn, and the line it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptMark {
+    /// The uuid of its transcript line (a checkpoint's id).
+    pub uuid: String,
+    /// What the user typed; `None` for a message gyre wrote on the user's behalf.
+    pub text: Option<String>,
+}
+
+/// Whether `message` starts a turn: a user message that answers no tool call (a
+/// prompt, or a message gyre wrote on the user's behalf).
+#[must_use]
+pub fn starts_turn(message: &Message) -> bool {
+    message.role == Role::User && message.tool_result_ids().next().is_none()
+}
+
+/// Placeholders for the turn-starting messages of `messages`, whose lines are not known.
+#[must_use]
+pub fn unknown_marks(messages: &[Message]) -> Vec<Option<PromptMark>> {
+    messages
+        .iter()
+        .filter(|m| starts_turn(m))
+        .map(|_| None)
+        .collect()
 }
 
 /// Reads a transcript: the history after the last compact boundary, with every
@@ -421,6 +567,7 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
     let mut response_model = None;
     // The response the last assistant message came from, to join its other lines.
     let mut last_response: Option<String> = None;
+    let mut marks = Vec::new();
     for line in reader.lines() {
         let line = line?;
         if line.trim().is_empty() {
@@ -441,13 +588,50 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
             _ if entry.is_api_error_message => Some("api-error"),
             "system" if entry.subtype.as_deref() == Some("compact_boundary") => {
                 session.messages = entry.history.unwrap_or_default();
+                marks = unknown_marks(&session.messages);
                 last_response = None;
+                None
+            }
+            "system" if entry.subtype.as_deref() == Some(REWIND_SUBTYPE) => {
+                let history = entry.history.unwrap_or_default();
+                let kept = entry.rewound_to.as_deref().and_then(|to| {
+                    marks
+                        .iter()
+                        .position(|m| m.as_ref().is_some_and(|m| m.uuid == to))
+                });
+                marks.truncate(kept.unwrap_or(0));
+                if marks.len() != history.iter().filter(|m| starts_turn(m)).count() {
+                    marks = unknown_marks(&history);
+                }
+                session.messages = history;
+                last_response = None;
+                None
+            }
+            FILE_HISTORY_SNAPSHOT => {
+                if let Ok(line) = serde_json::from_str::<FileHistoryLine>(&line) {
+                    let id = &line.snapshot.message_id;
+                    match session
+                        .file_history
+                        .iter_mut()
+                        .find(|s| s.message_id == *id)
+                    {
+                        Some(earlier) => *earlier = line.snapshot,
+                        None => session.file_history.push(line.snapshot),
+                    }
+                }
                 None
             }
             "user" | "assistant" => {
                 if let Some(message) = entry.message {
                     if let Some(model) = message.model.as_deref().filter(|m| !m.starts_with('<')) {
                         response_model = Some(model.to_owned());
+                    }
+                    if starts_turn(&message.message) {
+                        let prompt = !entry.is_meta && !entry.is_compact_summary;
+                        marks.push(Some(PromptMark {
+                            uuid: entry.uuid.clone(),
+                            text: prompt.then(|| message.message.text()),
+                        }));
                     }
                     join(&mut session.messages, message, &mut last_response);
                 }
@@ -463,6 +647,11 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
     }
     session.model = header_model.or(response_model);
     session.repaired_tool_calls = repair_pairing(&mut session.messages);
+    // A repair that dropped a turn's message leaves the marks unaligned: none is trusted.
+    if marks.len() != session.messages.iter().filter(|m| starts_turn(m)).count() {
+        marks = unknown_marks(&session.messages);
+    }
+    session.marks = marks;
     Ok(session)
 }
 
@@ -502,8 +691,10 @@ fn join(messages: &mut Vec<Message>, line: TranscriptMessage, last_response: &mu
 
 /// Copies a transcript the reference CLI wrote (`from`, under its
 /// `projects/<project>/`) to `to` in gyre's home, with its sub-agents' transcripts (the
-/// `<session>/subagents/` folder beside it), so gyre goes on in its own copy and the
-/// reference's files stay as they were. The copy appears whole or not at all.
+/// `<session>/subagents/` folder beside it) and its checkpoints' backups (its home's
+/// `file-history/<session>/`, to the same place in gyre's), so gyre goes on in its own
+/// copy and the reference's files stay as they were. The transcript appears whole or
+/// not at all.
 ///
 /// # Errors
 /// When a file cannot be read or written.
@@ -515,16 +706,35 @@ pub fn import_transcript(from: &Path, to: &Path) -> io::Result<()> {
     std::fs::copy(from, &partial)?;
     let subagents = from.with_extension("").join("subagents");
     if subagents.is_dir() {
-        let into = to.with_extension("").join("subagents");
-        std::fs::create_dir_all(&into)?;
-        for file in std::fs::read_dir(&subagents)? {
-            let file = file?;
-            if file.file_type()?.is_file() {
-                std::fs::copy(file.path(), into.join(file.file_name()))?;
-            }
-        }
+        copy_files(&subagents, &to.with_extension("").join("subagents"))?;
+    }
+    // <home>/projects/<project>/<session>.jsonl → <home>/file-history/<session>/
+    let backups = |transcript: &Path| {
+        let home = transcript.parent()?.parent()?.parent()?;
+        Some(home.join("file-history").join(transcript.file_stem()?))
+    };
+    if let (Some(from_dir), Some(to_dir)) = (backups(from), backups(to))
+        && from_dir.is_dir()
+    {
+        copy_files(&from_dir, &to_dir)?;
     }
     std::fs::rename(&partial, to)
+}
+
+/// Copies the files of the folder `from` (not its subfolders) into `to`, made if need
+/// be: a session's sub-agent transcripts or checkpoint backups.
+///
+/// # Errors
+/// When a file cannot be read or written.
+pub fn copy_files(from: &Path, to: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for file in std::fs::read_dir(from)? {
+        let file = file?;
+        if file.file_type()?.is_file() {
+            std::fs::copy(file.path(), to.join(file.file_name()))?;
+        }
+    }
+    Ok(())
 }
 
 /// What an import leaves behind, for the user: the kinds of lines read past, each with
@@ -535,7 +745,6 @@ pub fn left_out_note(left_out: &std::collections::BTreeMap<String, usize>) -> Op
         .iter()
         .map(|(kind, n)| {
             let what = match kind.as_str() {
-                "file-history-snapshot" => "file checkpoints (gyre cannot rewind files to them)",
                 "sub-agent" => "sub-agent messages (kept in the transcript, not resent)",
                 "api-error" => "API error notices (no model wrote them)",
                 "attachment" | "progress" => "hook and progress records",
@@ -898,14 +1107,7 @@ mod tests {
             .iter()
             .map(|(k, n)| (k.as_str(), *n))
             .collect();
-        assert_eq!(
-            left_out,
-            [
-                ("api-error", 1),
-                ("file-history-snapshot", 1),
-                ("sub-agent", 1)
-            ]
-        );
+        assert_eq!(left_out, [("api-error", 1), ("sub-agent", 1)]);
     }
 
     #[test]

@@ -318,7 +318,7 @@ fn create_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
     {
         return ToolOutput::error(format!("Cannot create {}: {e}", parent.display()));
     }
-    if let Err(e) = store(path, content, ctx) {
+    if let Err(e) = store(path, None, content, ctx) {
         return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
     }
     record_written(ctx, path, content.as_bytes());
@@ -326,7 +326,7 @@ fn create_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
 }
 
 fn save(path: &Path, original: &str, updated: &str, ctx: &ToolContext) -> ToolOutput {
-    if let Err(e) = store(path, updated, ctx) {
+    if let Err(e) = store(path, Some(original.as_bytes()), updated, ctx) {
         return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
     }
     record_written(ctx, path, updated.as_bytes());

@@ -43,6 +43,7 @@ pub mod domain;
 pub mod edit;
 pub mod editor;
 mod executor;
+pub mod file_history;
 pub mod file_state;
 pub mod glob;
 pub mod grep;

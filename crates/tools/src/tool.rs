@@ -164,6 +164,9 @@ pub struct ToolContext {
     /// The editor's terminals, where Bash runs unconfined commands when gyre runs inside
     /// an editor that offers them (see [`crate::editor`]); `None` runs them here.
     pub editor_terminals: Option<Arc<dyn crate::editor::EditorTerminals>>,
+    /// Where Edit and Write keep a file's content before they change it (the session's
+    /// checkpoints, see [`crate::file_history`]); `None` keeps nothing.
+    pub file_history: Option<Arc<dyn crate::file_history::FileHistory>>,
 }
 
 /// `path` made absolute against the current directory (lexically: symlinks are resolved
@@ -194,6 +197,7 @@ impl ToolContext {
             protected_roots: Arc::from([]),
             editor_files: None,
             editor_terminals: None,
+            file_history: None,
         }
     }
 

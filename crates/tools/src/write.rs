@@ -136,19 +136,20 @@ fn write_file(path: &Path, content: &str, ctx: &ToolContext) -> ToolOutput {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(e) => return ToolOutput::error(format!("Cannot write {}: {e}", path.display())),
     };
+    let mut prior = None;
     if let Some(metadata) = &existing {
         match read_with_freshness(path, metadata, ctx) {
             Err(e) => return ToolOutput::error(format!("Cannot read {}: {e}", path.display())),
             Ok((_, Freshness::NotRead)) => return ToolOutput::tool_use_error(NOT_READ_MESSAGE),
             Ok((_, Freshness::Stale)) => return ToolOutput::tool_use_error(MODIFIED_MESSAGE),
-            Ok((_, Freshness::Fresh)) => {}
+            Ok((bytes, Freshness::Fresh)) => prior = Some(bytes),
         }
     } else if let Some(parent) = path.parent()
         && let Err(e) = crate::paths::create_dir_all_as_checked(parent)
     {
         return ToolOutput::error(format!("Cannot create {}: {e}", parent.display()));
     }
-    if let Err(e) = store(path, content, ctx) {
+    if let Err(e) = store(path, prior.as_deref(), content, ctx) {
         return ToolOutput::error(format!("Cannot write {}: {e}", path.display()));
     }
     record_written(ctx, path, content.as_bytes());
@@ -181,8 +182,22 @@ pub(crate) fn read_with_freshness(
 }
 
 /// Writes `text` as the whole of `path`: through the editor when there is one, else
-/// atomically to the disk.
-pub(crate) fn store(path: &Path, text: &str, ctx: &ToolContext) -> std::io::Result<()> {
+/// atomically to the disk. `prior` (the content now, `None` for a new file) goes to the
+/// session's file history first; when it cannot be kept, nothing is written.
+pub(crate) fn store(
+    path: &Path,
+    prior: Option<&[u8]>,
+    text: &str,
+    ctx: &ToolContext,
+) -> std::io::Result<()> {
+    if let Some(history) = &ctx.file_history {
+        history.before_change(path, prior).map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("could not keep a checkpoint of it first ({e}), so it was left as it was"),
+            )
+        })?;
+    }
     match ctx
         .editor_files
         .as_ref()
@@ -209,7 +224,7 @@ pub(crate) fn record_written(ctx: &ToolContext, path: &Path, bytes: &[u8]) {
 /// while it is written (`O_TMPFILE`, where the filesystem has it), so a kill leaves
 /// nothing behind; otherwise it is `.gyre-write-<pid>-<n>.tmp`, and leftovers of a gyre
 /// that is gone are removed at the next write in that directory.
-pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use rustix::fs::{AtFlags, Mode, OFlags};
     let dir = path.parent().unwrap_or_else(|| Path::new("."));
     let name = path

@@ -14,6 +14,7 @@ mod editor;
 mod markdown;
 mod question;
 mod reports;
+mod rewind;
 mod slash;
 mod spinner;
 mod style;
@@ -64,6 +65,10 @@ const SHELLS_REFRESH: Duration = Duration::from_secs(1);
 
 /// A second Ctrl+C within this long quits.
 const DOUBLE_CTRL_C: Duration = Duration::from_secs(2);
+
+/// How long an answer waits for the user before Notification hooks hear `idle_prompt`
+/// (the reference's 60 s).
+const IDLE_NOTIFICATION: Duration = Duration::from_secs(60);
 
 /// Why the interactive session stopped before its user ended it.
 #[derive(Debug, thiserror::Error)]
@@ -143,6 +148,8 @@ pub async fn run(
         control: session.control(),
         shells: session.engine.tools().background_shells().cloned(),
         shells_view: None,
+        rewind: None,
+        last_esc: None,
         stop_on_denial: false,
     };
     let mut repl = Repl {
@@ -155,9 +162,21 @@ pub async fn run(
         started: Instant::now(),
         api_ms: 0,
         sent: false,
+        idle_after: env
+            .var("GYRE_IDLE_NOTIFICATION_MS")
+            .and_then(|ms| ms.parse().ok())
+            .map_or(IDLE_NOTIFICATION, Duration::from_millis),
+        idle_notified: false,
     };
     let outcome = repl.run(first).await;
     let finished = repl.front.ui.finish();
+    // SessionEnd hooks: the user left the prompt.
+    repl.session
+        .submit(Op::End {
+            reason: "prompt_input_exit".to_owned(),
+        })
+        .for_each(|_| async {})
+        .await;
     // A history that cannot be saved is not worth failing the session for.
     let _ = history.save(repl.front.editor.history());
     if !repl.sent && !resumed {
@@ -211,6 +230,14 @@ enum Typed {
     Submit(String),
     /// Shift+Tab: the next permission mode.
     CycleMode,
+    /// Esc Esc at an empty box: `/rewind`'s picker.
+    OpenRewind,
+    /// The picker chose a rewind.
+    Rewind {
+        uuid: String,
+        text: String,
+        mode: gyre_core::ops::RewindMode,
+    },
     Quit,
 }
 
@@ -246,6 +273,11 @@ struct Repl {
     api_ms: u64,
     /// A message went to the model (so the transcript is a session worth keeping).
     sent: bool,
+    /// How long the box may wait for the user after an answer before Notification
+    /// hooks hear `idle_prompt` (`GYRE_IDLE_NOTIFICATION_MS`, default 60 s, as the
+    /// reference's), and whether they heard it since the last message.
+    idle_after: Duration,
+    idle_notified: bool,
 }
 
 /// The terminal side: what is on screen and the keys that change it.
@@ -276,6 +308,10 @@ struct Front {
     shells: Option<Arc<ShellTable>>,
     /// `/bashes`' list while it is open.
     shells_view: Option<ShellsView>,
+    /// `/rewind`'s picker while it is open, and when Esc was last pressed at an empty
+    /// box (a second Esc soon after opens it).
+    rewind: Option<rewind::RewindPicker>,
+    last_esc: Option<Instant>,
     /// The user answered a question "no, tell gyre what to do instead": the turn stops
     /// once the refusal is recorded (its PermissionDenied event).
     stop_on_denial: bool,
@@ -307,6 +343,7 @@ impl Front {
             panel.rows = table.list().iter().map(shell_row).collect();
             panel.selected = panel.selected.min(panel.rows.len().saturating_sub(1));
         }
+        let rewind_panel = self.rewind.as_ref().map(rewind::RewindPicker::panel);
         let view = View {
             color: self.palette.color(),
             live,
@@ -314,7 +351,7 @@ impl Front {
             // A question on screen is what gyre waits for.
             activity: activity.filter(|_| self.question.is_none()),
             question: self.question.as_ref().map(|q| &q.view),
-            shells: self.shells_view.as_ref(),
+            shells: rewind_panel.as_ref().or(self.shells_view.as_ref()),
             editor: &self.editor,
             status: &self.status,
             hint: self.hint.as_deref(),
@@ -538,6 +575,9 @@ impl Front {
             self.on_shells_key(&key)?;
             return Ok(Typed::Nothing);
         }
+        if self.rewind.is_some() {
+            return Ok(self.on_rewind_key(&key));
+        }
         let was_ctrl_c = ctrl(&key, 'c');
         if !was_ctrl_c {
             self.hint = None;
@@ -572,6 +612,19 @@ impl Front {
         if key.code == KeyCode::BackTab {
             return Ok(Typed::CycleMode);
         }
+        if key.code == KeyCode::Esc && self.editor.is_empty() {
+            let now = Instant::now();
+            if self
+                .last_esc
+                .take()
+                .is_some_and(|t| now.duration_since(t) < DOUBLE_CTRL_C)
+            {
+                return Ok(Typed::OpenRewind);
+            }
+            self.last_esc = Some(now);
+            self.hint = Some("Press Esc again to rewind".to_owned());
+            return Ok(Typed::Nothing);
+        }
         if key.code == KeyCode::Enter && key.modifiers.is_empty() {
             // A line ending in `\` goes on at the next one (as in a shell).
             let (row, col) = self.editor.cursor();
@@ -585,6 +638,38 @@ impl Front {
         }
         self.edit(&key);
         Ok(Typed::Nothing)
+    }
+
+    /// A key while `/rewind`'s picker is open. Choosing a prompt shows what its code
+    /// rewind would change (a dry run of the session's `Op::Rewind`).
+    fn on_rewind_key(&mut self, key: &KeyEvent) -> Typed {
+        let Some(picker) = &mut self.rewind else {
+            return Typed::Nothing;
+        };
+        match picker.key(key) {
+            rewind::Picked::Nothing => {}
+            rewind::Picked::Closed => self.rewind = None,
+            rewind::Picked::Prompt(uuid) => {
+                let dry_run = Op::Rewind {
+                    to: uuid,
+                    mode: gyre_core::ops::RewindMode::Code,
+                    dry_run: true,
+                };
+                let files = match self.control.submit(dry_run) {
+                    Ok(Some(SessionEvent::Rewound(Ok(rewound)))) => {
+                        Ok(rewound.files.unwrap_or_default())
+                    }
+                    Ok(Some(SessionEvent::Rewound(Err(e)))) => Err(e.to_string()),
+                    _ => Err("the session did not answer".to_owned()),
+                };
+                picker.show_files(files);
+            }
+            rewind::Picked::Rewind { uuid, text, mode } => {
+                self.rewind = None;
+                return Typed::Rewind { uuid, text, mode };
+            }
+        }
+        Typed::Nothing
     }
 
     /// A key while `/bashes`' list is open: ↑/↓ select, `k` kills the selected shell
@@ -796,6 +881,18 @@ impl Repl {
                     Ok(event) => event?,
                     Err(_) => continue,
                 }
+            } else if self.sent && !self.idle_notified && self.notification_hooks() {
+                match tokio::time::timeout(self.idle_after, self.front.next_event()).await {
+                    Ok(event) => event?,
+                    Err(_) => {
+                        self.idle_notified = true;
+                        self.session
+                            .gate
+                            .notify("idle_prompt", "gyre is waiting for your input")
+                            .await;
+                        continue;
+                    }
+                }
             } else {
                 self.front.next_event().await?
             };
@@ -805,6 +902,8 @@ impl Repl {
             match self.front.on_idle_event(event)? {
                 Typed::Nothing => {}
                 Typed::CycleMode => self.cycle_mode(),
+                Typed::OpenRewind => self.open_rewind()?,
+                Typed::Rewind { uuid, text, mode } => self.rewind(uuid, &text, mode).await?,
                 Typed::Quit => return Ok(()),
                 Typed::Submit(text) => {
                     if self.send(text).await? == Flow::Quit {
@@ -813,6 +912,71 @@ impl Repl {
                 }
             }
         }
+    }
+
+    /// `/rewind`, Esc Esc: opens the picker over the conversation's prompts.
+    fn open_rewind(&mut self) -> Result<()> {
+        self.front.rewind = rewind::RewindPicker::open(self.session.rewind_points());
+        if self.front.rewind.is_none() {
+            let p = self.front.palette;
+            self.front.print(&[p
+                .dim("Nothing to rewind: no prompt in this conversation yet.")
+                .into()])?;
+        }
+        Ok(())
+    }
+
+    /// Rewinds to before the prompt `uuid` (`text`) and says what it did; a
+    /// conversation rewind puts the prompt back in the input box.
+    async fn rewind(
+        &mut self,
+        uuid: String,
+        text: &str,
+        mode: gyre_core::ops::RewindMode,
+    ) -> Result<()> {
+        let p = self.front.palette;
+        let mut outcome = None;
+        {
+            let events = self.session.submit(Op::Rewind {
+                to: uuid,
+                mode,
+                dry_run: false,
+            });
+            futures::pin_mut!(events);
+            while let Some(event) = events.next().await {
+                if let SessionEvent::Rewound(result) = event {
+                    outcome = Some(result);
+                }
+            }
+        }
+        let quoted = gyre_term::tool_line::shorten(text.lines().next().unwrap_or_default(), 60);
+        let mut lines: Vec<Line<'static>> = Vec::new();
+        match outcome {
+            Some(Ok(rewound)) => {
+                if let Some(files) = &rewound.files {
+                    lines.push(
+                        format!(
+                            "Rewound the code to before “{quoted}”: {} {}",
+                            rewind::files_summary(files, true),
+                            rewind::BASH_NOTE
+                        )
+                        .into(),
+                    );
+                }
+                if let Some(prompt) = rewound.prompt {
+                    lines.push(
+                        format!("Rewound the conversation to before “{quoted}”; the prompt is back in the input box.")
+                            .into(),
+                    );
+                    self.front.editor.clear();
+                    self.front.editor.insert_str(&prompt);
+                }
+            }
+            Some(Err(e)) => lines.push(p.red(format!("✗ Rewind failed: {e}")).into()),
+            None => lines.push(p.red("✗ Rewind failed: the session did not answer").into()),
+        }
+        lines.push(Line::default());
+        self.front.print(&lines)
     }
 
     /// Shift+Tab: switches the permission mode for the following calls and shows it.
@@ -828,8 +992,17 @@ impl Repl {
         }
     }
 
+    /// Whether Notification hooks listen (the idle wait is timed only then).
+    fn notification_hooks(&self) -> bool {
+        self.session
+            .gate
+            .hooks()
+            .has(gyre_core::hooks::HookEvent::Notification)
+    }
+
     /// Submits `text`, then what was queued while it ran.
     async fn send(&mut self, text: String) -> Result<Flow> {
+        self.idle_notified = false;
         let mut next = Some(text);
         while let Some(text) = next.take() {
             if self.submit(&text).await? == Flow::Quit {
@@ -994,6 +1167,26 @@ impl Repl {
             }
             SlashCommand::Mcp => {
                 gyre_core::mcp_config::status_report(&self.session.mcp.status()).into()
+            }
+            SlashCommand::Rewind => {
+                self.open_rewind()?;
+                return Ok(Flow::Continue);
+            }
+            SlashCommand::Hooks => self.session.gate.hooks().listing().into(),
+            SlashCommand::Todos => {
+                match gyre_core::todos::last_todo_list(self.session.engine.messages()) {
+                    Some(todos) if !todos.is_empty() => {
+                        let input = serde_json::json!({ "todos": todos });
+                        let mut lines = vec![Line::from("Todos")];
+                        lines.extend(turn::todo_checklist(p, "TodoWrite", &input));
+                        lines.push(Line::default());
+                        self.front.print(&lines)?;
+                        return Ok(Flow::Continue);
+                    }
+                    _ => p.dim(
+                        "No todos: the model has not written a todo list in this conversation.",
+                    ),
+                }
             }
             SlashCommand::Bashes(arg) => match self.bashes(arg.as_deref()) {
                 Some(text) => text,

@@ -7,7 +7,7 @@ use gyre_e2e::Sandbox;
 use gyre_testkit::{Script, TestServer, Turn};
 use serde_json::json;
 
-use crate::repl_tmux::{ReplScreen, start_gyre, start_gyre_env};
+use crate::repl_tmux::{ReplScreen, start_gyre, start_gyre_with_env};
 
 /// The screen's words joined by single spaces (wrapped rows read as one text).
 fn words(pane: &str) -> String {
@@ -178,7 +178,7 @@ fn add_dir_lets_accept_edits_write_in_another_directory() {
         Turn::text("Wrote it there."),
     ]))
     .unwrap();
-    let tmux = start_gyre_env(
+    let tmux = start_gyre_with_env(
         &sandbox,
         &server,
         false,
@@ -212,7 +212,7 @@ fn export_writes_the_conversation_to_a_file_or_the_clipboard() {
         Turn::text("All done here."),
     ]))
     .unwrap();
-    let tmux = start_gyre_env(
+    let tmux = start_gyre_with_env(
         &sandbox,
         &server,
         false,
@@ -255,7 +255,7 @@ fn init_has_the_model_write_the_projects_claude_md() {
         Turn::text("Wrote CLAUDE.md."),
     ]))
     .unwrap();
-    let tmux = start_gyre_env(
+    let tmux = start_gyre_with_env(
         &sandbox,
         &server,
         false,
@@ -289,7 +289,7 @@ fn memory_opens_claude_md_in_the_users_editor_and_the_ui_comes_back() {
     std::fs::set_permissions(&editor, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let server = TestServer::spawn(Script::new([Turn::text("Noted.")])).unwrap();
     let editor_path = editor.display().to_string();
-    let tmux = start_gyre_env(&sandbox, &server, false, &[], &[("EDITOR", &editor_path)]);
+    let tmux = start_gyre_with_env(&sandbox, &server, false, &[], &[("EDITOR", &editor_path)]);
     tmux.type_line("/memory");
     tmux.wait_for("Edited ");
     tmux.wait_for_prompt();

@@ -80,12 +80,17 @@ pub(crate) fn start_gyre(sandbox: &Sandbox, server: &TestServer) -> Tmux {
     start_gyre_with(sandbox, server, false, &[])
 }
 
-fn start_gyre_with(sandbox: &Sandbox, server: &TestServer, colour: bool, args: &[&str]) -> Tmux {
-    start_gyre_env(sandbox, server, colour, args, &[])
+pub(crate) fn start_gyre_with(
+    sandbox: &Sandbox,
+    server: &TestServer,
+    colour: bool,
+    args: &[&str],
+) -> Tmux {
+    start_gyre_with_env(sandbox, server, colour, args, &[])
 }
 
-/// [`start_gyre_with`], with more variables in gyre's environment.
-pub(crate) fn start_gyre_env(
+/// [`start_gyre_with`], with `extra` variables in gyre's environment.
+pub(crate) fn start_gyre_with_env(
     sandbox: &Sandbox,
     server: &TestServer,
     colour: bool,
@@ -1500,7 +1505,9 @@ fn write_docs(asking: &str, pane: &str, project: &Path) {
          auto-accepted), `2` (yes, edits ask first) or `3` (no: type what to change).\n\
          Running sub-agents each have a live line (their newest tool call, tool uses,\n\
          tokens) that becomes one outcome line; `/bashes` lists the background shells\n\
-         (`k` kills the selected one) and the status line counts them. `NO_COLOR` turns\n\
+         (`k` kills the selected one) and the status line counts them. `/rewind` (or Esc\n\
+         Esc at an empty box) goes back to before a prompt: the files Edit and Write\n\
+         changed since, the conversation, or both (what Bash did stays). `NO_COLOR` turns\n\
          colours off.\n\n\
          ## A recorded session\n\n\
          [`repl-session.cast`](repl-session.cast) is a recording of gyre in colour editing a\n\

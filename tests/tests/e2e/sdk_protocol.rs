@@ -81,7 +81,16 @@ fn control_requests_are_answered_and_garbage_is_reported_without_ending_the_sess
         response_to(&lines, "r3")["response"]["response"],
         json!({"mcpServers": []})
     );
-    assert_eq!(response_to(&lines, "r4")["response"]["subtype"], "error");
+    // As the reference answers it: a success that says it could not, and why.
+    let rewind = &response_to(&lines, "r4")["response"]["response"];
+    assert_eq!(rewind["canRewind"], false, "{rewind}");
+    assert!(
+        rewind["error"]
+            .as_str()
+            .unwrap()
+            .contains("no checkpoint \"u\""),
+        "{rewind}"
+    );
     let bad_mode = response_to(&lines, "r5");
     assert!(
         bad_mode["response"]["error"]

@@ -361,10 +361,13 @@ fn claude_code_log_renders_a_gyre_sessions_prompt_answer_tool_call_and_result() 
     );
     // The fields the renderer keys on, as the reference writes them.
     let transcript = std::fs::read_to_string(&sandbox.transcripts()[0]).unwrap();
-    let lines: Vec<Value> = transcript
+    let (checkpoints, lines): (Vec<Value>, Vec<Value>) = transcript
         .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .partition(|l| l["type"] == "file-history-snapshot");
+    // The prompt's checkpoint, as the reference writes one (the renderer reads past it).
+    assert_eq!(checkpoints.len(), 1, "{checkpoints:?}");
+    assert_eq!(checkpoints[0]["messageId"], lines[0]["uuid"]);
     assert_eq!(lines.len(), 4);
     for line in &lines {
         assert_eq!(line["gitBranch"], "main", "{line}");

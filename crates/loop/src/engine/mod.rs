@@ -273,6 +273,26 @@ impl QueryEngine {
         self.conversation.clear();
     }
 
+    /// Takes the conversation back to its first `keep` messages, before the prompt
+    /// `rewound_to` (`text`): a `rewind` line with the history left is written, and the
+    /// next turn goes on from there. A `keep` past the end keeps everything.
+    pub fn rewind_conversation(&mut self, keep: usize, rewound_to: &str, text: &str) {
+        let history: Vec<Message> = self
+            .conversation
+            .messages()
+            .iter()
+            .take(keep)
+            .cloned()
+            .collect();
+        self.conversation.replace_history(history);
+        self.recorder.rewind(
+            self.deps.as_ref(),
+            rewound_to,
+            text,
+            self.conversation.messages(),
+        );
+    }
+
     /// Compacts the conversation now (`/compact`).
     ///
     /// # Errors

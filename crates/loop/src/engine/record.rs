@@ -33,6 +33,8 @@ pub(crate) struct Recorder {
     /// The Agent calls of the last assistant message, by id: their results name the
     /// sub-agent.
     spawns: HashMap<String, Value>,
+    /// The uuid the next line takes (a prompt the SDK named), instead of a fresh one.
+    next_uuid: Option<String>,
 }
 
 impl Recorder {
@@ -47,7 +49,13 @@ impl Recorder {
             wrote_header: false,
             response: None,
             spawns: HashMap::new(),
+            next_uuid: None,
         }
+    }
+
+    /// The next line takes `uuid` (an SDK's own id of the prompt it sent).
+    pub(crate) fn name_next(&mut self, uuid: String) {
+        self.next_uuid = Some(uuid);
     }
 
     /// A recorder of the sub-agent `agent_id`: its lines are sidechain lines.
@@ -88,7 +96,7 @@ impl Recorder {
             subtype: None,
             message: None,
             request_id: None,
-            uuid: deps.uuid(),
+            uuid: self.next_uuid.take().unwrap_or_else(|| deps.uuid()),
             timestamp: timestamp(deps.now()),
             is_meta: false,
             tool_use_result: None,
@@ -100,6 +108,7 @@ impl Recorder {
             is_compact_summary: false,
             is_api_error_message: false,
             model: None,
+            rewound_to: None,
         }
     }
 
@@ -158,6 +167,26 @@ impl Recorder {
         entry.content = Some("Conversation compacted".to_owned());
         entry.level = Some("info".to_owned());
         entry.compact_metadata = Some(CompactMetadata::from(outcome));
+        entry.history = Some(history.to_vec());
+        self.append(&entry);
+    }
+
+    /// Writes a `rewind` line: the conversation went back to before the prompt
+    /// `rewound_to` (`text`), and `history` is what it holds now. Like a compaction
+    /// boundary, the line carries the whole history, so a kill never leaves half a
+    /// rewind; it goes on from the line before it.
+    pub(super) fn rewind(
+        &mut self,
+        deps: &dyn QueryDeps,
+        rewound_to: &str,
+        text: &str,
+        history: &[Message],
+    ) {
+        let mut entry = self.line(deps, "system");
+        entry.subtype = Some(crate::transcript::REWIND_SUBTYPE.to_owned());
+        entry.content = Some(format!("Conversation rewound to before: {text}"));
+        entry.level = Some("info".to_owned());
+        entry.rewound_to = Some(rewound_to.to_owned());
         entry.history = Some(history.to_vec());
         self.append(&entry);
     }

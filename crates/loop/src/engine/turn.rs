@@ -117,6 +117,19 @@ impl QueryEngine {
         &mut self,
         content: Vec<ContentBlock>,
     ) -> impl Stream<Item = EngineEvent> + '_ {
+        self.submit_message_as(content, None)
+    }
+
+    /// [`QueryEngine::submit_message`], the prompt's transcript line taking `uuid` when
+    /// one is given (the id an SDK gave the message, and the checkpoint's).
+    pub fn submit_message_as(
+        &mut self,
+        content: Vec<ContentBlock>,
+        uuid: Option<String>,
+    ) -> impl Stream<Item = EngineEvent> + '_ {
+        if let Some(uuid) = uuid {
+            self.recorder.name_next(uuid);
+        }
         async_stream::stream! {
             let mut tally = TurnTally {
                 started: Instant::now(),

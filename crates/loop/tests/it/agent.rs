@@ -80,6 +80,7 @@ fn setup(model: Arc<FakeModel>, tools: ToolRegistry, definitions: AgentCatalog) 
         max_turns: 10,
         session_id: "s".into(),
         sidechain_dir: None,
+        hook: None,
     }
 }
 

@@ -121,6 +121,7 @@ async fn a_sub_agent_leaves_the_conversation_s_encoded_body_alone() {
         max_turns: 5,
         session_id: "s".into(),
         sidechain_dir: None,
+        hook: None,
     };
     let tools = ToolRegistry::new().with(Arc::new(AgentTool::new(setup, tx)));
     let mut engine = engine(deps, tools).with_subagent_events(rx);

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 const MAX_HISTORY: usize = 1000;
 
 /// The slash commands Tab completes, in the order `/help` lists them.
-pub const COMMANDS: [&str; 19] = [
+pub const COMMANDS: [&str; 22] = [
     "/compact",
     "/clear",
     "/cost",
@@ -26,6 +26,9 @@ pub const COMMANDS: [&str; 19] = [
     "/init",
     "/memory",
     "/resume",
+    "/rewind",
+    "/hooks",
+    "/todos",
     "/help",
     "/exit",
     "/quit",

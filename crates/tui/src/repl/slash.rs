@@ -1,7 +1,7 @@
 //! Slash commands typed at the prompt: `/compact`, `/clear`, `/cost`, `/model [name]`,
 //! `/mcp`, `/bashes [kill ID]`, `/context`, `/status`, `/doctor`, `/permissions …`,
-//! `/agents`, `/add-dir PATH`, `/export [FILE]`, `/init`, `/memory`, `/resume [N]`, `/help`,
-//! `/exit`.
+//! `/agents`, `/add-dir PATH`, `/export [FILE]`, `/init`, `/memory`, `/resume [N]`,
+//! `/rewind`, `/hooks`, `/todos`, `/help`, `/exit`.
 
 use gyre_protocol::Usage;
 
@@ -38,6 +38,12 @@ pub enum SlashCommand {
     Memory,
     /// `/resume` lists this folder's sessions; `/resume N` (or an id) continues one.
     Resume(Option<String>),
+    /// `/rewind` (also `/checkpoint`, and Esc Esc): go back to before a prompt.
+    Rewind,
+    /// `/hooks`: the hooks configured, by event.
+    Hooks,
+    /// `/todos`: TodoWrite's list as it stands.
+    Todos,
     Help,
     Exit,
     /// Anything else that starts with `/`: the command name as typed.
@@ -70,6 +76,9 @@ impl SlashCommand {
             "init" => Self::Init,
             "memory" => Self::Memory,
             "resume" | "continue" => Self::Resume(arg),
+            "rewind" | "checkpoint" => Self::Rewind,
+            "hooks" => Self::Hooks,
+            "todos" => Self::Todos,
             "help" | "?" => Self::Help,
             "exit" | "quit" => Self::Exit,
             other => Self::Unknown(other.to_owned()),
@@ -96,6 +105,9 @@ Commands
   /init           have the model write this project's CLAUDE.md
   /memory         edit the project's CLAUDE.md in $VISUAL or $EDITOR
   /resume [N]     this folder's sessions; /resume N continues the Nth
+  /rewind         go back to before a prompt: code, conversation or both (Esc Esc)
+  /hooks          the hooks configured, by event
+  /todos          the todo list as the model last wrote it
   /help           this list
   /exit           quit (also Ctrl+D)
 

@@ -438,7 +438,7 @@ pub fn expanded(p: Palette, folded: &Folded) -> Vec<Line<'static>> {
 
 /// TodoWrite's list as a checklist under its call line: `☒` done (dim), `◼` the task
 /// in progress (its `activeForm`, bold), `☐` pending.
-fn todo_checklist(p: Palette, name: &str, input: &Value) -> Vec<Line<'static>> {
+pub(super) fn todo_checklist(p: Palette, name: &str, input: &Value) -> Vec<Line<'static>> {
     if name != "TodoWrite" {
         return Vec::new();
     }

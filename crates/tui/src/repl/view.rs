@@ -139,13 +139,16 @@ impl QuestionView {
     }
 }
 
-/// `/bashes`' list, open in place of the input box: a row per shell (id, status,
-/// runtime, command), the one selected, and what the last key did.
+/// A list open in place of the input box: `/bashes`' (a row per shell: id, status,
+/// runtime, command) or `/rewind`'s, the row selected, and what the last key did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShellsView {
     pub rows: Vec<String>,
     pub selected: usize,
     pub note: Option<String>,
+    /// The box's title and the keys line; `None`: `/bashes`'.
+    pub title: Option<String>,
+    pub keys: Option<String>,
 }
 
 /// What the status line reports.
@@ -318,7 +321,14 @@ pub fn render(view: &View<'_>, area: Rect, buf: &mut Buffer) -> Drawn {
     place(activity, area, &mut y, buf);
     let (border, title) = match (view.question, view.shells) {
         (Some(_), _) => (view.style(Tone::Yellow), None),
-        (None, Some(_)) => (view.dim(), Some(" Background shells ".to_owned())),
+        (None, Some(list)) => (
+            view.dim(),
+            Some(
+                list.title
+                    .clone()
+                    .unwrap_or_else(|| " Background shells ".to_owned()),
+            ),
+        ),
         (None, None) => (
             view.dim(),
             view.editor
@@ -486,8 +496,12 @@ fn shells_lines(view: &View<'_>, shells: &ShellsView) -> Vec<Line<'static>> {
     if let Some(note) = &shells.note {
         lines.push(Line::from(format!("   {note}")));
     }
+    let keys = shells.keys.as_deref();
     lines.push(Line::styled(
-        "   ↑/↓ select · k kills the selected shell · Esc closes".to_owned(),
+        format!(
+            "   {}",
+            keys.unwrap_or("↑/↓ select · k kills the selected shell · Esc closes")
+        ),
         view.dim(),
     ));
     lines.push(Line::default());
@@ -804,6 +818,7 @@ mod tests {
             ],
             selected: 1,
             note: Some("Killed bash_2 (sleep 300)".into()),
+            ..ShellsView::default()
         };
         let status = StatusLine::default();
         let editor = Editor::new(Vec::new());
