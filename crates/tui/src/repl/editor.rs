@@ -596,8 +596,11 @@ mod tests {
             "release:notes".to_owned(),
             "help".to_owned(),
         ]);
-        assert_eq!(e.completions(), ["/resume", "/review", "/release:notes"]);
-        assert!(!e.complete(), "three start with /re");
+        assert_eq!(
+            e.completions(),
+            ["/resume", "/rewind", "/review", "/release:notes"]
+        );
+        assert!(!e.complete(), "four start with /re");
         assert_eq!(e.text(), "/re");
         e.insert_char('v');
         assert!(e.complete());
