@@ -432,7 +432,7 @@ fn shorten(line: &str, max: usize) -> String {
 ///
 /// # Errors
 /// An opening `---` without a closing one, or a line that is not `key: value`.
-pub fn front_matter(text: &str) -> Result<(BTreeMap<String, String>, &str), String> {
+pub(crate) fn front_matter(text: &str) -> Result<(BTreeMap<String, String>, &str), String> {
     let text = text.trim_start_matches('\u{feff}');
     let Some(rest) = text
         .strip_prefix("---\n")
