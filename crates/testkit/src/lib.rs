@@ -70,6 +70,10 @@
 //!   and takes no turn of `turns`; it is recorded with `"summary": true` and no `turn`.
 //!   A scripted session can then run through autocompact, whenever its client decides
 //!   to compact, without knowing in advance between which turns.
+//! - `context_window`: when set, a `POST /v1/messages` whose size / 4 is more tokens gets
+//!   the API's 400 `invalid_request_error` "prompt is too long: N tokens > W maximum"
+//!   and takes no turn, so a client that does not compact in time meets the error a real
+//!   session would.
 //!
 //! Unknown fields are errors, so that a typo (`cut_after_event`) cannot silently disable
 //! a fault. Errors name the turn (`turns[3]: unknown field …`).

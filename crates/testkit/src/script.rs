@@ -45,6 +45,11 @@ pub struct Script {
     /// Answers summary (compaction) requests without taking a turn; see [`SummaryAnswer`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<SummaryAnswer>,
+    /// When set, a `POST /v1/messages` of more input tokens (its size / 4) gets the API's
+    /// 400 `invalid_request_error` "prompt is too long: N tokens > W maximum" and takes
+    /// no turn, as the API refuses a request over the model's context window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
 }
 
 impl Default for Script {
@@ -79,6 +84,8 @@ struct ScriptFile {
     chunk_chars: usize,
     #[serde(default)]
     summary: Option<SummaryAnswer>,
+    #[serde(default)]
+    context_window: Option<u64>,
 }
 
 impl<'de> Deserialize<'de> for Script {
@@ -91,6 +98,7 @@ impl<'de> Deserialize<'de> for Script {
                 require_api_key: None,
                 chunk_chars: DEFAULT_CHUNK_CHARS,
                 summary: None,
+                context_window: None,
             },
             other => ScriptFile::deserialize(other).map_err(D::Error::custom)?,
         };
@@ -108,6 +116,7 @@ impl<'de> Deserialize<'de> for Script {
             require_api_key: file.require_api_key,
             chunk_chars: file.chunk_chars,
             summary: file.summary,
+            context_window: file.context_window,
         };
         script.check().map_err(D::Error::custom)?;
         Ok(script)
@@ -134,6 +143,7 @@ impl Script {
             require_api_key: None,
             chunk_chars: DEFAULT_CHUNK_CHARS,
             summary: None,
+            context_window: None,
         }
     }
 
@@ -217,6 +227,14 @@ impl Script {
     #[must_use]
     pub fn with_summary(mut self, answer: SummaryAnswer) -> Self {
         self.summary = Some(answer);
+        self
+    }
+
+    /// Refuses requests of more than `tokens` input tokens, as the API does past the
+    /// model's context window.
+    #[must_use]
+    pub fn with_context_window(mut self, tokens: u64) -> Self {
+        self.context_window = Some(tokens);
         self
     }
 

@@ -457,7 +457,13 @@ async fn handle(
         }
         probe
     });
-    let answerable = is_messages && key_ok && probe.is_ok();
+    // Over the context window the API refuses the request before any turn is taken.
+    let too_long = state
+        .script
+        .context_window
+        .map(|window| (request_tokens(body.len()), window))
+        .filter(|&(tokens, window)| is_messages && tokens > window);
+    let answerable = is_messages && key_ok && probe.is_ok() && too_long.is_none();
     // A summary request is answered on the side and takes no turn.
     let summary = state
         .script
@@ -484,6 +490,9 @@ async fn handle(
             401,
             render::error_body("authentication_error", "invalid x-api-key"),
         )
+    } else if let Some((tokens, window)) = too_long {
+        let message = format!("prompt is too long: {tokens} tokens > {window} maximum");
+        json_response(400, render::error_body("invalid_request_error", &message))
     } else {
         match (probe, turn) {
             (Err(e), _) => {

@@ -148,3 +148,30 @@ fn a_script_file_names_its_summary_answer() {
         assert!(error.contains(why), "{bad}: {error}");
     }
 }
+
+#[tokio::test]
+async fn a_request_over_the_context_window_is_refused_without_taking_a_turn() {
+    let small = body(false);
+    let window = u64::try_from(small.to_string().len() / 4).unwrap() + 10;
+    let script = Script::new([Turn::text("fits")]).with_context_window(window);
+    let server = TestServer::start(script).await.unwrap();
+    let mut big = body(false);
+    big["messages"][0]["content"] = json!("x".repeat(200));
+    let reply = post(&server.url(), &big).await;
+    assert_eq!(reply.status(), 400);
+    let error: Value = serde_json::from_str(&reply.text().await.unwrap()).unwrap();
+    assert_eq!(error["error"]["type"], "invalid_request_error");
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("prompt is too long: ")
+            && message.ends_with(&format!(" tokens > {window} maximum")),
+        "{message}"
+    );
+    let reply = post(&server.url(), &small).await;
+    let message: Value = serde_json::from_str(&reply.text().await.unwrap()).unwrap();
+    assert_eq!(message["content"][0]["text"], "fits");
+    assert_eq!(
+        server.requests().iter().map(|r| r.turn).collect::<Vec<_>>(),
+        [None, Some(0)]
+    );
+}
