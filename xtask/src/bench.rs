@@ -42,11 +42,19 @@ use serde_json::{Value, json};
 
 use crate::{cargo, run_cmd, target_dir};
 
+mod cache;
 mod compaction;
 mod search;
 
 /// The groups of rows, in the order they run.
-const GROUPS: [&str; 5] = ["process", "session", "search", "stream", "criterion"];
+const GROUPS: [&str; 6] = [
+    "process",
+    "session",
+    "cost",
+    "search",
+    "stream",
+    "criterion",
+];
 
 /// `cargo xtask bench`.
 #[derive(Debug, clap::Args)]
@@ -58,7 +66,8 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     baseline: Option<String>,
     /// Run one group: process (--version, one turn, MCP start-up), session (100 and 500
-    /// turns, 150 through every compaction stage), search (Grep/Glob vs rg), stream (five tools in a streamed turn),
+    /// turns, 150 through every compaction stage), cost (billed input of the 100- and
+    /// 500-turn sessions under a prompt-cache model, against the reference CLI), search (Grep/Glob vs rg), stream (five tools in a streamed turn),
     /// criterion (compaction, SSE).
     #[arg(long, value_name = "GROUP", value_parser = GROUPS)]
     only: Option<String>,
@@ -342,6 +351,10 @@ pub fn run(args: &Args) -> Result<()> {
     if wanted("session") {
         eprintln!("· 100-turn session");
         rows.extend(session_rows(&spawner, &gyre, &testkit, &work, &plan)?);
+    }
+    if wanted("cost") {
+        eprintln!("· billed input under a prompt-cache model, gyre and the reference CLI");
+        rows.extend(cache::rows(&gyre, &testkit, &work, &plan)?);
     }
     if wanted("search") {
         eprintln!("· Grep / Glob vs rg");
