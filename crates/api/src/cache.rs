@@ -1,11 +1,19 @@
 //! Prompt caching: where the `cache_control` breakpoints go (the last system block, the
-//! last tool, the last message).
+//! last tool, the last cleared tool result, the last message).
 
-use gyre_protocol::{CacheControl, ContentBlock, MessagesRequest};
+use gyre_protocol::{
+    CLEARED_TOOL_RESULT, CacheControl, ContentBlock, Message, MessagesRequest, ToolResultContent,
+};
 
 /// Puts `cache_control: {type: ephemeral}` on the last system block, the last tool
-/// definition and the last content block of the last message, and removes every other
-/// marker so breakpoints from earlier turns do not pile up (the API allows four).
+/// definition, the last content block of the last message and, before that, the message
+/// holding the last tool result compaction cleared; removes every other marker so
+/// breakpoints from earlier turns do not pile up (the API allows four).
+///
+/// The cleared-result breakpoint is what keeps a batch of clears cheap: the API reads an
+/// earlier cache entry only within 20 blocks before a breakpoint, and the next batch
+/// starts right after the last cleared result. With a breakpoint there, each batch reads
+/// the prefix the previous batch left and rewrites only what follows it.
 ///
 /// Blocks that cannot carry a marker (thinking, redacted thinking, unknown, empty
 /// text) are skipped: the marker goes on the last block of the last message that can.
@@ -31,13 +39,30 @@ pub fn add_cache_markers(request: &mut MessagesRequest) {
     if let Some(last) = request.tools.last_mut() {
         last.cache_control = Some(CacheControl::ephemeral());
     }
+    let last = request.messages.len().saturating_sub(1);
+    if let Some(cleared) = request.messages[..last]
+        .iter()
+        .rposition(holds_cleared_result)
+    {
+        mark_last_block(&mut request.messages[cleared]);
+    }
     if let Some(message) = request.messages.last_mut() {
-        for block in message.content.iter_mut().rev() {
-            if cacheable(block) && block.set_cache_control(Some(CacheControl::ephemeral())) {
-                break;
-            }
+        mark_last_block(message);
+    }
+}
+
+fn mark_last_block(message: &mut Message) {
+    for block in message.content.iter_mut().rev() {
+        if cacheable(block) && block.set_cache_control(Some(CacheControl::ephemeral())) {
+            break;
         }
     }
+}
+
+fn holds_cleared_result(message: &Message) -> bool {
+    message.content.iter().any(|b| {
+        matches!(b, ContentBlock::ToolResult { content: ToolResultContent::Text(t), .. } if &**t == CLEARED_TOOL_RESULT)
+    })
 }
 
 fn cacheable(block: &ContentBlock) -> bool {
@@ -152,6 +177,45 @@ mod tests {
         );
         add_cache_markers(&mut r);
         assert_eq!(markers(&r), vec!["/messages/0/content/0"]);
+    }
+
+    #[test]
+    fn the_last_cleared_tool_result_gets_the_fourth_marker() {
+        let round = |id: &str, result: &str| {
+            [
+                Message::assistant(vec![ContentBlock::tool_use(id, "Read", json!({}))]),
+                Message::user(vec![ContentBlock::tool_result(id, result, false)]),
+            ]
+        };
+        let mut messages = vec![Message::user_text("read them")];
+        messages.extend(round("t1", CLEARED_TOOL_RESULT));
+        messages.extend(round("t2", CLEARED_TOOL_RESULT));
+        messages.extend(round("t3", "fn main() {}"));
+        let mut r = MessagesRequest::new("m", 1000, messages);
+        r.system = vec![SystemBlock::text("one")];
+        r.tools = vec![tool("Read")];
+        add_cache_markers(&mut r);
+        assert_eq!(
+            markers(&r),
+            [
+                "/messages/4/content/0",
+                "/messages/6/content/0",
+                "/system/0",
+                "/tools/0"
+            ]
+        );
+        // When the last message holds a cleared result, the one before it gets the marker.
+        r.messages.truncate(5);
+        add_cache_markers(&mut r);
+        assert_eq!(
+            markers(&r),
+            [
+                "/messages/2/content/0",
+                "/messages/4/content/0",
+                "/system/0",
+                "/tools/0"
+            ]
+        );
     }
 
     #[test]

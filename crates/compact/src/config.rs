@@ -111,6 +111,16 @@ pub struct MicrocompactConfig {
     pub idle_after: Duration,
     /// Tools whose results may be cleared (default Read, Bash, Grep, Glob, Edit, Write).
     pub tools: Vec<String>,
+    /// Below the warning level, from this many tokens (default 40000; 0: never) older
+    /// results are cleared in batches worth their rewrite of the prompt cache (see
+    /// [`microcompact_batch`](crate::microcompact_batch)).
+    pub batch_from_tokens: u64,
+    /// Results of the most recent compactable calls a batch keeps (default 3).
+    pub batch_keep_recent: usize,
+    /// A batch must free this many times the tokens it rewrites (default 2): the cache
+    /// writes them again at 1.25× where reads cost 0.1×, so the batch pays for itself
+    /// within a handful of turns.
+    pub batch_min_ratio: u64,
 }
 
 impl Default for MicrocompactConfig {
@@ -123,11 +133,20 @@ impl Default for MicrocompactConfig {
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
+            batch_from_tokens: 40_000,
+            batch_keep_recent: 3,
+            batch_min_ratio: 2,
         }
     }
 }
 
 impl MicrocompactConfig {
+    /// Whether a cache-friendly batch is tried: enabled, and from `batch_from_tokens`.
+    #[must_use]
+    pub fn should_batch(&self, tokens: u64) -> bool {
+        self.enabled && self.batch_from_tokens > 0 && tokens >= self.batch_from_tokens
+    }
+
     /// Whether the stage runs: enabled, and above the warning level or idle long enough.
     #[must_use]
     pub fn should_run(&self, tokens: u64, warning: u64, idle: Option<Duration>) -> bool {

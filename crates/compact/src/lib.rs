@@ -13,7 +13,9 @@
 //!    request are dropped, leaving `[N earlier messages snipped]`.
 //! 3. **Microcompact** ([`microcompact`]): above the warning level, or after an hour
 //!    idle, older Read/Bash/Grep/Glob/Edit/Write results become
-//!    `[Old tool result content cleared]`, the 5 most recent kept.
+//!    `[Old tool result content cleared]`, the 5 most recent kept. Below it, from 40k
+//!    tokens, [`microcompact_batch`] clears them (the 3 most recent kept) only in a batch
+//!    that frees twice what it makes the prompt cache write again.
 //! 4. **Context collapse** ([`ContextCollapse`]): a projection. From 90% of the
 //!    effective window spans of older tool rounds are staged; when needed they are
 //!    committed and shown to the model as one digest each (tool, target, outcome),
@@ -26,7 +28,8 @@
 //! Every stage keeps the invariants the Messages API and the user rely on: no
 //! `tool_use` separated from its `tool_result` and no orphan result (see
 //! [`check_pairing`]), the first request never lost without a summary, no change to a
-//! history that is already in budget, and never more tokens out than in.
+//! history that is already in budget (but for a batch of clears worth its rewrite of the
+//! prompt cache), and never more tokens out than in.
 //!
 //! # Token accounting
 //!
@@ -148,7 +151,7 @@ pub use config::{
     LARGE_CONTEXT_WINDOW, MAX_OUTPUT_RESERVE, MicrocompactConfig, SnipConfig, Thresholds,
     ToolResultBudgetConfig, WARNING_BUFFER_TOKENS, context_window_for_model,
 };
-pub use microcompact::{CLEARED_PLACEHOLDER, microcompact};
+pub use microcompact::{CLEARED_PLACEHOLDER, microcompact, microcompact_batch};
 pub use pairing::{PairingError, check_pairing};
 pub use pipeline::{Pipeline, PrepareContext, Prepared, TokenState};
 pub use snip::{parse_snip_marker, snip, snip_marker};

@@ -9,7 +9,7 @@ use crate::stage::{Stage, StageReport, StageResult};
 use crate::tokens::{TokenCounter, result_tokens};
 
 /// What a cleared result says instead of its content.
-pub const CLEARED_PLACEHOLDER: &str = "[Old tool result content cleared]";
+pub const CLEARED_PLACEHOLDER: &str = gyre_protocol::CLEARED_TOOL_RESULT;
 
 /// Replaces the content of results of `config.tools` with [`CLEARED_PLACEHOLDER`],
 /// except the `config.keep_recent` most recent ones. `is_error` and the pairing are
@@ -17,9 +17,44 @@ pub const CLEARED_PLACEHOLDER: &str = "[Old tool result content cleared]";
 /// When to run (above the warning level, or idle) is the caller's decision, see
 /// [`MicrocompactConfig::should_run`].
 pub fn microcompact(
-    mut messages: Vec<Message>,
+    messages: Vec<Message>,
     config: &MicrocompactConfig,
     counter: &dyn TokenCounter,
+) -> StageResult {
+    clear(messages, config, config.keep_recent, counter, |_, _| true)
+}
+
+/// Microcompact below the warning level, for the prompt cache's sake: the same clearing
+/// with `config.batch_keep_recent`, done only as a batch that frees at least
+/// `config.batch_min_ratio` times the tokens it makes the cache write again (everything
+/// after the first result it clears). A cleared block changes the cached prefix from
+/// there on, so one clear at a time would rewrite the recent results every turn; a
+/// batch pays for its rewrite within a few turns (reads cost a tenth of a write).
+/// When to try (from `config.batch_from_tokens`) is the caller's decision, see
+/// [`MicrocompactConfig::should_batch`].
+pub fn microcompact_batch(
+    messages: Vec<Message>,
+    config: &MicrocompactConfig,
+    counter: &dyn TokenCounter,
+) -> StageResult {
+    let ratio = config.batch_min_ratio;
+    clear(
+        messages,
+        config,
+        config.batch_keep_recent,
+        counter,
+        |freed, rewritten| freed >= rewritten.saturating_mul(ratio),
+    )
+}
+
+/// Clears all but the `keep_recent` most recent compactable results when `worth(freed,
+/// rewritten)` says so; `rewritten` is what stays after the first cleared result.
+fn clear(
+    mut messages: Vec<Message>,
+    config: &MicrocompactConfig,
+    keep_recent: usize,
+    counter: &dyn TokenCounter,
+    worth: impl Fn(u64, u64) -> bool,
 ) -> StageResult {
     let compactable: Vec<&str> = messages
         .iter()
@@ -27,10 +62,10 @@ pub fn microcompact(
         .filter(|(_, name, _)| config.tools.iter().any(|t| t == name))
         .map(|(id, _, _)| id)
         .collect();
-    if compactable.len() <= config.keep_recent {
+    if compactable.len() <= keep_recent {
         return StageResult::unchanged(messages, Stage::Microcompact, "few tool results");
     }
-    let clear: HashSet<&str> = compactable[..compactable.len() - config.keep_recent]
+    let clear: HashSet<&str> = compactable[..compactable.len() - keep_recent]
         .iter()
         .copied()
         .collect();
@@ -62,13 +97,25 @@ pub fn microcompact(
     drop(clear);
     let freed: u64 = found.iter().map(|(_, _, tokens)| tokens).sum();
     let cleared = found.len();
+    if cleared == 0 {
+        return StageResult::unchanged(messages, Stage::Microcompact, "nothing left to clear");
+    }
+    let first = found[0].0;
+    let after: u64 = messages[first..]
+        .iter()
+        .map(|m| counter.count_message(m))
+        .sum();
+    if !worth(freed, after.saturating_sub(freed)) {
+        return StageResult::unchanged(
+            messages,
+            Stage::Microcompact,
+            "a clear would rewrite more of the cached prompt than it saves",
+        );
+    }
     for (m, b, _) in found {
         if let Some(ContentBlock::ToolResult { content, .. }) = messages[m].content.get_mut(b) {
             *content = placeholder.clone();
         }
-    }
-    if cleared == 0 {
-        return StageResult::unchanged(messages, Stage::Microcompact, "nothing left to clear");
     }
     StageResult {
         messages,
@@ -113,6 +160,33 @@ mod tests {
             } => (content.text(), *is_error),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_batch_clears_only_when_it_frees_twice_what_it_rewrites() {
+        let config = MicrocompactConfig::default();
+        // One result to clear, three kept after it: the rewrite outweighs the saving.
+        let few = microcompact_batch(history(&["Read"; 4]), &config, &BytesPerTokenCounter);
+        assert!(!few.report.changed);
+        assert_eq!(
+            few.report.detail,
+            "a clear would rewrite more of the cached prompt than it saves"
+        );
+        // Seventeen large results to clear, three kept: one batch, the three most
+        // recent intact.
+        let mut h = history(&["Read"; 20]);
+        for m in h.iter_mut().skip(2).step_by(2) {
+            let (text, _) = content(m);
+            if let Some(ContentBlock::ToolResult { content, .. }) = m.content.get_mut(0) {
+                *content = ToolResultContent::Text(text.repeat(10).into());
+            }
+        }
+        let many = microcompact_batch(h.clone(), &config, &BytesPerTokenCounter);
+        assert_eq!(many.report.detail, "cleared 17 old tool result(s)");
+        assert_eq!(content(&many.messages[2 + 2 * 16]).0, CLEARED_PLACEHOLDER);
+        assert_eq!(many.messages[2 + 2 * 17..], h[2 + 2 * 17..]);
+        check_pairing(&many.messages).unwrap();
+        assert!(config.should_batch(40_000) && !config.should_batch(39_999));
     }
 
     #[test]

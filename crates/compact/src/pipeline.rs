@@ -14,7 +14,7 @@ use crate::boundary::{CompactBoundary, Trigger, is_compact_boundary, last_bounda
 use crate::budget::{DirResultStore, apply_tool_result_budget};
 use crate::collapse::ContextCollapse;
 use crate::config::{CompactConfig, Thresholds};
-use crate::microcompact::microcompact;
+use crate::microcompact::{microcompact, microcompact_batch};
 use crate::snip::snip;
 use crate::stage::{Stage, StageReport};
 use crate::tokens::{CachedCounter, TokenCounter, UsageAnchor, measure};
@@ -285,6 +285,10 @@ impl Pipeline {
         // 3. Microcompact.
         let report = if cfg.microcompact.should_run(tokens, th.warning, ctx.idle) {
             let r = microcompact(work, &cfg.microcompact, &self.counter);
+            work = r.messages;
+            r.report
+        } else if cfg.microcompact.should_batch(tokens) {
+            let r = microcompact_batch(work, &cfg.microcompact, &self.counter);
             work = r.messages;
             r.report
         } else if cfg.microcompact.enabled {

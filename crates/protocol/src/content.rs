@@ -62,6 +62,10 @@ pub enum ToolResultPart {
     },
 }
 
+/// What a tool result's content becomes when compaction clears it (gyre-compact's
+/// microcompact); the prompt-cache breakpoints look for it (gyre-api).
+pub const CLEARED_TOOL_RESULT: &str = "[Old tool result content cleared]";
+
 /// The content of a `tool_result`: the API accepts a plain string or a list of parts.
 ///
 /// The text is shared (`Arc<str>`): tool results are most of a session's history, which

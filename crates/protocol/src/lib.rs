@@ -26,7 +26,8 @@ mod request;
 mod usage;
 
 pub use content::{
-    CacheControl, ContentBlock, ExtraFields, ImageSource, ToolResultContent, ToolResultPart,
+    CLEARED_TOOL_RESULT, CacheControl, ContentBlock, ExtraFields, ImageSource, ToolResultContent,
+    ToolResultPart,
 };
 pub use event::{
     ContentDelta, ErrorDetail, ErrorResponse, MessageDeltaBody, MessageStart, StreamEvent,
