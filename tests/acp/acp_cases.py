@@ -369,6 +369,59 @@ async def case_bash_in_the_editors_terminal(case):
         expect(shown and shown[0].terminal_id == "0", f"the call showed the terminal: {shown}")
 
 
+async def case_sessions_listed_resumed_forked_closed(case):
+    editor = Editor()
+    async with case.spawn(editor) as (conn, _proc):
+        await start(conn)
+        sid = (await conn.new_session(cwd=case.project, mcp_servers=[])).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("remember: the tree is an oak")])
+    later = Editor()
+    async with case.spawn(later) as (conn, _proc):
+        init = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
+        caps = init.agent_capabilities.session_capabilities
+        expect(caps and None not in (caps.list, caps.fork, caps.resume, caps.close), f"capabilities: {caps}")
+        listed = (await conn.list_sessions(cwd=case.project)).sessions
+        expect([(s.session_id, s.cwd, s.title) for s in listed]
+               == [(sid, case.project, "remember: the tree is an oak")], f"listed: {listed}")
+        await conn.resume_session(session_id=sid, cwd=case.project, mcp_servers=[])
+        expect(not later.of(sid, "user_message_chunk"), "resume replays nothing")
+        await conn.prompt(session_id=sid, prompt=[text_block("which tree?")])
+        expect("the tree is an oak" in json.dumps(case.tk.requests()[-1]["messages"]), "the history went along")
+        fork = (await conn.fork_session(session_id=sid, cwd=case.project, mcp_servers=[])).session_id
+        expect(fork != sid, "the fork is another session")
+        await conn.prompt(session_id=fork, prompt=[text_block("and now?")])
+        expect("which tree?" in json.dumps(case.tk.requests()[-1]["messages"]), "the fork has it all")
+        expect(len((await conn.list_sessions(cwd=case.project)).sessions) == 2, "both listed")
+        await conn.close_session(session_id=fork)
+        try:
+            await conn.prompt(session_id=fork, prompt=[text_block("hello?")])
+            raise AssertionError("a closed session takes no prompt")
+        except RequestError as e:
+            expect("no session" in str(e.data), f"the error says so: {e.data}")
+
+
+def call_text(update):
+    return "".join(c.content.text for c in update.content or [] if c.type == "content")
+
+
+async def case_bash_output_grows_while_it_runs(case):
+    editor = Editor()
+    async with case.spawn(editor) as (conn, _proc):
+        await start(conn)
+        sid = (await conn.new_session(cwd=case.project, mcp_servers=[])).session_id
+        editor.answer("allow_once")
+        running = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("run it")]))
+
+        def live():
+            return [call_text(u) for u in editor.of(sid, "tool_call_update")
+                    if u.tool_call_id == "toolu_slow" and u.status == "in_progress" and "first" in call_text(u)]
+        await editor.wait_until("the first line, live", live)
+        expect(not running.done() and "second" not in live()[0], f"seen while it ran: {live()}")
+        response = await asyncio.wait_for(running, 20)
+        expect(response.stop_reason == "end_turn", f"stop: {response}")
+        expect(final_status(editor, sid, "toolu_slow") == "completed", "completed")
+
+
 async def case_malformed_lines_get_errors(case):
     proc = await asyncio.create_subprocess_exec(
         GYRE, "acp", env=case.env(), cwd=case.project,
@@ -431,6 +484,14 @@ CASES = {
     "bash_in_the_editors_terminal": (
         case_bash_in_the_editors_terminal,
         [bash("toolu_t", "echo in-the-editor; touch t.txt"), text_turn("Seen.")],
+    ),
+    "sessions_listed_resumed_forked_closed": (
+        case_sessions_listed_resumed_forked_closed,
+        [text_turn("Noted: the tree is an oak."), text_turn("An oak."), text_turn("Still an oak.")],
+    ),
+    "bash_output_grows_while_it_runs": (
+        case_bash_output_grows_while_it_runs,
+        [bash("toolu_slow", "echo first; sleep 2; echo second"), text_turn("Both.")],
     ),
     "malformed_lines_get_errors": (
         case_malformed_lines_get_errors,
