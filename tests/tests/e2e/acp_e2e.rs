@@ -254,6 +254,21 @@ impl Acp {
             .map(|r| r.stop_reason)
     }
 
+    /// Loads session `id`; the replayed user text and answer.
+    async fn load(&self, id: &acp::SessionId, cwd: &Path) -> (String, String) {
+        self.conn
+            .load_session(acp::LoadSessionRequest::new(id.clone(), cwd.to_path_buf()))
+            .await
+            .unwrap();
+        let replayed = self.editor.updates_of(id);
+        let user = replayed
+            .iter()
+            .filter(|u| matches!(u, acp::SessionUpdate::UserMessageChunk(_)))
+            .filter_map(text_of)
+            .collect();
+        (user, answer_text(&replayed))
+    }
+
     fn answer(&self, options: &[&'static str]) {
         self.editor
             .answers
@@ -270,6 +285,15 @@ fn local(test: impl std::future::Future<Output = ()>) {
         .build()
         .unwrap();
     tokio::task::LocalSet::new().block_on(&runtime, test);
+}
+
+/// The transcript of session `id` in the sandbox's gyre home.
+fn transcript_of(sandbox: &Sandbox, id: &acp::SessionId) -> PathBuf {
+    std::fs::read_dir(sandbox.home().join("projects"))
+        .unwrap()
+        .map(|d| d.unwrap().path().join(format!("{}.jsonl", id.0)))
+        .find(|p| p.is_file())
+        .unwrap()
 }
 
 fn no_fs() -> acp::FileSystemCapabilities {
@@ -681,19 +705,9 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
             session.session_id
         };
         let second = Acp::start(&sandbox, &server, no_fs()).await;
-        second
-            .conn
-            .load_session(acp::LoadSessionRequest::new(id.clone(), sandbox.project()))
-            .await
-            .unwrap();
-        let replayed = second.editor.updates_of(&id);
-        let user: String = replayed
-            .iter()
-            .filter(|u| matches!(u, acp::SessionUpdate::UserMessageChunk(_)))
-            .filter_map(text_of)
-            .collect();
+        let (user, answer) = second.load(&id, &sandbox.project()).await;
         assert_eq!(user, "remember: the tree is an oak");
-        assert_eq!(answer_text(&replayed), "Noted: the tree is an oak.");
+        assert_eq!(answer, "Noted: the tree is an oak.");
         second.prompt(&id, "which tree?").await.unwrap();
         let sent = server.requests()[1].body["messages"].to_string();
         assert!(
@@ -710,6 +724,48 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
             .await
             .unwrap_err();
         assert!(format!("{err:?}").contains("123e4567"), "{err:?}");
+    });
+}
+
+#[test]
+fn a_loaded_session_replays_the_conversation_as_a_rewind_left_it() {
+    local(async {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([
+            Turn::text("One."),
+            Turn::text("Two."),
+            Turn::text("After."),
+        ]))
+        .unwrap();
+        let id = {
+            let first = Acp::start(&sandbox, &server, no_fs()).await;
+            let session = first.new_session(&sandbox.project()).await;
+            first.prompt(&session.session_id, "first").await.unwrap();
+            first.prompt(&session.session_id, "second").await.unwrap();
+            session.session_id
+        };
+        // The REPL's /rewind to before "second" writes this line.
+        let transcript = transcript_of(&sandbox, &id);
+        let rewind = json!({
+            "type": "system", "subtype": "rewind", "rewoundTo": "the-second-prompt",
+            "sessionId": id.0.to_string(), "uuid": "rewind-line",
+            "history": [
+                {"role": "user", "content": [{"type": "text", "text": "first"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "One."}]},
+            ],
+        });
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&transcript)
+            .unwrap();
+        writeln!(file, "{rewind}").unwrap();
+        let second = Acp::start(&sandbox, &server, no_fs()).await;
+        let (user, answer) = second.load(&id, &sandbox.project()).await;
+        assert_eq!(user, "first");
+        assert_eq!(answer, "One.");
+        second.prompt(&id, "third").await.unwrap();
+        let sent = server.requests()[2].body["messages"].to_string();
+        assert!(sent.contains("first") && !sent.contains("second"), "{sent}");
     });
 }
 
@@ -962,11 +1018,7 @@ fn sessions_are_listed_resumed_forked_and_closed() {
             .collect();
         assert_eq!(ids.len(), 2, "{ids:?}");
         assert!(ids.contains(&fork.session_id) && ids.contains(&id));
-        let transcript = std::fs::read_dir(sandbox.home().join("projects"))
-            .unwrap()
-            .map(|d| d.unwrap().path().join(format!("{}.jsonl", id.0)))
-            .find(|p| p.is_file())
-            .unwrap();
+        let transcript = transcript_of(&sandbox, &id);
         let original = std::fs::read_to_string(transcript).unwrap();
         assert!(!original.contains("and now?"), "the original is untouched");
 
