@@ -15,12 +15,12 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import traceback
-import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from gyre_testkit import Testkit  # noqa: E402
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import (
     AllowedOutcome,
@@ -43,26 +43,6 @@ TESTKIT = ""
 # Zed's Node adapter (`claude-agent-acp`'s dist/index.js) to drive instead of `gyre acp`,
 # with gyre as the Claude Code executable it starts.
 ADAPTER = ""
-
-
-class Testkit:
-    def __init__(self, script, workdir):
-        path = os.path.join(workdir, "script.json")
-        with open(path, "w") as f:
-            json.dump(script, f)
-        self.proc = subprocess.Popen([TESTKIT, "--script", path], stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("PORT "):
-            raise RuntimeError(f"gyre-testkit printed {line!r}, expected 'PORT <n>'")
-        self.url = f"http://127.0.0.1:{line.split()[1]}"
-
-    def requests(self):
-        with urllib.request.urlopen(self.url + "/_testkit/requests") as r:
-            return [q["body"] for q in json.load(r) if q["path"] == "/v1/messages"]
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 class Editor:
@@ -163,7 +143,7 @@ class Case:
         os.makedirs(self.home)
         with open(os.path.join(self.home, "trusted-folders.json"), "w") as f:
             json.dump({"folders": [self.project]}, f)
-        self.tk = Testkit({"turns": turns}, work)
+        self.tk = Testkit(TESTKIT, {"turns": turns}, work)
 
     def env(self):
         return {
