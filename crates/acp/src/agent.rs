@@ -244,13 +244,6 @@ impl GyreAgent {
         servers: &[acp::McpServer],
         opening: Opening,
     ) -> Result<worker::Started, acp::Error> {
-        if let Opening::Saved(id, _) = &opening
-            && self.sessions.borrow().contains_key(id.as_str())
-        {
-            return Err(invalid(format!(
-                "session {id} is already open in this connection"
-            )));
-        }
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(invalid(format!(
                 "cwd {} is not an absolute path to a directory",
@@ -315,8 +308,8 @@ impl GyreAgent {
         Ok(started)
     }
 
-    /// Opens a session (`start`), replays a loaded one's history, and tells the editor
-    /// its slash commands.
+    /// Opens a session (`start`, or the one already open under that id), replays a
+    /// loaded one's history, and tells the editor its slash commands.
     async fn open(
         &self,
         cwd: &Path,
@@ -324,7 +317,15 @@ impl GyreAgent {
         opening: Opening,
     ) -> Result<Opened, acp::Error> {
         let replay = matches!(opening, Opening::Saved(_, Replay::Yes));
-        let started = self.start(cwd, servers, opening).await?;
+        // A session open in this connection is the one opened again, as it stands.
+        let open = match &opening {
+            Opening::Saved(id, _) => self.sessions.borrow().get(id.as_str()).cloned(),
+            Opening::New | Opening::Fork(_) => None,
+        };
+        let started = match open {
+            Some(handle) => handle.state().await?,
+            None => self.start(cwd, servers, opening).await?,
+        };
         let id = acp::SessionId::new(started.session_id.clone());
         if replay {
             for message in &started.history {

@@ -47,6 +47,8 @@ enum Command {
         model: String,
         reply: oneshot::Sender<String>,
     },
+    /// What the session stands at now, for an editor that opens it again.
+    State { reply: oneshot::Sender<Started> },
 }
 
 /// How the agent reaches a session's task.
@@ -90,6 +92,15 @@ impl Handle {
         self.control.set_mode(mode)
     }
 
+    /// The session as it stands (between turns: a turn in flight finishes first).
+    pub async fn state(&self) -> Result<Started, acp::Error> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(Command::State { reply })
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())
+    }
+
     /// Another model for the next turns; the model now in use.
     pub async fn set_model(&self, model: String) -> Result<String, acp::Error> {
         let (reply, answer) = oneshot::channel();
@@ -129,13 +140,7 @@ pub fn spawn(
 ) -> (Handle, Started) {
     session.ask_questions();
     let control = session.control();
-    let started = Started {
-        session_id: session.facts.session_id.clone(),
-        mode: control.mode_name(),
-        model: session.engine.model().to_owned(),
-        history: session.engine.messages().to_vec(),
-        commands: session.commands(crate::prompt::BUILTIN_COMMANDS),
-    };
+    let started = state(&session, &control);
     let (commands, receiver) = mpsc::unbounded_channel();
     let handle = Handle {
         commands,
@@ -150,6 +155,17 @@ pub fn spawn(
     let cancelled = Rc::clone(&handle.cancelled);
     tokio::task::spawn_local(run(session, receiver, out, control, cancelled, progressed));
     (handle, started)
+}
+
+/// What `session` stands at.
+fn state(session: &Session, control: &Control) -> Started {
+    Started {
+        session_id: session.facts.session_id.clone(),
+        mode: control.mode_name(),
+        model: session.engine.model().to_owned(),
+        history: session.engine.messages().to_vec(),
+        commands: session.commands(crate::prompt::BUILTIN_COMMANDS),
+    }
 }
 
 /// Where a session's notifications go.
@@ -214,6 +230,9 @@ async fn run(
                     }
                 }
                 let _ = reply.send(now);
+            }
+            Command::State { reply } => {
+                let _ = reply.send(state(&session, &control));
             }
         }
     }

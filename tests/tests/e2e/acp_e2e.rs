@@ -993,6 +993,17 @@ fn sessions_are_listed_resumed_forked_and_closed() {
         );
         let sent = server.requests()[1].body["messages"].to_string();
         assert!(sent.contains("the tree is an oak"), "{sent}");
+        // Opened again in this connection: the same session, as it stands.
+        gyre.conn
+            .resume_session(acp::ResumeSessionRequest::new(id.clone(), project.clone()))
+            .await
+            .unwrap();
+        let (user, answer) = gyre.load(&id, &project).await;
+        assert_eq!(user, "remember: the tree is an oakwhich tree?");
+        assert!(
+            answer.ends_with("Noted: the tree is an oak.An oak."),
+            "{answer:?}"
+        );
 
         // Forked: a new session with the history so far; the original stays as it was.
         let fork = gyre
