@@ -15,12 +15,12 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import traceback
-import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from gyre_testkit import Testkit  # noqa: E402
 from acp import PROTOCOL_VERSION, RequestError, text_block
 from acp.schema import (
     AllowedOutcome,
@@ -43,26 +43,6 @@ TESTKIT = ""
 # Zed's Node adapter (`claude-agent-acp`'s dist/index.js) to drive instead of `gyre acp`,
 # with gyre as the Claude Code executable it starts.
 ADAPTER = ""
-
-
-class Testkit:
-    def __init__(self, script, workdir):
-        path = os.path.join(workdir, "script.json")
-        with open(path, "w") as f:
-            json.dump(script, f)
-        self.proc = subprocess.Popen([TESTKIT, "--script", path], stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("PORT "):
-            raise RuntimeError(f"gyre-testkit printed {line!r}, expected 'PORT <n>'")
-        self.url = f"http://127.0.0.1:{line.split()[1]}"
-
-    def requests(self):
-        with urllib.request.urlopen(self.url + "/_testkit/requests") as r:
-            return [q["body"] for q in json.load(r) if q["path"] == "/v1/messages"]
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 class Editor:
@@ -163,7 +143,7 @@ class Case:
         os.makedirs(self.home)
         with open(os.path.join(self.home, "trusted-folders.json"), "w") as f:
             json.dump({"folders": [self.project]}, f)
-        self.tk = Testkit({"turns": turns}, work)
+        self.tk = Testkit(TESTKIT, {"turns": turns}, work)
 
     def env(self):
         return {
@@ -369,6 +349,59 @@ async def case_bash_in_the_editors_terminal(case):
         expect(shown and shown[0].terminal_id == "0", f"the call showed the terminal: {shown}")
 
 
+async def case_sessions_listed_resumed_forked_closed(case):
+    editor = Editor()
+    async with case.spawn(editor) as (conn, _proc):
+        await start(conn)
+        sid = (await conn.new_session(cwd=case.project, mcp_servers=[])).session_id
+        await conn.prompt(session_id=sid, prompt=[text_block("remember: the tree is an oak")])
+    later = Editor()
+    async with case.spawn(later) as (conn, _proc):
+        init = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities())
+        caps = init.agent_capabilities.session_capabilities
+        expect(caps and None not in (caps.list, caps.fork, caps.resume, caps.close), f"capabilities: {caps}")
+        listed = (await conn.list_sessions(cwd=case.project)).sessions
+        expect([(s.session_id, s.cwd, s.title) for s in listed]
+               == [(sid, case.project, "remember: the tree is an oak")], f"listed: {listed}")
+        await conn.resume_session(session_id=sid, cwd=case.project, mcp_servers=[])
+        expect(not later.of(sid, "user_message_chunk"), "resume replays nothing")
+        await conn.prompt(session_id=sid, prompt=[text_block("which tree?")])
+        expect("the tree is an oak" in json.dumps(case.tk.requests()[-1]["messages"]), "the history went along")
+        fork = (await conn.fork_session(session_id=sid, cwd=case.project, mcp_servers=[])).session_id
+        expect(fork != sid, "the fork is another session")
+        await conn.prompt(session_id=fork, prompt=[text_block("and now?")])
+        expect("which tree?" in json.dumps(case.tk.requests()[-1]["messages"]), "the fork has it all")
+        expect(len((await conn.list_sessions(cwd=case.project)).sessions) == 2, "both listed")
+        await conn.close_session(session_id=fork)
+        try:
+            await conn.prompt(session_id=fork, prompt=[text_block("hello?")])
+            raise AssertionError("a closed session takes no prompt")
+        except RequestError as e:
+            expect("no session" in str(e.data), f"the error says so: {e.data}")
+
+
+def call_text(update):
+    return "".join(c.content.text for c in update.content or [] if c.type == "content")
+
+
+async def case_bash_output_grows_while_it_runs(case):
+    editor = Editor()
+    async with case.spawn(editor) as (conn, _proc):
+        await start(conn)
+        sid = (await conn.new_session(cwd=case.project, mcp_servers=[])).session_id
+        editor.answer("allow_once")
+        running = asyncio.create_task(conn.prompt(session_id=sid, prompt=[text_block("run it")]))
+
+        def live():
+            return [call_text(u) for u in editor.of(sid, "tool_call_update")
+                    if u.tool_call_id == "toolu_slow" and u.status == "in_progress" and "first" in call_text(u)]
+        await editor.wait_until("the first line, live", live)
+        expect(not running.done() and "second" not in live()[0], f"seen while it ran: {live()}")
+        response = await asyncio.wait_for(running, 20)
+        expect(response.stop_reason == "end_turn", f"stop: {response}")
+        expect(final_status(editor, sid, "toolu_slow") == "completed", "completed")
+
+
 async def case_malformed_lines_get_errors(case):
     proc = await asyncio.create_subprocess_exec(
         GYRE, "acp", env=case.env(), cwd=case.project,
@@ -431,6 +464,14 @@ CASES = {
     "bash_in_the_editors_terminal": (
         case_bash_in_the_editors_terminal,
         [bash("toolu_t", "echo in-the-editor; touch t.txt"), text_turn("Seen.")],
+    ),
+    "sessions_listed_resumed_forked_closed": (
+        case_sessions_listed_resumed_forked_closed,
+        [text_turn("Noted: the tree is an oak."), text_turn("An oak."), text_turn("Still an oak.")],
+    ),
+    "bash_output_grows_while_it_runs": (
+        case_bash_output_grows_while_it_runs,
+        [bash("toolu_slow", "echo first; sleep 2; echo second"), text_turn("Both.")],
     ),
     "malformed_lines_get_errors": (
         case_malformed_lines_get_errors,

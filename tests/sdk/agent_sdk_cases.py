@@ -15,12 +15,12 @@ import argparse
 import asyncio
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import traceback
-import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from gyre_testkit import Testkit  # noqa: E402
 from claude_agent_sdk import (
     AssistantMessage,
     ClaudeAgentOptions,
@@ -46,26 +46,6 @@ GYRE = ""
 TESTKIT = ""
 
 
-class Testkit:
-    def __init__(self, script, workdir):
-        path = os.path.join(workdir, "script.json")
-        with open(path, "w") as f:
-            json.dump(script, f)
-        self.proc = subprocess.Popen([TESTKIT, "--script", path], stdout=subprocess.PIPE, text=True)
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("PORT "):
-            raise RuntimeError(f"gyre-testkit printed {line!r}, expected 'PORT <n>'")
-        self.url = f"http://127.0.0.1:{line.split()[1]}"
-
-    def requests(self):
-        with urllib.request.urlopen(self.url + "/_testkit/requests") as r:
-            return [q["body"] for q in json.load(r) if q["path"] == "/v1/messages"]
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-
-
 class Case:
     """A scratch project, a GYRE_HOME and a testkit for one test."""
 
@@ -75,7 +55,7 @@ class Case:
         self.home = os.path.join(work, "home")
         os.makedirs(self.project)
         os.makedirs(self.home)
-        self.tk = Testkit({"turns": turns, **script}, work)
+        self.tk = Testkit(TESTKIT, {"turns": turns, **script}, work)
 
     def options(self, **kw):
         env = {

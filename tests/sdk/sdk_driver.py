@@ -17,25 +17,10 @@ import sys
 import tempfile
 import traceback
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "pylib"))
+from gyre_testkit import Testkit  # noqa: E402
+
 API_KEY = "sk-ant-sdk-driver-test-key"
-
-
-class Testkit:
-    def __init__(self, binary, script, workdir):
-        path = os.path.join(workdir, "script.json")
-        with open(path, "w") as f:
-            json.dump(script, f)
-        self.proc = subprocess.Popen(
-            [binary, "--script", path], stdout=subprocess.PIPE, text=True
-        )
-        line = self.proc.stdout.readline().strip()
-        if not line.startswith("PORT "):
-            raise RuntimeError(f"gyre-testkit printed {line!r}, expected 'PORT <n>'")
-        self.url = f"http://127.0.0.1:{line.split()[1]}"
-
-    def close(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
 
 
 def run_gyre(gyre, url, cwd, home, args, stdin_lines=None):

@@ -147,6 +147,66 @@ pub fn model_option(current: &str) -> acp::SessionConfigOption {
         .category(acp::SessionConfigOptionCategory::Model)
 }
 
+/// The models `session/set_model` offers (the unstable model selection of ACP, which
+/// editors read besides the model picker among the config options).
+pub fn model_state(current: &str) -> acp::SessionModelState {
+    let models = std::iter::once(current)
+        .chain(MODELS.iter().copied().filter(|m| *m != current))
+        .map(|m| acp::ModelInfo::new(m.to_owned(), m.to_owned()))
+        .collect();
+    acp::SessionModelState::new(current.to_owned(), models)
+}
+
+/// How a session is opened.
+enum Opening {
+    /// `session/new`.
+    New,
+    /// `session/load` and `session/resume`: the saved session with this id, its
+    /// history replayed to the editor (load) or not (resume).
+    Saved(String, Replay),
+    /// `session/fork`: a new session that goes on from the saved one with this id.
+    Fork(String),
+}
+
+/// Whether a saved session's history is sent to the editor when it opens.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Replay {
+    Yes,
+    No,
+}
+
+/// What the answer to a request that opened a session tells the editor.
+struct Opened {
+    id: acp::SessionId,
+    modes: acp::SessionModeState,
+    models: acp::SessionModelState,
+    options: Vec<acp::SessionConfigOption>,
+}
+
+/// The sessions `session/list` shows: those of `cwd`, or of every folder.
+fn session_infos(home: &Path, cwd: Option<&Path>) -> Vec<acp::SessionInfo> {
+    let summaries = match cwd {
+        Some(cwd) => gyre_core::sessions::list(home, cwd),
+        None => gyre_core::sessions::list_all(home),
+    };
+    summaries
+        .into_iter()
+        .filter_map(|s| {
+            // A transcript that never says where it ran cannot be loaded by folder.
+            let folder = cwd
+                .map(Path::to_path_buf)
+                .or_else(|| s.cwd.as_ref().map(std::path::PathBuf::from))?;
+            let title = (!s.first_prompt.is_empty()).then(|| s.first_prompt.clone());
+            let updated = (!s.timestamp.is_empty()).then(|| s.timestamp.clone());
+            Some(
+                acp::SessionInfo::new(s.id, folder)
+                    .title(title)
+                    .updated_at(updated),
+            )
+        })
+        .collect()
+}
+
 impl GyreAgent {
     /// An agent whose sessions start from `base` with the process's `env`.
     #[must_use]
@@ -182,8 +242,8 @@ impl GyreAgent {
         &self,
         cwd: &Path,
         servers: &[acp::McpServer],
-        resume: Resume,
-    ) -> Result<(Handle, worker::Started), acp::Error> {
+        opening: Opening,
+    ) -> Result<worker::Started, acp::Error> {
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(invalid(format!(
                 "cwd {} is not an absolute path to a directory",
@@ -215,15 +275,20 @@ impl GyreAgent {
         let env = self.env.clone().with_settings(&settings.env);
         let mut options = self.base.clone();
         // Chosen here: the editor's file requests name the session.
-        let session_id = match &resume {
-            Resume::Id(id) => id.clone(),
-            Resume::New | Resume::Latest => {
-                let id = uuid::Uuid::new_v4().to_string();
-                options.session_id = Some(id.clone());
-                id
+        let fresh = || uuid::Uuid::new_v4().to_string();
+        let (session_id, resume) = match opening {
+            Opening::New => (fresh(), Resume::New),
+            Opening::Saved(id, _) => (id.clone(), Resume::Id(id)),
+            Opening::Fork(from) => {
+                options.fork_session = true;
+                (fresh(), Resume::Id(from))
             }
         };
-        options.editor = self.editor(&session_id);
+        if !matches!(resume, Resume::Id(ref id) if *id == session_id) {
+            options.session_id = Some(session_id.clone());
+        }
+        let (progress, progressed) = worker::progress_sink();
+        options.editor = Some(self.editor(&session_id, progress));
         options.resume = resume;
         options.initialize.mcp_servers = mcp_config(servers);
         let mcp = gyre_core::mcp_config::start(&options, cwd, &home, &env)
@@ -231,21 +296,64 @@ impl GyreAgent {
             .map_err(|e| invalid(e.to_string()))?;
         let session = gyre_core::session::build(&options, cwd, &settings, true, &env, mcp)
             .map_err(|e| invalid(e.to_string()))?;
-        let (handle, started) =
-            worker::spawn(session, Rc::clone(&self.conn), Rc::clone(&self.shown));
+        let (handle, started) = worker::spawn(
+            session,
+            Rc::clone(&self.conn),
+            Rc::clone(&self.shown),
+            progressed,
+        );
         self.sessions
             .borrow_mut()
-            .insert(started.session_id.clone(), handle.clone());
-        Ok((handle, started))
+            .insert(started.session_id.clone(), handle);
+        Ok(started)
+    }
+
+    /// Opens a session (`start`, or the one already open under that id), replays a
+    /// loaded one's history, and tells the editor its slash commands.
+    async fn open(
+        &self,
+        cwd: &Path,
+        servers: &[acp::McpServer],
+        opening: Opening,
+    ) -> Result<Opened, acp::Error> {
+        let replay = matches!(opening, Opening::Saved(_, Replay::Yes));
+        // A session open in this connection is the one opened again, as it stands.
+        let open = match &opening {
+            Opening::Saved(id, _) => self.sessions.borrow().get(id.as_str()).cloned(),
+            Opening::New | Opening::Fork(_) => None,
+        };
+        let started = match open {
+            Some(handle) => handle.state().await?,
+            None => self.start(cwd, servers, opening).await?,
+        };
+        let id = acp::SessionId::new(started.session_id.clone());
+        if replay {
+            for message in &started.history {
+                for update in crate::updates::replay(message) {
+                    self.notify(&id, update).await;
+                }
+            }
+        }
+        self.announce_commands(&id, &started.commands);
+        Ok(Opened {
+            modes: modes(&started.mode, self.bypass_allowed()),
+            models: model_state(&started.model),
+            options: vec![model_option(&started.model)],
+            id,
+        })
     }
 
     /// The editor's files and terminals for session `session_id`, those the client
-    /// offers.
-    fn editor(&self, session_id: &str) -> Option<gyre_core::Editor> {
+    /// offers, and where the running calls' output goes to be shown.
+    fn editor(&self, session_id: &str, progress: gyre_tools::ProgressSink) -> gyre_core::Editor {
         let client = self.client.borrow().clone();
         let (read, write) = (client.fs.read_text_file, client.fs.write_text_file);
         if !read && !write && !client.terminal {
-            return None;
+            return gyre_core::Editor {
+                files: None,
+                terminals: None,
+                progress: Some(progress),
+            };
         }
         let requests = self
             .requests
@@ -267,7 +375,11 @@ impl GyreAgent {
                     requests,
                 }) as _
             });
-        Some(gyre_core::Editor { files, terminals })
+        gyre_core::Editor {
+            files,
+            terminals,
+            progress: Some(progress),
+        }
     }
 
     /// The slash commands, sent once the session's id is known to the editor: after
@@ -318,7 +430,14 @@ impl acp::Agent for GyreAgent {
                     .image(true)
                     .embedded_context(true),
             )
-            .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(true));
+            .mcp_capabilities(acp::McpCapabilities::new().http(true).sse(true))
+            .session_capabilities(
+                acp::SessionCapabilities::new()
+                    .list(acp::SessionListCapabilities::new())
+                    .fork(acp::SessionForkCapabilities::new())
+                    .resume(acp::SessionResumeCapabilities::new())
+                    .close(acp::SessionCloseCapabilities::new()),
+            );
         Ok(acp::InitializeResponse::new(version)
             .agent_capabilities(capabilities)
             .agent_info(
@@ -339,43 +458,102 @@ impl acp::Agent for GyreAgent {
         &self,
         args: acp::NewSessionRequest,
     ) -> Result<acp::NewSessionResponse, acp::Error> {
-        let (_, started) = self
-            .start(&args.cwd, &args.mcp_servers, Resume::New)
+        let o = self
+            .open(&args.cwd, &args.mcp_servers, Opening::New)
             .await?;
-        let id = acp::SessionId::new(started.session_id.clone());
-        self.announce_commands(&id, &started.commands);
-        Ok(acp::NewSessionResponse::new(id)
-            .modes(modes(&started.mode, self.bypass_allowed()))
-            .config_options(vec![model_option(&started.model)]))
+        Ok(acp::NewSessionResponse::new(o.id)
+            .modes(o.modes)
+            .models(o.models)
+            .config_options(o.options))
     }
 
     async fn load_session(
         &self,
         args: acp::LoadSessionRequest,
     ) -> Result<acp::LoadSessionResponse, acp::Error> {
-        if self.sessions.borrow().contains_key(&*args.session_id.0) {
+        let saved = Opening::Saved(args.session_id.0.to_string(), Replay::Yes);
+        let o = self.open(&args.cwd, &args.mcp_servers, saved).await?;
+        Ok(acp::LoadSessionResponse::new()
+            .modes(o.modes)
+            .models(o.models)
+            .config_options(o.options))
+    }
+
+    async fn resume_session(
+        &self,
+        args: acp::ResumeSessionRequest,
+    ) -> Result<acp::ResumeSessionResponse, acp::Error> {
+        // As session/load, without replaying the history: the editor still shows it.
+        let saved = Opening::Saved(args.session_id.0.to_string(), Replay::No);
+        let o = self.open(&args.cwd, &args.mcp_servers, saved).await?;
+        Ok(acp::ResumeSessionResponse::new()
+            .modes(o.modes)
+            .models(o.models)
+            .config_options(o.options))
+    }
+
+    async fn fork_session(
+        &self,
+        args: acp::ForkSessionRequest,
+    ) -> Result<acp::ForkSessionResponse, acp::Error> {
+        let fork = Opening::Fork(args.session_id.0.to_string());
+        let o = self.open(&args.cwd, &args.mcp_servers, fork).await?;
+        Ok(acp::ForkSessionResponse::new(o.id)
+            .modes(o.modes)
+            .models(o.models)
+            .config_options(o.options))
+    }
+
+    async fn close_session(
+        &self,
+        args: acp::CloseSessionRequest,
+    ) -> Result<acp::CloseSessionResponse, acp::Error> {
+        let handle = self.handle(&args.session_id)?;
+        // The turn in flight stops; the task ends with the last handle.
+        handle.cancel();
+        self.sessions.borrow_mut().remove(&*args.session_id.0);
+        Ok(acp::CloseSessionResponse::new())
+    }
+
+    async fn list_sessions(
+        &self,
+        args: acp::ListSessionsRequest,
+    ) -> Result<acp::ListSessionsResponse, acp::Error> {
+        if let Some(cursor) = &args.cursor {
             return Err(invalid(format!(
-                "session {} is already open in this connection",
-                args.session_id.0
+                "cursor {cursor:?} was not given by gyre: it lists every session in one page"
             )));
         }
-        let (_, started) = self
-            .start(
-                &args.cwd,
-                &args.mcp_servers,
-                Resume::Id(args.session_id.0.to_string()),
-            )
-            .await?;
-        let id = acp::SessionId::new(started.session_id.clone());
-        for message in &started.history {
-            for update in crate::updates::replay(message) {
-                self.notify(&id, update).await;
-            }
+        if let Some(cwd) = &args.cwd
+            && !cwd.is_absolute()
+        {
+            return Err(invalid(format!(
+                "cwd {} is not an absolute path",
+                cwd.display()
+            )));
         }
-        self.announce_commands(&id, &started.commands);
-        Ok(acp::LoadSessionResponse::new()
-            .modes(modes(&started.mode, self.bypass_allowed()))
-            .config_options(vec![model_option(&started.model)]))
+        let home = self.env.gyre_home();
+        Ok(acp::ListSessionsResponse::new(session_infos(
+            &home,
+            args.cwd.as_deref(),
+        )))
+    }
+
+    async fn set_session_model(
+        &self,
+        args: acp::SetSessionModelRequest,
+    ) -> Result<acp::SetSessionModelResponse, acp::Error> {
+        let handle = self.handle(&args.session_id)?;
+        let model = handle.set_model(args.model_id.0.to_string()).await?;
+        // The model picker among the config options says the same.
+        self.notify(
+            &args.session_id,
+            acp::SessionUpdate::ConfigOptionUpdate(acp::ConfigOptionUpdate::new(vec![
+                model_option(&model),
+            ])),
+        )
+        .await;
+        Ok(acp::SetSessionModelResponse::new())
     }
 
     async fn prompt(&self, args: acp::PromptRequest) -> Result<acp::PromptResponse, acp::Error> {

@@ -148,6 +148,17 @@ pub fn tool_result(
     )
 }
 
+/// A running call's output so far (a command's, as it grows).
+#[must_use]
+pub fn tool_output(tool_use_id: &str, so_far: &str) -> acp::ToolCallUpdate {
+    acp::ToolCallUpdate::new(
+        tool_use_id.to_owned(),
+        acp::ToolCallUpdateFields::new()
+            .status(acp::ToolCallStatus::InProgress)
+            .content(vec![acp::ToolCallContent::from(so_far.to_owned())]),
+    )
+}
+
 #[derive(Deserialize)]
 struct TodoInput {
     todos: Vec<Todo>,

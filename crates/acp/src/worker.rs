@@ -47,6 +47,8 @@ enum Command {
         model: String,
         reply: oneshot::Sender<String>,
     },
+    /// What the session stands at now, for an editor that opens it again.
+    State { reply: oneshot::Sender<Started> },
 }
 
 /// How the agent reaches a session's task.
@@ -90,6 +92,15 @@ impl Handle {
         self.control.set_mode(mode)
     }
 
+    /// The session as it stands (between turns: a turn in flight finishes first).
+    pub async fn state(&self) -> Result<Started, acp::Error> {
+        let (reply, answer) = oneshot::channel();
+        self.commands
+            .send(Command::State { reply })
+            .map_err(|_| gone())?;
+        answer.await.map_err(|_| gone())
+    }
+
     /// Another model for the next turns; the model now in use.
     pub async fn set_model(&self, model: String) -> Result<String, acp::Error> {
         let (reply, answer) = oneshot::channel();
@@ -100,17 +111,36 @@ impl Handle {
     }
 }
 
-/// Starts `session`'s task; permission questions go to the editor.
-pub fn spawn(mut session: Session, conn: Connection, shown: Shown) -> (Handle, Started) {
+/// New output of a running call: its id and the text.
+type Progressed = mpsc::UnboundedReceiver<(String, String)>;
+
+/// Where a session's tools report their calls' progress, and where the session's task
+/// reads it: a command's new output, shown growing in the call.
+pub fn progress_sink() -> (gyre_tools::ProgressSink, Progressed) {
+    let (sender, receiver) = mpsc::unbounded_channel();
+    let sink = move |id: &str, progress: gyre_tools::ToolProgress| {
+        if let gyre_tools::ToolProgress::Output { text } = progress {
+            // The session's task has ended: nobody shows it.
+            let _ = sender.send((id.to_owned(), text));
+        }
+    };
+    (
+        gyre_tools::ProgressSink(std::sync::Arc::new(sink)),
+        receiver,
+    )
+}
+
+/// Starts `session`'s task; permission questions go to the editor, and the output of
+/// running calls, read from `progressed`, too.
+pub fn spawn(
+    mut session: Session,
+    conn: Connection,
+    shown: Shown,
+    progressed: Progressed,
+) -> (Handle, Started) {
     session.ask_questions();
     let control = session.control();
-    let started = Started {
-        session_id: session.facts.session_id.clone(),
-        mode: control.mode_name(),
-        model: session.engine.model().to_owned(),
-        history: session.engine.messages().to_vec(),
-        commands: session.commands(crate::prompt::BUILTIN_COMMANDS),
-    };
+    let started = state(&session, &control);
     let (commands, receiver) = mpsc::unbounded_channel();
     let handle = Handle {
         commands,
@@ -123,8 +153,19 @@ pub fn spawn(mut session: Session, conn: Connection, shown: Shown) -> (Handle, S
         shown,
     };
     let cancelled = Rc::clone(&handle.cancelled);
-    tokio::task::spawn_local(run(session, receiver, out, control, cancelled));
+    tokio::task::spawn_local(run(session, receiver, out, control, cancelled, progressed));
     (handle, started)
+}
+
+/// What `session` stands at.
+fn state(session: &Session, control: &Control) -> Started {
+    Started {
+        session_id: session.facts.session_id.clone(),
+        mode: control.mode_name(),
+        model: session.engine.model().to_owned(),
+        history: session.engine.messages().to_vec(),
+        commands: session.commands(crate::prompt::BUILTIN_COMMANDS),
+    }
 }
 
 /// Where a session's notifications go.
@@ -163,11 +204,20 @@ async fn run(
     out: Out,
     control: Control,
     cancelled: Rc<Cell<bool>>,
+    mut progressed: Progressed,
 ) {
     while let Some(command) = commands.recv().await {
         match command {
             Command::Prompt { request, reply } => {
-                let stop = turn(&mut session, request, &out, &control, &cancelled).await;
+                let stop = turn(
+                    &mut session,
+                    request,
+                    &out,
+                    &control,
+                    &cancelled,
+                    &mut progressed,
+                )
+                .await;
                 let _ = reply.send(stop);
             }
             Command::SetModel { model, reply } => {
@@ -180,6 +230,9 @@ async fn run(
                     }
                 }
                 let _ = reply.send(now);
+            }
+            Command::State { reply } => {
+                let _ = reply.send(state(&session, &control));
             }
         }
     }
@@ -197,7 +250,14 @@ struct Tally {
     result: Option<TurnResult>,
     /// A compaction that failed: the prompt's error.
     failure: Option<String>,
+    /// The output so far of the running calls that reported some.
+    output: std::collections::HashMap<String, String>,
+    /// Calls whose result was shown: output reported late is not shown over it.
+    finished: HashSet<String>,
 }
+
+/// The most of a running call's output shown at once: its tail.
+const SHOWN_OUTPUT: usize = 64 * 1024;
 
 impl Tally {
     async fn tool_started(&mut self, out: &Out, id: &str, name: &str, input: &serde_json::Value) {
@@ -217,6 +277,29 @@ impl Tally {
             )))
             .await;
         }
+    }
+
+    /// New output of running call `id`: the call shows all its output so far (ACP's
+    /// update replaces the call's content).
+    async fn progress(&mut self, out: &Out, id: String, text: &str) {
+        if !self.announced.contains(&id) || self.finished.contains(&id) {
+            return;
+        }
+        // A call in the editor's terminal shows there.
+        if out.shown.borrow().contains_key(&id) {
+            return;
+        }
+        let so_far = self.output.entry(id.clone()).or_default();
+        so_far.push_str(text);
+        if so_far.len() > SHOWN_OUTPUT {
+            let mut cut = so_far.len() - SHOWN_OUTPUT;
+            while !so_far.is_char_boundary(cut) {
+                cut += 1;
+            }
+            so_far.drain(..cut);
+        }
+        let update = updates::tool_output(&id, so_far);
+        out.send(acp::SessionUpdate::ToolCallUpdate(update)).await;
     }
 
     async fn message(&mut self, out: &Out, message: &Message) {
@@ -241,6 +324,8 @@ impl Tally {
                         ..
                     },
                 ) if !self.plans.contains(tool_use_id) => {
+                    self.output.remove(tool_use_id);
+                    self.finished.insert(tool_use_id.clone());
                     let mut update = updates::tool_result(tool_use_id, content, *is_error);
                     let terminal = out.shown.borrow_mut().remove(tool_use_id);
                     if let (Some(id), Some(content)) = (terminal, update.fields.content.as_mut()) {
@@ -341,7 +426,10 @@ async fn turn(
     out: &Out,
     control: &Control,
     cancelled: &Cell<bool>,
+    progressed: &mut Progressed,
 ) -> Result<acp::StopReason, acp::Error> {
+    // What an earlier turn's calls reported after they ended is not shown.
+    while progressed.try_recv().is_ok() {}
     let op = match request {
         Request::Turn(blocks) => Op::UserMessage(blocks),
         Request::Compact(instructions) => Op::Compact { instructions },
@@ -352,7 +440,15 @@ async fn turn(
     {
         let events = session.submit(op);
         futures::pin_mut!(events);
-        while let Some(event) = events.next().await {
+        loop {
+            let event = tokio::select! {
+                event = events.next() => event,
+                Some((id, text)) = progressed.recv() => {
+                    tally.progress(out, id, &text).await;
+                    continue;
+                }
+            };
+            let Some(event) = event else { break };
             match event {
                 Event::Engine(event) => tally.engine(out, event).await,
                 Event::Question(question) => ask(question, out, control),

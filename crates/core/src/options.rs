@@ -21,6 +21,9 @@ pub struct Editor {
     pub files: Option<Arc<dyn gyre_tools::editor::EditorFiles>>,
     /// `terminal/*`, when the editor offers them.
     pub terminals: Option<Arc<dyn gyre_tools::editor::EditorTerminals>>,
+    /// Where the running calls' progress goes (a command's output as it grows), for an
+    /// editor that shows it.
+    pub progress: Option<gyre_tools::ProgressSink>,
 }
 
 impl PartialEq for Editor {
@@ -34,6 +37,10 @@ impl PartialEq for Editor {
         }
         same(self.files.as_ref(), other.files.as_ref())
             && same(self.terminals.as_ref(), other.terminals.as_ref())
+            && same(
+                self.progress.as_ref().map(|p| &p.0),
+                other.progress.as_ref().map(|p| &p.0),
+            )
     }
 }
 
@@ -42,6 +49,7 @@ impl std::fmt::Debug for Editor {
         f.debug_struct("Editor")
             .field("files", &self.files)
             .field("terminals", &self.terminals)
+            .field("progress", &self.progress.is_some())
             .finish()
     }
 }

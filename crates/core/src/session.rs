@@ -242,9 +242,19 @@ pub fn build(
 
     // --fork-session: the history goes on in a new session; the old transcript stays as
     // it was. The copy makes the new one resumable with everything before the fork.
+    // The fork's id is `session_id` when one is given (as the reference CLI takes
+    // `--session-id` with `--fork-session`; ACP's session/fork names none).
     let session_id = if resumed && cli.fork_session {
-        let fork = uuid::Uuid::new_v4().to_string();
+        let fork = match &cli.session_id {
+            Some(id) => parse_session_id(id)?,
+            None => uuid::Uuid::new_v4().to_string(),
+        };
         let fork_path = JsonlTranscript::path_for(&home, cwd, &fork);
+        if fork_path.exists() {
+            return Err(CoreError::Invalid(format!(
+                "session {fork} already exists; fork under another id"
+            )));
+        }
         std::fs::copy(&transcript_path, &fork_path).map_err(CoreError::io(
             "could not fork the transcript into",
             &fork_path,
@@ -409,6 +419,7 @@ pub fn build(
     if let Some(editor) = &cli.editor {
         tool_context.editor_files.clone_from(&editor.files);
         tool_context.editor_terminals.clone_from(&editor.terminals);
+        tool_context.progress.clone_from(&editor.progress);
     }
     for dir in working_dirs.iter().skip(1) {
         tool_context = tool_context.with_working_dir(dir.clone());

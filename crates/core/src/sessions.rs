@@ -15,6 +15,8 @@ pub struct SessionSummary {
     pub timestamp: String,
     pub first_prompt: String,
     pub turns: usize,
+    /// The folder it ran in, as its transcript records it.
+    pub cwd: Option<String>,
 }
 
 /// Reads the summary of one transcript file.
@@ -27,6 +29,7 @@ pub fn summarize(path: &Path) -> Option<SessionSummary> {
         timestamp: String::new(),
         first_prompt: String::new(),
         turns: 0,
+        cwd: None,
     };
     for line in BufReader::new(file).lines() {
         let Ok(line) = line else { break };
@@ -35,6 +38,9 @@ pub fn summarize(path: &Path) -> Option<SessionSummary> {
         };
         if let Some(ts) = v.get("timestamp").and_then(Value::as_str) {
             summary.timestamp = ts.to_owned();
+        }
+        if summary.cwd.is_none() {
+            summary.cwd = v.get("cwd").and_then(Value::as_str).map(str::to_owned);
         }
         if let Some(text) = gyre_loop::summarize_entry_value(&v) {
             summary.turns += 1;
@@ -49,15 +55,35 @@ pub fn summarize(path: &Path) -> Option<SessionSummary> {
 /// All sessions of `cwd` under gyre's `home` (or the reference CLI's), newest first.
 #[must_use]
 pub fn list(home: &Path, cwd: &Path) -> Vec<SessionSummary> {
-    let Ok(entries) = std::fs::read_dir(project_dir(home, cwd)) else {
+    let mut out = in_dir(&project_dir(home, cwd));
+    out.sort_by(|a, b| b.timestamp.cmp(&a.timestamp));
+    out
+}
+
+/// The sessions of every folder under gyre's `home`, newest first (each names its
+/// folder in [`SessionSummary::cwd`]).
+#[must_use]
+pub fn list_all(home: &Path) -> Vec<SessionSummary> {
+    let Ok(projects) = std::fs::read_dir(home.join("projects")) else {
         return Vec::new();
     };
-    let mut out: Vec<SessionSummary> = entries
+    let mut out: Vec<SessionSummary> = projects
+        .filter_map(Result::ok)
+        .flat_map(|project| in_dir(&project.path()))
+        .collect();
+    out.sort_by(|a, b| b.timestamp.cmp(&a.timestamp));
+    out
+}
+
+/// The transcripts directly in `dir`.
+fn in_dir(dir: &Path) -> Vec<SessionSummary> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
         .filter_map(|p| summarize(&p))
-        .collect();
-    out.sort_by(|a, b| b.timestamp.cmp(&a.timestamp));
-    out
+        .collect()
 }

@@ -27,6 +27,8 @@ pub const MAX_OUTPUT_CHARS: usize = 30_000;
 const MAX_CAPTURE_BYTES: usize = 64 * 1024 * 1024;
 /// After the shell exits, how long to wait for background children to close the pipes.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_millis(200);
+/// How often a running command reports its new output (a front-end shows it growing).
+const PROGRESS_EVERY: Duration = Duration::from_millis(500);
 
 /// The Bash tool: runs a shell command in its own process group, with a timeout.
 #[derive(Debug, Clone, Copy, Default)]
@@ -234,7 +236,10 @@ async fn run_command(
     let mut status = None;
     let deadline = tokio::time::Instant::now() + Duration::from_millis(timeout_ms);
     let mut drain_deadline = None;
-    let mut last_progress = tokio::time::Instant::now();
+    // Progress: the output not yet reported, at most once per PROGRESS_EVERY.
+    let mut shown = 0usize;
+    let mut progress_due: Option<tokio::time::Instant> = None;
+    let mut last_progress: Option<tokio::time::Instant> = None;
 
     let ending = loop {
         if !out_open
@@ -262,6 +267,13 @@ async fn run_command(
             },
             () = tokio::time::sleep_until(deadline), if status.is_none() => break Ending::TimedOut,
             () = ctx.cancel.cancelled() => break Ending::Cancelled,
+            () = sleep_until_opt(progress_due) => {
+                progress_due = None;
+                if let Some(text) = unreported(&captured, &mut shown) {
+                    last_progress = Some(tokio::time::Instant::now());
+                    progress(ToolProgress::Output { text });
+                }
+            }
             () = sleep_until_opt(drain_deadline) => {
                 // Background children still hold the pipes: return what the shell wrote.
                 if let Some(s) = status {
@@ -273,11 +285,9 @@ async fn run_command(
             let room = MAX_CAPTURE_BYTES.saturating_sub(captured.len());
             captured.extend_from_slice(&bytes[..bytes.len().min(room)]);
             dropped_bytes += bytes.len().saturating_sub(room);
-            if last_progress.elapsed() >= Duration::from_secs(1) {
-                last_progress = tokio::time::Instant::now();
-                progress(ToolProgress::Output {
-                    text: String::from_utf8_lossy(bytes).into_owned(),
-                });
+            if progress_due.is_none() && shown < captured.len() {
+                let now = tokio::time::Instant::now();
+                progress_due = Some(last_progress.map_or(now, |at| (at + PROGRESS_EVERY).max(now)));
             }
         }
     };
@@ -384,6 +394,23 @@ async fn in_editor_terminal(
     )
 }
 
+/// The output of `captured` from `reported` on, up to its last whole character (the
+/// rest waits for the bytes that complete it); `None` when there is nothing new.
+fn unreported(captured: &[u8], reported: &mut usize) -> Option<String> {
+    let new = captured.get(*reported..)?;
+    let whole = match std::str::from_utf8(new) {
+        Ok(_) => new.len(),
+        // A character cut at the end of what was read so far.
+        Err(e) if e.error_len().is_none() => e.valid_up_to(),
+        Err(_) => new.len(),
+    };
+    if whole == 0 {
+        return None;
+    }
+    *reported += whole;
+    Some(String::from_utf8_lossy(&new[..whole]).into_owned())
+}
+
 async fn sleep_until_opt(deadline: Option<tokio::time::Instant>) {
     match deadline {
         Some(d) => tokio::time::sleep_until(d).await,
@@ -460,4 +487,26 @@ async fn save_full_output(
     }
     out.flush().await?;
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unreported;
+
+    #[test]
+    fn progress_reports_only_new_whole_characters() {
+        let mut reported = 0;
+        let mut captured = b"one\n".to_vec();
+        assert_eq!(
+            unreported(&captured, &mut reported).as_deref(),
+            Some("one\n")
+        );
+        assert_eq!(unreported(&captured, &mut reported), None);
+        // "é" arrives in two reads: the half waits for its other byte.
+        captured.extend_from_slice(&[b't', 0xc3]);
+        assert_eq!(unreported(&captured, &mut reported).as_deref(), Some("t"));
+        captured.push(0xa9);
+        assert_eq!(unreported(&captured, &mut reported).as_deref(), Some("é"));
+        assert_eq!(reported, captured.len());
+    }
 }

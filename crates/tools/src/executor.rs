@@ -24,6 +24,17 @@ pub const DEFAULT_MAX_CONCURRENCY: usize = 10;
 /// Progress of a running call, with the call's `tool_use_id`.
 pub type ExecutorProgressFn = dyn Fn(&str, ToolProgress) + Send + Sync;
 
+/// Where a front-end that shows running calls (an ACP editor) takes their progress,
+/// set on the [`ToolContext`]; with none set, progress goes nowhere.
+#[derive(Clone)]
+pub struct ProgressSink(pub Arc<ExecutorProgressFn>);
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressSink")
+    }
+}
+
 /// How an executor runs.
 #[derive(Clone)]
 pub struct ExecutorOptions {
@@ -165,6 +176,7 @@ impl StreamingToolExecutor {
         if let Some(n) = ctx.max_tool_concurrency.filter(|&n| n > 0) {
             options.max_concurrency = n;
         }
+        options.progress = ctx.progress.as_ref().map(|sink| Arc::clone(&sink.0));
         Self::with_options(registry, ctx, can_use, options)
     }
 

@@ -69,7 +69,10 @@ mod walk;
 pub mod write;
 
 pub use call::{PermissionDenial, ToolCallOutcome, run_tool_call};
-pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus, max_concurrency_from};
+pub use executor::{
+    ExecutorOptions, ExecutorProgressFn, ProgressSink, StreamingToolExecutor, ToolStatus,
+    max_concurrency_from,
+};
 pub use file_state::{FileState, FileStateCache};
 pub use mode::{ModeHandle, PermissionMode};
 pub use partition::{ToolBatch, partition};

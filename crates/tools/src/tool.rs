@@ -167,6 +167,9 @@ pub struct ToolContext {
     /// Where Edit and Write keep a file's content before they change it (the session's
     /// checkpoints, see [`crate::file_history`]); `None` keeps nothing.
     pub file_history: Option<Arc<dyn crate::file_history::FileHistory>>,
+    /// Where the running calls' progress goes (a front-end that shows it, as an ACP
+    /// editor shows a command's output while it runs); `None` drops it.
+    pub progress: Option<crate::executor::ProgressSink>,
 }
 
 /// `path` made absolute against the current directory (lexically: symlinks are resolved
@@ -198,6 +201,7 @@ impl ToolContext {
             editor_files: None,
             editor_terminals: None,
             file_history: None,
+            progress: None,
         }
     }
 

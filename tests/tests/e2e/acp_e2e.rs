@@ -254,6 +254,21 @@ impl Acp {
             .map(|r| r.stop_reason)
     }
 
+    /// Loads session `id`; the replayed user text and answer.
+    async fn load(&self, id: &acp::SessionId, cwd: &Path) -> (String, String) {
+        self.conn
+            .load_session(acp::LoadSessionRequest::new(id.clone(), cwd.to_path_buf()))
+            .await
+            .unwrap();
+        let replayed = self.editor.updates_of(id);
+        let user = replayed
+            .iter()
+            .filter(|u| matches!(u, acp::SessionUpdate::UserMessageChunk(_)))
+            .filter_map(text_of)
+            .collect();
+        (user, answer_text(&replayed))
+    }
+
     fn answer(&self, options: &[&'static str]) {
         self.editor
             .answers
@@ -270,6 +285,15 @@ fn local(test: impl std::future::Future<Output = ()>) {
         .build()
         .unwrap();
     tokio::task::LocalSet::new().block_on(&runtime, test);
+}
+
+/// The transcript of session `id` in the sandbox's gyre home.
+fn transcript_of(sandbox: &Sandbox, id: &acp::SessionId) -> PathBuf {
+    std::fs::read_dir(sandbox.home().join("projects"))
+        .unwrap()
+        .map(|d| d.unwrap().path().join(format!("{}.jsonl", id.0)))
+        .find(|p| p.is_file())
+        .unwrap()
 }
 
 fn no_fs() -> acp::FileSystemCapabilities {
@@ -681,19 +705,9 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
             session.session_id
         };
         let second = Acp::start(&sandbox, &server, no_fs()).await;
-        second
-            .conn
-            .load_session(acp::LoadSessionRequest::new(id.clone(), sandbox.project()))
-            .await
-            .unwrap();
-        let replayed = second.editor.updates_of(&id);
-        let user: String = replayed
-            .iter()
-            .filter(|u| matches!(u, acp::SessionUpdate::UserMessageChunk(_)))
-            .filter_map(text_of)
-            .collect();
+        let (user, answer) = second.load(&id, &sandbox.project()).await;
         assert_eq!(user, "remember: the tree is an oak");
-        assert_eq!(answer_text(&replayed), "Noted: the tree is an oak.");
+        assert_eq!(answer, "Noted: the tree is an oak.");
         second.prompt(&id, "which tree?").await.unwrap();
         let sent = server.requests()[1].body["messages"].to_string();
         assert!(
@@ -710,6 +724,48 @@ fn a_loaded_session_replays_its_history_and_goes_on() {
             .await
             .unwrap_err();
         assert!(format!("{err:?}").contains("123e4567"), "{err:?}");
+    });
+}
+
+#[test]
+fn a_loaded_session_replays_the_conversation_as_a_rewind_left_it() {
+    local(async {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([
+            Turn::text("One."),
+            Turn::text("Two."),
+            Turn::text("After."),
+        ]))
+        .unwrap();
+        let id = {
+            let first = Acp::start(&sandbox, &server, no_fs()).await;
+            let session = first.new_session(&sandbox.project()).await;
+            first.prompt(&session.session_id, "first").await.unwrap();
+            first.prompt(&session.session_id, "second").await.unwrap();
+            session.session_id
+        };
+        // The REPL's /rewind to before "second" writes this line.
+        let transcript = transcript_of(&sandbox, &id);
+        let rewind = json!({
+            "type": "system", "subtype": "rewind", "rewoundTo": "the-second-prompt",
+            "sessionId": id.0.to_string(), "uuid": "rewind-line",
+            "history": [
+                {"role": "user", "content": [{"type": "text", "text": "first"}]},
+                {"role": "assistant", "content": [{"type": "text", "text": "One."}]},
+            ],
+        });
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&transcript)
+            .unwrap();
+        writeln!(file, "{rewind}").unwrap();
+        let second = Acp::start(&sandbox, &server, no_fs()).await;
+        let (user, answer) = second.load(&id, &sandbox.project()).await;
+        assert_eq!(user, "first");
+        assert_eq!(answer, "One.");
+        second.prompt(&id, "third").await.unwrap();
+        let sent = server.requests()[2].body["messages"].to_string();
+        assert!(sent.contains("first") && !sent.contains("second"), "{sent}");
     });
 }
 
@@ -863,6 +919,211 @@ fn bash_runs_in_the_editors_terminal_and_the_call_shows_it() {
         assert!(
             matches!(&last[0], acp::ToolCallContent::Terminal(t) if &*t.terminal_id.0 == "0"),
             "{last:?}"
+        );
+    });
+}
+
+#[test]
+fn sessions_are_listed_resumed_forked_and_closed() {
+    local(async {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([
+            Turn::text("Noted: the tree is an oak."),
+            Turn::text("An oak."),
+            Turn::text("Still an oak."),
+        ]))
+        .unwrap();
+        let project = sandbox.project();
+        let id = {
+            let first = Acp::start(&sandbox, &server, no_fs()).await;
+            let session = first.new_session(&project).await;
+            first
+                .prompt(&session.session_id, "remember: the tree is an oak")
+                .await
+                .unwrap();
+            session.session_id
+        };
+        let gyre = Acp::start(&sandbox, &server, no_fs()).await;
+        // The folder's sessions, and every folder's, each with its first prompt.
+        let listed = gyre
+            .conn
+            .list_sessions(acp::ListSessionsRequest::new().cwd(project.clone()))
+            .await
+            .unwrap();
+        assert_eq!(listed.sessions.len(), 1, "{listed:?}");
+        let info = &listed.sessions[0];
+        assert_eq!(info.session_id, id);
+        assert_eq!(info.cwd, project);
+        assert_eq!(info.title.as_deref(), Some("remember: the tree is an oak"));
+        assert!(info.updated_at.is_some());
+        let everywhere = gyre
+            .conn
+            .list_sessions(acp::ListSessionsRequest::new())
+            .await
+            .unwrap();
+        assert!(
+            everywhere
+                .sessions
+                .iter()
+                .any(|s| s.session_id == id && s.cwd == project),
+            "{everywhere:?}"
+        );
+        let err = gyre
+            .conn
+            .list_sessions(acp::ListSessionsRequest::new().cursor("page-2".to_owned()))
+            .await
+            .unwrap_err();
+        assert!(format!("{err:?}").contains("page-2"), "{err:?}");
+
+        // Resumed: the history goes on, without being replayed to the editor.
+        let resumed = gyre
+            .conn
+            .resume_session(acp::ResumeSessionRequest::new(id.clone(), project.clone()))
+            .await
+            .unwrap();
+        assert!(resumed.models.is_some() && resumed.modes.is_some());
+        gyre.prompt(&id, "which tree?").await.unwrap();
+        assert!(
+            !gyre
+                .editor
+                .updates_of(&id)
+                .iter()
+                .any(|u| matches!(u, acp::SessionUpdate::UserMessageChunk(_))),
+            "nothing replayed"
+        );
+        let sent = server.requests()[1].body["messages"].to_string();
+        assert!(sent.contains("the tree is an oak"), "{sent}");
+        // Opened again in this connection: the same session, as it stands.
+        gyre.conn
+            .resume_session(acp::ResumeSessionRequest::new(id.clone(), project.clone()))
+            .await
+            .unwrap();
+        let (user, answer) = gyre.load(&id, &project).await;
+        assert_eq!(user, "remember: the tree is an oakwhich tree?");
+        assert!(
+            answer.ends_with("Noted: the tree is an oak.An oak."),
+            "{answer:?}"
+        );
+
+        // Forked: a new session with the history so far; the original stays as it was.
+        let fork = gyre
+            .conn
+            .fork_session(acp::ForkSessionRequest::new(id.clone(), project.clone()))
+            .await
+            .unwrap();
+        assert_ne!(fork.session_id, id);
+        gyre.prompt(&fork.session_id, "and now?").await.unwrap();
+        let sent = server.requests()[2].body["messages"].to_string();
+        assert!(
+            sent.contains("the tree is an oak") && sent.contains("which tree?"),
+            "{sent}"
+        );
+        let ids: Vec<_> = gyre
+            .conn
+            .list_sessions(acp::ListSessionsRequest::new().cwd(project.clone()))
+            .await
+            .unwrap()
+            .sessions
+            .into_iter()
+            .map(|s| s.session_id)
+            .collect();
+        assert_eq!(ids.len(), 2, "{ids:?}");
+        assert!(ids.contains(&fork.session_id) && ids.contains(&id));
+        let transcript = transcript_of(&sandbox, &id);
+        let original = std::fs::read_to_string(transcript).unwrap();
+        assert!(!original.contains("and now?"), "the original is untouched");
+
+        // Closed: the session is gone from the connection.
+        gyre.conn
+            .close_session(acp::CloseSessionRequest::new(fork.session_id.clone()))
+            .await
+            .unwrap();
+        let err = gyre.prompt(&fork.session_id, "hello?").await.unwrap_err();
+        assert!(format!("{err:?}").contains("no session"), "{err:?}");
+    });
+}
+
+#[test]
+fn set_model_offers_the_models_and_switches_the_next_prompt() {
+    local(async {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([Turn::text("Quick.")])).unwrap();
+        let gyre = Acp::start(&sandbox, &server, no_fs()).await;
+        let session = gyre.new_session(&sandbox.project()).await;
+        let models = session.models.clone().unwrap();
+        assert_eq!(&*models.current_model_id.0, "claude-sonnet-4-5");
+        let ids: Vec<&str> = models
+            .available_models
+            .iter()
+            .map(|m| &*m.model_id.0)
+            .collect();
+        assert_eq!(ids[0], "claude-sonnet-4-5");
+        assert!(ids.contains(&"claude-haiku-4-5"), "{ids:?}");
+        let id = &session.session_id;
+        gyre.conn
+            .set_session_model(acp::SetSessionModelRequest::new(
+                id.clone(),
+                "claude-haiku-4-5",
+            ))
+            .await
+            .unwrap();
+        // The model picker among the config options follows.
+        gyre.editor
+            .wait_until("the config option's update", |e| {
+                e.updates_of(id).iter().any(|u| {
+                    matches!(u, acp::SessionUpdate::ConfigOptionUpdate(c)
+                        if matches!(&c.config_options[0].kind,
+                            acp::SessionConfigKind::Select(s) if &*s.current_value.0 == "claude-haiku-4-5"))
+                })
+            })
+            .await;
+        gyre.prompt(id, "hi").await.unwrap();
+        assert_eq!(server.requests()[0].body["model"], "claude-haiku-4-5");
+        let err = gyre
+            .conn
+            .set_session_model(acp::SetSessionModelRequest::new(
+                "123e4567-e89b-12d3-a456-426614174000",
+                "claude-haiku-4-5",
+            ))
+            .await
+            .unwrap_err();
+        assert!(format!("{err:?}").contains("no session"), "{err:?}");
+    });
+}
+
+#[test]
+fn without_editor_terminals_a_commands_output_grows_in_its_call_while_it_runs() {
+    local(async {
+        let sandbox = Sandbox::new().unwrap();
+        let server = TestServer::spawn(Script::new([
+            bash("toolu_slow", "echo first; sleep 2; echo second"),
+            Turn::text("Both."),
+        ]))
+        .unwrap();
+        let gyre = Acp::start(&sandbox, &server, no_fs()).await;
+        let session = gyre.new_session(&sandbox.project()).await;
+        let id = session.session_id.clone();
+        gyre.answer(&["allow_once"]);
+        let running = gyre.prompt(&id, "run it");
+        let watch = async {
+            // Seen while the command still sleeps: the first line, not the second.
+            gyre.editor
+                .wait_until("the first line, live", |e| {
+                    let (status, text) = outcome_of(&e.updates_of(&id), "toolu_slow");
+                    status == Some(acp::ToolCallStatus::InProgress) && text.contains("first")
+                })
+                .await;
+            let (_, text) = outcome_of(&gyre.editor.updates_of(&id), "toolu_slow");
+            assert!(!text.contains("second"), "{text:?}");
+        };
+        let (stop, ()) = tokio::join!(running, watch);
+        assert_eq!(stop.unwrap(), acp::StopReason::EndTurn);
+        // The last word is the result, whatever came late.
+        let (status, text) = outcome_of(&gyre.editor.updates_of(&id), "toolu_slow");
+        assert_eq!(status, Some(acp::ToolCallStatus::Completed));
+        assert!(
+            text.contains("first") && text.contains("second"),
+            "{text:?}"
         );
     });
 }
