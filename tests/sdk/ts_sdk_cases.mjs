@@ -329,6 +329,162 @@ const cases = {
       c.tk.close();
     }
   },
+
+  async plan_mode_instructions_replace_the_workflow_of_the_plan_reminder() {
+    const c = await scratch([text("Here is the plan.")]);
+    try {
+      await collect(
+        query({
+          prompt: "plan the change",
+          options: c.options({
+            permissionMode: "plan",
+            planModeInstructions: "List only the files you would touch, nothing else.",
+          }),
+        }),
+      );
+      const [sent] = await c.tk.requests();
+      const first = JSON.stringify(sent.messages[0].content);
+      expect(first.includes("plan the change"), `prompt ${first}`);
+      expect(first.includes("Plan mode is active"), `reminder ${first}`);
+      expect(first.includes("List only the files you would touch"), `workflow ${first}`);
+      expect(first.includes("ExitPlanMode"), `footer ${first}`);
+      expect(!first.includes("How to plan:"), `gyre's own workflow left out: ${first}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async append_subagent_system_prompt_reaches_every_sub_agent_and_only_them() {
+    const c = await scratch([
+      toolUse("Agent", { description: "look", prompt: "Look around.", subagent_type: "general-purpose" }),
+      text("Nothing to see."),
+      text("all done"),
+    ]);
+    try {
+      const messages = await collect(
+        query({
+          prompt: "delegate",
+          options: c.options({ appendSubagentSystemPrompt: "Answer the caller in French.", allowedTools: ["Agent"] }),
+        }),
+      );
+      expect(resultOf(messages)?.result === "all done", `result ${JSON.stringify(resultOf(messages))}`);
+      const sent = await c.tk.requests();
+      const main = JSON.stringify(sent[0].system ?? "");
+      const sub = JSON.stringify(sent[1].system ?? "");
+      expect(sub.includes("Answer the caller in French."), `sub-agent system ${sub}`);
+      expect(!main.includes("Answer the caller in French."), `main system ${main.slice(0, 300)}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async exclude_dynamic_sections_keeps_the_system_prompt_the_same_across_sessions() {
+    const runs = [];
+    for (const name of ["one", "two"]) {
+      const c = await scratch([text("ok")]);
+      try {
+        await collect(
+          query({
+            prompt: `hi ${name}`,
+            options: c.options({
+              systemPrompt: { type: "preset", preset: "claude_code", excludeDynamicSections: true },
+            }),
+          }),
+        );
+        const [sent] = await c.tk.requests();
+        runs.push({ project: c.project, sent });
+      } finally {
+        c.tk.close();
+      }
+    }
+    const [a, b] = runs.map((r) => JSON.stringify(r.sent.system));
+    expect(a === b, `the system prompts differ:\n${a}\n${b}`);
+    expect(!a.includes(runs[0].project), `the working directory stayed in the system prompt: ${a}`);
+    const first = JSON.stringify(runs[0].sent.messages[0].content);
+    expect(first.includes(`Working directory: ${runs[0].project}`), `first message ${first}`);
+    expect(first.includes("hi one"), `first message ${first}`);
+  },
+
+  async skills_select_the_skills_the_skill_tool_offers() {
+    const c = await scratch([toolUse("Skill", { skill: "docx" }), text("done")]);
+    try {
+      for (const name of ["pdf", "docx"]) {
+        const dir = join(c.home, ".claude", "skills", name);
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(join(dir, "SKILL.md"), `---\nname: ${name}\ndescription: Work with ${name} files\n---\nUse the ${name} tools.\n`);
+      }
+      await collect(query({ prompt: "convert it", options: c.options({ skills: ["pdf"] }) }));
+      const sent = await c.tk.requests();
+      const skill = sent[0].tools.find((t) => t.name === "Skill");
+      expect(skill, `tools ${sent[0].tools.map((t) => t.name)}`);
+      expect(skill.description.includes("pdf: Work with pdf files"), `description ${skill.description}`);
+      expect(!skill.description.includes("docx"), `description ${skill.description}`);
+      const refused = JSON.stringify(sent[1].messages.at(-1));
+      expect(refused.includes("Unknown skill: docx"), `result ${refused}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async tool_aliases_run_the_mapped_tool_for_a_call_by_the_alias() {
+    const c = await scratch([toolUse("Bash", { command: "echo hi" }), text("done")]);
+    try {
+      const bash = tool("bash", "Runs a command in the workspace.", { command: z.string() }, async ({ command }) => ({
+        content: [{ type: "text", text: `workspace ran: ${command}` }],
+      }));
+      const ws = createSdkMcpServer({ name: "ws", version: "1.0.0", tools: [bash] });
+      await collect(
+        query({
+          prompt: "run it",
+          options: c.options({
+            mcpServers: { ws },
+            allowedTools: ["mcp__ws__bash"],
+            toolAliases: { Bash: "mcp__ws__bash" },
+          }),
+        }),
+      );
+      const sent = await c.tk.requests();
+      const result = JSON.stringify(sent[1].messages.at(-1));
+      expect(result.includes("workspace ran: echo hi"), `result ${result}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async code_running_mcp_tools_go_to_auto_modes_judge_despite_an_allow_rule() {
+    const verdict = (decision, reason) => text(JSON.stringify({ decision, reason }));
+    const c = await scratch([
+      toolUse("mcp__ws__run", { code: "rm -rf /" }),
+      verdict("deny", "deletes everything"),
+      text("refused"),
+    ]);
+    try {
+      let ran = false;
+      const run = tool("run", "Runs Python code.", { code: z.string() }, async () => {
+        ran = true;
+        return { content: [{ type: "text", text: "ran" }] };
+      });
+      const ws = createSdkMcpServer({ name: "ws", version: "1.0.0", tools: [run] });
+      await collect(
+        query({
+          prompt: "clean up",
+          options: c.options({
+            mcpServers: { ws },
+            allowedTools: ["mcp__ws__run"],
+            permissionMode: "auto",
+            codeRunningMcpTools: { ws: ["run"] },
+          }),
+        }),
+      );
+      expect(!ran, "the judge's refusal stopped the call");
+      const sent = await c.tk.requests();
+      expect(JSON.stringify(sent[1].messages).includes("rm -rf /"), `judge request ${JSON.stringify(sent[1])}`);
+      const refusal = JSON.stringify(sent[2].messages.at(-1));
+      expect(refusal.includes("deletes everything"), `refusal ${refusal}`);
+    } finally {
+      c.tk.close();
+    }
+  },
 };
 
 function waitFor(cond) {

@@ -233,7 +233,8 @@ pub struct Cli {
     pub resume_session_at: Option<String>,
     #[arg(long, hide = true, num_args = 1..)]
     pub plugin_dir: Vec<String>,
-    #[arg(long, hide = true)]
+    /// How thinking comes back from the API: summarized or omitted.
+    #[arg(long, value_name = "DISPLAY")]
     pub thinking_display: Option<String>,
     #[arg(long, hide = true)]
     pub permission_prompts: Option<String>,
@@ -277,7 +278,6 @@ impl Cli {
         };
         warn(self.resume_session_at.is_some(), "--resume-session-at");
         warn(!self.plugin_dir.is_empty(), "--plugin-dir");
-        warn(self.thinking_display.is_some(), "--thinking-display");
         warn(self.permission_prompts.is_some(), "--permission-prompts");
         warn(self.session_mirror, "--session-mirror");
         warn(self.project_config_root.is_some(), "--project-config-root");
@@ -321,6 +321,7 @@ impl Cli {
             json_schema: self.json_schema.clone(),
             max_thinking_tokens: self.max_thinking_tokens,
             thinking: self.thinking.clone(),
+            thinking_display: self.thinking_display.clone(),
             effort: self.effort.clone(),
             task_budget: self.task_budget,
             betas: self.betas.clone(),

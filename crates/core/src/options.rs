@@ -86,6 +86,25 @@ pub struct InitializeOptions {
     /// `managedSettings`: policy settings, restrictive-only
     /// ([`crate::settings::Settings::restrict`]).
     pub managed_settings: Option<Value>,
+    /// `planModeInstructions`: the workflow of the plan-mode reminder, in place of
+    /// gyre's (the read-only preamble and the ExitPlanMode footer stay).
+    pub plan_mode_instructions: Option<String>,
+    /// `appendSubagentSystemPrompt`: appended to every sub-agent's system prompt.
+    pub append_subagent_system_prompt: Option<String>,
+    /// `excludeDynamicSections`: with the default prompt, the environment section
+    /// (working directory, git, platform, date) goes into the first user message, so
+    /// the system prompt is the same for every session.
+    pub exclude_dynamic_sections: bool,
+    /// `systemPromptSnapshot`: accepted; gyre's prompt is rendered once per process.
+    pub system_prompt_snapshot: Option<bool>,
+    /// `skills`: only the skills named here (a name, or the part after `plugin:`) are
+    /// offered by the Skill tool; `None`: all.
+    pub skills: Option<Vec<String>>,
+    /// `toolAliases`: `(emitted name, tool it runs)`, one hop.
+    pub tool_aliases: Vec<(String, String)>,
+    /// `codeRunningMcpTools`: full `mcp__server__tool` names of MCP tools that run code
+    /// the model writes; in `auto` mode the judge decides every call to one.
+    pub code_running_mcp_tools: Vec<String>,
 }
 
 impl InitializeOptions {
@@ -146,6 +165,8 @@ pub struct SessionOptions {
     pub max_thinking_tokens: Option<u32>,
     /// Thinking mode (`--thinking`).
     pub thinking: Option<String>,
+    /// How thinking comes back, `summarized` or `omitted` (`--thinking-display`).
+    pub thinking_display: Option<String>,
     /// Effort level (`--effort`): the requests' `output_config.effort`.
     pub effort: Option<String>,
     /// Task budget in tokens (`--task-budget`): `output_config.task_budget`.

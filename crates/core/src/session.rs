@@ -37,7 +37,10 @@ use crate::ops::{
 use crate::options::{Resume, SessionOptions, split_tool_list};
 use crate::settings::Settings;
 use crate::structured::{self, StructuredOutput};
-use crate::system_prompt::{SDK_SYSTEM_PROMPT, default_system_prompt, project_memory};
+use crate::system_prompt::{
+    SDK_SYSTEM_PROMPT, default_system_prompt, environment_context, project_memory,
+    static_system_prompt,
+};
 use crate::thinking::{Thinking, ThinkingDeps};
 
 /// The model used when neither a flag, the settings nor ANTHROPIC_MODEL names one.
@@ -135,6 +138,9 @@ pub struct Session {
     /// The `source` SessionStart hooks run with before the next prompt (`startup`,
     /// `resume`, `clear`, `compact`), once.
     session_start: Option<&'static str>,
+    /// The workflow of the plan-mode reminder, when the front-end gave its own (an
+    /// Agent SDK's `planModeInstructions`).
+    plan_workflow: Option<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -317,6 +323,10 @@ pub fn build(
     for tool in mcp.tools() {
         registry.register(tool);
     }
+    // An SDK's `toolAliases`: a call by one name runs another tool.
+    if !cli.initialize.tool_aliases.is_empty() {
+        registry.set_aliases(cli.initialize.tool_aliases.clone());
+    }
     let structured_slot = structured::Slot::default();
     let structured = match &cli.json_schema {
         Some(schema) => Some(
@@ -382,6 +392,9 @@ pub fn build(
         .map_err(|e| CoreError::Invalid(e.to_string()))?
         .allowing_bypass(cli.allow_dangerously_skip_permissions),
     );
+    if !cli.initialize.code_running_mcp_tools.is_empty() {
+        gate.set_code_running_tools(cli.initialize.code_running_mcp_tools.clone());
+    }
     let permissions = gate.permissions();
     // `--tools default` (or no --tools) offers every tool.
     let all_tools = only.is_empty() || only == ["default"];
@@ -436,12 +449,25 @@ pub fn build(
     tool_context.sandbox_by_mode = Some(by_mode);
     tool_context.sandbox_access = settings.sandbox.access(env);
 
+    // `excludeDynamicSections`: the default prompt without the environment, which the
+    // first user message carries instead (only for a new conversation: a resumed one
+    // has it already).
+    let mut pending = Vec::new();
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),
         (None, Some(path)) => gyre_tools::read_config_file(path)
             .map_err(CoreError::io("could not read --system-prompt-file", path))?,
         (None, None) => match &main_agent {
             Some(agent) => agent.prompt.clone(),
+            None if cli.initialize.exclude_dynamic_sections => {
+                if loaded.is_none() {
+                    pending.push(ContentBlock::text(environment_context(
+                        cwd,
+                        SystemTime::now(),
+                    )));
+                }
+                static_system_prompt(&registry.names())
+            }
             None => default_system_prompt(cwd, &registry.names(), SystemTime::now()),
         },
     };
@@ -519,8 +545,18 @@ pub fn build(
             env.home().as_deref(),
         )));
     }
+    // An SDK's `skills`: the Skill tool offers only those named.
+    let skills: Vec<_> = match &cli.initialize.skills {
+        Some(names) => commands
+            .skills()
+            .iter()
+            .filter(|skill| crate::skills::selected(&skill.name, names))
+            .cloned()
+            .collect(),
+        None => commands.skills().to_vec(),
+    };
     if offered(crate::skills::SKILL_TOOL)
-        && let Some(tool) = crate::skills::SkillTool::new(commands.skills())
+        && let Some(tool) = crate::skills::SkillTool::new(&skills)
     {
         registry.register(Arc::new(tool));
     }
@@ -543,6 +579,7 @@ pub fn build(
         session_id: session_id.clone(),
         sidechain_dir: Some(session_dir.join("subagents")),
         hook: Some(Arc::clone(&gate) as Arc<dyn gyre_loop::SubagentHook>),
+        append_system_prompt: cli.initialize.append_subagent_system_prompt.clone(),
     };
     let wants_agents = (offered("Agent") || offered("Task"))
         && !removed.iter().any(|r| r == "Agent" || r == "Task");
@@ -625,7 +662,9 @@ pub fn build(
         .map_err(|e| CoreError::Invalid(e.to_string()))?;
     let output = crate::thinking::output_config(cli.effort.as_deref(), cli.task_budget)
         .map_err(|e| CoreError::Invalid(e.to_string()))?;
-    let loop_deps = ThinkingDeps::wrap(deps, thinking, output);
+    let display = crate::thinking::ThinkingDisplay::from_flag(cli.thinking_display.as_deref())
+        .map_err(|e| CoreError::Invalid(e.to_string()))?;
+    let loop_deps = ThinkingDeps::wrap(deps, thinking, display, output);
     let expansion_context = tool_context.clone();
     let mut engine = QueryEngine::new(
         config,
@@ -675,7 +714,8 @@ pub fn build(
         agents,
         commands,
         tool_context: expansion_context,
-        pending: Vec::new(),
+        pending,
+        plan_workflow: cli.initialize.plan_mode_instructions.clone(),
     })
 }
 
@@ -954,7 +994,7 @@ impl Session {
                         }
                         None => content,
                     };
-                    let content =
+                    let mut content =
                         match crate::gate::prompt_hooks(&self.gate, &self.facts.session_id, content).await {
                             Ok(content) => content,
                             Err(blocked) => {
@@ -962,6 +1002,12 @@ impl Session {
                                 return;
                             }
                         };
+                    // In plan mode each prompt carries the plan-mode reminder, after it.
+                    if self.gate.permissions().mode() == PermissionMode::Plan {
+                        content.push(ContentBlock::text(crate::system_prompt::plan_mode_reminder(
+                            self.plan_workflow.as_deref(),
+                        )));
+                    }
                     // Every prompt is a checkpoint, named by the prompt's uuid.
                     let uuid = uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
                     if let Checkpointing::On(store) = &self.checkpoints {
