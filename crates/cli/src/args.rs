@@ -229,7 +229,9 @@ pub struct Cli {
     pub betas: Vec<String>,
 
     // Flags that Claude Code's Agent SDKs pass: accepted so drivers keep working.
-    #[arg(long, hide = true)]
+    /// With --resume: continue from the message with this uuid (the `uuid` of a line
+    /// the session printed), leaving the later messages behind.
+    #[arg(long, value_name = "MESSAGE_UUID")]
     pub resume_session_at: Option<String>,
     #[arg(long, hide = true, num_args = 1..)]
     pub plugin_dir: Vec<String>,
@@ -276,7 +278,6 @@ impl Cli {
                 out.push(name);
             }
         };
-        warn(self.resume_session_at.is_some(), "--resume-session-at");
         warn(!self.plugin_dir.is_empty(), "--plugin-dir");
         warn(self.permission_prompts.is_some(), "--permission-prompts");
         warn(self.session_mirror, "--session-mirror");
@@ -315,6 +316,7 @@ impl Cli {
             resume,
             session_id: self.session_id.clone(),
             fork_session: self.fork_session,
+            resume_session_at: self.resume_session_at.clone(),
             no_session_persistence: self.no_session_persistence,
             agents: self.agents.clone(),
             setting_sources: self.setting_sources.clone(),

@@ -151,6 +151,9 @@ pub struct SessionOptions {
     pub resume: Resume,
     /// The new session's id (`--session-id`).
     pub session_id: Option<String>,
+    /// Resume the conversation as it was at the message with this uuid, leaving the
+    /// later ones behind (`--resume-session-at`).
+    pub resume_session_at: Option<String>,
     /// Continue a resumed conversation under a new id (`--fork-session`).
     pub fork_session: bool,
     /// Write no transcript (`--no-session-persistence`): the session cannot be resumed.

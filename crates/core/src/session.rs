@@ -11,7 +11,7 @@ use gyre_api::{
 use gyre_loop::{
     AgentCatalog, AgentSetup, ApiDeps, ContextCompactor, DEFAULT_SUBAGENT_MAX_TURNS, EngineConfig,
     JsonlTranscript, PipelineCompactor, QueryEngine, TranscriptHealth, import_transcript,
-    left_out_note, load_transcript, project_dir_name,
+    left_out_note, load_transcript, load_transcript_until, project_dir_name,
 };
 use gyre_mcp::McpServers;
 use gyre_protocol::{CacheControl, ContentBlock, SystemBlock};
@@ -200,6 +200,11 @@ pub fn build(
         (Resume::New, Some(id)) => (parse_session_id(id)?, false),
         (Resume::New, None) => (uuid::Uuid::new_v4().to_string(), false),
     };
+    if cli.resume_session_at.is_some() && !resumed {
+        return Err(CoreError::Invalid(
+            "--resume-session-at needs --resume <session id> (or --continue)".to_owned(),
+        ));
+    }
     let mut transcript_path = JsonlTranscript::path_for(&home, cwd, &session_id);
     let loaded = if resumed {
         // A session of the reference CLI's is imported: gyre goes on in its own copy.
@@ -222,10 +227,23 @@ pub fn build(
                 cwd.display()
             )));
         }
-        let loaded = load_transcript(&transcript_path).map_err(CoreError::io(
-            "could not read the transcript",
-            &transcript_path,
-        ))?;
+        let loaded = match &cli.resume_session_at {
+            // `--resume-session-at`: the conversation as it was at that message.
+            Some(at) => load_transcript_until(&transcript_path, at)
+                .map_err(CoreError::io(
+                    "could not read the transcript",
+                    &transcript_path,
+                ))?
+                .ok_or_else(|| {
+                    CoreError::Invalid(format!(
+                        "--resume-session-at {at}: session {session_id} has no message with that uuid (the `uuid` of a line the session printed)"
+                    ))
+                })?,
+            None => load_transcript(&transcript_path).map_err(CoreError::io(
+                "could not read the transcript",
+                &transcript_path,
+            ))?,
+        };
         if let Some(from) = imported {
             eprintln!(
                 "gyre: imported Claude Code session {session_id} from {} ({} messages){}",
@@ -684,6 +702,15 @@ pub fn build(
     engine = engine.with_subagent_events(side_rx);
     if let Some(l) = &loaded {
         engine = engine.with_history(l.messages.clone(), l.last_uuid.clone());
+        // The later messages are left behind: a rewind line says so, and the next
+        // lines chain onto the message resumed at.
+        if let Some(at) = &cli.resume_session_at {
+            engine.rewind_conversation(
+                l.messages.len(),
+                at,
+                &format!("the messages after {at} (--resume-session-at)"),
+            );
+        }
     }
     let facts = SessionFacts {
         session_id,

@@ -75,5 +75,6 @@ pub use transcript::{
     JsonlTranscript, LoadedSession, MemoryTranscript, PromptMark, REWIND_SUBTYPE, ResponseInfo,
     SharedTranscript, TranscriptEntry, TranscriptHealth, TranscriptMessage, TranscriptStore,
     USER_TYPE, VERSION, copy_files, git_branch, import_transcript, left_out_note, load_transcript,
-    project_dir_name, repair_pairing, starts_turn, summarize_entry_value, timestamp, unknown_marks,
+    load_transcript_until, project_dir_name, repair_pairing, starts_turn, summarize_entry_value,
+    timestamp, unknown_marks,
 };

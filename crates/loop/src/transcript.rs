@@ -561,7 +561,22 @@ pub fn unknown_marks(messages: &[Message]) -> Vec<Option<PromptMark>> {
 /// # Errors
 /// When the file cannot be read.
 pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
+    load_until(path, None).map(|(session, _)| session)
+}
+
+/// [`load_transcript`] of the lines up to and including the one with `uuid` (the
+/// conversation as it was at that message: `--resume-session-at`); `None` when no
+/// line has that uuid.
+///
+/// # Errors
+/// When the file cannot be read.
+pub fn load_transcript_until(path: &Path, uuid: &str) -> io::Result<Option<LoadedSession>> {
+    load_until(path, Some(uuid)).map(|(session, found)| found.then_some(session))
+}
+
+fn load_until(path: &Path, stop_at: Option<&str>) -> io::Result<(LoadedSession, bool)> {
     let reader = BufReader::new(File::open(path)?);
+    let mut found = false;
     let mut session = LoadedSession::default();
     let mut header_model = None;
     let mut response_model = None;
@@ -580,6 +595,7 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
         if !entry.uuid.is_empty() {
             session.last_uuid = Some(entry.uuid.clone());
         }
+        let stop_here = stop_at.is_some_and(|at| at == entry.uuid);
         if entry.model.is_some() {
             header_model.clone_from(&entry.model);
         }
@@ -644,6 +660,10 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
         if let Some(kind) = left_out {
             *session.left_out.entry(kind.to_owned()).or_default() += 1;
         }
+        if stop_here {
+            found = true;
+            break;
+        }
     }
     session.model = header_model.or(response_model);
     session.repaired_tool_calls = repair_pairing(&mut session.messages);
@@ -652,7 +672,7 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
         marks = unknown_marks(&session.messages);
     }
     session.marks = marks;
-    Ok(session)
+    Ok((session, found))
 }
 
 /// Adds a transcript line's message to `messages`: the next block of the response
