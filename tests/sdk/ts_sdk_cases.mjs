@@ -485,6 +485,27 @@ const cases = {
       c.tk.close();
     }
   },
+
+  async permission_prompts_none_denies_what_would_be_asked_without_calling_can_use_tool() {
+    const c = await scratch([toolUse("Bash", { command: "touch made" }), text("done")]);
+    try {
+      const asked = [];
+      const canUseTool = async (name) => {
+        asked.push(name);
+        return { behavior: "allow", updatedInput: {} };
+      };
+      await collect(
+        query({ prompt: prompts("make it"), options: c.options({ canUseTool, permissionPrompts: "none" }) }),
+      );
+      expect(asked.length === 0, `canUseTool was called for ${asked}`);
+      expect(!existsSync(join(c.project, "made")), "the command ran");
+      const sent = await c.tk.requests();
+      const result = sent[1].messages.at(-1).content[0];
+      expect(result.is_error === true, `result ${JSON.stringify(result)}`);
+    } finally {
+      c.tk.close();
+    }
+  },
 };
 
 function waitFor(cond) {

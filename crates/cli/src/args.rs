@@ -238,7 +238,9 @@ pub struct Cli {
     /// How thinking comes back from the API: summarized or omitted.
     #[arg(long, value_name = "DISPLAY")]
     pub thinking_display: Option<String>,
-    #[arg(long, hide = true)]
+    /// Who answers permission questions: host (the program, over
+    /// --permission-prompt-tool) or none (what would be asked is denied at once).
+    #[arg(long, value_name = "WHO", value_parser = ["host", "none"])]
     pub permission_prompts: Option<String>,
     #[arg(long, hide = true)]
     pub session_mirror: bool,
@@ -279,7 +281,6 @@ impl Cli {
             }
         };
         warn(!self.plugin_dir.is_empty(), "--plugin-dir");
-        warn(self.permission_prompts.is_some(), "--permission-prompts");
         warn(self.session_mirror, "--session-mirror");
         warn(self.project_config_root.is_some(), "--project-config-root");
         warn(!self.plugin_dir_no_mcp.is_empty(), "--plugin-dir-no-mcp");

@@ -54,6 +54,9 @@ pub struct HeadlessOptions {
     pub quiet: bool,
     /// `stdio`: permission questions go to the SDK as `can_use_tool` requests.
     pub permission_prompt_tool: Option<String>,
+    /// `--permission-prompts none`: nobody answers questions, not even over
+    /// `--permission-prompt-tool`; what would be asked is denied at once.
+    pub no_permission_prompts: bool,
     /// stream-json input: each user message is echoed (`isReplay`, its own `uuid`)
     /// when its turn starts, as Zed's ACP adapter waits for.
     pub replay_user_messages: bool,
@@ -196,6 +199,7 @@ pub async fn run(
     }
     if let Some((input, out)) = sdk_io {
         let ask_over_stdio = match options.permission_prompt_tool.as_deref() {
+            _ if options.no_permission_prompts => false,
             Some("stdio") => true,
             Some(other) => {
                 eprintln!(
