@@ -506,6 +506,28 @@ const cases = {
       c.tk.close();
     }
   },
+
+  async plugins_add_their_commands_by_flag_or_in_initialize() {
+    for (const pluginDelivery of ["argv", "initialize"]) {
+      const c = await scratch([text("ok")]);
+      try {
+        const dir = join(c.work, "plugin");
+        mkdirSync(join(dir, "commands"), { recursive: true });
+        writeFileSync(join(dir, "commands", "greet.md"), "---\ndescription: Greets\n---\nGreet $ARGUMENTS warmly.\n");
+        await collect(
+          query({
+            prompt: "/greet Ann",
+            options: c.options({ plugins: [{ type: "local", path: dir }], pluginDelivery }),
+          }),
+        );
+        const [sent] = await c.tk.requests();
+        const first = JSON.stringify(sent.messages[0].content);
+        expect(first.includes("Greet Ann warmly."), `${pluginDelivery}: first message ${first}`);
+      } finally {
+        c.tk.close();
+      }
+    }
+  },
 };
 
 function waitFor(cond) {

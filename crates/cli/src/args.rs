@@ -233,8 +233,10 @@ pub struct Cli {
     /// the session printed), leaving the later messages behind.
     #[arg(long, value_name = "MESSAGE_UUID")]
     pub resume_session_at: Option<String>,
-    #[arg(long, hide = true, num_args = 1..)]
-    pub plugin_dir: Vec<String>,
+    /// A plugin folder: its commands/, agents/, skills/, hooks/hooks.json and
+    /// .mcp.json join the session's (repeatable).
+    #[arg(long, num_args = 1.., value_name = "DIR")]
+    pub plugin_dir: Vec<PathBuf>,
     /// How thinking comes back from the API: summarized or omitted.
     #[arg(long, value_name = "DISPLAY")]
     pub thinking_display: Option<String>,
@@ -246,8 +248,9 @@ pub struct Cli {
     pub session_mirror: bool,
     #[arg(long, hide = true)]
     pub project_config_root: Option<String>,
-    #[arg(long, hide = true, num_args = 1..)]
-    pub plugin_dir_no_mcp: Vec<String>,
+    /// A plugin folder as --plugin-dir, without its MCP servers (repeatable).
+    #[arg(long, num_args = 1.., value_name = "DIR")]
+    pub plugin_dir_no_mcp: Vec<PathBuf>,
     #[arg(long, hide = true)]
     pub resume_drops_turn: Option<String>,
     /// Policy settings from the program that started gyre (JSON or a file): over all
@@ -280,10 +283,8 @@ impl Cli {
                 out.push(name);
             }
         };
-        warn(!self.plugin_dir.is_empty(), "--plugin-dir");
         warn(self.session_mirror, "--session-mirror");
         warn(self.project_config_root.is_some(), "--project-config-root");
-        warn(!self.plugin_dir_no_mcp.is_empty(), "--plugin-dir-no-mcp");
         warn(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         warn(!self.channels.is_empty(), "--channels");
         out
@@ -331,6 +332,16 @@ impl Cli {
             agent: self.agent.clone(),
             mcp_config: self.mcp_config.clone(),
             strict_mcp_config: self.strict_mcp_config,
+            plugins: self
+                .plugin_dir
+                .iter()
+                .map(|dir| (dir, true))
+                .chain(self.plugin_dir_no_mcp.iter().map(|dir| (dir, false)))
+                .map(|(dir, mcp)| gyre_core::plugins::Plugin {
+                    dir: dir.clone(),
+                    mcp,
+                })
+                .collect(),
             initialize: InitializeOptions::default(),
             editor: None,
         }
@@ -384,7 +395,7 @@ mod tests {
             "p",
         ])
         .unwrap();
-        assert_eq!(cli.ignored_flag_warnings(), ["--plugin-dir", "--channels"]);
+        assert_eq!(cli.ignored_flag_warnings(), ["--channels"]);
     }
 
     #[test]

@@ -93,6 +93,15 @@ fn collect(cli: &SessionOptions, cwd: &Path, gyre_home: &Path) -> Result<McpConf
         });
         config.merge(project);
     }
+    // Plugins' servers (not a `--plugin-dir-no-mcp` one's).
+    for plugin in crate::plugins::resolve(&cli.plugins, cwd)? {
+        if let Some(text) = crate::plugins::mcp_servers(&plugin)? {
+            let origin = plugin.dir.join(".mcp.json").display().to_string();
+            let more =
+                McpConfig::parse(&origin, &text).map_err(|e| CoreError::Invalid(e.to_string()))?;
+            config.merge(more);
+        }
+    }
     for arg in &cli.mcp_config {
         let more = McpConfig::from_arg(arg)
             .map_err(|e| CoreError::Invalid(format!("--mcp-config: {e}")))?;

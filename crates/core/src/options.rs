@@ -102,6 +102,8 @@ pub struct InitializeOptions {
     pub skills: Option<Vec<String>>,
     /// `toolAliases`: `(emitted name, tool it runs)`, one hop.
     pub tool_aliases: Vec<(String, String)>,
+    /// `plugins`: `[{type: "local", path, skipMcpDiscovery}]`, more plugin folders.
+    pub plugins: Vec<crate::plugins::Plugin>,
     /// `codeRunningMcpTools`: full `mcp__server__tool` names of MCP tools that run code
     /// the model writes; in `auto` mode the judge decides every call to one.
     pub code_running_mcp_tools: Vec<String>,
@@ -183,6 +185,8 @@ pub struct SessionOptions {
     pub mcp_config: Vec<String>,
     /// Only the `--mcp-config` servers, not the project's `.mcp.json`.
     pub strict_mcp_config: bool,
+    /// Plugin folders (`--plugin-dir`, `--plugin-dir-no-mcp`; see [`crate::plugins`]).
+    pub plugins: Vec<crate::plugins::Plugin>,
     /// What the SDK sent in `initialize`: its servers (the rest is layered into the
     /// fields above by [`SessionOptions::with_initialize`]).
     pub initialize: InitializeOptions,
@@ -207,6 +211,7 @@ impl SessionOptions {
         }
         self.disallowed_tools
             .extend(init.disallowed_tools.iter().cloned());
+        self.plugins.extend(init.plugins.iter().cloned());
         if let Some(schema) = &init.json_schema {
             self.json_schema = Some(schema.to_string());
         }

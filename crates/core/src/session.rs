@@ -287,23 +287,29 @@ pub fn build(
     };
 
     let trusted = crate::trust::is_trusted(&home, cwd);
+    let plugins = crate::plugins::resolve(&cli.plugins, cwd)?;
+    let plugin_dirs: Vec<PathBuf> = plugins.iter().map(|p| p.dir.clone()).collect();
     // A shared catalog: the SDK's `agents` from `initialize` are added to it.
     let agents = AgentCatalog::new(crate::agents::definitions(
         cli.agents.as_deref(),
         env.home().as_deref(),
         cwd,
         trusted,
+        &plugin_dirs,
     )?);
     // Custom commands and skills: the user's and the project's as --setting-sources
     // says, the project's only in a trusted folder.
     let sources = cli.setting_sources.as_deref();
-    let commands = Arc::new(Commands::new(CommandRoots::new(
-        env.home().as_deref(),
-        &home,
-        cwd,
-        CommandRoots::source_enabled(sources, "user"),
-        CommandRoots::source_enabled(sources, "project") && trusted,
-    )));
+    let commands = Arc::new(Commands::new(
+        CommandRoots::new(
+            env.home().as_deref(),
+            &home,
+            cwd,
+            CommandRoots::source_enabled(sources, "user"),
+            CommandRoots::source_enabled(sources, "project") && trusted,
+        )
+        .with_plugins(plugin_dirs),
+    ));
     // `--agent NAME`: the main thread runs as that agent (its prompt, tools and model).
     let main_agent = match &cli.agent {
         Some(name) => Some(agents.get(name).ok_or_else(|| {
@@ -396,6 +402,11 @@ pub fn build(
         child_env: env.child_vars(),
     });
     hooks.add_settings_commands(&settings.hooks_value());
+    for plugin in &plugins {
+        if let Some(more) = crate::plugins::hooks(plugin)? {
+            hooks.add_settings_commands(&more);
+        }
+    }
     let permission_mode = mode.name.clone();
     let gate = Arc::new(
         Gate::new(

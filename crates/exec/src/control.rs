@@ -195,6 +195,7 @@ pub struct Initialize {
     pub append_subagent_system_prompt: Option<Value>,
     pub tool_aliases: Option<Value>,
     pub code_running_mcp_tools: Option<Value>,
+    pub plugins: Option<Value>,
     pub forward_subagent_text: Option<Value>,
     pub mcp_servers: Option<Value>,
     pub sdk_mcp_servers: Option<Value>,
@@ -342,7 +343,30 @@ impl Initialize {
                 ));
             }
         }
+        let plugins = match present(&self.plugins) {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    let kind = item.get("type").and_then(Value::as_str);
+                    let path = item.get("path").and_then(Value::as_str);
+                    match (kind, path) {
+                        (Some("local"), Some(path)) => Ok(gyre_core::plugins::Plugin {
+                            dir: path.into(),
+                            mcp: item.get("skipMcpDiscovery").and_then(Value::as_bool)
+                                != Some(true),
+                        }),
+                        _ => Err(invalid(
+                            "plugins",
+                            "expected a list of {\"type\": \"local\", \"path\": …} (the only kind of plugin)",
+                        )),
+                    }
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(invalid("plugins", "expected a list of plugins")),
+        };
         Ok(InitializeOptions {
+            plugins,
             plan_mode_instructions: text("planModeInstructions", &self.plan_mode_instructions)?,
             append_subagent_system_prompt: text(
                 "appendSubagentSystemPrompt",
@@ -908,6 +932,7 @@ mod tests {
             "skills": ["pdf", "tools:lint"],
             "toolAliases": {"Bash": "mcp__ws__bash"},
             "codeRunningMcpTools": {"ws": ["bash", "mcp__x"], "mcp__bad": ["y"]},
+            "plugins": [{"type": "local", "path": "/p", "skipMcpDiscovery": true}],
         }))
         .unwrap();
         assert_eq!(
@@ -929,6 +954,17 @@ mod tests {
             [("Bash".to_owned(), "mcp__ws__bash".to_owned())]
         );
         assert_eq!(init.code_running_mcp_tools, ["mcp__ws__bash"]);
+        assert_eq!(
+            init.plugins,
+            [gyre_core::plugins::Plugin {
+                dir: "/p".into(),
+                mcp: false
+            }]
+        );
+        let wrong = initialize(&json!({"plugins": [{"type": "remote", "path": "/p"}]}))
+            .unwrap_err()
+            .0;
+        assert!(wrong.contains("`plugins`"), "{wrong}");
         let wrong = initialize(&json!({"toolAliases": {"Bash": 1}}))
             .unwrap_err()
             .0;

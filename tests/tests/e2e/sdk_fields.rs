@@ -138,3 +138,119 @@ fn resume_session_at_goes_on_from_that_message_and_leaves_the_later_ones_behind(
         unknown.stderr
     );
 }
+
+/// A plugin folder as Claude Code lays one out: a command, a skill, an agent, a hook
+/// and an MCP server (the testkit's).
+fn plugin(root: &std::path::Path) -> std::path::PathBuf {
+    let dir = root.join("plugin");
+    let write = |path: &str, text: &str| {
+        let path = dir.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        "commands/greet.md",
+        "---\ndescription: Greets someone\n---\nSay hello to $ARGUMENTS, from the plugin.\n",
+    );
+    write(
+        "skills/lint/SKILL.md",
+        "---\nname: lint\ndescription: Lints the project the plugin's way\n---\nRun the linter.\n",
+    );
+    write(
+        "agents/reviewer.md",
+        "---\nname: reviewer\ndescription: Reviews a change for the plugin\n---\nYou review changes.\n",
+    );
+    write("context.txt", "context from the plugin hook");
+    write(
+        "hooks/hooks.json",
+        r#"{"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command", "command": "cat ${CLAUDE_PLUGIN_ROOT}/context.txt"}]}]}}"#,
+    );
+    write(
+        ".mcp.json",
+        &json!({"mcpServers": {"plug": {"command": gyre_e2e::test_mcp_binary().unwrap()}}})
+            .to_string(),
+    );
+    dir
+}
+
+#[test]
+fn plugin_dir_adds_its_commands_skills_agents_hooks_and_servers_and_no_mcp_leaves_the_servers_out()
+{
+    let sandbox = Sandbox::new().unwrap();
+    let dir = plugin(sandbox.project().parent().unwrap());
+    let server = TestServer::spawn(Script::new([Turn::text("ok")]).repeat_last()).unwrap();
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "/greet Bob"])
+        .arg("--plugin-dir")
+        .arg(&dir))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+    let body = &server.requests()[0].body;
+    let sent = body["messages"].to_string();
+    assert!(
+        sent.contains("Say hello to Bob, from the plugin."),
+        "{sent}"
+    );
+    assert!(sent.contains("context from the plugin hook"), "{sent}");
+    let tool = |name: &str| {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .cloned()
+    };
+    let skill = tool("Skill").expect("the Skill tool");
+    assert!(
+        skill["description"]
+            .as_str()
+            .unwrap()
+            .contains("lint: Lints the project"),
+        "{skill}"
+    );
+    let agent = tool("Agent").expect("the Agent tool");
+    assert!(
+        agent["description"].as_str().unwrap().contains("reviewer"),
+        "{agent}"
+    );
+    let mcp: Vec<String> = body["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.starts_with("mcp__plug__"))
+        .map(str::to_owned)
+        .collect();
+    assert!(!mcp.is_empty(), "{body}");
+
+    let quiet = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "hi"])
+        .arg("--plugin-dir-no-mcp")
+        .arg(&dir))
+    .unwrap();
+    assert_eq!(quiet.code, Some(0), "{}", quiet.stderr);
+    let body = &server.requests()[1].body;
+    let names = body["tools"].to_string();
+    assert!(!names.contains("mcp__plug__"), "{names}");
+    assert!(names.contains("lint: Lints the project"), "{names}");
+
+    let missing =
+        run(sandbox
+            .gyre(&server)
+            .unwrap()
+            .args(["-p", "hi", "--plugin-dir", "no-such-plugin"]))
+        .unwrap();
+    assert_ne!(missing.code, Some(0));
+    assert!(
+        missing
+            .stderr
+            .contains("--plugin-dir no-such-plugin: not a directory"),
+        "{}",
+        missing.stderr
+    );
+}
