@@ -246,8 +246,10 @@ pub struct Cli {
     pub permission_prompts: Option<String>,
     #[arg(long, hide = true)]
     pub session_mirror: bool,
-    #[arg(long, hide = true)]
-    pub project_config_root: Option<String>,
+    /// Read the project's settings, .mcp.json, commands, skills and agents from this
+    /// folder instead of the working directory (the checkout a worktree was made from).
+    #[arg(long, value_name = "DIR")]
+    pub project_config_root: Option<PathBuf>,
     /// A plugin folder as --plugin-dir, without its MCP servers (repeatable).
     #[arg(long, num_args = 1.., value_name = "DIR")]
     pub plugin_dir_no_mcp: Vec<PathBuf>,
@@ -284,7 +286,6 @@ impl Cli {
             }
         };
         warn(self.session_mirror, "--session-mirror");
-        warn(self.project_config_root.is_some(), "--project-config-root");
         warn(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         warn(!self.channels.is_empty(), "--channels");
         out
@@ -332,6 +333,7 @@ impl Cli {
             agent: self.agent.clone(),
             mcp_config: self.mcp_config.clone(),
             strict_mcp_config: self.strict_mcp_config,
+            project_config_root: self.project_config_root.clone(),
             plugins: self
                 .plugin_dir
                 .iter()

@@ -157,11 +157,25 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             "--input-format stream-json requires --output-format stream-json",
         ));
     }
-    let mut settings = load_settings(cli, &home, &cwd)?;
-    if let Some(trusted_now) = settle_trust(cli, &home, &cwd, &settings, headless)?
+    // `--project-config-root`: the project's configuration comes from that folder.
+    let config_root = match &cli.project_config_root {
+        Some(dir) => {
+            let dir = cwd.join(dir);
+            if !dir.is_dir() {
+                return Ok(usage_error(&format!(
+                    "--project-config-root {}: not a directory",
+                    dir.display()
+                )));
+            }
+            dir
+        }
+        None => cwd.clone(),
+    };
+    let mut settings = load_settings(cli, &home, &config_root)?;
+    if let Some(trusted_now) = settle_trust(cli, &home, &config_root, &settings, headless)?
         && trusted_now
     {
-        settings = load_settings(cli, &home, &cwd)?;
+        settings = load_settings(cli, &home, &config_root)?;
     }
     for warning in &settings.ignored {
         eprintln!("{warning}");
@@ -175,7 +189,8 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    let options = cli.session_options();
+    let mut options = cli.session_options();
+    options.project_config_root = cli.project_config_root.as_ref().map(|_| config_root);
     if !headless {
         return Ok(runtime.block_on(gyre_tui::run(
             &options,

@@ -185,6 +185,11 @@ pub struct SessionOptions {
     pub mcp_config: Vec<String>,
     /// Only the `--mcp-config` servers, not the project's `.mcp.json`.
     pub strict_mcp_config: bool,
+    /// Where the project's configuration is read from instead of the working directory
+    /// (`--project-config-root`: the checkout a worktree was made from): its settings,
+    /// `.mcp.json`, and the `.claude`/`.gyre` commands, skills and agents, trusted as
+    /// that folder is. Absolute.
+    pub project_config_root: Option<PathBuf>,
     /// Plugin folders (`--plugin-dir`, `--plugin-dir-no-mcp`; see [`crate::plugins`]).
     pub plugins: Vec<crate::plugins::Plugin>,
     /// What the SDK sent in `initialize`: its servers (the rest is layered into the

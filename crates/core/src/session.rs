@@ -286,14 +286,16 @@ pub fn build(
         session_id
     };
 
-    let trusted = crate::trust::is_trusted(&home, cwd);
+    // `--project-config-root`: the project's configuration comes from there.
+    let config_root = cli.project_config_root.as_deref().unwrap_or(cwd);
+    let trusted = crate::trust::is_trusted(&home, config_root);
     let plugins = crate::plugins::resolve(&cli.plugins, cwd)?;
     let plugin_dirs: Vec<PathBuf> = plugins.iter().map(|p| p.dir.clone()).collect();
     // A shared catalog: the SDK's `agents` from `initialize` are added to it.
     let agents = AgentCatalog::new(crate::agents::definitions(
         cli.agents.as_deref(),
         env.home().as_deref(),
-        cwd,
+        config_root,
         trusted,
         &plugin_dirs,
     )?);
@@ -304,7 +306,7 @@ pub fn build(
         CommandRoots::new(
             env.home().as_deref(),
             &home,
-            cwd,
+            config_root,
             CommandRoots::source_enabled(sources, "user"),
             CommandRoots::source_enabled(sources, "project") && trusted,
         )

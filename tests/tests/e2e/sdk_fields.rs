@@ -254,3 +254,47 @@ fn plugin_dir_adds_its_commands_skills_agents_hooks_and_servers_and_no_mcp_leave
         missing.stderr
     );
 }
+
+#[test]
+fn project_config_root_reads_the_projects_settings_and_commands_from_that_folder() {
+    let sandbox = Sandbox::new().unwrap();
+    let main = sandbox.project().parent().unwrap().join("main-checkout");
+    let write = |path: &std::path::Path, text: &str| {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    write(
+        &main.join(".claude/commands/hello.md"),
+        "---\ndescription: Greets\n---\nHello from the main checkout.\n",
+    );
+    write(
+        &main.join(".gyre/settings.json"),
+        r#"{"model": "claude-opus-4-5"}"#,
+    );
+    write(
+        &sandbox.project().join(".claude/commands/hello.md"),
+        "---\ndescription: Greets\n---\nHello from the worktree.\n",
+    );
+    let server = TestServer::spawn(Script::new([Turn::text("ok")]).repeat_last()).unwrap();
+    let trust = run(sandbox.gyre(&server).unwrap().arg("trust").arg(&main)).unwrap();
+    assert_eq!(trust.code, Some(0), "{}", trust.stderr);
+    let out = run(sandbox
+        .gyre(&server)
+        .unwrap()
+        .args(["-p", "/hello"])
+        .arg("--project-config-root")
+        .arg(&main))
+    .unwrap();
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    assert!(!out.stderr.contains("warning"), "{}", out.stderr);
+    let body = &server.requests()[0].body;
+    assert_eq!(body["model"], "claude-opus-4-5");
+    let sent = body["messages"].to_string();
+    assert!(sent.contains("Hello from the main checkout."), "{sent}");
+    assert!(!sent.contains("Hello from the worktree."), "{sent}");
+    // Without the flag, the working directory's own configuration.
+    let own = run(sandbox.gyre(&server).unwrap().args(["-p", "/hello"])).unwrap();
+    assert_eq!(own.code, Some(0), "{}", own.stderr);
+    let sent = server.requests()[1].body["messages"].to_string();
+    assert!(sent.contains("Hello from the worktree."), "{sent}");
+}
