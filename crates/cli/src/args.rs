@@ -253,7 +253,9 @@ pub struct Cli {
     /// A plugin folder as --plugin-dir, without its MCP servers (repeatable).
     #[arg(long, num_args = 1.., value_name = "DIR")]
     pub plugin_dir_no_mcp: Vec<PathBuf>,
-    #[arg(long, hide = true)]
+    /// With --resume-session-at: the prompt uuid of the turn the cut leaves behind;
+    /// the resume is refused when it would leave behind anything else.
+    #[arg(long, value_name = "PROMPT_UUID")]
     pub resume_drops_turn: Option<String>,
     /// Policy settings from the program that started gyre (JSON or a file): over all
     /// others, and only ever restricting (deny and ask rules, the sandbox on).
@@ -286,7 +288,6 @@ impl Cli {
             }
         };
         warn(self.session_mirror, "--session-mirror");
-        warn(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         warn(!self.channels.is_empty(), "--channels");
         out
     }
@@ -320,6 +321,7 @@ impl Cli {
             session_id: self.session_id.clone(),
             fork_session: self.fork_session,
             resume_session_at: self.resume_session_at.clone(),
+            resume_drops_turn: self.resume_drops_turn.clone(),
             no_session_persistence: self.no_session_persistence,
             agents: self.agents.clone(),
             setting_sources: self.setting_sources.clone(),

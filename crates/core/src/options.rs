@@ -156,6 +156,9 @@ pub struct SessionOptions {
     /// Resume the conversation as it was at the message with this uuid, leaving the
     /// later ones behind (`--resume-session-at`).
     pub resume_session_at: Option<String>,
+    /// With `resume_session_at`: the prompt uuid of the one turn the cut may leave
+    /// behind (`--resume-drops-turn`); the resume is refused when it would drop more.
+    pub resume_drops_turn: Option<String>,
     /// Continue a resumed conversation under a new id (`--fork-session`).
     pub fork_session: bool,
     /// Write no transcript (`--no-session-persistence`): the session cannot be resumed.

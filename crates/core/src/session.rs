@@ -200,6 +200,11 @@ pub fn build(
         (Resume::New, Some(id)) => (parse_session_id(id)?, false),
         (Resume::New, None) => (uuid::Uuid::new_v4().to_string(), false),
     };
+    if cli.resume_drops_turn.is_some() && cli.resume_session_at.is_none() {
+        return Err(CoreError::Invalid(
+            "--resume-drops-turn needs --resume-session-at (the message to resume at)".to_owned(),
+        ));
+    }
     if cli.resume_session_at.is_some() && !resumed {
         return Err(CoreError::Invalid(
             "--resume-session-at needs --resume <session id> (or --continue)".to_owned(),
@@ -244,6 +249,13 @@ pub fn build(
                 &transcript_path,
             ))?,
         };
+        if let Some(turn) = &cli.resume_drops_turn {
+            let whole = load_transcript(&transcript_path).map_err(CoreError::io(
+                "could not read the transcript",
+                &transcript_path,
+            ))?;
+            check_dropped_turn(&whole.marks, loaded.marks.len(), turn)?;
+        }
         if let Some(from) = imported {
             eprintln!(
                 "gyre: imported Claude Code session {session_id} from {} ({} messages){}",
@@ -757,6 +769,32 @@ pub fn build(
         pending,
         plan_workflow: cli.initialize.plan_mode_instructions.clone(),
     })
+}
+
+/// How a refused `--resume-drops-turn` starts (the SDKs match on it).
+pub const RESUME_REJECTED: &str = "Resume rejected by --resume-drops-turn:";
+
+/// `--resume-drops-turn`: the turns after the first `kept` of `marks` may be only the
+/// one started by the prompt `turn`.
+fn check_dropped_turn(
+    marks: &[Option<PromptMark>],
+    kept: usize,
+    turn: &str,
+) -> Result<(), CoreError> {
+    let dropped = marks.get(kept..).unwrap_or_default();
+    match dropped
+        .iter()
+        .find(|m| m.as_ref().is_none_or(|m| m.uuid != turn))
+    {
+        None => Ok(()),
+        Some(other) => Err(CoreError::Invalid(format!(
+            "{RESUME_REJECTED} the messages after the resume point hold more than the turn of prompt {turn}: {}",
+            match other {
+                Some(mark) => format!("also the turn of prompt {}", mark.uuid),
+                None => "also a message gyre wrote on the user's behalf".to_owned(),
+            }
+        ))),
+    }
 }
 
 /// `--no-session-persistence`: the session's lines go nowhere.

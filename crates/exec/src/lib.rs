@@ -8,7 +8,7 @@ mod permission;
 mod sdk;
 mod stream_json;
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 
 use gyre_core::settings::Settings;
@@ -181,7 +181,35 @@ pub async fn run(
         sdk_channel.as_ref(),
     )
     .await?;
-    let mut session = gyre_core::session::build(session_options, cwd, settings, false, env, mcp)?;
+    let mut session =
+        match gyre_core::session::build(session_options, cwd, settings, false, env, mcp) {
+            Ok(session) => session,
+            // A refused `--resume-drops-turn` is a result the SDK reads.
+            Err(CoreError::Invalid(why))
+                if why.starts_with(gyre_core::session::RESUME_REJECTED)
+                    && options.output_format != OutputFormat::Text =>
+            {
+                eprintln!("gyre: {why}");
+                let session_id = match &session_options.resume {
+                    gyre_core::Resume::Id(id) => id.clone(),
+                    _ => String::new(),
+                };
+                let line = stream_json::without_turn(
+                    &why,
+                    vec![why.clone()],
+                    &gyre_protocol::Usage::default(),
+                    0.0,
+                    &session_id,
+                    &uuid::Uuid::new_v4().to_string(),
+                );
+                let text = serde_json::to_string(&line).map_err(std::io::Error::from);
+                let mut stdout = std::io::stdout().lock();
+                text.and_then(|text| writeln!(stdout, "{text}"))
+                    .map_err(ExecError::io("could not write the result"))?;
+                return Ok(Outcome::Failed);
+            }
+            Err(e) => return Err(e.into()),
+        };
     if options.verbose && !options.quiet {
         // stderr, so that stdout stays the answer (or its JSON lines).
         eprintln!("gyre: {}", session.facts.backend);

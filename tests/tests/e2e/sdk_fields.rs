@@ -298,3 +298,93 @@ fn project_config_root_reads_the_projects_settings_and_commands_from_that_folder
     let sent = server.requests()[1].body["messages"].to_string();
     assert!(sent.contains("Hello from the worktree."), "{sent}");
 }
+
+fn prompt(text: &str, uuid: &str) -> serde_json::Value {
+    json!({"type": "user", "message": {"role": "user", "content": text}, "uuid": uuid})
+}
+
+#[test]
+fn resume_drops_turn_refuses_a_cut_that_would_leave_behind_more_than_that_turn() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([
+        Turn::text("answer one"),
+        Turn::text("answer two"),
+        Turn::text("answer three"),
+        Turn::text("answer four"),
+    ]))
+    .unwrap();
+    let ids = [
+        "11111111-1111-4111-8111-111111111111",
+        "22222222-2222-4222-8222-222222222222",
+        "33333333-3333-4333-8333-333333333333",
+    ];
+    let first = gyre_e2e::stream_json_lines(
+        &sandbox,
+        &server,
+        &[],
+        &[],
+        &[
+            prompt("prompt one", ids[0]),
+            prompt("prompt two", ids[1]),
+            prompt("prompt three", ids[2]),
+        ],
+    );
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    let lines = first.lines().unwrap();
+    let session = first.result().unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answers: Vec<String> = lines
+        .iter()
+        .filter(|l| l["type"] == "assistant")
+        .map(|l| l["uuid"].as_str().unwrap().to_owned())
+        .collect();
+    // Cutting after answer one would leave prompts two and three behind.
+    let refused = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "prompt four",
+        "--output-format",
+        "json",
+        "--resume",
+        &session,
+        "--resume-session-at",
+        &answers[0],
+        "--resume-drops-turn",
+        ids[1],
+    ]))
+    .unwrap();
+    assert_eq!(refused.code, Some(1), "{}", refused.stderr);
+    let result = refused.result().unwrap();
+    assert_eq!(result["subtype"], "error_during_execution", "{result}");
+    assert!(
+        result["errors"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("Resume rejected by --resume-drops-turn:"),
+        "{result}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "the refused resume sent nothing"
+    );
+    // After answer two, only the turn of prompt three is left behind.
+    let kept = run(sandbox.gyre(&server).unwrap().args([
+        "-p",
+        "prompt four",
+        "--resume",
+        &session,
+        "--resume-session-at",
+        &answers[1],
+        "--resume-drops-turn",
+        ids[2],
+    ]))
+    .unwrap();
+    assert_eq!(kept.code, Some(0), "{}", kept.stderr);
+    let sent = sent_texts(&server, 3);
+    assert!(
+        sent.contains("answer two") && !sent.contains("prompt three"),
+        "{sent}"
+    );
+}
