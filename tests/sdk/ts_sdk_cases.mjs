@@ -528,6 +528,39 @@ const cases = {
       }
     }
   },
+
+  async a_session_store_gets_the_transcript_and_resumes_from_it() {
+    const c = await scratch([text("first answer"), text("second answer")]);
+    try {
+      const stored = new Map();
+      const sessionStore = {
+        append: async (key, entries) => {
+          const id = `${key.projectKey}/${key.sessionId}/${key.subpath ?? ""}`;
+          stored.set(id, [...(stored.get(id) ?? []), ...entries]);
+        },
+        load: async (key) => stored.get(`${key.projectKey}/${key.sessionId}/${key.subpath ?? ""}`) ?? null,
+      };
+      const env = (home) => ({ ...c.options().env, GYRE_HOME: home, CLAUDE_CONFIG_DIR: join(c.home, ".claude") });
+      const first = await collect(
+        query({ prompt: "remember 42", options: c.options({ sessionStore, env: env(c.home) }) }),
+      );
+      const session = resultOf(first).session_id;
+      const entries = [...stored.entries()].filter(([k]) => k.includes(session)).flatMap(([, e]) => e);
+      expect(entries.some((e) => e.type === "assistant"), `stored ${JSON.stringify([...stored.keys()])}`);
+      expect(JSON.stringify(entries).includes("remember 42"), `stored ${JSON.stringify(entries).slice(0, 400)}`);
+      // A gyre with another home resumes the session from the store's copy.
+      const other = join(c.work, "other-home");
+      mkdirSync(other);
+      const second = await collect(
+        query({ prompt: "what was it?", options: c.options({ sessionStore, resume: session, env: env(other) }) }),
+      );
+      expect(resultOf(second)?.result === "second answer", `result ${JSON.stringify(resultOf(second))}`);
+      const sent = await c.tk.requests();
+      expect(JSON.stringify(sent[1].messages).includes("remember 42"), `resumed ${JSON.stringify(sent[1].messages)}`);
+    } finally {
+      c.tk.close();
+    }
+  },
 };
 
 function waitFor(cond) {

@@ -244,7 +244,9 @@ pub struct Cli {
     /// --permission-prompt-tool) or none (what would be asked is denied at once).
     #[arg(long, value_name = "WHO", value_parser = ["host", "none"])]
     pub permission_prompts: Option<String>,
-    #[arg(long, hide = true)]
+    /// With stream-json input: send the transcript's new lines to the SDK as
+    /// transcript_mirror frames (its sessionStore keeps them).
+    #[arg(long)]
     pub session_mirror: bool,
     /// Read the project's settings, .mcp.json, commands, skills and agents from this
     /// folder instead of the working directory (the checkout a worktree was made from).
@@ -287,7 +289,6 @@ impl Cli {
                 out.push(name);
             }
         };
-        warn(self.session_mirror, "--session-mirror");
         warn(!self.channels.is_empty(), "--channels");
         out
     }

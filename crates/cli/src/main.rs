@@ -210,6 +210,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         quiet: cli.quiet,
         permission_prompt_tool: cli.permission_prompt_tool.clone(),
         no_permission_prompts: cli.permission_prompts.as_deref() == Some("none"),
+        session_mirror: cli.session_mirror,
         replay_user_messages: cli.replay_user_messages,
     };
     let outcome = runtime.block_on(gyre_exec::run(&headless, &options, &cwd, &settings, &env))?;

@@ -4,6 +4,7 @@
 
 mod control;
 mod headless;
+mod mirror;
 mod permission;
 mod sdk;
 mod stream_json;
@@ -54,6 +55,9 @@ pub struct HeadlessOptions {
     pub quiet: bool,
     /// `stdio`: permission questions go to the SDK as `can_use_tool` requests.
     pub permission_prompt_tool: Option<String>,
+    /// `--session-mirror`: the transcript's new lines go to the SDK as
+    /// `transcript_mirror` frames.
+    pub session_mirror: bool,
     /// `--permission-prompts none`: nobody answers questions, not even over
     /// `--permission-prompt-tool`; what would be asked is denied at once.
     pub no_permission_prompts: bool,
@@ -246,7 +250,25 @@ pub async fn run(
             session_states: truthy("CLAUDE_CODE_SDK_READS_SESSION_STATE")
                 || truthy("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS"),
         };
-        let last_error = sdk::run(&mut session, input, out, &sdk_options, &ctrl_c).await?;
+        // `--session-mirror`: under the name the reference keeps the session by.
+        let mirror = (options.session_mirror && !session_options.no_session_persistence)
+            .then(|| {
+                let cwd = Path::new(&session.facts.cwd);
+                let transcript = gyre_loop::JsonlTranscript::path_for(
+                    &env.gyre_home(),
+                    cwd,
+                    &session.facts.session_id,
+                );
+                let reference = gyre_core::session::reference_home(env)?;
+                let reported = gyre_loop::JsonlTranscript::path_for(
+                    &reference,
+                    cwd,
+                    &session.facts.session_id,
+                );
+                Some(mirror::Mirror::new(transcript, reported))
+            })
+            .flatten();
+        let last_error = sdk::run(&mut session, input, out, &sdk_options, mirror, &ctrl_c).await?;
         end(&mut session).await;
         return Ok(outcome(ctrl_c.is_cancelled(), last_error));
     }

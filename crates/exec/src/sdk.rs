@@ -701,6 +701,7 @@ pub async fn run(
     input: SdkInput,
     out: LineOut,
     options: &SdkOptions,
+    mut mirror: Option<crate::mirror::Mirror>,
     ctrl_c: &CancellationToken,
 ) -> Result<bool, ExecError> {
     let SdkOptions {
@@ -779,7 +780,17 @@ pub async fn run(
         }
     });
     let mut last_error = false;
+    let mirror_to = output_line.clone();
+    let mut mirror_now = move || -> Result<(), ExecError> {
+        if let Some(mirror) = &mut mirror {
+            mirror
+                .flush(&mirror_to)
+                .map_err(ExecError::io("could not write a transcript_mirror frame"))?;
+        }
+        Ok(())
+    };
     loop {
+        mirror_now()?;
         // Ctrl+C between turns ends the session too, not only during one.
         let Turn {
             content,
@@ -870,6 +881,7 @@ pub async fn run(
             break;
         }
     }
+    mirror_now()?;
     Ok(last_error)
 }
 
