@@ -104,9 +104,9 @@ pub struct InitializeOptions {
     pub tool_aliases: Vec<(String, String)>,
     /// `plugins`: `[{type: "local", path, skipMcpDiscovery}]`, more plugin folders.
     pub plugins: Vec<crate::plugins::Plugin>,
-    /// `codeRunningMcpTools`: full `mcp__server__tool` names of MCP tools that run code
-    /// the model writes; in `auto` mode the judge decides every call to one.
-    pub code_running_mcp_tools: Vec<String>,
+    /// `codeRunningMcpTools`: `(server, tool)` of MCP tools that run code the model
+    /// writes; in `auto` mode the judge decides every call to one.
+    pub code_running_mcp_tools: Vec<(String, String)>,
 }
 
 impl InitializeOptions {

@@ -436,7 +436,13 @@ pub fn build(
         .allowing_bypass(cli.allow_dangerously_skip_permissions),
     );
     if !cli.initialize.code_running_mcp_tools.is_empty() {
-        gate.set_code_running_tools(cli.initialize.code_running_mcp_tools.clone());
+        gate.set_code_running_tools(
+            cli.initialize
+                .code_running_mcp_tools
+                .iter()
+                .map(|(server, tool)| format!("mcp__{server}__{tool}"))
+                .collect(),
+        );
     }
     let permissions = gate.permissions();
     // `--tools default` (or no --tools) offers every tool.

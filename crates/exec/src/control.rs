@@ -321,9 +321,9 @@ impl Initialize {
                     for tool in names {
                         match tool.as_str() {
                             Some(t) if !t.is_empty() && !t.starts_with("mcp__") => {
-                                let name = format!("mcp__{server}__{t}");
-                                if !code_running_mcp_tools.contains(&name) {
-                                    code_running_mcp_tools.push(name);
+                                let pair = (server.clone(), t.to_owned());
+                                if !code_running_mcp_tools.contains(&pair) {
+                                    code_running_mcp_tools.push(pair);
                                 }
                             }
                             _ => skipped += 1,
@@ -953,7 +953,10 @@ mod tests {
             init.tool_aliases,
             [("Bash".to_owned(), "mcp__ws__bash".to_owned())]
         );
-        assert_eq!(init.code_running_mcp_tools, ["mcp__ws__bash"]);
+        assert_eq!(
+            init.code_running_mcp_tools,
+            [("ws".to_owned(), "bash".to_owned())]
+        );
         assert_eq!(
             init.plugins,
             [gyre_core::plugins::Plugin {

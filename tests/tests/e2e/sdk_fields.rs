@@ -388,3 +388,38 @@ fn resume_drops_turn_refuses_a_cut_that_would_leave_behind_more_than_that_turn()
         "{sent}"
     );
 }
+
+#[test]
+fn initialize_answers_the_code_running_mcp_tools_it_applied() {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new([Turn::text("ok")])).unwrap();
+    let out = gyre_e2e::stream_json_lines(
+        &sandbox,
+        &server,
+        &[],
+        &[],
+        &[
+            json!({"type": "control_request", "request_id": "init", "request": {
+                "subtype": "initialize",
+                "codeRunningMcpTools": {"ws": ["run", "mcp__bad"], "mcp__x": ["y"]},
+            }}),
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let lines = out.lines().unwrap();
+    let answer = lines
+        .iter()
+        .find(|l| l["type"] == "control_response")
+        .unwrap();
+    assert_eq!(
+        answer["response"]["response"]["code_running_mcp_tools_applied"],
+        json!({"ws": ["run"]}),
+        "{answer}"
+    );
+    assert!(
+        out.stderr
+            .contains("skipped 2 malformed part(s) of codeRunningMcpTools"),
+        "{}",
+        out.stderr
+    );
+}
