@@ -561,6 +561,53 @@ const cases = {
       c.tk.close();
     }
   },
+
+  async with_code_running_tools_declared_a_permission_request_hook_cannot_change_the_mode() {
+    const verdict = (decision, reason) => text(JSON.stringify({ decision, reason }));
+    const c = await scratch([
+      toolUse("mcp__ws__run", { code: "print(1)" }),
+      text("I cannot tell."),
+      toolUse("Write", { file_path: "out.txt", content: "x" }),
+      verdict("deny", "no writes today"),
+      text("done"),
+    ]);
+    try {
+      let ran = false;
+      const run = tool("run", "Runs Python code.", { code: z.string() }, async () => {
+        ran = true;
+        return { content: [{ type: "text", text: "1" }] };
+      });
+      const ws = createSdkMcpServer({ name: "ws", version: "1.0.0", tools: [run] });
+      const hooks = {
+        PermissionRequest: [
+          {
+            hooks: [
+              async () => ({
+                hookSpecificOutput: {
+                  hookEventName: "PermissionRequest",
+                  decision: {
+                    behavior: "allow",
+                    updatedPermissions: [{ type: "setMode", mode: "acceptEdits", destination: "session" }],
+                  },
+                },
+              }),
+            ],
+          },
+        ],
+      };
+      const messages = await collect(
+        query({
+          prompt: "go",
+          options: c.options({ mcpServers: { ws }, hooks, permissionMode: "auto", codeRunningMcpTools: { ws: ["run"] } }),
+        }),
+      );
+      expect(ran, "the hook's allow ran the call");
+      expect(resultOf(messages)?.result === "done", `result ${JSON.stringify(resultOf(messages))}`);
+      expect(!existsSync(join(c.project, "out.txt")), "the write went to the judge, still in auto mode");
+    } finally {
+      c.tk.close();
+    }
+  },
 };
 
 function waitFor(cond) {

@@ -588,11 +588,22 @@ impl Gate {
         Some(match verdict.permission? {
             PermissionAnswer::Allow {
                 updated_input,
-                updated_permissions,
-            } => Approval::Allow {
-                updated_input,
-                updates: updated_permissions,
-            },
+                mut updated_permissions,
+            } => {
+                // With code-running MCP tools declared, a hook may not change the mode
+                // (it could leave auto mode's judge behind).
+                if self
+                    .code_running
+                    .get()
+                    .is_some_and(|names| !names.is_empty())
+                {
+                    updated_permissions.retain(|u| !matches!(u, PermissionUpdate::SetMode(_)));
+                }
+                Approval::Allow {
+                    updated_input,
+                    updates: updated_permissions,
+                }
+            }
             PermissionAnswer::Deny { message, interrupt } => Approval::Deny {
                 message: message.or_else(|| {
                     Some(format!(
