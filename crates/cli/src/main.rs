@@ -167,15 +167,16 @@ fn run(cli: &Cli) -> Result<ExitCode> {
                     dir.display()
                 )));
             }
-            dir
+            Some(dir)
         }
-        None => cwd.clone(),
+        None => None,
     };
-    let mut settings = load_settings(cli, &home, &config_root)?;
-    if let Some(trusted_now) = settle_trust(cli, &home, &config_root, &settings, headless)?
+    let project = config_root.as_deref().unwrap_or(&cwd);
+    let mut settings = load_settings(cli, &home, project)?;
+    if let Some(trusted_now) = settle_trust(cli, &home, project, &settings, headless)?
         && trusted_now
     {
-        settings = load_settings(cli, &home, &config_root)?;
+        settings = load_settings(cli, &home, project)?;
     }
     for warning in &settings.ignored {
         eprintln!("{warning}");
@@ -190,7 +191,7 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         .build()
         .context("could not start the async runtime")?;
     let mut options = cli.session_options();
-    options.project_config_root = cli.project_config_root.as_ref().map(|_| config_root);
+    options.project_config_root = config_root;
     if !headless {
         return Ok(runtime.block_on(gyre_tui::run(
             &options,

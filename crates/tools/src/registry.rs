@@ -19,7 +19,7 @@ pub struct ToolRegistry {
     shells: Option<Arc<ShellTable>>,
     /// Names a call may use for another tool (an Agent SDK's `toolAliases`): the call
     /// runs the tool named by the first pair whose first name it uses. One hop.
-    aliases: Arc<[(String, String)]>,
+    aliases: Option<Arc<[(String, String)]>>,
 }
 
 /// A tool and its input schema, compiled at the tool's first call (shared by the
@@ -111,7 +111,7 @@ impl ToolRegistry {
     /// the target is looked up as it is, so `{A: B, B: A}` cannot loop). A tool may
     /// be redirected even when one of the alias's name is on offer.
     pub fn set_aliases(&mut self, aliases: Vec<(String, String)>) {
-        self.aliases = aliases.into();
+        self.aliases = (!aliases.is_empty()).then(|| aliases.into());
     }
 
     /// The name a call named `name` runs: its alias's target, else `name`.
@@ -119,6 +119,7 @@ impl ToolRegistry {
     pub fn resolve_alias<'a>(&'a self, name: &'a str) -> &'a str {
         self.aliases
             .iter()
+            .flat_map(|aliases| aliases.iter())
             .find(|(from, _)| from == name)
             .map_or(name, |(_, to)| to.as_str())
     }
@@ -197,7 +198,7 @@ impl ToolRegistry {
                 .collect(),
             server_tools: self.server_tools.clone(),
             shells: self.shells.clone(),
-            aliases: Arc::clone(&self.aliases),
+            aliases: self.aliases.clone(),
         }
     }
 
