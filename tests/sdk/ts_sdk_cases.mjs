@@ -608,6 +608,28 @@ const cases = {
       c.tk.close();
     }
   },
+
+  async system_prompt_snapshot_sends_the_recorded_prompt_again_on_resume() {
+    const c = await scratch([text("one"), text("two"), text("three")]);
+    try {
+      const prompt = (p, snapshot) => ({ type: "custom", prompt: p, snapshot });
+      const first = await collect(
+        query({ prompt: "hi", options: c.options({ systemPrompt: prompt("You are bot A.", true) }) }),
+      );
+      const resume = resultOf(first).session_id;
+      await collect(
+        query({ prompt: "again", options: c.options({ resume, systemPrompt: prompt("You are bot B.", true) }) }),
+      );
+      await collect(
+        query({ prompt: "more", options: c.options({ resume, systemPrompt: prompt("You are bot C.", false) }) }),
+      );
+      const sent = (await c.tk.requests()).map((r) => JSON.stringify(r.system ?? ""));
+      expect(sent[1].includes("You are bot A.") && !sent[1].includes("bot B"), `resumed with ${sent[1]}`);
+      expect(sent[2].includes("You are bot C."), `rendered fresh: ${sent[2]}`);
+    } finally {
+      c.tk.close();
+    }
+  },
 };
 
 function waitFor(cond) {

@@ -554,6 +554,17 @@ pub fn build(
     .flatten()
     .filter(|p| !p.trim().is_empty())
     .collect();
+    // `systemPromptSnapshot: true`: the prompt the conversation recorded, when it has
+    // one, is sent again as it was; else this one is recorded.
+    let snapshot = cli.initialize.system_prompt_snapshot == Some(true);
+    let recorded = loaded
+        .as_ref()
+        .and_then(|l| l.system_prompt.clone())
+        .filter(|_| snapshot);
+    let parts = match &recorded {
+        Some(text) => vec![text.as_str()],
+        None => parts,
+    };
     // `--system-prompt ""` from anything but an SDK means no system prompt: the API
     // refuses an empty text block.
     let system = if parts.is_empty() {
@@ -564,6 +575,9 @@ pub fn build(
         vec![block]
     };
 
+    let to_record = (snapshot && recorded.is_none())
+        .then(|| system.first().map(|b| b.text.clone()))
+        .flatten();
     let deps = Arc::new(ApiDeps::new(client, retry));
     let can_use_tool = Arc::clone(&gate) as Arc<dyn gyre_tools::CanUseTool>;
     // Sub-agents and side requests report their messages and usage to the engine.
@@ -742,6 +756,9 @@ pub fn build(
                 &format!("the messages after {at} (--resume-session-at)"),
             );
         }
+    }
+    if let Some(text) = &to_record {
+        engine.record_system_prompt(text);
     }
     let facts = SessionFacts {
         session_id,

@@ -113,6 +113,10 @@ pub struct TranscriptEntry {
 /// The `subtype` of the `system` line a conversation rewind writes.
 pub const REWIND_SUBTYPE: &str = "rewind";
 
+/// The `subtype` of the line that records the conversation's system prompt (an Agent
+/// SDK's `systemPromptSnapshot`): a resume sends it again instead of a new one.
+pub const SYSTEM_PROMPT_SUBTYPE: &str = "system_prompt";
+
 /// A `file-history-snapshot` line, as the reference CLI writes it: the files a
 /// checkpoint (the user prompt `message_id`) kept before they were changed. A later
 /// line for the same prompt (`is_snapshot_update`) replaces the earlier one.
@@ -522,6 +526,9 @@ pub struct LoadedSession {
     /// order: the prompt it came from, or `None` where that is not known (messages a
     /// compaction wrote).
     pub marks: Vec<Option<PromptMark>>,
+    /// The system prompt the conversation recorded (a [`SYSTEM_PROMPT_SUBTYPE`] line
+    /// since the last compaction), if any.
+    pub system_prompt: Option<String>,
 }
 
 /// A message of the conversation that starts a turn, and the line it came from.
@@ -603,9 +610,14 @@ fn load_until(path: &Path, stop_at: Option<&str>) -> io::Result<(LoadedSession, 
             _ if entry.is_sidechain => Some("sub-agent"),
             _ if entry.is_api_error_message => Some("api-error"),
             "system" if entry.subtype.as_deref() == Some("compact_boundary") => {
+                session.system_prompt = None;
                 session.messages = entry.history.unwrap_or_default();
                 marks = unknown_marks(&session.messages);
                 last_response = None;
+                None
+            }
+            "system" if entry.subtype.as_deref() == Some(SYSTEM_PROMPT_SUBTYPE) => {
+                session.system_prompt.clone_from(&entry.content);
                 None
             }
             "system" if entry.subtype.as_deref() == Some(REWIND_SUBTYPE) => {
