@@ -235,7 +235,7 @@ pub struct Cli {
     pub resume_session_at: Option<String>,
     /// A plugin folder: its commands/, agents/, skills/, hooks/hooks.json and
     /// .mcp.json join the session's (repeatable).
-    #[arg(long, num_args = 1.., value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     pub plugin_dir: Vec<PathBuf>,
     /// How thinking comes back from the API: summarized or omitted.
     #[arg(long, value_name = "DISPLAY")]
@@ -253,7 +253,7 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub project_config_root: Option<PathBuf>,
     /// A plugin folder as --plugin-dir, without its MCP servers (repeatable).
-    #[arg(long, num_args = 1.., value_name = "DIR")]
+    #[arg(long, value_name = "DIR")]
     pub plugin_dir_no_mcp: Vec<PathBuf>,
     /// With --resume-session-at: the prompt uuid of the turn the cut leaves behind;
     /// the resume is refused when it would leave behind anything else.
@@ -401,6 +401,24 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(cli.ignored_flag_warnings(), ["--channels"]);
+    }
+
+    #[test]
+    fn a_plugin_dir_takes_one_folder_so_the_prompt_after_it_stays_the_prompt() {
+        let cli = Cli::try_parse_from([
+            "gyre",
+            "-p",
+            "--plugin-dir",
+            "a",
+            "hello",
+            "--plugin-dir",
+            "b",
+        ])
+        .unwrap();
+        assert_eq!(cli.prompt.as_deref(), Some("hello"));
+        let plugins = cli.session_options().plugins;
+        assert_eq!(plugins.len(), 2);
+        assert!(plugins.iter().all(|p| p.mcp));
     }
 
     #[test]
