@@ -609,17 +609,17 @@ pub fn build(
         )));
     }
     // An SDK's `skills`: the Skill tool offers only those named.
-    let skills: Vec<_> = match &cli.initialize.skills {
-        Some(names) => commands
+    let chosen: Option<Vec<_>> = cli.initialize.skills.as_ref().map(|names| {
+        commands
             .skills()
             .iter()
             .filter(|skill| crate::skills::selected(&skill.name, names))
             .cloned()
-            .collect(),
-        None => commands.skills().to_vec(),
-    };
+            .collect()
+    });
     if offered(crate::skills::SKILL_TOOL)
-        && let Some(tool) = crate::skills::SkillTool::new(&skills)
+        && let Some(tool) =
+            crate::skills::SkillTool::new(chosen.as_deref().unwrap_or(commands.skills()))
     {
         registry.register(Arc::new(tool));
     }
