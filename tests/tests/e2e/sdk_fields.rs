@@ -51,16 +51,36 @@ fn sent_texts(server: &TestServer, i: usize) -> String {
     server.requests()[i].body["messages"].to_string()
 }
 
+/// A project and a testkit answering "answer one" to "answer four".
+fn four_answers() -> (Sandbox, TestServer) {
+    let sandbox = Sandbox::new().unwrap();
+    let server = TestServer::spawn(Script::new(
+        ["one", "two", "three", "four"].map(|n| Turn::text(format!("answer {n}"))),
+    ))
+    .unwrap();
+    (sandbox, server)
+}
+
+/// A finished stream-json run's session id and the uuids of its assistant lines.
+fn session_and_answers(out: &gyre_e2e::Run) -> (String, Vec<String>) {
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let session = out.result().unwrap()["session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let answers = out
+        .lines()
+        .unwrap()
+        .iter()
+        .filter(|l| l["type"] == "assistant")
+        .map(|l| l["uuid"].as_str().unwrap().to_owned())
+        .collect();
+    (session, answers)
+}
+
 #[test]
 fn resume_session_at_goes_on_from_that_message_and_leaves_the_later_ones_behind() {
-    let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([
-        Turn::text("answer one"),
-        Turn::text("answer two"),
-        Turn::text("answer three"),
-        Turn::text("answer four"),
-    ]))
-    .unwrap();
+    let (sandbox, server) = four_answers();
     let first = run(sandbox.gyre(&server).unwrap().args([
         "-p",
         "prompt one",
@@ -69,18 +89,8 @@ fn resume_session_at_goes_on_from_that_message_and_leaves_the_later_ones_behind(
         "--verbose",
     ]))
     .unwrap();
-    assert_eq!(first.code, Some(0), "{}", first.stderr);
-    let lines = first.lines().unwrap();
-    let session = first.result().unwrap()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let answer = lines
-        .iter()
-        .find(|l| l["type"] == "assistant")
-        .and_then(|l| l["uuid"].as_str())
-        .unwrap()
-        .to_owned();
+    let (session, answers) = session_and_answers(&first);
+    let answer = &answers[0];
     let second =
         run(sandbox
             .gyre(&server)
@@ -95,7 +105,7 @@ fn resume_session_at_goes_on_from_that_message_and_leaves_the_later_ones_behind(
         "--resume",
         &session,
         "--resume-session-at",
-        &answer,
+        answer,
     ]))
     .unwrap();
     assert_eq!(third.code, Some(0), "{}", third.stderr);
@@ -305,14 +315,7 @@ fn prompt(text: &str, uuid: &str) -> serde_json::Value {
 
 #[test]
 fn resume_drops_turn_refuses_a_cut_that_would_leave_behind_more_than_that_turn() {
-    let sandbox = Sandbox::new().unwrap();
-    let server = TestServer::spawn(Script::new([
-        Turn::text("answer one"),
-        Turn::text("answer two"),
-        Turn::text("answer three"),
-        Turn::text("answer four"),
-    ]))
-    .unwrap();
+    let (sandbox, server) = four_answers();
     let ids = [
         "11111111-1111-4111-8111-111111111111",
         "22222222-2222-4222-8222-222222222222",
@@ -329,17 +332,7 @@ fn resume_drops_turn_refuses_a_cut_that_would_leave_behind_more_than_that_turn()
             prompt("prompt three", ids[2]),
         ],
     );
-    assert_eq!(first.code, Some(0), "{}", first.stderr);
-    let lines = first.lines().unwrap();
-    let session = first.result().unwrap()["session_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let answers: Vec<String> = lines
-        .iter()
-        .filter(|l| l["type"] == "assistant")
-        .map(|l| l["uuid"].as_str().unwrap().to_owned())
-        .collect();
+    let (session, answers) = session_and_answers(&first);
     // Cutting after answer one would leave prompts two and three behind.
     let refused = run(sandbox.gyre(&server).unwrap().args([
         "-p",
