@@ -553,6 +553,33 @@ async def test_hook_events_as_callbacks(case):
            "the sub-agent got SubagentStart's context")
 
 
+async def test_skills_select(case):
+    for name in ("pdf", "docx"):
+        folder = os.path.join(case.home, ".claude", "skills", name)
+        os.makedirs(folder)
+        with open(os.path.join(folder, "SKILL.md"), "w") as f:
+            f.write(f"---\nname: {name}\ndescription: Work with {name} files\n---\nUse the {name} tools.\n")
+    await collect(query(prompt="Convert it", options=case.options(skills=["pdf"])))
+    sent = case.tk.requests()
+    skill = next((t for t in sent[0]["tools"] if t["name"] == "Skill"), None)
+    expect(skill is not None, f"tools: {[t['name'] for t in sent[0]['tools']]}")
+    expect("pdf: Work with pdf files" in skill["description"] and "docx" not in skill["description"],
+           skill["description"])
+    expect("Unknown skill: docx" in json.dumps(sent[1]["messages"][-1]), json.dumps(sent[1]["messages"][-1]))
+
+
+async def test_resume_session_at(case):
+    first = await collect(query(prompt="Remember 7", options=case.options()))
+    session = result_of(first).session_id
+    kept = next(m.uuid for m in first if isinstance(m, AssistantMessage))
+    await collect(query(prompt="And 8", options=case.options(resume=session)))
+    third = await collect(query(prompt="What number?",
+                                options=case.options(resume=session, resume_session_at=kept)))
+    expect(result_of(third).result == "You said 7.", f"third answer {result_of(third)}")
+    history = json.dumps(case.tk.requests()[2]["messages"])
+    expect("Remember 7" in history and "And 8" not in history, history)
+
+
 CASES = {
     "text": (test_text, [text_turn("Hi there.")]),
     "tool_round_trip": (test_tool_round_trip, [
@@ -617,6 +644,10 @@ CASES = {
                             "subagent_type": "general-purpose"}),
         text_turn("Found nothing."),
         text_turn("Done.")]),
+    "skills_select": (test_skills_select, [
+        tool_turn("Skill", {"skill": "docx"}), text_turn("Done.")]),
+    "resume_session_at": (test_resume_session_at, [
+        text_turn("Noted."), text_turn("Also noted."), text_turn("You said 7.")]),
     "sdk_mcp_server_in_init": (test_sdk_mcp_server_in_init, [
         tool_turn("mcp__calc__add", {"a": 2, "b": 3}), text_turn("It is 5.")]),
 }

@@ -329,6 +329,307 @@ const cases = {
       c.tk.close();
     }
   },
+
+  async plan_mode_instructions_replace_the_workflow_of_the_plan_reminder() {
+    const c = await scratch([text("Here is the plan.")]);
+    try {
+      await collect(
+        query({
+          prompt: "plan the change",
+          options: c.options({
+            permissionMode: "plan",
+            planModeInstructions: "List only the files you would touch, nothing else.",
+          }),
+        }),
+      );
+      const [sent] = await c.tk.requests();
+      const first = JSON.stringify(sent.messages[0].content);
+      expect(first.includes("plan the change"), `prompt ${first}`);
+      expect(first.includes("Plan mode is active"), `reminder ${first}`);
+      expect(first.includes("List only the files you would touch"), `workflow ${first}`);
+      expect(first.includes("ExitPlanMode"), `footer ${first}`);
+      expect(!first.includes("How to plan:"), `gyre's own workflow left out: ${first}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async append_subagent_system_prompt_reaches_every_sub_agent_and_only_them() {
+    const c = await scratch([
+      toolUse("Agent", { description: "look", prompt: "Look around.", subagent_type: "general-purpose" }),
+      text("Nothing to see."),
+      text("all done"),
+    ]);
+    try {
+      const messages = await collect(
+        query({
+          prompt: "delegate",
+          options: c.options({ appendSubagentSystemPrompt: "Answer the caller in French.", allowedTools: ["Agent"] }),
+        }),
+      );
+      expect(resultOf(messages)?.result === "all done", `result ${JSON.stringify(resultOf(messages))}`);
+      const sent = await c.tk.requests();
+      const main = JSON.stringify(sent[0].system ?? "");
+      const sub = JSON.stringify(sent[1].system ?? "");
+      expect(sub.includes("Answer the caller in French."), `sub-agent system ${sub}`);
+      expect(!main.includes("Answer the caller in French."), `main system ${main.slice(0, 300)}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async exclude_dynamic_sections_keeps_the_system_prompt_the_same_across_sessions() {
+    const runs = [];
+    for (const name of ["one", "two"]) {
+      const c = await scratch([text("ok")]);
+      try {
+        await collect(
+          query({
+            prompt: `hi ${name}`,
+            options: c.options({
+              systemPrompt: { type: "preset", preset: "claude_code", excludeDynamicSections: true },
+            }),
+          }),
+        );
+        const [sent] = await c.tk.requests();
+        runs.push({ project: c.project, sent });
+      } finally {
+        c.tk.close();
+      }
+    }
+    const [a, b] = runs.map((r) => JSON.stringify(r.sent.system));
+    expect(a === b, `the system prompts differ:\n${a}\n${b}`);
+    expect(!a.includes(runs[0].project), `the working directory stayed in the system prompt: ${a}`);
+    const first = JSON.stringify(runs[0].sent.messages[0].content);
+    expect(first.includes(`Working directory: ${runs[0].project}`), `first message ${first}`);
+    expect(first.includes("hi one"), `first message ${first}`);
+  },
+
+  async skills_select_the_skills_the_skill_tool_offers() {
+    const c = await scratch([toolUse("Skill", { skill: "docx" }), text("done")]);
+    try {
+      for (const name of ["pdf", "docx"]) {
+        const dir = join(c.home, ".claude", "skills", name);
+        mkdirSync(dir, { recursive: true });
+        writeFileSync(join(dir, "SKILL.md"), `---\nname: ${name}\ndescription: Work with ${name} files\n---\nUse the ${name} tools.\n`);
+      }
+      await collect(query({ prompt: "convert it", options: c.options({ skills: ["pdf"] }) }));
+      const sent = await c.tk.requests();
+      const skill = sent[0].tools.find((t) => t.name === "Skill");
+      expect(skill, `tools ${sent[0].tools.map((t) => t.name)}`);
+      expect(skill.description.includes("pdf: Work with pdf files"), `description ${skill.description}`);
+      expect(!skill.description.includes("docx"), `description ${skill.description}`);
+      const refused = JSON.stringify(sent[1].messages.at(-1));
+      expect(refused.includes("Unknown skill: docx"), `result ${refused}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async tool_aliases_run_the_mapped_tool_for_a_call_by_the_alias() {
+    const c = await scratch([toolUse("Bash", { command: "echo hi" }), text("done")]);
+    try {
+      const bash = tool("bash", "Runs a command in the workspace.", { command: z.string() }, async ({ command }) => ({
+        content: [{ type: "text", text: `workspace ran: ${command}` }],
+      }));
+      const ws = createSdkMcpServer({ name: "ws", version: "1.0.0", tools: [bash] });
+      await collect(
+        query({
+          prompt: "run it",
+          options: c.options({
+            mcpServers: { ws },
+            allowedTools: ["mcp__ws__bash"],
+            toolAliases: { Bash: "mcp__ws__bash" },
+          }),
+        }),
+      );
+      const sent = await c.tk.requests();
+      const result = JSON.stringify(sent[1].messages.at(-1));
+      expect(result.includes("workspace ran: echo hi"), `result ${result}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async code_running_mcp_tools_go_to_auto_modes_judge_despite_an_allow_rule() {
+    const verdict = (decision, reason) => text(JSON.stringify({ decision, reason }));
+    const c = await scratch([
+      toolUse("mcp__ws__run", { code: "rm -rf /" }),
+      verdict("deny", "deletes everything"),
+      text("refused"),
+    ]);
+    try {
+      let ran = false;
+      const run = tool("run", "Runs Python code.", { code: z.string() }, async () => {
+        ran = true;
+        return { content: [{ type: "text", text: "ran" }] };
+      });
+      const ws = createSdkMcpServer({ name: "ws", version: "1.0.0", tools: [run] });
+      await collect(
+        query({
+          prompt: "clean up",
+          options: c.options({
+            mcpServers: { ws },
+            allowedTools: ["mcp__ws__run"],
+            permissionMode: "auto",
+            codeRunningMcpTools: { ws: ["run"] },
+          }),
+        }),
+      );
+      expect(!ran, "the judge's refusal stopped the call");
+      const sent = await c.tk.requests();
+      expect(JSON.stringify(sent[1].messages).includes("rm -rf /"), `judge request ${JSON.stringify(sent[1])}`);
+      const refusal = JSON.stringify(sent[2].messages.at(-1));
+      expect(refusal.includes("deletes everything"), `refusal ${refusal}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async permission_prompts_none_denies_what_would_be_asked_without_calling_can_use_tool() {
+    const c = await scratch([toolUse("Bash", { command: "touch made" }), text("done")]);
+    try {
+      const asked = [];
+      const canUseTool = async (name) => {
+        asked.push(name);
+        return { behavior: "allow", updatedInput: {} };
+      };
+      await collect(
+        query({ prompt: prompts("make it"), options: c.options({ canUseTool, permissionPrompts: "none" }) }),
+      );
+      expect(asked.length === 0, `canUseTool was called for ${asked}`);
+      expect(!existsSync(join(c.project, "made")), "the command ran");
+      const sent = await c.tk.requests();
+      const result = sent[1].messages.at(-1).content[0];
+      expect(result.is_error === true, `result ${JSON.stringify(result)}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async plugins_add_their_commands_by_flag_or_in_initialize() {
+    for (const pluginDelivery of ["argv", "initialize"]) {
+      const c = await scratch([text("ok")]);
+      try {
+        const dir = join(c.work, "plugin");
+        mkdirSync(join(dir, "commands"), { recursive: true });
+        writeFileSync(join(dir, "commands", "greet.md"), "---\ndescription: Greets\n---\nGreet $ARGUMENTS warmly.\n");
+        await collect(
+          query({
+            prompt: "/greet Ann",
+            options: c.options({ plugins: [{ type: "local", path: dir }], pluginDelivery }),
+          }),
+        );
+        const [sent] = await c.tk.requests();
+        const first = JSON.stringify(sent.messages[0].content);
+        expect(first.includes("Greet Ann warmly."), `${pluginDelivery}: first message ${first}`);
+      } finally {
+        c.tk.close();
+      }
+    }
+  },
+
+  async a_session_store_gets_the_transcript_and_resumes_from_it() {
+    const c = await scratch([text("first answer"), text("second answer")]);
+    try {
+      const stored = new Map();
+      const sessionStore = {
+        append: async (key, entries) => {
+          const id = `${key.projectKey}/${key.sessionId}/${key.subpath ?? ""}`;
+          stored.set(id, [...(stored.get(id) ?? []), ...entries]);
+        },
+        load: async (key) => stored.get(`${key.projectKey}/${key.sessionId}/${key.subpath ?? ""}`) ?? null,
+      };
+      const env = (home) => ({ ...c.options().env, GYRE_HOME: home, CLAUDE_CONFIG_DIR: join(c.home, ".claude") });
+      const first = await collect(
+        query({ prompt: "remember 42", options: c.options({ sessionStore, env: env(c.home) }) }),
+      );
+      const session = resultOf(first).session_id;
+      const entries = [...stored.entries()].filter(([k]) => k.includes(session)).flatMap(([, e]) => e);
+      expect(entries.some((e) => e.type === "assistant"), `stored ${JSON.stringify([...stored.keys()])}`);
+      expect(JSON.stringify(entries).includes("remember 42"), `stored ${JSON.stringify(entries).slice(0, 400)}`);
+      // A gyre with another home resumes the session from the store's copy.
+      const other = join(c.work, "other-home");
+      mkdirSync(other);
+      const second = await collect(
+        query({ prompt: "what was it?", options: c.options({ sessionStore, resume: session, env: env(other) }) }),
+      );
+      expect(resultOf(second)?.result === "second answer", `result ${JSON.stringify(resultOf(second))}`);
+      const sent = await c.tk.requests();
+      expect(JSON.stringify(sent[1].messages).includes("remember 42"), `resumed ${JSON.stringify(sent[1].messages)}`);
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async with_code_running_tools_declared_a_permission_request_hook_cannot_change_the_mode() {
+    const verdict = (decision, reason) => text(JSON.stringify({ decision, reason }));
+    const c = await scratch([
+      toolUse("mcp__ws__run", { code: "print(1)" }),
+      text("I cannot tell."),
+      toolUse("Write", { file_path: "out.txt", content: "x" }),
+      verdict("deny", "no writes today"),
+      text("done"),
+    ]);
+    try {
+      let ran = false;
+      const run = tool("run", "Runs Python code.", { code: z.string() }, async () => {
+        ran = true;
+        return { content: [{ type: "text", text: "1" }] };
+      });
+      const ws = createSdkMcpServer({ name: "ws", version: "1.0.0", tools: [run] });
+      const hooks = {
+        PermissionRequest: [
+          {
+            hooks: [
+              async () => ({
+                hookSpecificOutput: {
+                  hookEventName: "PermissionRequest",
+                  decision: {
+                    behavior: "allow",
+                    updatedPermissions: [{ type: "setMode", mode: "acceptEdits", destination: "session" }],
+                  },
+                },
+              }),
+            ],
+          },
+        ],
+      };
+      const messages = await collect(
+        query({
+          prompt: "go",
+          options: c.options({ mcpServers: { ws }, hooks, permissionMode: "auto", codeRunningMcpTools: { ws: ["run"] } }),
+        }),
+      );
+      expect(ran, "the hook's allow ran the call");
+      expect(resultOf(messages)?.result === "done", `result ${JSON.stringify(resultOf(messages))}`);
+      expect(!existsSync(join(c.project, "out.txt")), "the write went to the judge, still in auto mode");
+    } finally {
+      c.tk.close();
+    }
+  },
+
+  async system_prompt_snapshot_sends_the_recorded_prompt_again_on_resume() {
+    const c = await scratch([text("one"), text("two"), text("three")]);
+    try {
+      const prompt = (p, snapshot) => ({ type: "custom", prompt: p, snapshot });
+      const first = await collect(
+        query({ prompt: "hi", options: c.options({ systemPrompt: prompt("You are bot A.", true) }) }),
+      );
+      const resume = resultOf(first).session_id;
+      await collect(
+        query({ prompt: "again", options: c.options({ resume, systemPrompt: prompt("You are bot B.", true) }) }),
+      );
+      await collect(
+        query({ prompt: "more", options: c.options({ resume, systemPrompt: prompt("You are bot C.", false) }) }),
+      );
+      const sent = (await c.tk.requests()).map((r) => JSON.stringify(r.system ?? ""));
+      expect(sent[1].includes("You are bot A.") && !sent[1].includes("bot B"), `resumed with ${sent[1]}`);
+      expect(sent[2].includes("You are bot C."), `rendered fresh: ${sent[2]}`);
+    } finally {
+      c.tk.close();
+    }
+  },
 };
 
 function waitFor(cond) {

@@ -226,6 +226,7 @@ mod tests {
             thinking: Some(ThinkingConfig {
                 kind: "enabled".into(),
                 budget_tokens: Some(1024),
+                display: None,
             }),
             temperature: Some(0.5),
             stop_sequences: vec!["\n\nHuman:".into()],

@@ -229,21 +229,35 @@ pub struct Cli {
     pub betas: Vec<String>,
 
     // Flags that Claude Code's Agent SDKs pass: accepted so drivers keep working.
-    #[arg(long, hide = true)]
+    /// With --resume: continue from the message with this uuid (the `uuid` of a line
+    /// the session printed), leaving the later messages behind.
+    #[arg(long, value_name = "MESSAGE_UUID")]
     pub resume_session_at: Option<String>,
-    #[arg(long, hide = true, num_args = 1..)]
-    pub plugin_dir: Vec<String>,
-    #[arg(long, hide = true)]
+    /// A plugin folder: its commands/, agents/, skills/, hooks/hooks.json and
+    /// .mcp.json join the session's (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub plugin_dir: Vec<PathBuf>,
+    /// How thinking comes back from the API: summarized or omitted.
+    #[arg(long, value_name = "DISPLAY")]
     pub thinking_display: Option<String>,
-    #[arg(long, hide = true)]
+    /// Who answers permission questions: host (the program, over
+    /// --permission-prompt-tool) or none (what would be asked is denied at once).
+    #[arg(long, value_name = "WHO", value_parser = ["host", "none"])]
     pub permission_prompts: Option<String>,
-    #[arg(long, hide = true)]
+    /// With stream-json input: send the transcript's new lines to the SDK as
+    /// transcript_mirror frames (its sessionStore keeps them).
+    #[arg(long)]
     pub session_mirror: bool,
-    #[arg(long, hide = true)]
-    pub project_config_root: Option<String>,
-    #[arg(long, hide = true, num_args = 1..)]
-    pub plugin_dir_no_mcp: Vec<String>,
-    #[arg(long, hide = true)]
+    /// Read the project's settings, .mcp.json, commands, skills and agents from this
+    /// folder instead of the working directory (the checkout a worktree was made from).
+    #[arg(long, value_name = "DIR")]
+    pub project_config_root: Option<PathBuf>,
+    /// A plugin folder as --plugin-dir, without its MCP servers (repeatable).
+    #[arg(long, value_name = "DIR")]
+    pub plugin_dir_no_mcp: Vec<PathBuf>,
+    /// With --resume-session-at: the prompt uuid of the turn the cut leaves behind;
+    /// the resume is refused when it would leave behind anything else.
+    #[arg(long, value_name = "PROMPT_UUID")]
     pub resume_drops_turn: Option<String>,
     /// Policy settings from the program that started gyre (JSON or a file): over all
     /// others, and only ever restricting (deny and ask rules, the sandbox on).
@@ -275,14 +289,6 @@ impl Cli {
                 out.push(name);
             }
         };
-        warn(self.resume_session_at.is_some(), "--resume-session-at");
-        warn(!self.plugin_dir.is_empty(), "--plugin-dir");
-        warn(self.thinking_display.is_some(), "--thinking-display");
-        warn(self.permission_prompts.is_some(), "--permission-prompts");
-        warn(self.session_mirror, "--session-mirror");
-        warn(self.project_config_root.is_some(), "--project-config-root");
-        warn(!self.plugin_dir_no_mcp.is_empty(), "--plugin-dir-no-mcp");
-        warn(self.resume_drops_turn.is_some(), "--resume-drops-turn");
         warn(!self.channels.is_empty(), "--channels");
         out
     }
@@ -315,18 +321,32 @@ impl Cli {
             resume,
             session_id: self.session_id.clone(),
             fork_session: self.fork_session,
+            resume_session_at: self.resume_session_at.clone(),
+            resume_drops_turn: self.resume_drops_turn.clone(),
             no_session_persistence: self.no_session_persistence,
             agents: self.agents.clone(),
             setting_sources: self.setting_sources.clone(),
             json_schema: self.json_schema.clone(),
             max_thinking_tokens: self.max_thinking_tokens,
             thinking: self.thinking.clone(),
+            thinking_display: self.thinking_display.clone(),
             effort: self.effort.clone(),
             task_budget: self.task_budget,
             betas: self.betas.clone(),
             agent: self.agent.clone(),
             mcp_config: self.mcp_config.clone(),
             strict_mcp_config: self.strict_mcp_config,
+            project_config_root: self.project_config_root.clone(),
+            plugins: self
+                .plugin_dir
+                .iter()
+                .map(|dir| (dir, true))
+                .chain(self.plugin_dir_no_mcp.iter().map(|dir| (dir, false)))
+                .map(|(dir, mcp)| gyre_core::plugins::Plugin {
+                    dir: dir.clone(),
+                    mcp,
+                })
+                .collect(),
             initialize: InitializeOptions::default(),
             editor: None,
         }
@@ -380,7 +400,25 @@ mod tests {
             "p",
         ])
         .unwrap();
-        assert_eq!(cli.ignored_flag_warnings(), ["--plugin-dir", "--channels"]);
+        assert_eq!(cli.ignored_flag_warnings(), ["--channels"]);
+    }
+
+    #[test]
+    fn a_plugin_dir_takes_one_folder_so_the_prompt_after_it_stays_the_prompt() {
+        let cli = Cli::try_parse_from([
+            "gyre",
+            "-p",
+            "--plugin-dir",
+            "a",
+            "hello",
+            "--plugin-dir",
+            "b",
+        ])
+        .unwrap();
+        assert_eq!(cli.prompt.as_deref(), Some("hello"));
+        let plugins = cli.session_options().plugins;
+        assert_eq!(plugins.len(), 2);
+        assert!(plugins.iter().all(|p| p.mcp));
     }
 
     #[test]

@@ -157,11 +157,26 @@ fn run(cli: &Cli) -> Result<ExitCode> {
             "--input-format stream-json requires --output-format stream-json",
         ));
     }
-    let mut settings = load_settings(cli, &home, &cwd)?;
-    if let Some(trusted_now) = settle_trust(cli, &home, &cwd, &settings, headless)?
+    // `--project-config-root`: the project's configuration comes from that folder.
+    let config_root = match &cli.project_config_root {
+        Some(dir) => {
+            let dir = cwd.join(dir);
+            if !dir.is_dir() {
+                return Ok(usage_error(&format!(
+                    "--project-config-root {}: not a directory",
+                    dir.display()
+                )));
+            }
+            Some(dir)
+        }
+        None => None,
+    };
+    let project = config_root.as_deref().unwrap_or(&cwd);
+    let mut settings = load_settings(cli, &home, project)?;
+    if let Some(trusted_now) = settle_trust(cli, &home, project, &settings, headless)?
         && trusted_now
     {
-        settings = load_settings(cli, &home, &cwd)?;
+        settings = load_settings(cli, &home, project)?;
     }
     for warning in &settings.ignored {
         eprintln!("{warning}");
@@ -175,7 +190,8 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         .enable_all()
         .build()
         .context("could not start the async runtime")?;
-    let options = cli.session_options();
+    let mut options = cli.session_options();
+    options.project_config_root = config_root;
     if !headless {
         return Ok(runtime.block_on(gyre_tui::run(
             &options,
@@ -194,6 +210,8 @@ fn run(cli: &Cli) -> Result<ExitCode> {
         verbose: cli.verbose,
         quiet: cli.quiet,
         permission_prompt_tool: cli.permission_prompt_tool.clone(),
+        no_permission_prompts: cli.permission_prompts.as_deref() == Some("none"),
+        session_mirror: cli.session_mirror,
         replay_user_messages: cli.replay_user_messages,
     };
     let outcome = runtime.block_on(gyre_exec::run(&headless, &options, &cwd, &settings, &env))?;

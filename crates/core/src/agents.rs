@@ -36,8 +36,10 @@ pub fn definitions(
     home: Option<&Path>,
     cwd: &Path,
     trusted_project: bool,
+    plugins: &[PathBuf],
 ) -> Result<Vec<AgentDefinition>, crate::CoreError> {
-    let mut dirs: Vec<PathBuf> = Vec::new();
+    // Plugins' agents first: the user's and the project's of the same name replace them.
+    let mut dirs: Vec<PathBuf> = plugins.iter().map(|p| p.join("agents")).collect();
     if let Some(home) = home {
         dirs.push(home.join(".claude").join("agents"));
     }

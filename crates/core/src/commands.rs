@@ -214,6 +214,15 @@ impl CommandRoots {
         Self { roots }
     }
 
+    /// These roots and then the plugin folders `dirs` (each holding `commands/` and
+    /// `skills/`), last in precedence.
+    #[must_use]
+    pub fn with_plugins(mut self, dirs: impl IntoIterator<Item = PathBuf>) -> Self {
+        self.roots
+            .extend(dirs.into_iter().map(|dir| (dir, Origin::User)));
+        self
+    }
+
     /// Whether `--setting-sources` (`None`: every source) names `source`.
     #[must_use]
     pub fn source_enabled(setting_sources: Option<&str>, source: &str) -> bool {

@@ -145,6 +145,10 @@ pub struct Gate {
     /// `auto` mode's judge, and where its verdicts are shown.
     judge: OnceLock<Judge>,
     verdicts: OnceLock<VerdictSink>,
+    /// MCP tools that run code the model writes (an Agent SDK's `codeRunningMcpTools`,
+    /// full `mcp__server__tool` names): in `auto` mode the judge decides every call to
+    /// one, whatever allow rules and PreToolUse hooks say.
+    code_running: OnceLock<Vec<String>>,
     /// Whether the mode may become bypassPermissions later: the session started in it,
     /// or with `--allow-dangerously-skip-permissions`.
     bypass_allowed: bool,
@@ -181,8 +185,21 @@ impl Gate {
             structured: OnceLock::new(),
             judge: OnceLock::new(),
             verdicts: OnceLock::new(),
+            code_running: OnceLock::new(),
             bypass_allowed,
         })
+    }
+
+    /// Names the MCP tools that run code the model writes (set once, at start): in
+    /// `auto` mode no allow rule or hook approves a call to one on its own.
+    pub fn set_code_running_tools(&self, names: Vec<String>) {
+        let _ = self.code_running.set(names);
+    }
+
+    fn runs_code(&self, name: &str) -> bool {
+        self.code_running
+            .get()
+            .is_some_and(|names| names.iter().any(|n| n == name))
     }
 
     /// Lets the session switch to bypassPermissions later (the SDK's `set_permission_mode`
@@ -434,6 +451,19 @@ impl Gate {
             },
             (decision, _) => decision,
         };
+        // A tool that runs code goes to auto mode's judge even when a rule or a hook
+        // allowed it.
+        let decision = match decision {
+            PermissionDecision::Allow if mode.judged && self.runs_code(&call.name) => {
+                PermissionDecision::Ask {
+                    reason: format!(
+                        "{} runs code the model writes: auto mode's judge decides each call",
+                        call.name
+                    ),
+                }
+            }
+            decision => decision,
+        };
         let PermissionDecision::Ask { reason } = decision else {
             return InputDecision {
                 decision,
@@ -558,11 +588,22 @@ impl Gate {
         Some(match verdict.permission? {
             PermissionAnswer::Allow {
                 updated_input,
-                updated_permissions,
-            } => Approval::Allow {
-                updated_input,
-                updates: updated_permissions,
-            },
+                mut updated_permissions,
+            } => {
+                // With code-running MCP tools declared, a hook may not change the mode
+                // (it could leave auto mode's judge behind).
+                if self
+                    .code_running
+                    .get()
+                    .is_some_and(|names| !names.is_empty())
+                {
+                    updated_permissions.retain(|u| !matches!(u, PermissionUpdate::SetMode(_)));
+                }
+                Approval::Allow {
+                    updated_input,
+                    updates: updated_permissions,
+                }
+            }
             PermissionAnswer::Deny { message, interrupt } => Approval::Deny {
                 message: message.or_else(|| {
                     Some(format!(

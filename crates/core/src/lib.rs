@@ -29,6 +29,7 @@ pub mod mcp_config;
 pub mod memory;
 pub mod ops;
 pub mod options;
+pub mod plugins;
 pub mod rule_files;
 pub mod session;
 pub mod sessions;

@@ -75,13 +75,16 @@ impl ProjectApproval {
 /// An unreadable or invalid config, with the file and what is wrong.
 fn collect(cli: &SessionOptions, cwd: &Path, gyre_home: &Path) -> Result<McpConfig, CoreError> {
     let mut config = McpConfig::default();
-    let project_file = cwd.join(".mcp.json");
+    let config_root = cli.project_config_root.as_deref().unwrap_or(cwd);
+    let project_file = config_root.join(".mcp.json");
     // An untrusted folder's servers are not started (`trust`; main says so).
-    if !cli.strict_mcp_config && project_file.is_file() && crate::trust::is_trusted(gyre_home, cwd)
+    if !cli.strict_mcp_config
+        && project_file.is_file()
+        && crate::trust::is_trusted(gyre_home, config_root)
     {
         let mut project =
             McpConfig::from_file(&project_file).map_err(|e| CoreError::Invalid(e.to_string()))?;
-        let approval = ProjectApproval::load(gyre_home, cwd);
+        let approval = ProjectApproval::load(gyre_home, config_root);
         project.retain(|name, _| {
             let approved = approval.allows(name);
             if !approved {
@@ -92,6 +95,15 @@ fn collect(cli: &SessionOptions, cwd: &Path, gyre_home: &Path) -> Result<McpConf
             approved
         });
         config.merge(project);
+    }
+    // Plugins' servers (not a `--plugin-dir-no-mcp` one's).
+    for plugin in crate::plugins::resolve(&cli.plugins, cwd)? {
+        if let Some(text) = crate::plugins::mcp_servers(&plugin)? {
+            let origin = plugin.dir.join(".mcp.json").display().to_string();
+            let more =
+                McpConfig::parse(&origin, &text).map_err(|e| CoreError::Invalid(e.to_string()))?;
+            config.merge(more);
+        }
     }
     for arg in &cli.mcp_config {
         let more = McpConfig::from_arg(arg)

@@ -94,6 +94,27 @@ pub struct InitializeOptions {
     /// `managedSettings`: policy settings, restrictive-only
     /// ([`crate::settings::Settings::restrict`]).
     pub managed_settings: Option<Value>,
+    /// `planModeInstructions`: the workflow of the plan-mode reminder, in place of
+    /// gyre's (the read-only preamble and the ExitPlanMode footer stay).
+    pub plan_mode_instructions: Option<String>,
+    /// `appendSubagentSystemPrompt`: appended to every sub-agent's system prompt.
+    pub append_subagent_system_prompt: Option<String>,
+    /// `excludeDynamicSections`: with the default prompt, the environment section
+    /// (working directory, git, platform, date) goes into the first user message, so
+    /// the system prompt is the same for every session.
+    pub exclude_dynamic_sections: bool,
+    /// `systemPromptSnapshot`: accepted; gyre's prompt is rendered once per process.
+    pub system_prompt_snapshot: Option<bool>,
+    /// `skills`: only the skills named here (a name, or the part after `plugin:`) are
+    /// offered by the Skill tool; `None`: all.
+    pub skills: Option<Vec<String>>,
+    /// `toolAliases`: `(emitted name, tool it runs)`, one hop.
+    pub tool_aliases: Vec<(String, String)>,
+    /// `plugins`: `[{type: "local", path, skipMcpDiscovery}]`, more plugin folders.
+    pub plugins: Vec<crate::plugins::Plugin>,
+    /// `codeRunningMcpTools`: `(server, tool)` of MCP tools that run code the model
+    /// writes; in `auto` mode the judge decides every call to one.
+    pub code_running_mcp_tools: Vec<(String, String)>,
 }
 
 impl InitializeOptions {
@@ -140,6 +161,12 @@ pub struct SessionOptions {
     pub resume: Resume,
     /// The new session's id (`--session-id`).
     pub session_id: Option<String>,
+    /// Resume the conversation as it was at the message with this uuid, leaving the
+    /// later ones behind (`--resume-session-at`).
+    pub resume_session_at: Option<String>,
+    /// With `resume_session_at`: the prompt uuid of the one turn the cut may leave
+    /// behind (`--resume-drops-turn`); the resume is refused when it would drop more.
+    pub resume_drops_turn: Option<String>,
     /// Continue a resumed conversation under a new id (`--fork-session`).
     pub fork_session: bool,
     /// Write no transcript (`--no-session-persistence`): the session cannot be resumed.
@@ -154,6 +181,8 @@ pub struct SessionOptions {
     pub max_thinking_tokens: Option<u32>,
     /// Thinking mode (`--thinking`).
     pub thinking: Option<String>,
+    /// How thinking comes back, `summarized` or `omitted` (`--thinking-display`).
+    pub thinking_display: Option<String>,
     /// Effort level (`--effort`): the requests' `output_config.effort`.
     pub effort: Option<String>,
     /// Task budget in tokens (`--task-budget`): `output_config.task_budget`.
@@ -167,6 +196,13 @@ pub struct SessionOptions {
     pub mcp_config: Vec<String>,
     /// Only the `--mcp-config` servers, not the project's `.mcp.json`.
     pub strict_mcp_config: bool,
+    /// Where the project's configuration is read from instead of the working directory
+    /// (`--project-config-root`: the checkout a worktree was made from): its settings,
+    /// `.mcp.json`, and the `.claude`/`.gyre` commands, skills and agents, trusted as
+    /// that folder is. Absolute.
+    pub project_config_root: Option<PathBuf>,
+    /// Plugin folders (`--plugin-dir`, `--plugin-dir-no-mcp`; see [`crate::plugins`]).
+    pub plugins: Vec<crate::plugins::Plugin>,
     /// What the SDK sent in `initialize`: its servers (the rest is layered into the
     /// fields above by [`SessionOptions::with_initialize`]).
     pub initialize: InitializeOptions,
@@ -191,6 +227,7 @@ impl SessionOptions {
         }
         self.disallowed_tools
             .extend(init.disallowed_tools.iter().cloned());
+        self.plugins.extend(init.plugins.iter().cloned());
         if let Some(schema) = &init.json_schema {
             self.json_schema = Some(schema.to_string());
         }

@@ -11,7 +11,7 @@ use gyre_api::{
 use gyre_loop::{
     AgentCatalog, AgentSetup, ApiDeps, ContextCompactor, DEFAULT_SUBAGENT_MAX_TURNS, EngineConfig,
     JsonlTranscript, PipelineCompactor, QueryEngine, TranscriptHealth, import_transcript,
-    left_out_note, load_transcript, project_dir_name,
+    left_out_note, load_transcript, load_transcript_until, project_dir_name,
 };
 use gyre_mcp::McpServers;
 use gyre_protocol::{CacheControl, ContentBlock, SystemBlock};
@@ -37,7 +37,10 @@ use crate::ops::{
 use crate::options::{Resume, SessionOptions, split_tool_list};
 use crate::settings::Settings;
 use crate::structured::{self, StructuredOutput};
-use crate::system_prompt::{SDK_SYSTEM_PROMPT, default_system_prompt, project_memory};
+use crate::system_prompt::{
+    SDK_SYSTEM_PROMPT, default_system_prompt, environment_context, project_memory,
+    static_system_prompt,
+};
 use crate::thinking::{Thinking, ThinkingDeps};
 
 /// The model used when neither a flag, the settings nor ANTHROPIC_MODEL names one.
@@ -135,6 +138,9 @@ pub struct Session {
     /// The `source` SessionStart hooks run with before the next prompt (`startup`,
     /// `resume`, `clear`, `compact`), once.
     session_start: Option<&'static str>,
+    /// The workflow of the plan-mode reminder, when the front-end gave its own (an
+    /// Agent SDK's `planModeInstructions`).
+    plan_workflow: Option<String>,
 }
 
 impl std::fmt::Debug for Session {
@@ -194,6 +200,16 @@ pub fn build(
         (Resume::New, Some(id)) => (parse_session_id(id)?, false),
         (Resume::New, None) => (uuid::Uuid::new_v4().to_string(), false),
     };
+    if cli.resume_drops_turn.is_some() && cli.resume_session_at.is_none() {
+        return Err(CoreError::Invalid(
+            "--resume-drops-turn needs --resume-session-at (the message to resume at)".to_owned(),
+        ));
+    }
+    if cli.resume_session_at.is_some() && !resumed {
+        return Err(CoreError::Invalid(
+            "--resume-session-at needs --resume <session id> (or --continue)".to_owned(),
+        ));
+    }
     let mut transcript_path = JsonlTranscript::path_for(&home, cwd, &session_id);
     let loaded = if resumed {
         // A session of the reference CLI's is imported: gyre goes on in its own copy.
@@ -216,10 +232,30 @@ pub fn build(
                 cwd.display()
             )));
         }
-        let loaded = load_transcript(&transcript_path).map_err(CoreError::io(
-            "could not read the transcript",
-            &transcript_path,
-        ))?;
+        let loaded = match &cli.resume_session_at {
+            // `--resume-session-at`: the conversation as it was at that message.
+            Some(at) => load_transcript_until(&transcript_path, at)
+                .map_err(CoreError::io(
+                    "could not read the transcript",
+                    &transcript_path,
+                ))?
+                .ok_or_else(|| {
+                    CoreError::Invalid(format!(
+                        "--resume-session-at {at}: session {session_id} has no message with that uuid (the `uuid` of a line the session printed)"
+                    ))
+                })?,
+            None => load_transcript(&transcript_path).map_err(CoreError::io(
+                "could not read the transcript",
+                &transcript_path,
+            ))?,
+        };
+        if let Some(turn) = &cli.resume_drops_turn {
+            let whole = load_transcript(&transcript_path).map_err(CoreError::io(
+                "could not read the transcript",
+                &transcript_path,
+            ))?;
+            check_dropped_turn(&whole.marks, loaded.marks.len(), turn)?;
+        }
         if let Some(from) = imported {
             eprintln!(
                 "gyre: imported Claude Code session {session_id} from {} ({} messages){}",
@@ -272,24 +308,32 @@ pub fn build(
         session_id
     };
 
-    let trusted = crate::trust::is_trusted(&home, cwd);
+    // `--project-config-root`: the project's configuration comes from there.
+    let config_root = cli.project_config_root.as_deref().unwrap_or(cwd);
+    let trusted = crate::trust::is_trusted(&home, config_root);
+    let plugins = crate::plugins::resolve(&cli.plugins, cwd)?;
+    let plugin_dirs: Vec<PathBuf> = plugins.iter().map(|p| p.dir.clone()).collect();
     // A shared catalog: the SDK's `agents` from `initialize` are added to it.
     let agents = AgentCatalog::new(crate::agents::definitions(
         cli.agents.as_deref(),
         env.home().as_deref(),
-        cwd,
+        config_root,
         trusted,
+        &plugin_dirs,
     )?);
     // Custom commands and skills: the user's and the project's as --setting-sources
     // says, the project's only in a trusted folder.
     let sources = cli.setting_sources.as_deref();
-    let commands = Arc::new(Commands::new(CommandRoots::new(
-        env.home().as_deref(),
-        &home,
-        cwd,
-        CommandRoots::source_enabled(sources, "user"),
-        CommandRoots::source_enabled(sources, "project") && trusted,
-    )));
+    let commands = Arc::new(Commands::new(
+        CommandRoots::new(
+            env.home().as_deref(),
+            &home,
+            config_root,
+            CommandRoots::source_enabled(sources, "user"),
+            CommandRoots::source_enabled(sources, "project") && trusted,
+        )
+        .with_plugins(plugin_dirs),
+    ));
     // `--agent NAME`: the main thread runs as that agent (its prompt, tools and model).
     let main_agent = match &cli.agent {
         Some(name) => Some(agents.get(name).ok_or_else(|| {
@@ -326,6 +370,10 @@ pub fn build(
     }
     for tool in mcp.tools() {
         registry.register(tool);
+    }
+    // An SDK's `toolAliases`: a call by one name runs another tool.
+    if !cli.initialize.tool_aliases.is_empty() {
+        registry.set_aliases(cli.initialize.tool_aliases.clone());
     }
     let structured_slot = structured::Slot::default();
     let structured = match &cli.json_schema {
@@ -378,6 +426,11 @@ pub fn build(
         child_env: env.child_vars(),
     });
     hooks.add_settings_commands(&settings.hooks_value());
+    for plugin in &plugins {
+        if let Some(more) = crate::plugins::hooks(plugin)? {
+            hooks.add_settings_commands(&more);
+        }
+    }
     let permission_mode = mode.name.clone();
     let gate = Arc::new(
         Gate::new(
@@ -392,6 +445,15 @@ pub fn build(
         .map_err(|e| CoreError::Invalid(e.to_string()))?
         .allowing_bypass(cli.allow_dangerously_skip_permissions),
     );
+    if !cli.initialize.code_running_mcp_tools.is_empty() {
+        gate.set_code_running_tools(
+            cli.initialize
+                .code_running_mcp_tools
+                .iter()
+                .map(|(server, tool)| format!("mcp__{server}__{tool}"))
+                .collect(),
+        );
+    }
     let permissions = gate.permissions();
     // `--tools default` (or no --tools) offers every tool.
     let all_tools = only.is_empty() || only == ["default"];
@@ -447,12 +509,25 @@ pub fn build(
     tool_context.sandbox_by_mode = Some(by_mode);
     tool_context.sandbox_access = settings.sandbox.access(env);
 
+    // `excludeDynamicSections`: the default prompt without the environment, which the
+    // first user message carries instead (only for a new conversation: a resumed one
+    // has it already).
+    let mut pending = Vec::new();
     let system_text = match (&cli.system_prompt, &cli.system_prompt_file) {
         (Some(s), _) => s.clone(),
         (None, Some(path)) => gyre_tools::read_config_file(path)
             .map_err(CoreError::io("could not read --system-prompt-file", path))?,
         (None, None) => match &main_agent {
             Some(agent) => agent.prompt.clone(),
+            None if cli.initialize.exclude_dynamic_sections => {
+                if loaded.is_none() {
+                    pending.push(ContentBlock::text(environment_context(
+                        cwd,
+                        SystemTime::now(),
+                    )));
+                }
+                static_system_prompt(&registry.names())
+            }
             None => default_system_prompt(cwd, &registry.names(), SystemTime::now()),
         },
     };
@@ -490,6 +565,17 @@ pub fn build(
     .flatten()
     .filter(|p| !p.trim().is_empty())
     .collect();
+    // `systemPromptSnapshot: true`: the prompt the conversation recorded, when it has
+    // one, is sent again as it was; else this one is recorded.
+    let snapshot = cli.initialize.system_prompt_snapshot == Some(true);
+    let recorded = loaded
+        .as_ref()
+        .and_then(|l| l.system_prompt.clone())
+        .filter(|_| snapshot);
+    let parts = match &recorded {
+        Some(text) => vec![text.as_str()],
+        None => parts,
+    };
     // `--system-prompt ""` from anything but an SDK means no system prompt: the API
     // refuses an empty text block.
     let system = if parts.is_empty() {
@@ -500,6 +586,9 @@ pub fn build(
         vec![block]
     };
 
+    let to_record = (snapshot && recorded.is_none())
+        .then(|| system.first().map(|b| b.text.clone()))
+        .flatten();
     let deps = Arc::new(ApiDeps::new(client, retry));
     let can_use_tool = Arc::clone(&gate) as Arc<dyn gyre_tools::CanUseTool>;
     // Sub-agents and side requests report their messages and usage to the engine.
@@ -530,8 +619,18 @@ pub fn build(
             env.home().as_deref(),
         )));
     }
+    // An SDK's `skills`: the Skill tool offers only those named.
+    let chosen: Option<Vec<_>> = cli.initialize.skills.as_ref().map(|names| {
+        commands
+            .skills()
+            .iter()
+            .filter(|skill| crate::skills::selected(&skill.name, names))
+            .cloned()
+            .collect()
+    });
     if offered(crate::skills::SKILL_TOOL)
-        && let Some(tool) = crate::skills::SkillTool::new(commands.skills())
+        && let Some(tool) =
+            crate::skills::SkillTool::new(chosen.as_deref().unwrap_or(commands.skills()))
     {
         registry.register(Arc::new(tool));
     }
@@ -554,6 +653,7 @@ pub fn build(
         session_id: session_id.clone(),
         sidechain_dir: Some(session_dir.join("subagents")),
         hook: Some(Arc::clone(&gate) as Arc<dyn gyre_loop::SubagentHook>),
+        append_system_prompt: cli.initialize.append_subagent_system_prompt.clone(),
     };
     let wants_agents = (offered("Agent") || offered("Task"))
         && !removed.iter().any(|r| r == "Agent" || r == "Task");
@@ -636,7 +736,9 @@ pub fn build(
         .map_err(|e| CoreError::Invalid(e.to_string()))?;
     let output = crate::thinking::output_config(cli.effort.as_deref(), cli.task_budget)
         .map_err(|e| CoreError::Invalid(e.to_string()))?;
-    let loop_deps = ThinkingDeps::wrap(deps, thinking, output);
+    let display = crate::thinking::ThinkingDisplay::from_flag(cli.thinking_display.as_deref())
+        .map_err(|e| CoreError::Invalid(e.to_string()))?;
+    let loop_deps = ThinkingDeps::wrap(deps, thinking, display, output);
     let expansion_context = tool_context.clone();
     let mut engine = QueryEngine::new(
         config,
@@ -656,6 +758,18 @@ pub fn build(
     engine = engine.with_subagent_events(side_rx);
     if let Some(l) = &loaded {
         engine = engine.with_history(l.messages.clone(), l.last_uuid.clone());
+        // The later messages are left behind: a rewind line says so, and the next
+        // lines chain onto the message resumed at.
+        if let Some(at) = &cli.resume_session_at {
+            engine.rewind_conversation(
+                l.messages.len(),
+                at,
+                &format!("the messages after {at} (--resume-session-at)"),
+            );
+        }
+    }
+    if let Some(text) = &to_record {
+        engine.record_system_prompt(text);
     }
     let facts = SessionFacts {
         session_id,
@@ -686,8 +800,35 @@ pub fn build(
         agents,
         commands,
         tool_context: expansion_context,
-        pending: Vec::new(),
+        pending,
+        plan_workflow: cli.initialize.plan_mode_instructions.clone(),
     })
+}
+
+/// How a refused `--resume-drops-turn` starts (the SDKs match on it).
+pub const RESUME_REJECTED: &str = "Resume rejected by --resume-drops-turn:";
+
+/// `--resume-drops-turn`: the turns after the first `kept` of `marks` may be only the
+/// one started by the prompt `turn`.
+fn check_dropped_turn(
+    marks: &[Option<PromptMark>],
+    kept: usize,
+    turn: &str,
+) -> Result<(), CoreError> {
+    let dropped = marks.get(kept..).unwrap_or_default();
+    match dropped
+        .iter()
+        .find(|m| m.as_ref().is_none_or(|m| m.uuid != turn))
+    {
+        None => Ok(()),
+        Some(other) => Err(CoreError::Invalid(format!(
+            "{RESUME_REJECTED} the messages after the resume point hold more than the turn of prompt {turn}: {}",
+            match other {
+                Some(mark) => format!("also the turn of prompt {}", mark.uuid),
+                None => "also a message gyre wrote on the user's behalf".to_owned(),
+            }
+        ))),
+    }
 }
 
 /// `--no-session-persistence`: the session's lines go nowhere.
@@ -965,7 +1106,7 @@ impl Session {
                         }
                         None => content,
                     };
-                    let content =
+                    let mut content =
                         match crate::gate::prompt_hooks(&self.gate, &self.facts.session_id, content).await {
                             Ok(content) => content,
                             Err(blocked) => {
@@ -973,6 +1114,12 @@ impl Session {
                                 return;
                             }
                         };
+                    // In plan mode each prompt carries the plan-mode reminder, after it.
+                    if self.gate.permissions().mode() == PermissionMode::Plan {
+                        content.push(ContentBlock::text(crate::system_prompt::plan_mode_reminder(
+                            self.plan_workflow.as_deref(),
+                        )));
+                    }
                     // Every prompt is a checkpoint, named by the prompt's uuid.
                     let uuid = uuid.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
                     if let Checkpointing::On(store) = &self.checkpoints {

@@ -26,6 +26,19 @@ struct SkillInput {
     args: Option<String>,
 }
 
+/// Whether the skill `name` is one of `selected` (an Agent SDK's `skills`): the same
+/// name, or the part after the plugin's `plugin:` prefix.
+#[must_use]
+pub fn selected(name: &str, selected: &[String]) -> bool {
+    selected.iter().any(|s| {
+        let s = s.trim();
+        name == s
+            || name
+                .strip_suffix(s)
+                .is_some_and(|prefix| prefix.ends_with(':') && !s.is_empty())
+    })
+}
+
 /// `Skill`: loads one of the session's skills into the conversation.
 #[derive(Debug, Clone)]
 pub struct SkillTool {
@@ -114,6 +127,17 @@ impl Tool for SkillTool {
 #[cfg(test)]
 mod tests {
     use std::path::PathBuf;
+
+    #[test]
+    fn a_selection_names_a_skill_whole_or_after_its_plugin() {
+        let pick = ["pdf".to_owned(), "tools:lint".to_owned()];
+        assert!(super::selected("pdf", &pick));
+        assert!(super::selected("docs:pdf", &pick));
+        assert!(super::selected("tools:lint", &pick));
+        assert!(!super::selected("lint", &pick));
+        assert!(!super::selected("xpdf", &pick));
+        assert!(!super::selected("docx", &pick));
+    }
 
     use super::*;
     use crate::commands::{CommandKind, Origin};

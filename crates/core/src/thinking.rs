@@ -27,6 +27,49 @@ pub struct UnknownThinkingMode {
     pub mode: String,
 }
 
+/// A `--thinking-display` value the API does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--thinking-display {display:?}: use summarized or omitted")]
+pub struct UnknownThinkingDisplay {
+    /// The value given.
+    pub display: String,
+}
+
+/// `--thinking-display`: the `display` of the request's `thinking` parameter, whether
+/// the thinking comes back summarized or is left out of the answer (its signature
+/// still comes, so it goes back to the API as before).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ThinkingDisplay {
+    /// `"summarized"`.
+    Summarized,
+    /// `"omitted"`.
+    Omitted,
+}
+
+impl ThinkingDisplay {
+    /// From the flag's value; `None` when it is not given.
+    ///
+    /// # Errors
+    /// [`UnknownThinkingDisplay`] for another value.
+    pub fn from_flag(value: Option<&str>) -> Result<Option<Self>, UnknownThinkingDisplay> {
+        match value {
+            None => Ok(None),
+            Some("summarized") => Ok(Some(Self::Summarized)),
+            Some("omitted") => Ok(Some(Self::Omitted)),
+            Some(other) => Err(UnknownThinkingDisplay {
+                display: other.to_owned(),
+            }),
+        }
+    }
+
+    fn wire(self) -> &'static str {
+        match self {
+            Self::Summarized => "summarized",
+            Self::Omitted => "omitted",
+        }
+    }
+}
+
 /// An `--effort` value the API does not know.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("--effort {effort:?}: use low, medium, high, xhigh or max")]
@@ -100,12 +143,14 @@ impl Thinking {
             Self::Adaptive => Some(ThinkingConfig {
                 kind: "adaptive".to_owned(),
                 budget_tokens: None,
+                display: None,
             }),
             Self::Budget(n) => {
                 let budget = n.min(max_tokens.saturating_sub(1));
                 (budget >= MIN_BUDGET).then(|| ThinkingConfig {
                     kind: "enabled".to_owned(),
                     budget_tokens: Some(budget),
+                    display: None,
                 })
             }
         }
@@ -116,6 +161,7 @@ impl Thinking {
 pub struct ThinkingDeps {
     inner: Arc<dyn QueryDeps>,
     thinking: Option<Thinking>,
+    display: Option<ThinkingDisplay>,
     output: Option<OutputConfig>,
 }
 
@@ -123,6 +169,7 @@ impl std::fmt::Debug for ThinkingDeps {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ThinkingDeps")
             .field("thinking", &self.thinking)
+            .field("display", &self.display)
             .field("output", &self.output)
             .finish_non_exhaustive()
     }
@@ -134,15 +181,18 @@ impl ThinkingDeps {
         Self {
             inner,
             thinking: Some(thinking),
+            display: None,
             output: None,
         }
     }
 
-    /// `inner` unchanged when there is nothing to add.
+    /// `inner` unchanged when there is nothing to add. `display` goes with the
+    /// thinking (none without it).
     #[must_use]
     pub fn wrap(
         inner: Arc<dyn QueryDeps>,
         thinking: Option<Thinking>,
+        display: Option<ThinkingDisplay>,
         output: Option<OutputConfig>,
     ) -> Arc<dyn QueryDeps> {
         if thinking.is_none() && output.is_none() {
@@ -151,6 +201,7 @@ impl ThinkingDeps {
         Arc::new(Self {
             inner,
             thinking,
+            display,
             output,
         })
     }
@@ -168,6 +219,10 @@ impl QueryDeps for ThinkingDeps {
                 .thinking
                 .and_then(|thinking| thinking.config(request.max_tokens))
         {
+            let config = ThinkingConfig {
+                display: self.display.map(|d| d.wire().to_owned()),
+                ..config
+            };
             // Copies the request only if someone else holds it too (the loop does not).
             let with = Arc::make_mut(request);
             with.thinking = Some(config);
@@ -184,7 +239,12 @@ impl QueryDeps for ThinkingDeps {
 
     fn fork(&self) -> Option<Arc<dyn QueryDeps>> {
         let inner = self.inner.fork()?;
-        Some(Self::wrap(inner, self.thinking, self.output.clone()))
+        Some(Self::wrap(
+            inner,
+            self.thinking,
+            self.display,
+            self.output.clone(),
+        ))
     }
 
     fn uuid(&self) -> String {
@@ -250,7 +310,7 @@ mod tests {
     fn effort_and_task_budget_go_in_output_config() {
         let sent = Arc::new(Sent::default());
         let output = output_config(Some("high"), Some(400_000)).unwrap();
-        let deps = ThinkingDeps::wrap(Arc::clone(&sent) as Arc<dyn QueryDeps>, None, output);
+        let deps = ThinkingDeps::wrap(Arc::clone(&sent) as Arc<dyn QueryDeps>, None, None, output);
         let mut request = Arc::new(MessagesRequest::new("m", 32_000, vec![]));
         drop(deps.call_model(&mut request, None, CancellationToken::new()));
         let body = serde_json::to_value(&*request).unwrap();
@@ -262,6 +322,29 @@ mod tests {
         assert_eq!(output_config(None, None), Ok(None));
         let wrong = output_config(Some("loud"), None).unwrap_err().to_string();
         assert!(wrong.contains("xhigh"), "{wrong}");
+    }
+
+    #[test]
+    fn the_display_goes_with_the_thinking_parameter() {
+        let sent = Arc::new(Sent::default());
+        let display = ThinkingDisplay::from_flag(Some("omitted")).unwrap();
+        let deps = ThinkingDeps::wrap(
+            Arc::clone(&sent) as Arc<dyn QueryDeps>,
+            Some(Thinking::Adaptive),
+            display,
+            None,
+        );
+        let mut request = Arc::new(MessagesRequest::new("m", 32_000, vec![]));
+        drop(deps.call_model(&mut request, None, CancellationToken::new()));
+        let body = serde_json::to_value(&*request).unwrap();
+        assert_eq!(
+            body["thinking"],
+            serde_json::json!({"type": "adaptive", "display": "omitted"})
+        );
+        let wrong = ThinkingDisplay::from_flag(Some("loud"))
+            .unwrap_err()
+            .to_string();
+        assert!(wrong.contains("summarized or omitted"), "{wrong}");
     }
 
     #[test]

@@ -191,6 +191,11 @@ pub struct Initialize {
     pub system_prompt_snapshot: Option<Value>,
     pub exclude_dynamic_sections: Option<Value>,
     pub skills: Option<Value>,
+    pub plan_mode_instructions: Option<Value>,
+    pub append_subagent_system_prompt: Option<Value>,
+    pub tool_aliases: Option<Value>,
+    pub code_running_mcp_tools: Option<Value>,
+    pub plugins: Option<Value>,
     pub forward_subagent_text: Option<Value>,
     pub mcp_servers: Option<Value>,
     pub sdk_mcp_servers: Option<Value>,
@@ -271,7 +276,111 @@ impl Initialize {
             gyre_core::settings::Settings::parse(Path::new("managedSettings"), &policy.to_string())
                 .map_err(|e| invalid("managedSettings", &e.to_string()))?;
         }
+        let text = |field: &str, value: &Option<Value>| match present(value) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(invalid(field, "expected a string")),
+        };
+        let flag = |field: &str, value: &Option<Value>| match present(value) {
+            None => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(b)),
+            Some(_) => Err(invalid(field, "expected true or false")),
+        };
+        let tool_aliases = match present(&self.tool_aliases) {
+            None => Vec::new(),
+            Some(Value::Object(map)) => map
+                .into_iter()
+                .map(|(from, to)| match to {
+                    Value::String(to) => Ok((from, to)),
+                    _ => Err(invalid(
+                        "toolAliases",
+                        "expected an object mapping tool names to tool names",
+                    )),
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => {
+                return Err(invalid(
+                    "toolAliases",
+                    "expected an object mapping tool names to tool names",
+                ));
+            }
+        };
+        // `{server: [tool, …]}`, names without the `mcp__` prefix; as the reference,
+        // a malformed part is skipped (and said on stderr), not an error.
+        let mut code_running_mcp_tools = Vec::new();
+        match present(&self.code_running_mcp_tools) {
+            None => {}
+            Some(Value::Object(servers)) => {
+                let mut skipped = 0;
+                for (server, tools) in servers {
+                    let names = tools.as_array().map(Vec::as_slice).unwrap_or_default();
+                    if server.starts_with("mcp__") || names.is_empty() {
+                        skipped += 1;
+                        continue;
+                    }
+                    for tool in names {
+                        match tool.as_str() {
+                            Some(t) if !t.is_empty() && !t.starts_with("mcp__") => {
+                                let pair = (server.clone(), t.to_owned());
+                                if !code_running_mcp_tools.contains(&pair) {
+                                    code_running_mcp_tools.push(pair);
+                                }
+                            }
+                            _ => skipped += 1,
+                        }
+                    }
+                }
+                if skipped > 0 {
+                    eprintln!(
+                        "gyre: initialize: skipped {skipped} malformed part(s) of codeRunningMcpTools, which maps each MCP server name to a list of tool names, e.g. {{\"workspace\": [\"bash\"]}}"
+                    );
+                }
+            }
+            Some(_) => {
+                return Err(invalid(
+                    "codeRunningMcpTools",
+                    "expected an object mapping server names to lists of tool names",
+                ));
+            }
+        }
+        let plugins = match present(&self.plugins) {
+            None => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|item| {
+                    let kind = item.get("type").and_then(Value::as_str);
+                    let path = item.get("path").and_then(Value::as_str);
+                    match (kind, path) {
+                        (Some("local"), Some(path)) => Ok(gyre_core::plugins::Plugin {
+                            dir: path.into(),
+                            mcp: item.get("skipMcpDiscovery").and_then(Value::as_bool)
+                                != Some(true),
+                        }),
+                        _ => Err(invalid(
+                            "plugins",
+                            "expected a list of {\"type\": \"local\", \"path\": …} (the only kind of plugin)",
+                        )),
+                    }
+                })
+                .collect::<Result<_, _>>()?,
+            Some(_) => return Err(invalid("plugins", "expected a list of plugins")),
+        };
         Ok(InitializeOptions {
+            plugins,
+            plan_mode_instructions: text("planModeInstructions", &self.plan_mode_instructions)?,
+            append_subagent_system_prompt: text(
+                "appendSubagentSystemPrompt",
+                &self.append_subagent_system_prompt,
+            )?,
+            exclude_dynamic_sections: flag(
+                "excludeDynamicSections",
+                &self.exclude_dynamic_sections,
+            )?
+            .unwrap_or(false),
+            system_prompt_snapshot: flag("systemPromptSnapshot", &self.system_prompt_snapshot)?,
+            skills: texts("skills", &self.skills)?,
+            tool_aliases,
+            code_running_mcp_tools,
             managed_settings,
             agents,
             settings,
@@ -811,6 +920,62 @@ mod tests {
         assert!(wrong.contains("`systemPrompt`"), "{wrong}");
         let wrong = initialize(&json!({"mcpServers": ["fs"]})).unwrap_err().0;
         assert!(wrong.contains("`mcpServers`"), "{wrong}");
+    }
+
+    #[test]
+    fn the_typescript_sdks_prompt_skill_and_tool_fields_are_read() {
+        let init = initialize(&json!({
+            "planModeInstructions": "Only list the files.",
+            "appendSubagentSystemPrompt": "Report in French.",
+            "excludeDynamicSections": true,
+            "systemPromptSnapshot": false,
+            "skills": ["pdf", "tools:lint"],
+            "toolAliases": {"Bash": "mcp__ws__bash"},
+            "codeRunningMcpTools": {"ws": ["bash", "mcp__x"], "mcp__bad": ["y"]},
+            "plugins": [{"type": "local", "path": "/p", "skipMcpDiscovery": true}],
+        }))
+        .unwrap();
+        assert_eq!(
+            init.plan_mode_instructions.as_deref(),
+            Some("Only list the files.")
+        );
+        assert_eq!(
+            init.append_subagent_system_prompt.as_deref(),
+            Some("Report in French.")
+        );
+        assert!(init.exclude_dynamic_sections);
+        assert_eq!(init.system_prompt_snapshot, Some(false));
+        assert_eq!(
+            init.skills.as_deref(),
+            Some(&["pdf".to_owned(), "tools:lint".to_owned()][..])
+        );
+        assert_eq!(
+            init.tool_aliases,
+            [("Bash".to_owned(), "mcp__ws__bash".to_owned())]
+        );
+        assert_eq!(
+            init.code_running_mcp_tools,
+            [("ws".to_owned(), "bash".to_owned())]
+        );
+        assert_eq!(
+            init.plugins,
+            [gyre_core::plugins::Plugin {
+                dir: "/p".into(),
+                mcp: false
+            }]
+        );
+        let wrong = initialize(&json!({"plugins": [{"type": "remote", "path": "/p"}]}))
+            .unwrap_err()
+            .0;
+        assert!(wrong.contains("`plugins`"), "{wrong}");
+        let wrong = initialize(&json!({"toolAliases": {"Bash": 1}}))
+            .unwrap_err()
+            .0;
+        assert!(wrong.contains("`toolAliases`"), "{wrong}");
+        let wrong = initialize(&json!({"excludeDynamicSections": "yes"}))
+            .unwrap_err()
+            .0;
+        assert!(wrong.contains("`excludeDynamicSections`"), "{wrong}");
     }
 
     /// The rows of docs/sdk-protocol.md's control table: `(subtype, direction)`.

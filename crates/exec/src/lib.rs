@@ -4,11 +4,12 @@
 
 mod control;
 mod headless;
+mod mirror;
 mod permission;
 mod sdk;
 mod stream_json;
 
-use std::io::{IsTerminal, Read};
+use std::io::{IsTerminal, Read, Write};
 use std::path::Path;
 
 use gyre_core::settings::Settings;
@@ -54,6 +55,12 @@ pub struct HeadlessOptions {
     pub quiet: bool,
     /// `stdio`: permission questions go to the SDK as `can_use_tool` requests.
     pub permission_prompt_tool: Option<String>,
+    /// `--session-mirror`: the transcript's new lines go to the SDK as
+    /// `transcript_mirror` frames.
+    pub session_mirror: bool,
+    /// `--permission-prompts none`: nobody answers questions, not even over
+    /// `--permission-prompt-tool`; what would be asked is denied at once.
+    pub no_permission_prompts: bool,
     /// stream-json input: each user message is echoed (`isReplay`, its own `uuid`)
     /// when its turn starts, as Zed's ACP adapter waits for.
     pub replay_user_messages: bool,
@@ -178,7 +185,35 @@ pub async fn run(
         sdk_channel.as_ref(),
     )
     .await?;
-    let mut session = gyre_core::session::build(session_options, cwd, settings, false, env, mcp)?;
+    let mut session =
+        match gyre_core::session::build(session_options, cwd, settings, false, env, mcp) {
+            Ok(session) => session,
+            // A refused `--resume-drops-turn` is a result the SDK reads.
+            Err(CoreError::Invalid(why))
+                if why.starts_with(gyre_core::session::RESUME_REJECTED)
+                    && options.output_format != OutputFormat::Text =>
+            {
+                eprintln!("gyre: {why}");
+                let session_id = match &session_options.resume {
+                    gyre_core::Resume::Id(id) => id.clone(),
+                    _ => String::new(),
+                };
+                let line = stream_json::without_turn(
+                    &why,
+                    vec![why.clone()],
+                    &gyre_protocol::Usage::default(),
+                    0.0,
+                    &session_id,
+                    &uuid::Uuid::new_v4().to_string(),
+                );
+                let text = serde_json::to_string(&line).map_err(std::io::Error::from);
+                let mut stdout = std::io::stdout().lock();
+                text.and_then(|text| writeln!(stdout, "{text}"))
+                    .map_err(ExecError::io("could not write the result"))?;
+                return Ok(Outcome::Failed);
+            }
+            Err(e) => return Err(e.into()),
+        };
     if options.verbose && !options.quiet {
         // stderr, so that stdout stays the answer (or its JSON lines).
         eprintln!("gyre: {}", session.facts.backend);
@@ -196,6 +231,7 @@ pub async fn run(
     }
     if let Some((input, out)) = sdk_io {
         let ask_over_stdio = match options.permission_prompt_tool.as_deref() {
+            _ if options.no_permission_prompts => false,
             Some("stdio") => true,
             Some(other) => {
                 eprintln!(
@@ -214,7 +250,25 @@ pub async fn run(
             session_states: truthy("CLAUDE_CODE_SDK_READS_SESSION_STATE")
                 || truthy("CLAUDE_CODE_EMIT_SESSION_STATE_EVENTS"),
         };
-        let last_error = sdk::run(&mut session, input, out, &sdk_options, &ctrl_c).await?;
+        // `--session-mirror`: under the name the reference keeps the session by.
+        let mirror = (options.session_mirror && !session_options.no_session_persistence)
+            .then(|| {
+                let cwd = Path::new(&session.facts.cwd);
+                let transcript = gyre_loop::JsonlTranscript::path_for(
+                    &env.gyre_home(),
+                    cwd,
+                    &session.facts.session_id,
+                );
+                let reference = gyre_core::session::reference_home(env)?;
+                let reported = gyre_loop::JsonlTranscript::path_for(
+                    &reference,
+                    cwd,
+                    &session.facts.session_id,
+                );
+                Some(mirror::Mirror::new(transcript, reported))
+            })
+            .flatten();
+        let last_error = sdk::run(&mut session, input, out, &sdk_options, mirror, &ctrl_c).await?;
         end(&mut session).await;
         return Ok(outcome(ctrl_c.is_cancelled(), last_error));
     }

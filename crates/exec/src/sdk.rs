@@ -267,12 +267,20 @@ impl Dispatcher {
                     self.agents.add(definitions);
                 }
                 let model = self.model_now();
-                body(&InitializeResponse::new(
-                    self.commands.clone(),
-                    AgentInfo::all(&self.agents),
-                    &model,
-                    applied,
-                ))
+                let code_running = if applied {
+                    options.code_running_mcp_tools.as_slice()
+                } else {
+                    &[]
+                };
+                body(
+                    &InitializeResponse::new(
+                        self.commands.clone(),
+                        AgentInfo::all(&self.agents),
+                        &model,
+                        applied,
+                    )
+                    .with_code_running(code_running),
+                )
             }
             ControlRequest::Interrupt => {
                 self.shared
@@ -372,6 +380,9 @@ struct InitializeResponse {
     disallowed_tools_applied: bool,
     /// Whether `settings` were applied (likewise).
     settings_applied: bool,
+    /// The `codeRunningMcpTools` the session was built with, `{server: [tool]}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    code_running_mcp_tools_applied: Option<Map<String, Value>>,
 }
 
 /// The models `set_model` offers: the session's, then the current families.
@@ -416,7 +427,26 @@ impl InitializeResponse {
             mcp_servers_applied: applied,
             disallowed_tools_applied: applied,
             settings_applied: applied,
+            code_running_mcp_tools_applied: None,
         }
+    }
+
+    /// With the `codeRunningMcpTools` applied (none: the field is left out).
+    fn with_code_running(mut self, tools: &[(String, String)]) -> Self {
+        if tools.is_empty() {
+            return self;
+        }
+        let mut by_server = Map::new();
+        for (server, tool) in tools {
+            if let Value::Array(names) = by_server
+                .entry(server.clone())
+                .or_insert_with(|| Value::Array(Vec::new()))
+            {
+                names.push(Value::String(tool.clone()));
+            }
+        }
+        self.code_running_mcp_tools_applied = Some(by_server);
+        self
     }
 }
 
@@ -701,6 +731,7 @@ pub async fn run(
     input: SdkInput,
     out: LineOut,
     options: &SdkOptions,
+    mut mirror: Option<crate::mirror::Mirror>,
     ctrl_c: &CancellationToken,
 ) -> Result<bool, ExecError> {
     let SdkOptions {
@@ -779,7 +810,17 @@ pub async fn run(
         }
     });
     let mut last_error = false;
+    let mirror_to = output_line.clone();
+    let mut mirror_now = move || -> Result<(), ExecError> {
+        if let Some(mirror) = &mut mirror {
+            mirror
+                .flush(&mirror_to)
+                .map_err(ExecError::io("could not write a transcript_mirror frame"))?;
+        }
+        Ok(())
+    };
     loop {
+        mirror_now()?;
         // Ctrl+C between turns ends the session too, not only during one.
         let Turn {
             content,
@@ -870,6 +911,7 @@ pub async fn run(
             break;
         }
     }
+    mirror_now()?;
     Ok(last_error)
 }
 

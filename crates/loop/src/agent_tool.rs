@@ -57,6 +57,9 @@ pub struct AgentSetup {
     pub sidechain_dir: Option<PathBuf>,
     /// SubagentStart and SubagentStop hooks.
     pub hook: Option<Arc<dyn crate::hooks::SubagentHook>>,
+    /// Appended to every sub-agent's system prompt (an Agent SDK's
+    /// `appendSubagentSystemPrompt`).
+    pub append_system_prompt: Option<String>,
 }
 
 impl std::fmt::Debug for AgentSetup {
@@ -199,9 +202,15 @@ impl AgentTool {
         let params = QueryParams {
             conversation: Conversation::new(vec![prompt], model.clone(), None),
             system: vec![SystemBlock::text(format!(
-                "{}\n\nNotes:\n- Working directory: {}\n- Your final message is all the caller sees: make it a complete report, with absolute file paths.",
+                "{}\n\nNotes:\n- Working directory: {}\n- Your final message is all the caller sees: make it a complete report, with absolute file paths.{}",
                 def.prompt,
-                ctx.cwd.display()
+                ctx.cwd.display(),
+                self.setup
+                    .append_system_prompt
+                    .as_deref()
+                    .filter(|a| !a.trim().is_empty())
+                    .map(|a| format!("\n\n{a}"))
+                    .unwrap_or_default()
             ))],
             max_turns: Some(self.setup.max_turns),
             max_output_tokens: None,

@@ -73,7 +73,8 @@ pub use state::{State, Terminal, TerminalReason, Transition};
 pub use transcript::{
     CompactMetadata, FILE_HISTORY_SNAPSHOT, FileBackup, FileHistoryLine, FileHistorySnapshot,
     JsonlTranscript, LoadedSession, MemoryTranscript, PromptMark, REWIND_SUBTYPE, ResponseInfo,
-    SharedTranscript, TranscriptEntry, TranscriptHealth, TranscriptMessage, TranscriptStore,
-    USER_TYPE, VERSION, copy_files, git_branch, import_transcript, left_out_note, load_transcript,
-    project_dir_name, repair_pairing, starts_turn, summarize_entry_value, timestamp, unknown_marks,
+    SYSTEM_PROMPT_SUBTYPE, SharedTranscript, TranscriptEntry, TranscriptHealth, TranscriptMessage,
+    TranscriptStore, USER_TYPE, VERSION, copy_files, git_branch, import_transcript, left_out_note,
+    load_transcript, load_transcript_until, project_dir_name, repair_pairing, starts_turn,
+    summarize_entry_value, timestamp, unknown_marks,
 };

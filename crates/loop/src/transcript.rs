@@ -113,6 +113,10 @@ pub struct TranscriptEntry {
 /// The `subtype` of the `system` line a conversation rewind writes.
 pub const REWIND_SUBTYPE: &str = "rewind";
 
+/// The `subtype` of the line that records the conversation's system prompt (an Agent
+/// SDK's `systemPromptSnapshot`): a resume sends it again instead of a new one.
+pub const SYSTEM_PROMPT_SUBTYPE: &str = "system_prompt";
+
 /// A `file-history-snapshot` line, as the reference CLI writes it: the files a
 /// checkpoint (the user prompt `message_id`) kept before they were changed. A later
 /// line for the same prompt (`is_snapshot_update`) replaces the earlier one.
@@ -522,6 +526,9 @@ pub struct LoadedSession {
     /// order: the prompt it came from, or `None` where that is not known (messages a
     /// compaction wrote).
     pub marks: Vec<Option<PromptMark>>,
+    /// The system prompt the conversation recorded (a [`SYSTEM_PROMPT_SUBTYPE`] line
+    /// since the last compaction), if any.
+    pub system_prompt: Option<String>,
 }
 
 /// A message of the conversation that starts a turn, and the line it came from.
@@ -561,7 +568,22 @@ pub fn unknown_marks(messages: &[Message]) -> Vec<Option<PromptMark>> {
 /// # Errors
 /// When the file cannot be read.
 pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
+    load_until(path, None).map(|(session, _)| session)
+}
+
+/// [`load_transcript`] of the lines up to and including the one with `uuid` (the
+/// conversation as it was at that message: `--resume-session-at`); `None` when no
+/// line has that uuid.
+///
+/// # Errors
+/// When the file cannot be read.
+pub fn load_transcript_until(path: &Path, uuid: &str) -> io::Result<Option<LoadedSession>> {
+    load_until(path, Some(uuid)).map(|(session, found)| found.then_some(session))
+}
+
+fn load_until(path: &Path, stop_at: Option<&str>) -> io::Result<(LoadedSession, bool)> {
     let reader = BufReader::new(File::open(path)?);
+    let mut found = false;
     let mut session = LoadedSession::default();
     let mut header_model = None;
     let mut response_model = None;
@@ -580,6 +602,7 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
         if !entry.uuid.is_empty() {
             session.last_uuid = Some(entry.uuid.clone());
         }
+        let stop_here = stop_at.is_some_and(|at| at == entry.uuid);
         if entry.model.is_some() {
             header_model.clone_from(&entry.model);
         }
@@ -587,9 +610,14 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
             _ if entry.is_sidechain => Some("sub-agent"),
             _ if entry.is_api_error_message => Some("api-error"),
             "system" if entry.subtype.as_deref() == Some("compact_boundary") => {
+                session.system_prompt = None;
                 session.messages = entry.history.unwrap_or_default();
                 marks = unknown_marks(&session.messages);
                 last_response = None;
+                None
+            }
+            "system" if entry.subtype.as_deref() == Some(SYSTEM_PROMPT_SUBTYPE) => {
+                session.system_prompt.clone_from(&entry.content);
                 None
             }
             "system" if entry.subtype.as_deref() == Some(REWIND_SUBTYPE) => {
@@ -644,6 +672,10 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
         if let Some(kind) = left_out {
             *session.left_out.entry(kind.to_owned()).or_default() += 1;
         }
+        if stop_here {
+            found = true;
+            break;
+        }
     }
     session.model = header_model.or(response_model);
     session.repaired_tool_calls = repair_pairing(&mut session.messages);
@@ -652,7 +684,7 @@ pub fn load_transcript(path: &Path) -> io::Result<LoadedSession> {
         marks = unknown_marks(&session.messages);
     }
     session.marks = marks;
-    Ok(session)
+    Ok((session, found))
 }
 
 /// Adds a transcript line's message to `messages`: the next block of the response

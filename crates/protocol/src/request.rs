@@ -107,6 +107,10 @@ pub struct ThinkingConfig {
     /// The most tokens the model may think for; required when enabled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget_tokens: Option<u32>,
+    /// How the thinking comes back: `"summarized"` or `"omitted"` (`--thinking-display`);
+    /// the API's default when `None`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<String>,
 }
 
 /// `output_config`: how much effort the model spends (`--effort`) and the token budget

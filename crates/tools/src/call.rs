@@ -92,9 +92,10 @@ pub async fn run_tool_call(
         Ok(input) => input,
         Err(output) => return ToolCallOutcome::new(call, output),
     };
+    // A call by an alias (`toolAliases`) is judged and run as the tool it names.
     let resolved_call = ToolCall {
         id: call.id.clone(),
-        name: call.name.clone(),
+        name: registry.resolve_alias(&call.name).to_owned(),
         input,
     };
 

@@ -17,6 +17,9 @@ pub struct ToolRegistry {
     server_tools: Vec<ToolDefinition>,
     /// The shells Bash's `run_in_background` starts, for a UI to list and kill.
     shells: Option<Arc<ShellTable>>,
+    /// Names a call may use for another tool (an Agent SDK's `toolAliases`): the call
+    /// runs the tool named by the first pair whose first name it uses. One hop.
+    aliases: Option<Arc<[(String, String)]>>,
 }
 
 /// A tool and its input schema, compiled at the tool's first call (shared by the
@@ -104,7 +107,25 @@ impl ToolRegistry {
         self.registered(name).map(|r| &r.tool)
     }
 
+    /// Calls named by the first of a pair run the tool named by the second (one hop:
+    /// the target is looked up as it is, so `{A: B, B: A}` cannot loop). A tool may
+    /// be redirected even when one of the alias's name is on offer.
+    pub fn set_aliases(&mut self, aliases: Vec<(String, String)>) {
+        self.aliases = (!aliases.is_empty()).then(|| aliases.into());
+    }
+
+    /// The name a call named `name` runs: its alias's target, else `name`.
+    #[must_use]
+    pub fn resolve_alias<'a>(&'a self, name: &'a str) -> &'a str {
+        self.aliases
+            .iter()
+            .flat_map(|aliases| aliases.iter())
+            .find(|(from, _)| from == name)
+            .map_or(name, |(_, to)| to.as_str())
+    }
+
     fn registered(&self, name: &str) -> Option<&Registered> {
+        let name = self.resolve_alias(name);
         self.tools
             .iter()
             .filter(|t| t.tool.is_enabled())
@@ -177,6 +198,7 @@ impl ToolRegistry {
                 .collect(),
             server_tools: self.server_tools.clone(),
             shells: self.shells.clone(),
+            aliases: self.aliases.clone(),
         }
     }
 

@@ -380,7 +380,7 @@ fn sdk_flags_are_accepted_with_a_one_line_warning() {
         "hi",
         "--setting-sources",
         "user,project",
-        "--plugin-dir",
+        "--channels",
         "x",
         "--output-format",
         "json",
@@ -388,7 +388,7 @@ fn sdk_flags_are_accepted_with_a_one_line_warning() {
     .unwrap();
     assert_eq!(out.code, Some(0), "{}", out.stderr);
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
-    assert!(out.stderr.contains("--plugin-dir"), "{}", out.stderr);
+    assert!(out.stderr.contains("--channels"), "{}", out.stderr);
 }
 
 /// The settings' `env` reaches what gyre configures from the environment and the

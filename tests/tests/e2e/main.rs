@@ -40,6 +40,7 @@ mod repl_input_tmux;
 mod repl_tmux;
 mod rewind_e2e;
 mod sdk_driver;
+mod sdk_fields;
 mod sdk_protocol;
 mod secrets;
 mod security_attempts_e2e;

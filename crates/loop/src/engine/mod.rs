@@ -273,6 +273,12 @@ impl QueryEngine {
         self.conversation.clear();
     }
 
+    /// Records the system prompt in the transcript (an Agent SDK's
+    /// `systemPromptSnapshot`): a resume reads it back ([`crate::LoadedSession`]).
+    pub fn record_system_prompt(&mut self, text: &str) {
+        self.recorder.system_prompt(self.deps.as_ref(), text);
+    }
+
     /// Takes the conversation back to its first `keep` messages, before the prompt
     /// `rewound_to` (`text`): a `rewind` line with the history left is written, and the
     /// next turn goes on from there. A `keep` past the end keeps everything.

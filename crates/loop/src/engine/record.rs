@@ -175,6 +175,15 @@ impl Recorder {
     /// `rewound_to` (`text`), and `history` is what it holds now. Like a compaction
     /// boundary, the line carries the whole history, so a kill never leaves half a
     /// rewind; it goes on from the line before it.
+    /// The conversation's system prompt, recorded so a resume sends it again.
+    pub(super) fn system_prompt(&mut self, deps: &dyn QueryDeps, text: &str) {
+        let mut entry = self.line(deps, "system");
+        entry.subtype = Some(crate::transcript::SYSTEM_PROMPT_SUBTYPE.to_owned());
+        entry.content = Some(text.to_owned());
+        entry.level = Some("info".to_owned());
+        self.append(&entry);
+    }
+
     pub(super) fn rewind(
         &mut self,
         deps: &dyn QueryDeps,

@@ -81,6 +81,7 @@ fn setup(model: Arc<FakeModel>, tools: ToolRegistry, definitions: AgentCatalog) 
         session_id: "s".into(),
         sidechain_dir: None,
         hook: None,
+        append_system_prompt: None,
     }
 }
 

@@ -122,6 +122,7 @@ async fn a_sub_agent_leaves_the_conversation_s_encoded_body_alone() {
         session_id: "s".into(),
         sidechain_dir: None,
         hook: None,
+        append_system_prompt: None,
     };
     let tools = ToolRegistry::new().with(Arc::new(AgentTool::new(setup, tx)));
     let mut engine = engine(deps, tools).with_subagent_events(rx);
