@@ -25,7 +25,7 @@ use std::process::Command;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, bail};
-use gyre_testkit::{Script, Turn};
+use gyre_testkit::{Script, SummaryAnswer, Turn};
 use serde_json::json;
 
 use super::{Plan, Row, STABLE_SPREAD, Testkit, median, scratch, spread};
@@ -129,9 +129,12 @@ pub fn rows(gyre: &Path, testkit: &Path, work: &Path, plan: &Plan) -> Result<Vec
             eprintln!("  the reference CLI: the same");
             let measured = measure_session(&client, testkit, work, &counts)
                 .and_then(|s| Ok((s, measure_startups(&client, testkit, work, &counts)?)));
-            measured.map_err(|e| format!("the reference CLI did not get through: {e:#}"))
+            measured.map_err(|e| {
+                eprintln!("  the reference CLI did not get through: {e:#}");
+                format!("the reference CLI did not get through: {}", first_line(&e))
+            })
         }
-        Err(e) => Err(format!("no reference CLI: {e:#}")),
+        Err(e) => Err(format!("no reference CLI: {}", first_line(&e))),
     };
     Ok(build_rows(&session, &startup, reference.as_ref(), &counts))
 }
@@ -142,6 +145,10 @@ struct Session {
     /// CPU time over the streamed turn, and the turn's wall time.
     stream_cpu: Duration,
     stream_wall: Duration,
+    /// The same over the whole turn: the request (the 10,000-line answer in it) built
+    /// and sent, the answer, the turn's end.
+    turn_cpu: Duration,
+    turn_wall: Duration,
     tokens: usize,
     /// CPU ticks while idle, and for how long.
     idle_ticks: u64,
@@ -212,11 +219,15 @@ fn build_rows(
         .collect();
     let stream_note = format!(
         "{} tokens of {TOKEN_CHARS} characters, one every {} ms, after a {SCROLLBACK_LINES}-line \
-         answer (tmux held {} lines); /proc/<pid>/stat utime + stime over the turn, {:.1} s",
+         answer (tmux held {} lines); /proc/<pid>/stat utime + stime from the first words \
+         on screen to the last, {:.1} s; the whole turn (the request with the long answer \
+         in it, the turn's end): {:.1} ms CPU in {:.1} s",
         ours.tokens,
         TOKEN_EVERY.as_millis(),
         ours.history,
-        ours.stream_wall.as_secs_f64()
+        ours.stream_wall.as_secs_f64(),
+        ms_f(ours.turn_cpu),
+        ours.turn_wall.as_secs_f64()
     );
 
     let mut rows = Vec::new();
@@ -313,6 +324,15 @@ fn plan_startup_goal(counts: &Counts) -> f64 {
     if counts.startups < 10 { 150.0 } else { 100.0 }
 }
 
+/// An error's first line (a screen it carries is for stderr, not the table).
+fn first_line(e: &anyhow::Error) -> String {
+    format!("{e:#}")
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn fmt_ms(v: Option<f64>) -> String {
     v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.2} ms"))
 }
@@ -377,14 +397,15 @@ fn gyre_idle_box(pane: &str) -> Option<String> {
     })
 }
 
-/// The reference's box (`❯ text` between two rules) when no turn runs.
+/// The reference's box (`❯ text` over a rule) when no turn runs.
 fn reference_idle_box(pane: &str) -> Option<String> {
-    if pane.contains("esc to interrupt") || !pane.contains("? for shortcuts") {
+    if pane.contains("esc to interrupt") {
         return None;
     }
-    pane.lines().rev().find_map(|l| {
-        let inner = l.strip_prefix('❯')?;
-        Some(inner.trim().to_owned())
+    let lines: Vec<&str> = pane.lines().collect();
+    lines.windows(2).rev().find_map(|pair| {
+        let inner = pair[0].strip_prefix('❯')?;
+        pair[1].starts_with('─').then(|| inner.trim().to_owned())
     })
 }
 
@@ -538,7 +559,16 @@ fn script(tokens: usize) -> Script {
             .delay_per_event(TOKEN_EVERY),
     ])
     .repeat_last()
+    // The reference asks for a title for the session on the side: answered apart, so
+    // that it takes no turn.
+    .with_summary(SummaryAnswer::new(
+        REFERENCE_TITLE_PROMPT,
+        Turn::text("Benchmark session"),
+    ))
 }
+
+/// Words of the reference CLI's request for a session title.
+const REFERENCE_TITLE_PROMPT: &str = "Write the title in the language the user wrote in";
 
 fn now_us() -> u64 {
     u64::try_from(
@@ -611,17 +641,27 @@ fn measure_session(
     std::thread::sleep(counts.idle);
     let idle_ticks = cpu_ticks(pid)? - before;
 
-    // The streamed answer.
+    // The streamed answer: from its first words on screen to its last (the request's
+    // building and sending, and the turn's end, left out), and the whole turn.
+    let turn_before = cpu_ticks(pid)?;
+    let turn_started = Instant::now();
+    tmux.type_line("stream the second answer")?;
+    let edge = Duration::from_millis(10);
+    tmux.poll("the streamed answer's first words", edge, |pane| {
+        pane.contains("the stream goes")
+    })?;
     let started = Instant::now();
     let start_us = now_us();
     let before = cpu_ticks(pid)?;
-    tmux.type_line("stream the second answer")?;
-    tmux.wait("the streamed answer's end", |pane| {
-        pane.contains(STREAM_END) && ready(pane)
+    tmux.poll("the streamed answer's last line", edge, |pane| {
+        pane.contains(STREAM_END)
     })?;
     let ticks = cpu_ticks(pid)? - before;
     let stream_wall = started.elapsed();
     let end_us = now_us();
+    tmux.wait("the input box after the streamed answer", ready)?;
+    let turn_ticks = cpu_ticks(pid)? - turn_before;
+    let turn_wall = turn_started.elapsed();
 
     // One resize, then keys.
     let resized_at = now_us();
@@ -655,9 +695,12 @@ fn measure_session(
         Vec::new()
     };
     let tick = Duration::from_secs(1) / u32::try_from(clock_ticks()).unwrap_or(100);
+    let cpu = |ticks: u64| tick * u32::try_from(ticks).unwrap_or(u32::MAX);
     Ok(Session {
-        stream_cpu: tick * u32::try_from(ticks).unwrap_or(u32::MAX),
+        stream_cpu: cpu(ticks),
         stream_wall,
+        turn_cpu: cpu(turn_ticks),
+        turn_wall,
         tokens: counts.tokens,
         idle_ticks,
         idle: counts.idle,
@@ -958,7 +1001,10 @@ mod tests {
         assert_eq!(gyre_idle_box(&format!("{gyre}· esc to interrupt")), None);
         let claude = "❯ hi\n\n● answer\n───\n❯ ab\n───\n  ? for shortcuts";
         assert_eq!(reference_idle_box(claude).as_deref(), Some("ab"));
-        assert_eq!(reference_idle_box("❯ \n───"), None);
+        assert_eq!(reference_idle_box("❯ \n───").as_deref(), Some(""));
+        // A prompt in the scrollback is not the box.
+        assert_eq!(reference_idle_box("❯ hi\n\n● answer"), None);
+        assert_eq!(reference_idle_box("❯ ab\n───\n✻ esc to interrupt"), None);
     }
 
     #[test]
