@@ -78,8 +78,7 @@ pub fn rows(shipped: &Path, plan: &Plan) -> (Vec<Row>, Vec<CrateSize>) {
                 Row::new(id, label, "MB")
                     .value(total as f64 / 1e6)
                     .note(format!(
-                        "{} crates; gyre's own {:.1}%; from `nm` on the {PROFILE} build",
-                        crates.len(),
+                        "gyre's own crates {:.1}%; from `nm` on the {PROFILE} build",
                         ours as f64 * 100.0 / total.max(1) as f64
                     )),
             );
@@ -143,14 +142,16 @@ fn text_size(table: &str) -> Option<u64> {
 /// that no symbol covers is a line of its own.
 fn attribute(nm: &str, total: u64) -> Vec<CrateSize> {
     let mut by_crate: BTreeMap<String, u64> = BTreeMap::new();
+    // Aliases (two names for one function, e.g. folded identical code) count once.
+    let mut seen = std::collections::HashSet::new();
     for line in nm.lines() {
         let mut f = line.splitn(4, ' ');
-        let (Some(_), Some(size), Some(kind), Some(name)) =
+        let (Some(address), Some(size), Some(kind), Some(name)) =
             (f.next(), f.next(), f.next(), f.next())
         else {
             continue;
         };
-        if !matches!(kind, "t" | "T") {
+        if !matches!(kind, "t" | "T") || !seen.insert(address) {
             continue;
         }
         let Ok(size) = size.parse::<u64>() else {
@@ -262,6 +263,7 @@ mod tests {
 0000000000003000 0000000000000300 t <serde_json::Value as core::fmt::Debug>::fmt
 0000000000004000 0000000000000900 R gyre_core::TABLE
 0000000000005000 0000000000000020 T memcpy
+0000000000005000 0000000000000020 T memcpy_alias
 not a symbol line
 ";
         let crates = attribute(nm, 500);
@@ -282,7 +284,7 @@ not a symbol line
     #[test]
     fn past_the_top_crates_the_rest_are_one_line() {
         let nm: String = (0..TOP + 3)
-            .map(|i| format!("0 {} t crate{i:02}::f\n", 1000 - i))
+            .map(|i| format!("{i} {} t crate{i:02}::f\n", 1000 - i))
             .collect();
         let crates = attribute(&nm, 0);
         assert_eq!(crates.len(), TOP + 1);
