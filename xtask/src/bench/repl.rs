@@ -220,12 +220,13 @@ fn build_rows(
     let stream_note = format!(
         "{} tokens of {TOKEN_CHARS} characters, one every {} ms, after a {SCROLLBACK_LINES}-line \
          answer (tmux held {} lines); /proc/<pid>/stat utime + stime from the first words \
-         on screen to the last, {:.1} s; the whole turn (the request with the long answer \
+         on screen to the last, {:.1} s ({:.0} tokens/s as delivered); the whole turn (the request with the long answer \
          in it, the turn's end): {:.1} ms CPU in {:.1} s",
         ours.tokens,
         TOKEN_EVERY.as_millis(),
         ours.history,
         ours.stream_wall.as_secs_f64(),
+        ours.tokens as f64 / ours.stream_wall.as_secs_f64().max(1e-9),
         ms_f(ours.turn_cpu),
         ours.turn_wall.as_secs_f64()
     );
@@ -956,6 +957,16 @@ fn parse_frames(text: &str) -> Result<Vec<Frame>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_tmux_every_row_is_missing_and_says_why() {
+        let rows = all_missing("tmux is not installed");
+        assert_eq!(rows.len(), ROWS.len());
+        for row in rows {
+            assert!(row.value.is_none() && row.goal.is_none(), "{row:?}");
+            assert_eq!(row.note.as_deref(), Some("tmux is not installed"));
+        }
+    }
 
     #[test]
     fn cpu_ticks_are_utime_plus_stime_counted_from_the_last_parenthesis() {
