@@ -259,10 +259,13 @@ impl<B: Backend> Screen<B> {
         let start = self.log.is_some().then(Instant::now);
         let size = self.terminal.backend().size()?;
         let (width, height) = (size.width, size.height);
+        // Drawn once, at the top of the tallest area it may take: the view is laid out
+        // from the top down, so its rows are the same in an area of just their height,
+        // and they are copied into the live area below.
         let most = Rect::new(0, 0, width, height.min(VIEWPORT_ROWS));
-        let rows = view::render(view, most, &mut Buffer::empty(most))
-            .rows
-            .max(1);
+        let mut drawn_buf = Buffer::empty(most);
+        let drawn = view::render(view, most, &mut drawn_buf);
+        let rows = drawn.rows.max(1);
         self.follow_resize(size, rows)?;
         self.top = make_room(
             self.terminal.backend_mut(),
@@ -282,8 +285,14 @@ impl<B: Backend> Screen<B> {
         }
         self.terminal.draw(|frame| {
             let area = frame.area();
-            if let Some((x, y)) = view::render(view, area, frame.buffer_mut()).cursor {
-                frame.set_cursor_position((x, y));
+            let buf = frame.buffer_mut();
+            for y in 0..area.height.min(most.height) {
+                for x in 0..area.width.min(most.width) {
+                    buf[(area.x + x, area.y + y)] = drawn_buf[(x, y)].clone();
+                }
+            }
+            if let Some((x, y)) = drawn.cursor {
+                frame.set_cursor_position((area.x + x, area.y + y));
             }
         })?;
         if let (Some(log), Some(start)) = (&mut self.log, start) {
