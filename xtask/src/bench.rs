@@ -44,15 +44,19 @@ use crate::{cargo, run_cmd, target_dir};
 
 mod cache;
 mod compaction;
+mod repl;
 mod search;
+mod size;
 
 /// The groups of rows, in the order they run.
-const GROUPS: [&str; 6] = [
+const GROUPS: [&str; 8] = [
     "process",
     "session",
     "cost",
     "search",
     "stream",
+    "repl",
+    "size",
     "criterion",
 ];
 
@@ -67,8 +71,9 @@ pub struct Args {
     baseline: Option<String>,
     /// Run one group: process (--version, one turn, MCP start-up), session (100 and 500
     /// turns, 150 through every compaction stage), cost (billed input of the 100- and
-    /// 500-turn sessions under a prompt-cache model, against the reference CLI), search (Grep/Glob vs rg), stream (five tools in a streamed turn),
-    /// criterion (compaction, SSE).
+    /// 500-turn sessions under a prompt-cache model, against the reference CLI), search
+    /// (Grep/Glob vs rg), stream (five tools in a streamed turn), repl (the terminal UI
+    /// through tmux), size (the binary by crate), criterion (compaction, SSE).
     #[arg(long, value_name = "GROUP", value_parser = GROUPS)]
     only: Option<String>,
     /// Measure the release binaries already in `target/release` (e.g. an older build,
@@ -298,6 +303,9 @@ struct Report {
     quick: bool,
     machine: BTreeMap<String, String>,
     rows: Vec<Row>,
+    /// The binary's `.text` by crate (`size` group, full runs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    crates: Vec<size::CrateSize>,
 }
 
 pub fn run(args: &Args) -> Result<()> {
@@ -364,6 +372,17 @@ pub fn run(args: &Args) -> Result<()> {
         eprintln!("· streamed turn with five 200 ms tools");
         rows.push(stream_row(&probe, &plan));
     }
+    if wanted("repl") {
+        eprintln!("· the REPL through tmux: streaming, idle, keys, start-up");
+        rows.extend(repl::rows(&gyre, &testkit, &work, &plan)?);
+    }
+    let mut crates = Vec::new();
+    if wanted("size") {
+        eprintln!("· the binary's size by crate");
+        let (size_rows, table) = size::rows(&gyre, &plan);
+        rows.extend(size_rows);
+        crates = table;
+    }
     if wanted("criterion") && quick {
         for (id, label, unit) in CRITERION_ROWS {
             rows.push(Row::missing(
@@ -382,9 +401,13 @@ pub fn run(args: &Args) -> Result<()> {
         quick,
         machine,
         rows,
+        crates,
     };
     let table = render_table(&report, baseline.as_ref());
     println!("{table}");
+    if !report.crates.is_empty() {
+        println!("{}", size::markdown(&report.crates));
+    }
     // Every run, partial or quick: something to pass as --baseline to the next one.
     let last = work.join("last.json");
     std::fs::write(&last, serde_json::to_string_pretty(&report)? + "\n")?;
@@ -1774,6 +1797,9 @@ fn render_markdown(report: &Report, baseline: Option<&BTreeMap<String, f64>>) ->
     );
     for row in rows {
         out.push_str(&format!("| {} |\n", row.join(" | ")));
+    }
+    if !report.crates.is_empty() {
+        out.push_str(&size::markdown(&report.crates));
     }
     out
 }

@@ -127,7 +127,12 @@ pub async fn run(
         shells: 0,
     };
     let front = Front {
-        ui: Ui::start(palette.color())?,
+        ui: Ui::start(
+            palette.color(),
+            env.var("GYRE_FRAME_LOG")
+                .filter(|p| !p.is_empty())
+                .map(PathBuf::from),
+        )?,
         editor: {
             let mut editor = Editor::new(history.load());
             editor.add_commands(session.commands(&[]).into_iter().map(|c| c.name));
@@ -497,9 +502,12 @@ impl Front {
     async fn next_event(&mut self) -> Result<Option<Event>> {
         match self.keys.next().await {
             None => Ok(None),
-            Some(event) => event
-                .map(Some)
-                .map_err(TuiError::terminal("could not read the terminal")),
+            Some(event) => {
+                self.ui.key_read();
+                event
+                    .map(Some)
+                    .map_err(TuiError::terminal("could not read the terminal"))
+            }
         }
     }
 
@@ -1311,6 +1319,7 @@ impl Repl {
                     event = front.keys.next() => {
                         let busy = match event {
                             Some(event) => {
+                                front.ui.key_read();
                                 let event = event.map_err(TuiError::terminal("could not read the terminal"))?;
                                 front.on_busy_event(event)?
                             }

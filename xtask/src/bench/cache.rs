@@ -207,7 +207,7 @@ pub(super) fn bill_session<'a>(bodies: impl IntoIterator<Item = &'a Value>) -> B
 
 /// The reference CLI, pinned: `@anthropic-ai/claude-code` from npm, whose native binary
 /// comes in a per-platform package.
-const REFERENCE_VERSION: &str = "2.1.332";
+pub(super) const REFERENCE_VERSION: &str = "2.1.332";
 /// The model both clients are asked for, so that both price and count the same way.
 const MODEL: &str = "claude-sonnet-4-5";
 /// Its context window.
@@ -215,7 +215,7 @@ const CONTEXT_WINDOW: u64 = 200_000;
 
 /// The reference CLI's binary under `target/reference-cli`, installed with npm when
 /// missing; `Err` says why it cannot be had.
-fn reference_cli() -> std::result::Result<PathBuf, String> {
+pub(super) fn reference_cli() -> std::result::Result<PathBuf, String> {
     let platform = match std::env::consts::ARCH {
         "x86_64" => "linux-x64",
         "aarch64" => "linux-arm64",
@@ -357,6 +357,7 @@ fn session_cost_rows(
     work: &Path,
     turns: usize,
     reference: &std::result::Result<PathBuf, String>,
+    quick: bool,
 ) -> Result<Vec<Row>> {
     let (ours, our_summaries) = bill_run(Client::Gyre(gyre), testkit, work, turns)?;
     let theirs = match reference {
@@ -406,10 +407,13 @@ fn session_cost_rows(
         Err(why) => note.push_str(&format!("; no reference: {why}")),
     }
     share = share.require("≥ 98 %", ours.read_share() >= 0.98);
+    // Token counts do not vary from run to run, but quick mode (CI) reports the goals
+    // without enforcing them: the full run holds gyre to them.
+    let enforce = !quick;
     Ok(vec![
-        billed.stable_if(true).note(note),
-        sent.stable_if(true),
-        share.stable_if(true),
+        billed.stable_if(enforce).note(note),
+        sent.stable_if(enforce),
+        share.stable_if(enforce),
     ])
 }
 
@@ -417,7 +421,7 @@ fn session_cost_rows(
 /// the context is compacted again and again).
 pub(super) fn rows(gyre: &Path, testkit: &Path, work: &Path, plan: &Plan) -> Result<Vec<Row>> {
     let reference = reference_cli();
-    let mut rows = session_cost_rows(gyre, testkit, work, SESSION_TURNS, &reference)?;
+    let mut rows = session_cost_rows(gyre, testkit, work, SESSION_TURNS, &reference, plan.quick)?;
     if plan.long_session_runs > 0 {
         rows.extend(session_cost_rows(
             gyre,
@@ -425,6 +429,7 @@ pub(super) fn rows(gyre: &Path, testkit: &Path, work: &Path, plan: &Plan) -> Res
             work,
             LONG_SESSION_TURNS,
             &reference,
+            plan.quick,
         )?);
     } else {
         rows.push(Row::missing(

@@ -217,6 +217,7 @@ impl Repl {
             .filter(|e| !e.trim().is_empty())
             .unwrap_or_else(|| "vi".to_owned());
         let color = self.front.palette.color();
+        let frame_log = self.front.ui.frame_log();
         self.front.ui.finish()?;
         // The editor's name may carry flags (`code --wait`): the shell splits it.
         let status = std::process::Command::new("sh")
@@ -226,7 +227,7 @@ impl Repl {
             .arg(&path)
             .current_dir(&self.front.cwd)
             .status();
-        self.front.ui = Ui::start(color)?;
+        self.front.ui = Ui::start(color, frame_log)?;
         Ok(match status {
             Ok(s) if s.success() => {
                 let note = if path.is_file() {

@@ -4,9 +4,16 @@
 //! last finished line; finished lines are written where it was, and it is drawn again
 //! under them. [`Screen`] does that on any ratatui backend (tests use `TestBackend`);
 //! [`Ui`] is it on the real terminal.
+//!
+//! With `GYRE_FRAME_LOG=FILE` each frame appends a line to `FILE` ([`FrameLog`]): what
+//! `cargo xtask bench` reads to time frames and count full-screen redraws. Unset, the
+//! screen does not read a clock.
 
 use std::collections::VecDeque;
+use std::fs::File;
 use std::io::{Stdout, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::{Result, TuiError};
 use crossterm::event::{DisableBracketedPaste, EnableBracketedPaste};
@@ -34,6 +41,79 @@ pub struct Screen<B: Backend> {
     size: Size,
     /// The newest printed lines, drawn again after a resize.
     recent: VecDeque<Line<'static>>,
+    /// `GYRE_FRAME_LOG`'s file, when set.
+    log: Option<FrameLog>,
+}
+
+/// How much of the screen a frame wrote afresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Redraw {
+    /// Only the cells that changed since the last frame.
+    Diff,
+    /// The whole live area (it moved or changed its height: lines were printed above
+    /// it, or it grew or shrank).
+    Area,
+    /// The whole screen (the terminal was resized).
+    Screen,
+}
+
+impl Redraw {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Diff => "diff",
+            Self::Area => "area",
+            Self::Screen => "screen",
+        }
+    }
+}
+
+/// `GYRE_FRAME_LOG`: one line per frame, `<unix µs> <µs> <redraw> <key µs or ->`: when
+/// the frame was flushed, how long it took (drawing the live area and printing the
+/// lines that went into the scrollback since the last frame), the most it wrote
+/// afresh ([`Redraw`]), and, for the first frame after a key was read, the time from
+/// reading the key to the frame flushed. Written line by line, unbuffered, so that a
+/// reader sees each frame as soon as it is on screen.
+struct FrameLog {
+    file: File,
+    /// Time spent printing since the last frame.
+    printing: Duration,
+    /// The most written afresh since the last frame.
+    redraw: Redraw,
+    /// When the first key not answered by a frame yet was read.
+    key: Option<Instant>,
+}
+
+impl FrameLog {
+    fn open(path: &Path) -> std::io::Result<Self> {
+        Ok(Self {
+            file: File::options().create(true).append(true).open(path)?,
+            printing: Duration::ZERO,
+            redraw: Redraw::Diff,
+            key: None,
+        })
+    }
+
+    fn redrew(&mut self, redraw: Redraw) {
+        self.redraw = self.redraw.max(redraw);
+    }
+
+    /// Ends a frame that took `drawing`; the counts start again.
+    fn frame(&mut self, drawing: Duration) -> std::io::Result<()> {
+        let now = Instant::now();
+        let at = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_micros();
+        let key = self.key.take().map_or_else(
+            || "-".to_owned(),
+            |k| now.duration_since(k).as_micros().to_string(),
+        );
+        let took = (drawing + self.printing).as_micros();
+        let line = format!("{at} {took} {} {key}\n", self.redraw.name());
+        self.printing = Duration::ZERO;
+        self.redraw = Redraw::Diff;
+        self.file.write_all(line.as_bytes())
+    }
 }
 
 /// How many printed lines [`Screen`] keeps to draw again after a resize: more than any
@@ -61,7 +141,24 @@ impl<B: Backend> Screen<B> {
             area: Rect::default(),
             size,
             recent: VecDeque::new(),
+            log: None,
         })
+    }
+
+    /// Appends a line per frame to `path` from now on (see [`FrameLog`]).
+    ///
+    /// # Errors
+    /// When `path` cannot be opened for appending.
+    pub fn log_frames(&mut self, path: &Path) -> std::io::Result<()> {
+        self.log = Some(FrameLog::open(path)?);
+        Ok(())
+    }
+
+    /// A key was read: the next frame's log line says how long it took to answer.
+    pub fn key_read(&mut self) {
+        if let Some(log) = &mut self.log {
+            log.key.get_or_insert_with(Instant::now);
+        }
     }
 
     /// Puts lines into the scrollback where the live area was; the next
@@ -73,6 +170,7 @@ impl<B: Backend> Screen<B> {
         if lines.is_empty() {
             return Ok(());
         }
+        let start = self.log.is_some().then(Instant::now);
         let size = self.terminal.backend().size()?;
         self.follow_resize(size, self.area.height)?;
         let width = size.width;
@@ -82,6 +180,9 @@ impl<B: Backend> Screen<B> {
         self.recent.extend(lines.iter().cloned());
         let over = self.recent.len().saturating_sub(RECENT_LINES);
         self.recent.drain(..over);
+        if let (Some(log), Some(start)) = (&mut self.log, start) {
+            log.printing += start.elapsed();
+        }
         Ok(())
     }
 
@@ -133,6 +234,9 @@ impl<B: Backend> Screen<B> {
             return Ok(());
         }
         self.size = size;
+        if let Some(log) = &mut self.log {
+            log.redrew(Redraw::Screen);
+        }
         let backend = self.terminal.backend_mut();
         // Row by row: a terminal may keep a cleared screen in its history (tmux's
         // scroll-on-clear), which would then hold it twice.
@@ -152,12 +256,16 @@ impl<B: Backend> Screen<B> {
     /// # Errors
     /// When the terminal cannot be written.
     pub fn draw(&mut self, view: &View<'_>) -> std::io::Result<()> {
+        let start = self.log.is_some().then(Instant::now);
         let size = self.terminal.backend().size()?;
         let (width, height) = (size.width, size.height);
+        // Drawn once, at the top of the tallest area it may take: the view is laid out
+        // from the top down, so its rows are the same in an area of just their height,
+        // and they are copied into the live area below.
         let most = Rect::new(0, 0, width, height.min(VIEWPORT_ROWS));
-        let rows = view::render(view, most, &mut Buffer::empty(most))
-            .rows
-            .max(1);
+        let mut drawn_buf = Buffer::empty(most);
+        let drawn = view::render(view, most, &mut drawn_buf);
+        let rows = drawn.rows.max(1);
         self.follow_resize(size, rows)?;
         self.top = make_room(
             self.terminal.backend_mut(),
@@ -171,13 +279,25 @@ impl<B: Backend> Screen<B> {
             self.erase()?;
             self.terminal.resize(area)?;
             self.area = area;
+            if let Some(log) = &mut self.log {
+                log.redrew(Redraw::Area);
+            }
         }
         self.terminal.draw(|frame| {
             let area = frame.area();
-            if let Some((x, y)) = view::render(view, area, frame.buffer_mut()).cursor {
-                frame.set_cursor_position((x, y));
+            let buf = frame.buffer_mut();
+            for y in 0..area.height.min(most.height) {
+                for x in 0..area.width.min(most.width) {
+                    buf[(area.x + x, area.y + y)] = drawn_buf[(x, y)].clone();
+                }
+            }
+            if let Some((x, y)) = drawn.cursor {
+                frame.set_cursor_position((area.x + x, area.y + y));
             }
         })?;
+        if let (Some(log), Some(start)) = (&mut self.log, start) {
+            log.frame(start.elapsed())?;
+        }
         Ok(())
     }
 
@@ -230,14 +350,18 @@ fn make_room<B: Backend>(
 pub struct Ui {
     screen: Screen<CrosstermBackend<Stdout>>,
     restored: bool,
+    /// `GYRE_FRAME_LOG`'s file, when set.
+    frame_log: Option<PathBuf>,
 }
 
 impl Ui {
-    /// Takes the terminal: raw mode, bracketed paste, the live area under the cursor.
+    /// Takes the terminal: raw mode, bracketed paste, the live area under the cursor;
+    /// each frame logged to `frame_log` when given (`GYRE_FRAME_LOG`, see [`FrameLog`]).
     ///
     /// # Errors
-    /// When the terminal cannot be set up (not a terminal, no size).
-    pub fn start(color: bool) -> Result<Self> {
+    /// When the terminal cannot be set up (not a terminal, no size), or the frame log
+    /// cannot be opened.
+    pub fn start(color: bool, frame_log: Option<PathBuf>) -> Result<Self> {
         enable_raw_mode().map_err(TuiError::terminal(
             "could not switch the terminal to raw mode",
         ))?;
@@ -247,11 +371,17 @@ impl Ui {
                 .map_err(TuiError::terminal("could not enable bracketed paste"))?;
             let (_, top) = crossterm::cursor::position()
                 .map_err(TuiError::terminal("could not read the cursor position"))?;
-            let screen = Screen::new(CrosstermBackend::new(stdout), color, top)
+            let mut screen = Screen::new(CrosstermBackend::new(stdout), color, top)
                 .map_err(TuiError::terminal("could not set up the terminal UI"))?;
+            if let Some(path) = &frame_log {
+                screen.log_frames(path).map_err(TuiError::terminal(
+                    "could not open GYRE_FRAME_LOG's file for appending",
+                ))?;
+            }
             Ok(Self {
                 screen,
                 restored: false,
+                frame_log,
             })
         })();
         if started.is_err() {
@@ -274,6 +404,17 @@ impl Ui {
     /// When the terminal cannot be written.
     pub fn draw(&mut self, view: &View<'_>) -> Result<()> {
         Ok(self.screen.draw(view)?)
+    }
+
+    /// See [`Screen::key_read`].
+    pub fn key_read(&mut self) {
+        self.screen.key_read();
+    }
+
+    /// The frame log's file (`GYRE_FRAME_LOG`), for a [`Ui`] started again.
+    #[must_use]
+    pub fn frame_log(&self) -> Option<PathBuf> {
+        self.frame_log.clone()
     }
 
     /// Erases the live area and gives the terminal back, the cursor under the
@@ -442,6 +583,40 @@ mod tests {
         screen.print(&["three".into()]).unwrap();
         draw(&mut screen, None);
         insta::assert_snapshot!(format!("{narrowed}\n=== then a line:\n{}", shown(&screen)));
+    }
+
+    #[test]
+    fn the_frame_log_times_each_frame_and_says_what_it_wrote_afresh() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("frames.log");
+        let mut screen = screen(30);
+        draw(&mut screen, None);
+        // No log yet: nothing is written.
+        assert!(!path.exists());
+        screen.log_frames(&path).unwrap();
+        // Unchanged: only the cells that changed (none).
+        draw(&mut screen, None);
+        // A key read, then its frame.
+        screen.key_read();
+        draw(&mut screen, None);
+        // A line printed above moves the live area: drawn whole.
+        screen.print(&["one".into()]).unwrap();
+        draw(&mut screen, None);
+        // A resize: the whole screen.
+        screen.terminal.backend_mut().resize(20, 10);
+        draw(&mut screen, None);
+        let log = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<Vec<&str>> = log.lines().map(|l| l.split(' ').collect()).collect();
+        let kinds: Vec<&str> = lines.iter().map(|l| l[2]).collect();
+        assert_eq!(kinds, ["diff", "diff", "area", "screen"], "{log}");
+        let keys: Vec<&str> = lines.iter().map(|l| l[3]).collect();
+        assert_eq!(keys[0], "-");
+        assert!(keys[1].parse::<u64>().is_ok(), "{log}");
+        assert_eq!(keys[2..], ["-", "-"]);
+        // Times: a clock reading (µs since 1970) that does not go back, and a duration.
+        let at: Vec<u64> = lines.iter().map(|l| l[0].parse().unwrap()).collect();
+        assert!(at[0] > 1_600_000_000_000_000 && at.is_sorted(), "{log}");
+        assert!(lines.iter().all(|l| l[1].parse::<u64>().is_ok()), "{log}");
     }
 
     #[test]
