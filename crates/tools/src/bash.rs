@@ -394,10 +394,25 @@ async fn in_editor_terminal(
     )
 }
 
-/// The output of `captured` from `reported` on, up to its last whole character (the
-/// rest waits for the bytes that complete it); `None` when there is nothing new.
+/// At most this much of the new output goes into one progress report: a command that
+/// prints hundreds of megabytes would otherwise be copied again every half second
+/// (front-ends show the tail anyway).
+const PROGRESS_MAX_BYTES: usize = 64 * 1024;
+
+/// The output of `captured` from `reported` on (its last [`PROGRESS_MAX_BYTES`] when
+/// there is more), up to its last whole character (the rest waits for the bytes that
+/// complete it); `None` when there is nothing new.
 fn unreported(captured: &[u8], reported: &mut usize) -> Option<String> {
-    let new = captured.get(*reported..)?;
+    let mut new = captured.get(*reported..)?;
+    if new.len() > PROGRESS_MAX_BYTES {
+        let mut skip = new.len() - PROGRESS_MAX_BYTES;
+        // Start on a character, not inside one.
+        while new.get(skip).is_some_and(|b| b & 0xc0 == 0x80) {
+            skip += 1;
+        }
+        *reported += skip;
+        new = &new[skip..];
+    }
     let whole = match std::str::from_utf8(new) {
         Ok(_) => new.len(),
         // A character cut at the end of what was read so far.
@@ -508,5 +523,12 @@ mod tests {
         captured.push(0xa9);
         assert_eq!(unreported(&captured, &mut reported).as_deref(), Some("é"));
         assert_eq!(reported, captured.len());
+        // A flood: only its tail is reported, from a whole character.
+        let mut flood = "é".repeat(100_000).into_bytes();
+        flood.push(b'!');
+        let mut reported = 0;
+        let tail = unreported(&flood, &mut reported).unwrap();
+        assert!(tail.len() <= super::PROGRESS_MAX_BYTES && tail.ends_with("é!"));
+        assert_eq!(reported, flood.len());
     }
 }

@@ -13,6 +13,7 @@ use tokio::sync::watch;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::tool::ExecutorProgressFn;
 use crate::{
     CanUseTool, INTERRUPTED_MESSAGE, SIBLING_CANCELLED_MESSAGE, ToolCall, ToolCallOutcome,
     ToolContext, ToolOutput, ToolProgress, ToolRegistry, run_tool_call,
@@ -20,20 +21,6 @@ use crate::{
 
 /// Calls running at once when `GYRE_MAX_TOOL_CONCURRENCY` is unset (as Claude Code: 10).
 pub const DEFAULT_MAX_CONCURRENCY: usize = 10;
-
-/// Progress of a running call, with the call's `tool_use_id`.
-pub type ExecutorProgressFn = dyn Fn(&str, ToolProgress) + Send + Sync;
-
-/// Where a front-end that shows running calls (an ACP editor) takes their progress,
-/// set on the [`ToolContext`]; with none set, progress goes nowhere.
-#[derive(Clone)]
-pub struct ProgressSink(pub Arc<ExecutorProgressFn>);
-
-impl std::fmt::Debug for ProgressSink {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("ProgressSink")
-    }
-}
 
 /// How an executor runs.
 #[derive(Clone)]

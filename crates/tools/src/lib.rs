@@ -69,10 +69,7 @@ mod walk;
 pub mod write;
 
 pub use call::{PermissionDenial, ToolCallOutcome, run_tool_call};
-pub use executor::{
-    ExecutorOptions, ExecutorProgressFn, ProgressSink, StreamingToolExecutor, ToolStatus,
-    max_concurrency_from,
-};
+pub use executor::{ExecutorOptions, StreamingToolExecutor, ToolStatus, max_concurrency_from};
 pub use file_state::{FileState, FileStateCache};
 pub use mode::{ModeHandle, PermissionMode};
 pub use partition::{ToolBatch, partition};
@@ -82,8 +79,9 @@ pub use permissions::{
 };
 pub use registry::ToolRegistry;
 pub use tool::{
-    BoxFuture, CanUseTool, InputDecision, PermissionDecision, ProgressFn, Tool, ToolCall,
-    ToolContext, ToolInputError, ToolOutput, ToolProgress, call_with_input,
+    BoxFuture, CanUseTool, ExecutorProgressFn, InputDecision, PermissionDecision, ProgressFn,
+    ProgressSink, Tool, ToolCall, ToolContext, ToolInputError, ToolOutput, ToolProgress,
+    call_with_input,
 };
 
 /// The message of every call cut short by an abort (Ctrl+C).

@@ -169,7 +169,22 @@ pub struct ToolContext {
     pub file_history: Option<Arc<dyn crate::file_history::FileHistory>>,
     /// Where the running calls' progress goes (a front-end that shows it, as an ACP
     /// editor shows a command's output while it runs); `None` drops it.
-    pub progress: Option<crate::executor::ProgressSink>,
+    pub progress: Option<ProgressSink>,
+}
+
+/// Progress of a running call, with the call's `tool_use_id`.
+pub type ExecutorProgressFn = dyn Fn(&str, ToolProgress) + Send + Sync;
+
+/// Where a front-end that shows running calls (an ACP editor) takes their progress,
+/// set on the [`ToolContext`] (the executor reports to it, see
+/// [`crate::StreamingToolExecutor`]); with none set, progress goes nowhere.
+#[derive(Clone)]
+pub struct ProgressSink(pub Arc<ExecutorProgressFn>);
+
+impl std::fmt::Debug for ProgressSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressSink")
+    }
 }
 
 /// `path` made absolute against the current directory (lexically: symlinks are resolved
