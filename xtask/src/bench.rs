@@ -17,6 +17,10 @@
 //! - Grep / Glob against `rg` on `~/.cargo/registry/src`, both as processes, answers
 //!   compared (see `bench/search.rs`), and a streamed turn with five 200 ms safe tools
 //!   (`xtask-bench-probe`, gyre's library code in release);
+//! - what the 100- and 500-turn sessions' input would be billed under a model of the
+//!   prompt cache, gyre beside the reference CLI from npm (`bench/cache.rs`);
+//! - the REPL through tmux, beside the reference CLI (`bench/repl.rs`), and the
+//!   binary's code by crate (`bench/size.rs`);
 //! - compaction and SSE parsing: the crates' criterion benches, medians read from
 //!   `target/criterion/*/new/estimates.json`.
 //!
