@@ -281,12 +281,17 @@ async def case_set_mode(case):
         expect(call.content[0].type == "diff" and call.content[0].new_text == "# Notes\n", f"diff: {call.content}")
 
 
-async def case_load_replays_history(case):
-    editor = Editor()
-    async with case.spawn(editor) as (conn, _proc):
+async def remembered_session(case):
+    """A session, closed with its process, whose one prompt the next cases look for."""
+    async with case.spawn(Editor()) as (conn, _proc):
         await start(conn)
         sid = (await conn.new_session(cwd=case.project, mcp_servers=[])).session_id
         await conn.prompt(session_id=sid, prompt=[text_block("remember: the tree is an oak")])
+    return sid
+
+
+async def case_load_replays_history(case):
+    sid = await remembered_session(case)
     later = Editor()
     async with case.spawn(later) as (conn, _proc):
         await start(conn)
@@ -350,11 +355,7 @@ async def case_bash_in_the_editors_terminal(case):
 
 
 async def case_sessions_listed_resumed_forked_closed(case):
-    editor = Editor()
-    async with case.spawn(editor) as (conn, _proc):
-        await start(conn)
-        sid = (await conn.new_session(cwd=case.project, mcp_servers=[])).session_id
-        await conn.prompt(session_id=sid, prompt=[text_block("remember: the tree is an oak")])
+    sid = await remembered_session(case)
     later = Editor()
     async with case.spawn(later) as (conn, _proc):
         init = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities())

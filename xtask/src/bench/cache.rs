@@ -213,6 +213,15 @@ const MODEL: &str = "claude-sonnet-4-5";
 /// Its context window.
 const CONTEXT_WINDOW: u64 = 200_000;
 
+/// The reference CLI's environment besides its home, URL and key: no updates, telemetry,
+/// error reports or other traffic (the bench must not touch the internet).
+pub(super) const REFERENCE_ENV: [(&str, &str); 4] = [
+    ("DISABLE_AUTOUPDATER", "1"),
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+    ("DISABLE_TELEMETRY", "1"),
+    ("DISABLE_ERROR_REPORTING", "1"),
+];
+
 /// The reference CLI's binary under `target/reference-cli`, installed with npm when
 /// missing; `Err` says why it cannot be had.
 pub(super) fn reference_cli() -> std::result::Result<PathBuf, String> {
@@ -299,9 +308,7 @@ fn bill_run(
                 .env("HOME", &home)
                 .env("ANTHROPIC_BASE_URL", &server.url)
                 .env("ANTHROPIC_API_KEY", "bench-key")
-                .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-                .env("DISABLE_TELEMETRY", "1")
-                .env("DISABLE_AUTOUPDATER", "1")
+                .envs(REFERENCE_ENV)
                 .stdin(Stdio::null())
                 .stderr(Stdio::null());
             c

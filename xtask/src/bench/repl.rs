@@ -413,15 +413,10 @@ fn reference_client() -> Result<Client> {
     Ok(Client {
         name: "claude",
         program: binary,
-        env: [
-            ("DISABLE_AUTOUPDATER", "1"),
-            ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
-            ("DISABLE_TELEMETRY", "1"),
-            ("DISABLE_ERROR_REPORTING", "1"),
-        ]
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect(),
+        env: super::cache::REFERENCE_ENV
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
         frame_log: false,
         idle_box: reference_idle_box,
         prepare: |home, project, entries| {
